@@ -1,0 +1,1 @@
+"""Debug LLM inference servers from a notebook: launch, watch, benchmark, journal."""

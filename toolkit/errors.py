@@ -1,0 +1,130 @@
+"""Errors that say what happened, show the evidence, and say what to do.
+
+Every error the toolkit raises on purpose derives from :class:`ToolkitError`. Each
+carries the evidence that decided it (a host, a port, a command, the quoted log
+lines) so that a notebook shows the cause without a second look at the host.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+__all__ = [
+    "ToolkitError",
+    "HostError",
+    "HostUnreachable",
+    "AuthenticationFailed",
+    "UnknownHostKey",
+    "ChangedHostKey",
+    "CommandFailed",
+    "CommandNotFound",
+    "PortInUse",
+    "ProcessDied",
+    "ServerDied",
+    "ReadinessTimeout",
+    "ServerHung",
+    "InvalidFlag",
+    "MalformedResponse",
+    "JournalError",
+]
+
+
+class ToolkitError(Exception):
+    """Base class: a message in full sentences, the evidence behind it, and a hint."""
+
+    def __init__(self, message: str, *, evidence: Sequence[str] = (), hint: str | None = None) -> None:
+        self.message = message
+        self.evidence = tuple(evidence)
+        self.hint = hint
+        super().__init__(self._render())
+
+    def _render(self) -> str:
+        parts = [self.message]
+        if self.evidence:
+            parts.append("evidence:\n" + "\n".join(f"  | {line}" for line in self.evidence))
+        if self.hint:
+            parts.append(f"what to do: {self.hint}")
+        return "\n".join(parts)
+
+
+class HostError(ToolkitError):
+    """Something about reaching or using a host went wrong."""
+
+    def __init__(self, message: str, *, host: str, evidence: Sequence[str] = (), hint: str | None = None) -> None:
+        self.host = host
+        super().__init__(message, evidence=evidence, hint=hint)
+
+
+class HostUnreachable(HostError):
+    """No SSH session could be opened within the connect bound."""
+
+
+class AuthenticationFailed(HostError):
+    """The host answered but refused our credentials."""
+
+
+class UnknownHostKey(HostError):
+    """The host's key is not in known_hosts; we never trust silently."""
+
+
+class ChangedHostKey(HostError):
+    """The host's key differs from the one recorded: possibly a different machine."""
+
+
+class CommandFailed(HostError):
+    """A command run on a host exited non-zero."""
+
+    def __init__(
+        self, message: str, *, host: str, command: str, exit_code: int, stderr: str = "", hint: str | None = None
+    ) -> None:
+        self.command = command
+        self.exit_code = exit_code
+        self.stderr = stderr
+        tail = [line for line in stderr.strip().splitlines()[-8:] if line.strip()]
+        super().__init__(message, host=host, evidence=tail, hint=hint)
+
+
+class CommandNotFound(CommandFailed):
+    """The program is not installed (or not on PATH) on the host."""
+
+
+class PortInUse(HostError):
+    """A port the server needs is already held by another process on the host."""
+
+    def __init__(
+        self, message: str, *, host: str, port: int, pid: int | None = None, holder: str | None = None,
+        hint: str | None = None,
+    ) -> None:
+        self.port = port
+        self.pid = pid
+        self.holder = holder
+        evidence = [f"pid {pid}: {holder}"] if pid is not None else []
+        super().__init__(message, host=host, evidence=evidence, hint=hint)
+
+
+class ProcessDied(HostError):
+    """A process we started exited when it should still be running."""
+
+
+class ServerDied(ProcessDied):
+    """The server failed during start-up or serving; the evidence quotes the decisive log lines."""
+
+
+class ReadinessTimeout(HostError):
+    """The server neither became ready nor failed within the time allowed."""
+
+
+class ServerHung(ReadinessTimeout):
+    """The server is alive but printed nothing and made no progress for too long."""
+
+
+class InvalidFlag(ToolkitError):
+    """A flag or flag value the engine does not accept, caught before a long launch."""
+
+
+class MalformedResponse(ToolkitError):
+    """A server answered with something that is not what the protocol promises."""
+
+
+class JournalError(ToolkitError):
+    """The journal file cannot be opened or written."""
