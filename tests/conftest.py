@@ -1,0 +1,95 @@
+"""Shared fixtures: a real loopback sshd and the hosts that reach it.
+
+``ssh_host`` / ``ssh_hosts`` / ``local_host`` / ``any_host`` are the hosts every test module
+may use; ``any_host`` runs a test once on ``Host.local()`` and once over SSH. The sshd starts
+once per session, and only if a test asks for it.
+
+Under ``CI=true`` a missing sshd fails the run: a skipped SSH suite looks green and tests
+nothing. Elsewhere it skips with the reason.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+from system.sshd import ADDRESSES, LoopbackSshd, find_sshd
+
+from toolkit.hosts import Host
+
+
+def _in_ci() -> bool:
+    return os.environ.get("CI", "").strip().lower() in {"1", "true", "yes"}
+
+
+@pytest.fixture(scope="session")
+def sshd(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LoopbackSshd]:
+    """A real ``sshd`` on 127.0.0.1-3 at a free port, with generated host and client keys."""
+    path = find_sshd()
+    if path is None:
+        reason = "sshd is not installed (Debian/Ubuntu: apt-get install openssh-server openssh-client)"
+        if _in_ci():
+            pytest.fail(f"CI=true but {reason}; the SSH tests must run in CI", pytrace=False)
+        pytest.skip(reason)
+    server = LoopbackSshd.start(tmp_path_factory.mktemp("sshd"), path)
+    yield server
+    server.stop()
+
+
+MakeSshHost = Callable[..., Host]
+
+
+@pytest.fixture(scope="session")
+def make_ssh_host(sshd: LoopbackSshd) -> Iterator[MakeSshHost]:
+    """Factory for fresh SSH hosts to the loopback sshd: ``make_ssh_host("127.0.0.2", known_hosts=...)``.
+
+    Defaults: the test user, the generated client key, the sshd's known_hosts and an empty
+    ssh_config (so a developer's ~/.ssh/config cannot change the outcome). Closed at the end.
+    """
+    made: list[Host] = []
+
+    def make(address: str = ADDRESSES[0], **overrides: Any) -> Host:
+        options: dict[str, Any] = {
+            "user": sshd.user,
+            "port": sshd.port,
+            "key_filename": str(sshd.client_key),
+            "known_hosts": str(sshd.known_hosts),
+            "ssh_config": str(sshd.ssh_config),
+            "connect_timeout_s": 5.0,
+        }
+        options.update(overrides)
+        host = Host(address, **options)
+        made.append(host)
+        return host
+
+    yield make
+    for host in made:
+        host.close()
+
+
+@pytest.fixture(scope="session")
+def ssh_host(make_ssh_host: MakeSshHost) -> Host:
+    """An SSH Host to 127.0.0.1 through the loopback sshd (host key checked)."""
+    return make_ssh_host(ADDRESSES[0])
+
+
+@pytest.fixture(scope="session")
+def ssh_hosts(make_ssh_host: MakeSshHost) -> list[Host]:
+    """Three SSH hosts, 127.0.0.1, .2 and .3: distinct addresses of one loopback sshd."""
+    return [make_ssh_host(address) for address in ADDRESSES]
+
+
+@pytest.fixture(scope="session")
+def local_host() -> Host:
+    return Host.local()
+
+
+@pytest.fixture(scope="session", params=["local", pytest.param("ssh", marks=pytest.mark.ssh)])
+def any_host(request: pytest.FixtureRequest) -> Host:
+    """Each test that takes it runs on Host.local() and on the SSH host: one API, same results."""
+    if request.param == "local":
+        return Host.local()
+    host: Host = request.getfixturevalue("ssh_host")
+    return host

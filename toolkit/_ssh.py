@@ -1,0 +1,248 @@
+"""Opening SSH connections the careful way: fabric's config, our host-key policy, clear errors.
+
+Fabric accepts any unknown host key by default (``AutoAddPolicy``, fabric#1804, #2071):
+a man in the middle, or simply the wrong machine after an IP was reassigned, would get our
+commands and model paths. Here every connection, including each ProxyJump hop, checks the
+key against a known_hosts file and refuses unknown keys unless ``trust_on_first_use`` is
+passed explicitly, which then records the key like OpenSSH's ``accept-new``.
+
+Paramiko's exceptions become :mod:`toolkit.errors` types whose messages say what to do.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import paramiko
+from fabric import Config, Connection
+
+from toolkit.errors import AuthenticationFailed, ChangedHostKey, HostUnreachable, ToolkitError, UnknownHostKey
+
+__all__ = [
+    "SshSettings",
+    "build_connection",
+    "open_connection",
+    "close_connection",
+    "chain",
+    "translate_connect_error",
+    "DEFAULT_KNOWN_HOSTS",
+]
+
+DEFAULT_KNOWN_HOSTS = "~/.ssh/known_hosts"
+SYSTEM_KNOWN_HOSTS = "/etc/ssh/ssh_known_hosts"
+KEEPALIVE_S = 30  # idle notebooks sit for hours; NAT and firewalls drop silent connections
+_LOG = logging.getLogger("toolkit.ssh.transport")
+_LOG.addHandler(logging.NullHandler())
+
+
+@dataclass(frozen=True)
+class SshSettings:
+    """Everything needed to (re)open one SSH connection; values as the user gave them."""
+
+    hostname: str
+    user: str | None = None
+    port: int | None = None
+    key_filename: str | None = None
+    known_hosts: str | None = None
+    trust_on_first_use: bool = False
+    connect_timeout_s: float = 10.0
+    ssh_config: str | None = None
+
+
+def _key_name(hostname: str, port: int) -> str:
+    return hostname if port == 22 else f"[{hostname}]:{port}"
+
+
+def _keyscan(hostname: str, port: int) -> str:
+    return f"ssh-keyscan {hostname}" if port == 22 else f"ssh-keyscan -p {port} {hostname}"
+
+
+def _key_file_kind(key_type: str) -> str:
+    """``ssh-ed25519`` -> ``ed25519``, ``ecdsa-sha2-nistp256`` -> ``ecdsa``: sshd's host key file names."""
+    for kind in ("ed25519", "ecdsa", "rsa", "dss"):
+        if kind in key_type:
+            return kind
+    return key_type
+
+
+class _CheckedPolicy(paramiko.MissingHostKeyPolicy):
+    """Reject unknown host keys with the fingerprint and the command to trust them, or record them."""
+
+    def __init__(self, known_hosts: Path, trust_on_first_use: bool, port: int) -> None:
+        self.known_hosts = known_hosts
+        self.trust_on_first_use = trust_on_first_use
+        self.port = port
+        self._lock = threading.Lock()
+
+    def missing_host_key(self, client: paramiko.SSHClient, hostname: str, key: paramiko.PKey) -> None:
+        bare = hostname[1:].rsplit("]:", 1)[0] if hostname.startswith("[") else hostname
+        if not self.trust_on_first_use:
+            raise UnknownHostKey(
+                f"{hostname} offered a host key ({key.get_name()}) that is not in {self.known_hosts}; "
+                "the toolkit never trusts an unknown host key silently",
+                host=bare,
+                evidence=[f"offered key fingerprint: {key.fingerprint}"],
+                hint=(
+                    f"check that fingerprint with the host's owner (on the host: ssh-keygen -lf "
+                    f"/etc/ssh/ssh_host_{_key_file_kind(key.get_name())}_key.pub), then run "
+                    f"`{_keyscan(bare, self.port)} >> {self.known_hosts}`; or pass trust_on_first_use=True "
+                    "to record the key on first contact"
+                ),
+            )
+        with self._lock:
+            client.get_host_keys().add(hostname, key.get_name(), key)
+            self.known_hosts.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+            with self.known_hosts.open("a", encoding="ascii") as f:
+                f.write(f"{hostname} {key.get_name()} {key.get_base64()}\n")
+
+
+def _fabric_config(settings: SshSettings) -> Config:
+    # Connect-time values live in the fabric config so that ProxyJump hops (which fabric
+    # builds from a clone of it) use the same key file and timeouts.
+    timeout = settings.connect_timeout_s
+    connect_kwargs: dict[str, object] = {
+        "timeout": timeout,
+        "banner_timeout": timeout,
+        "auth_timeout": timeout,
+    }
+    if settings.key_filename:
+        connect_kwargs["key_filename"] = [os.path.expanduser(settings.key_filename)]
+    overrides = {"connect_kwargs": connect_kwargs}
+    if settings.ssh_config is not None:
+        return Config(overrides=overrides, runtime_ssh_path=os.path.expanduser(settings.ssh_config))
+    return Config(overrides=overrides)
+
+
+def _harden(connection: Connection, settings: SshSettings) -> None:
+    """Replace fabric's AutoAddPolicy on a connection and each of its gateway hops."""
+    known = settings.known_hosts or connection.ssh_config.get("userknownhostsfile", DEFAULT_KNOWN_HOSTS)
+    path = Path(os.path.expanduser(str(known).split()[0]))
+    client = connection.client
+    client.get_host_keys().clear()
+    if path.exists():
+        client.load_host_keys(str(path))
+    if settings.known_hosts is None and os.path.exists(SYSTEM_KNOWN_HOSTS):
+        client.load_system_host_keys(SYSTEM_KNOWN_HOSTS)  # clusters often distribute host keys there
+    client._host_keys_filename = None  # paramiko would rewrite the whole file on save; we append
+    client.set_missing_host_key_policy(
+        _CheckedPolicy(path, settings.trust_on_first_use, int(connection.port))
+    )
+    client.set_log_channel(_LOG.name)  # paramiko logs handshake tracebacks; our errors say it better
+    connection.connect_timeout = None  # ours is in connect_kwargs (fabric truncates to whole seconds)
+    if isinstance(connection.gateway, Connection):
+        _harden(connection.gateway, settings)
+
+
+def build_connection(settings: SshSettings, gateway: Connection | None = None) -> Connection:
+    """A fabric Connection (not yet open) honouring ssh_config, with host keys checked."""
+    connection = Connection(
+        settings.hostname,
+        user=settings.user,
+        port=settings.port,
+        config=_fabric_config(settings),
+        gateway=gateway,
+    )
+    _harden(connection, settings)
+    return connection
+
+
+def describe(connection: Connection) -> str:
+    return f"{connection.user}@{connection.host}:{connection.port}"
+
+
+def translate_connect_error(exc: BaseException, connection: Connection, timeout_s: float) -> ToolkitError:
+    """Turn what paramiko/socket raised while connecting into an error that says what to do."""
+    if isinstance(exc, ToolkitError):
+        return exc
+    where = describe(connection)
+    host = str(connection.host)
+    via = " (through its gateway)" if connection.gateway else ""
+    if isinstance(exc, paramiko.BadHostKeyException):
+        name = _key_name(host, int(connection.port))
+        return ChangedHostKey(
+            f"{where} presented a different {exc.key.get_name()} host key than the one recorded; "
+            "this may be another machine answering at that address",
+            host=host,
+            evidence=[f"offered:  {exc.key.fingerprint}", f"recorded: {exc.expected_key.fingerprint}"],
+            hint=(
+                "if the host was reinstalled or its key legitimately rotated, remove the old entry with "
+                f"`ssh-keygen -R '{name}'` (add -f FILE for a known_hosts other than ~/.ssh/known_hosts) "
+                "and trust the new one after checking its fingerprint"
+            ),
+        )
+    if isinstance(exc, paramiko.AuthenticationException):
+        return AuthenticationFailed(
+            f"{where} refused our credentials{via}",
+            host=host,
+            evidence=[f"{type(exc).__name__}: {exc}"],
+            hint=(
+                "check user=, key_filename= (or IdentityFile in ~/.ssh/config), that the public key is in "
+                "~/.ssh/authorized_keys of that user, and that `ssh` with the same settings works"
+            ),
+        )
+    if isinstance(exc, socket.gaierror):
+        return HostUnreachable(
+            f"cannot resolve the address of {where}",
+            host=host,
+            evidence=[str(exc)],
+            hint="check the hostname, or add a Host entry with HostName to ~/.ssh/config",
+        )
+    timed_out = isinstance(exc, (TimeoutError, socket.timeout)) or (
+        isinstance(exc, paramiko.SSHException) and "banner" in str(exc).lower()
+    )
+    if timed_out:
+        return HostUnreachable(
+            f"{where} did not answer as an SSH server within {timeout_s:g} s{via}",
+            host=host,
+            evidence=[f"{type(exc).__name__}: {exc}"],
+            hint="check that the host is up, the port is right and no firewall drops the traffic; "
+            "raise connect_timeout_s for a slow link",
+        )
+    if isinstance(exc, (OSError, EOFError, paramiko.SSHException)):
+        return HostUnreachable(
+            f"cannot open an SSH session to {where}{via}",
+            host=host,
+            evidence=[f"{type(exc).__name__}: {exc}"],
+            hint="check that sshd runs on that host and port (`ssh -p PORT USER@HOST true` should work)",
+        )
+    return HostUnreachable(f"unexpected failure connecting to {where}", host=host, evidence=[repr(exc)])
+
+
+def chain(connection: Connection) -> list[Connection]:
+    """The connection and its gateway hops, outermost first."""
+    links = [connection]
+    while isinstance(links[-1].gateway, Connection):
+        links.append(links[-1].gateway)
+    return links
+
+
+def close_connection(connection: Connection) -> None:
+    """Close a connection and every hop (fabric's close() skips a client that never finished connecting)."""
+    for link in chain(connection):
+        link.client.close()
+        link.close()
+
+
+def open_connection(connection: Connection, timeout_s: float) -> None:
+    """Open ``connection`` (and its hops) or raise a :mod:`toolkit.errors` error; never half-open."""
+    started = time.monotonic()
+    try:
+        connection.open()
+        for link in chain(connection):
+            if link.transport is not None:
+                link.transport.set_keepalive(KEEPALIVE_S)
+    except Exception as exc:
+        # the hop that failed is the deepest one not connected (hops open innermost first)
+        failed = [link for link in chain(connection) if not link.is_connected][-1]
+        live = failed.client.get_transport()
+        inner = live.get_exception() if live is not None else None  # what the transport thread saw
+        close_connection(connection)
+        if time.monotonic() - started >= 0.9 * timeout_s and not isinstance(exc, ToolkitError):
+            exc = inner or TimeoutError(f"no SSH handshake within {timeout_s:g} s ({exc})")
+        raise translate_connect_error(exc, failed, timeout_s) from exc
