@@ -1,0 +1,132 @@
+"""The post-mortem: Markdown + PNGs and a self-contained HTML, complete, escaped and redacted."""
+
+from __future__ import annotations
+
+import base64
+from html.parser import HTMLParser
+from pathlib import Path
+
+import matplotlib
+import pytest
+from test_journal_story import SECRET_TOKEN, build_story
+
+from toolkit import report
+from toolkit.__main__ import main as toolkit_main
+from toolkit.document import Block, Code, Paragraph, Table, to_html, to_markdown
+from toolkit.journal import Journal
+
+matplotlib.use("Agg")
+
+
+class _Page(HTMLParser):
+    """Collects text, tags and image sources; fails on nothing (html.parser is lenient), so we check."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.text: list[str] = []
+        self.tags: list[str] = []
+        self.images: list[str] = []
+        self.links: list[str] = []
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        self.tags.append(tag)
+        values = dict(attrs)
+        if tag == "img":
+            self.images.append(values.get("src") or "")
+        for name in ("href", "src"):
+            if tag in ("a", "link", "script") and values.get(name):
+                self.links.append(values[name] or "")
+
+    def handle_data(self, data: str) -> None:
+        self.text.append(data)
+
+
+@pytest.fixture(scope="module")
+def written(tmp_path_factory: pytest.TempPathFactory) -> tuple[Journal, report.ReportPaths]:
+    root = tmp_path_factory.mktemp("report")
+    journal = build_story(root / "eagle3.sqlite")
+    return journal, report.write(journal, root / "out")
+
+
+def test_html_parses_and_holds_every_step_title(written: tuple[Journal, report.ReportPaths]) -> None:
+    journal, paths = written
+    page = _Page()
+    page.feed(paths.html.read_text(encoding="utf-8"))
+    page.close()
+    text = "".join(page.text)
+    for title in journal.steps()["title"]:
+        assert title in text
+    for heading in ("Summary", "Timeline", "Results", "Decisive log lines", "Root cause", "How to reproduce"):
+        assert heading in text
+    assert "--speculative-attention-mode decode" in text
+    assert "0.73x the baseline" in text and "slower than baseline" in text
+    assert "script" not in page.tags  # the log line's <script> is text, not a tag
+    assert "<script>alert(1)</script>" in text
+    assert page.links == []  # self-contained: no external assets
+    assert len(page.images) == len(paths.figures) >= 5
+    for src in page.images:
+        assert src.startswith("data:image/png;base64,")
+        assert base64.b64decode(src.split(",", 1)[1])[:4] == b"\x89PNG"
+
+
+def test_markdown_links_pngs_written_beside_it(written: tuple[Journal, report.ReportPaths]) -> None:
+    _, paths = written
+    markdown = paths.markdown.read_text(encoding="utf-8")
+    for figure in paths.figures:
+        assert figure.parent == paths.markdown.parent and figure.stat().st_size > 5_000
+        assert f"]({figure.name})" in markdown
+    assert "## How to reproduce each step" in markdown
+    assert "--speculative-algorithm EAGLE3 --speculative-num-steps 2 --speculative-attention-mode decode" in markdown
+    assert "```\n[2026-02-26 20:26:06 TP5] Ignore import error" in markdown  # log lines in a code block
+    assert "| #8 | attention_mode | decode-mode verify |" in markdown
+
+
+def test_no_output_file_holds_a_secret(written: tuple[Journal, report.ReportPaths]) -> None:
+    _, paths = written
+    for file in [paths.markdown, paths.html, *paths.figures]:
+        assert SECRET_TOKEN.encode() not in file.read_bytes()
+    assert "HF_TOKEN=[REDACTED]" in paths.markdown.read_text(encoding="utf-8")
+
+
+def test_renderers_redact_and_escape_whatever_they_are_given() -> None:
+    blocks: list[Block] = [Paragraph(f"token={SECRET_TOKEN} <b>bold</b> `--api-key x`"), Table(("a|b",), (("<i>",),)),
+              Code(f"HF_TOKEN={SECRET_TOKEN}\n<script>")]
+    html, markdown = to_html(blocks, title="t"), to_markdown(blocks)
+    assert SECRET_TOKEN not in html and SECRET_TOKEN not in markdown
+    assert "&lt;b&gt;bold&lt;/b&gt;" in html and "<code>--api-key [REDACTED]</code>" in html
+    assert "&lt;script&gt;" in html and "| a\\|b |" in markdown
+
+
+def test_cli_writes_the_report(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    journal = Journal(tmp_path / "small.sqlite", investigation="small")
+    with journal.step("baseline", "only step") as step:
+        step.record({"output_throughput": 82.0})
+    journal.close()
+    # Through the real dispatcher (python -m toolkit report ...), in-process to keep the test quick.
+    assert toolkit_main(["report", str(journal.path), "--out", str(tmp_path / "out")]) == 0
+    assert "postmortem.html" in capsys.readouterr().out
+    assert "only step" in (tmp_path / "out" / "postmortem.html").read_text(encoding="utf-8")
+
+
+def test_cli_explains_a_missing_journal_or_investigation(tmp_path: Path, written: tuple[Journal,
+                                                                                          report.ReportPaths],
+                                                         capsys: pytest.CaptureFixture[str]) -> None:
+    assert report.main([str(tmp_path / "nope.sqlite"), "--out", str(tmp_path)]) == 2
+    assert "no journal at" in capsys.readouterr().err
+    journal, _ = written
+    assert report.main([str(journal.path), "--out", str(tmp_path), "--investigation", "other"]) == 2
+    assert "EAGLE-3 regression on Kimi-K2.5" in capsys.readouterr().err
+
+
+def test_an_empty_journal_still_reports(tmp_path: Path) -> None:
+    paths = report.write(Journal(tmp_path / "empty.sqlite"), tmp_path / "out")
+    html = paths.html.read_text(encoding="utf-8")
+    assert "No benchmark runs were recorded." in html and "Not recorded yet." in html
+
+
+def test_html_ids_are_unique(written: tuple[Journal, report.ReportPaths]) -> None:
+    import re
+
+    _, paths = written
+    ids = re.findall(r' id="([^"]+)"', paths.html.read_text(encoding="utf-8"))
+    assert len(ids) == len(set(ids)) > 10

@@ -1,0 +1,108 @@
+"""What differs between two steps, runs or configurations: spec first, then metrics with b/a.
+
+Pure over the journal's own DataFrames. A side is named by a step id (``int`` or
+``"step:3"``), a run id (``"run:7"``), or a label (the run label, the spec label or the
+step title; every run with that label counts, so repeats recorded in several steps pool).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from toolkit.journal._frames import flatten_spec
+from toolkit.stats import compare_samples, metric_direction
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+__all__ = ["Side", "resolve_side", "compare_frames"]
+
+COMPARE_COLUMNS = ["section", "name", "a", "b", "diff", "ratio", "n_a", "n_b", "verdict"]
+ABSENT = "(absent)"
+
+
+@dataclass(frozen=True)
+class Side:
+    """One side of a comparison: a name, its runs (rows of ``results``) and its flattened spec."""
+
+    name: str
+    runs: pd.DataFrame
+    spec: dict[str, Any]
+
+
+def _spec_of(steps: pd.DataFrame, step_id: int) -> dict[str, Any]:
+    match = steps[steps["step_id"] == step_id]
+    return flatten_spec(match.iloc[0]["spec"]) if len(match) else {}
+
+
+def resolve_side(selector: int | str, steps: pd.DataFrame, results: pd.DataFrame) -> Side:
+    """Find the runs and the spec a selector names; a wrong name lists the valid ones."""
+    text = str(selector)
+    if isinstance(selector, int) or text.startswith("step:"):
+        step_id = int(text.removeprefix("step:"))
+        if step_id not in set(steps["step_id"]):
+            raise ValueError(f"no step {step_id} in this investigation; steps are {sorted(steps['step_id'])}")
+        return Side(f"step {step_id}", results[results["step_id"] == step_id], _spec_of(steps, step_id))
+    if text.startswith("run:"):
+        run_id = int(text.removeprefix("run:"))
+        runs = results[results["run_id"] == run_id]
+        if runs.empty:
+            raise ValueError(f"no run {run_id} in this investigation; runs are {sorted(results['run_id'])}")
+        return Side(f"run {run_id}", runs, _spec_of(steps, int(runs.iloc[0]["step_id"])))
+    runs = results[results["label"] == text]
+    if not runs.empty:
+        return Side(text, runs, _spec_of(steps, int(runs.iloc[-1]["step_id"])))
+    named = steps[(steps["title"] == text) | (steps["label"] == text)]
+    if not named.empty:
+        step_id = int(named.iloc[-1]["step_id"])
+        return Side(text, results[results["step_id"] == step_id], _spec_of(steps, step_id))
+    labels = sorted(set(results["label"].dropna()) | set(steps["title"].dropna()))
+    raise ValueError(
+        f"nothing in this investigation is called {text!r}; use a step id, 'run:ID', or one of: {labels}"
+    )
+
+
+def _numeric_metrics(runs: pd.DataFrame, skip: set[str]) -> dict[str, list[float]]:
+    out: dict[str, list[float]] = {}
+    for column in runs.columns:
+        if column in skip or column.startswith(("flag:", "env:")):
+            continue
+        values = [float(v) for v in runs[column] if isinstance(v, int | float) and not isinstance(v, bool)
+                  and not math.isnan(float(v))]
+        if values:
+            out[column] = values
+    return out
+
+
+def compare_frames(a: Side, b: Side) -> pd.DataFrame:
+    """The rows of ``journal.compare``: spec differences, then every metric with diff, b/a and a verdict."""
+    import pandas as pd
+
+    from toolkit.journal._frames import RESULT_BASE_COLUMNS
+
+    rows: list[dict[str, Any]] = []
+    for name in sorted(set(a.spec) | set(b.spec), key=lambda n: (n.startswith("env:"), n)):
+        va, vb = a.spec.get(name), b.spec.get(name)
+        if va != vb:
+            rows.append({"section": "spec", "name": name, "a": ABSENT if va is None else va,
+                         "b": ABSENT if vb is None else vb})
+    skip = set(RESULT_BASE_COLUMNS)
+    metrics_a, metrics_b = _numeric_metrics(a.runs, skip), _numeric_metrics(b.runs, skip)
+    for name in [m for m in metrics_a if m in metrics_b] + [m for m in metrics_b if m not in metrics_a]:
+        xs, ys = metrics_a.get(name, []), metrics_b.get(name, [])
+        mean_a = sum(xs) / len(xs) if xs else math.nan
+        mean_b = sum(ys) / len(ys) if ys else math.nan
+        verdict = None
+        direction = metric_direction(name)
+        if direction is not None and len(xs) >= 2 and len(ys) >= 2:
+            verdict = compare_samples(xs, ys, higher_is_better=direction).verdict
+        rows.append({
+            "section": "metric", "name": name, "a": mean_a, "b": mean_b, "diff": mean_b - mean_a,
+            "ratio": mean_b / mean_a if mean_a else math.nan, "n_a": len(xs), "n_b": len(ys), "verdict": verdict,
+        })
+    frame = pd.DataFrame(rows, columns=COMPARE_COLUMNS)
+    frame[["n_a", "n_b"]] = frame[["n_a", "n_b"]].astype("Int64")
+    frame.attrs["a"], frame.attrs["b"] = a.name, b.name
+    return frame

@@ -1,0 +1,213 @@
+"""Read the journal back as plain pandas DataFrames: steps, results, requests, metric and log lines.
+
+Tidy shapes for seaborn and for eyes: one row per step, one row per run (spec flattened
+into ``flag:--name`` / ``env:NAME`` columns beside the summary metrics), one row per
+request, one row per metric line. Times are UTC ``datetime64`` columns; durations are
+``_s`` floats.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from toolkit.journal._coerce import env_pairs, flag_words
+from toolkit.journal._store import Store, loads
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+__all__ = ["SWITCH", "flatten_spec", "steps_frame", "results_frame", "requests_frame", "metric_lines_frame",
+           "log_lines_frame", "investigations_frame"]
+
+SWITCH = "on"  # the value shown for a flag given without a value (``--enable-torch-compile``)
+
+STEP_COLUMNS = [
+    "step_id", "seq", "kind", "title", "hypothesis", "status", "verdict", "verdict_note", "label", "engine",
+    "model", "commit", "hosts", "started_at", "finished_at", "duration_s", "n_runs", "ready", "time_to_ready_s",
+    "error", "notes", "command", "spec", "readiness", "evidence", "traceback", "versions", "pid", "hostname",
+]
+RESULT_BASE_COLUMNS = [
+    "run_id", "step_id", "seq", "kind", "title", "label", "run_label", "repeat", "status", "verdict", "engine",
+    "model", "commit", "recorded_at",
+]
+
+
+def flatten_spec(spec: Mapping[str, Any] | None) -> dict[str, Any]:
+    """engine, model, commit, launcher and one ``flag:NAME`` / ``env:NAME`` entry per flag and variable."""
+    if not spec:
+        return {}
+    flat: dict[str, Any] = {key: spec.get(key) for key in ("engine", "model", "commit")}
+    if spec.get("launcher"):
+        flat["launcher"] = " ".join(str(part) for part in spec["launcher"])
+    for name, value in spec.get("flags") or []:
+        flat[f"flag:{name}"] = SWITCH if value is None else " ".join(flag_words(value))
+    for name, value in env_pairs(spec.get("env")):
+        flat[f"env:{name}"] = str(value)
+    return flat
+
+
+def _times(frame: pd.DataFrame, *columns: str) -> None:
+    import pandas as pd
+
+    for column in columns:
+        frame[column] = pd.to_datetime(frame[column].astype("float64"), unit="s", utc=True)
+
+
+def investigations_frame(store: Store) -> pd.DataFrame:
+    import pandas as pd
+
+    rows = store.read(
+        "SELECT i.id AS investigation_id, i.name, i.created_at, i.root_cause, count(s.id) AS n_steps"
+        " FROM investigations i LEFT JOIN steps s ON s.investigation_id = i.id GROUP BY i.id ORDER BY i.id"
+    )
+    frame = pd.DataFrame([dict(r) for r in rows],
+                         columns=["investigation_id", "name", "created_at", "root_cause", "n_steps"])
+    _times(frame, "created_at")
+    return frame
+
+
+def steps_frame(store: Store, investigation_id: int) -> pd.DataFrame:
+    import pandas as pd
+
+    rows = store.read(
+        "SELECT s.*, (SELECT count(*) FROM runs r WHERE r.step_id = s.id) AS n_runs,"
+        " (SELECT group_concat(text, char(10)) FROM (SELECT text FROM notes n WHERE n.step_id = s.id"
+        "  ORDER BY n.id)) AS notes"
+        " FROM steps s WHERE s.investigation_id = ? ORDER BY s.id",
+        (investigation_id,),
+    )
+    records = []
+    for seq, row in enumerate(rows, start=1):
+        spec = loads(row["spec_json"]) or {}
+        readiness = loads(row["readiness_json"]) or {}
+        end = row["finished_at"]
+        records.append({
+            "step_id": row["id"], "seq": seq, "kind": row["kind"], "title": row["title"],
+            "hypothesis": row["hypothesis"], "status": row["status"], "verdict": row["verdict"],
+            "verdict_note": row["verdict_note"], "label": row["spec_label"] or spec.get("label") or row["title"],
+            "engine": spec.get("engine"), "model": spec.get("model"), "commit": spec.get("commit"),
+            "hosts": ", ".join(loads(row["hosts_json"]) or []), "started_at": row["started_at"],
+            "finished_at": end, "duration_s": None if end is None else end - row["started_at"],
+            "n_runs": row["n_runs"], "ready": readiness.get("ready"),
+            "time_to_ready_s": readiness.get("time_to_ready_s"), "error": row["error"], "notes": row["notes"],
+            "command": row["command"], "spec": spec or None, "readiness": readiness or None,
+            "evidence": loads(row["evidence_json"]), "traceback": row["traceback"],
+            "versions": loads(row["versions_json"]), "pid": row["pid"], "hostname": row["hostname"],
+        })
+    frame = pd.DataFrame(records, columns=STEP_COLUMNS)
+    frame["duration_s"] = frame["duration_s"].astype("float64")
+    _times(frame, "started_at", "finished_at")
+    return frame
+
+
+def results_frame(store: Store, investigation_id: int) -> pd.DataFrame:
+    import pandas as pd
+
+    steps = store.read("SELECT id FROM steps WHERE investigation_id = ? ORDER BY id", (investigation_id,))
+    seq_of = {row["id"]: seq for seq, row in enumerate(steps, start=1)}
+    rows = store.read(
+        "SELECT r.id AS run_id, r.step_id, r.label AS run_label, r.repeat, r.recorded_at, r.summary_json,"
+        " s.kind, s.title, s.status, s.verdict, s.spec_label, s.spec_json"
+        " FROM runs r JOIN steps s ON s.id = r.step_id WHERE s.investigation_id = ? ORDER BY r.id",
+        (investigation_id,),
+    )
+    records: list[dict[str, Any]] = []
+    metric_names: dict[str, None] = {}  # ordered sets: first appearance wins
+    spec_names: dict[str, None] = {}
+    for row in rows:
+        spec = loads(row["spec_json"]) or {}
+        summary = {k: v for k, v in (loads(row["summary_json"]) or {}).items()
+                   if v is None or isinstance(v, bool | int | float | str)}
+        flat = flatten_spec(spec)
+        record = {
+            "run_id": row["run_id"], "step_id": row["step_id"], "seq": seq_of.get(row["step_id"]),
+            "kind": row["kind"], "title": row["title"],
+            "label": row["run_label"] or row["spec_label"] or spec.get("label") or row["title"],
+            "run_label": row["run_label"], "repeat": row["repeat"], "status": row["status"],
+            "verdict": row["verdict"], "engine": spec.get("engine"), "model": spec.get("model"),
+            "commit": spec.get("commit"), "recorded_at": row["recorded_at"],
+        }
+        for key, value in summary.items():
+            metric_names.setdefault(key, None)
+            record.setdefault(key, value)
+        for key, value in flat.items():
+            if key.startswith(("flag:", "env:")):
+                spec_names.setdefault(key, None)
+                record[key] = value
+        records.append(record)
+    columns = RESULT_BASE_COLUMNS + [m for m in metric_names if m not in RESULT_BASE_COLUMNS]
+    columns += sorted(spec_names, key=lambda name: (not name.startswith("flag:"), name))
+    frame = pd.DataFrame(records, columns=columns)
+    frame["repeat"] = frame["repeat"].astype("Int64")  # None for single runs, not NaN floats
+    _times(frame, "recorded_at")
+    return frame
+
+
+def requests_frame(store: Store, investigation_id: int, run_id: int | None = None) -> pd.DataFrame:
+    import pandas as pd
+
+    sql = (
+        "SELECT q.run_id, q.idx, q.data_json, r.step_id, r.label AS run_label, s.spec_label, s.title"
+        " FROM requests q JOIN runs r ON r.id = q.run_id JOIN steps s ON s.id = r.step_id"
+        " WHERE s.investigation_id = ?"
+    )
+    params: list[Any] = [investigation_id]
+    if run_id is not None:
+        sql += " AND q.run_id = ?"
+        params.append(run_id)
+    records = []
+    for row in store.read(sql + " ORDER BY q.run_id, q.idx", params):
+        label = row["run_label"] or row["spec_label"] or row["title"]
+        records.append({"run_id": row["run_id"], "step_id": row["step_id"], "label": label, "idx": row["idx"],
+                        **(loads(row["data_json"]) or {})})
+    return pd.DataFrame(records, columns=None if records else ["run_id", "step_id", "label", "idx"])
+
+
+def metric_lines_frame(
+    store: Store, investigation_id: int, run_id: int | None = None, step_id: int | None = None
+) -> pd.DataFrame:
+    import pandas as pd
+
+    sql = (
+        "SELECT m.step_id, m.run_id, m.line_no, m.kind, m.rank, m.timestamp, m.values_json,"
+        " r.label AS run_label, s.spec_label, s.title"
+        " FROM metric_lines m JOIN steps s ON s.id = m.step_id LEFT JOIN runs r ON r.id = m.run_id"
+        " WHERE s.investigation_id = ?"
+    )
+    params: list[Any] = [investigation_id]
+    for column, value in (("m.run_id", run_id), ("m.step_id", step_id)):
+        if value is not None:
+            sql += f" AND {column} = ?"
+            params.append(value)
+    records = []
+    for row in store.read(sql + " ORDER BY m.id", params):
+        label = row["run_label"] or row["spec_label"] or row["title"]
+        records.append({"step_id": row["step_id"], "run_id": row["run_id"], "label": label,
+                        "line_no": row["line_no"], "kind": row["kind"], "rank": row["rank"],
+                        "timestamp": row["timestamp"], **(loads(row["values_json"]) or {})})
+    base = ["step_id", "run_id", "label", "line_no", "kind", "rank", "timestamp"]
+    frame = pd.DataFrame(records, columns=None if records else base + ["t_s"])
+    if records:
+        ts = frame["timestamp"].astype("float64")
+        group = frame["run_id"].fillna(-frame["step_id"]).astype("int64")
+        frame["t_s"] = ts - ts.groupby(group).transform("min")
+    _times(frame, "timestamp")
+    return frame
+
+
+def log_lines_frame(store: Store, investigation_id: int, step_id: int | None = None) -> pd.DataFrame:
+    import pandas as pd
+
+    sql = (
+        "SELECT l.step_id, l.run_id, l.line_no, l.rank, l.level, l.verdict, l.rule, l.timestamp, l.text"
+        " FROM log_lines l JOIN steps s ON s.id = l.step_id WHERE s.investigation_id = ?"
+    )
+    params: list[Any] = [investigation_id]
+    if step_id is not None:
+        sql += " AND l.step_id = ?"
+        params.append(step_id)
+    columns = ["step_id", "run_id", "line_no", "rank", "level", "verdict", "rule", "timestamp", "text"]
+    frame = pd.DataFrame([dict(r) for r in store.read(sql + " ORDER BY l.id", params)], columns=columns)
+    _times(frame, "timestamp")
+    return frame

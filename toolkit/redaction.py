@@ -1,0 +1,251 @@
+"""Remove secrets before anything is stored or shown: the one function behind the journal boundary.
+
+A journal is shared: attached to issues, pasted into chats, committed next to notebooks. So
+every string that reaches the SQLite file, a report or a plot label passes through this
+module first. One core decides, three entry points apply it:
+
+* :func:`redact_text` for free text (log lines, notes, error texts, shell command lines);
+* :func:`redact_mapping` for ``name -> value`` data (an environment, a flag list);
+* :func:`redact_spec_dict` for a ``ServerSpec.to_dict()``;
+* :func:`redact_obj` for any JSON-like tree (benchmark summaries, error evidence).
+
+Two rules decide, both pure:
+
+1. **By name** (:func:`is_secret_name`). The name is split into words (``HF_TOKEN`` ->
+   ``hf token``, ``apiKey`` -> ``api key``). It is secret when its *last* word is a
+   credential noun (token, key, secret, password, passphrase, credential(s), authorization,
+   cookie; or a compound ending in one, such as ``apikey``), or when any word contains
+   ``password``/``passwd``/``secret``. Deliberate near misses, all kept:
+   ``--max-tokens 128`` and ``--max-total-tokens`` (plural: counts, not credentials),
+   ``TOKENIZERS_PARALLELISM``, ``--speculative-token-map`` and ``HF_TOKEN_PATH`` (the
+   last word is map/path: a file, not the secret), ``KEY_VALUE_CACHE`` (KEY qualifies a
+   data structure), ``--ssl-keyfile`` (a path), ``PWD`` (the working directory; but
+   ``MYSQL_PWD`` is secret).
+2. **By shape** (:func:`looks_like_secret`): known credential formats (``hf_``, ``sk-``,
+   ``AKIA``, ``ghp_``, ``github_pat_``, ``glpat-``, ``xox?-``, JWTs, PEM private keys,
+   ``Bearer x``, ``user:pass@`` in URLs) and long high-entropy tokens: 32+ characters of
+   base64 alphabet holding upper case, lower case and digits with entropy >= 4 bits/char.
+   Pure lower-case hex (git commits, request ids, UUIDs) is *not* a secret by shape: the
+   journal must keep commits; hex secrets are caught by their names.
+
+Redaction is idempotent and never introduces quotes or backslashes, so JSON text stays
+JSON after it.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections import Counter
+from collections.abc import Mapping
+from typing import Any
+
+__all__ = [
+    "REDACTED",
+    "redact",
+    "is_secret_name",
+    "looks_like_secret",
+    "redact_value",
+    "redact_text",
+    "redact_mapping",
+    "redact_pairs",
+    "redact_spec_dict",
+    "redact_obj",
+]
+
+REDACTED = "[REDACTED]"
+
+_CREDENTIAL_NOUNS = ("token", "key", "secret", "password", "passwd", "passphrase")
+_LAST_WORDS = frozenset(_CREDENTIAL_NOUNS) | {"credential", "credentials", "authorization", "cookie", "apikey"}
+_ANYWHERE = ("password", "passwd", "secret")
+# Words that end in a credential noun by accident.
+_BENIGN_COMPOUNDS = frozenset({"monkey", "donkey", "hockey", "jockey", "turkey", "whiskey", "hotkey", "keykey"})
+_WORD_SPLIT = re.compile(r"[^A-Za-z0-9]+|(?<=[a-z0-9])(?=[A-Z])")
+
+# Known credential formats, matched anywhere in text.
+_SHAPES: tuple[re.Pattern[str], ...] = (
+    re.compile(r"-----BEGIN[A-Z ]*PRIVATE KEY-----.*?(?:-----END[A-Z ]*PRIVATE KEY-----|\Z)", re.S),
+    re.compile(r"\bhf_[A-Za-z0-9]{20,}"),
+    re.compile(r"\bsk-[A-Za-z0-9_-]{20,}"),
+    re.compile(r"\b(?:AKIA|ASIA)[0-9A-Z]{16}\b"),
+    re.compile(r"\bgh[pousr]_[A-Za-z0-9]{30,}"),
+    re.compile(r"\bgithub_pat_[A-Za-z0-9_]{22,}"),
+    re.compile(r"\bglpat-[A-Za-z0-9_-]{20,}"),
+    re.compile(r"\bxox[abprs]-[A-Za-z0-9-]{10,}"),
+    re.compile(r"\beyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]+"),
+)
+_BEARER = re.compile(r"(?i)\b(bearer|basic)(\s+)(?!\[REDACTED\])([A-Za-z0-9._~+/=-]{8,})")
+_PLAIN_WORD = re.compile(r"[A-Z]?[a-z]+|[-+]?\d+(?:\.\d+)?")
+_URL_USERINFO = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://[^\s:/@'\"]+):([^\s@/'\"]+)@")
+# NAME=value, --flag=value, --flag value, name: value, "name": "value". Values never
+# swallow quotes, backticks or backslashes, which keeps JSON valid, `code spans` closed and
+# redaction idempotent.
+_VALUE = r"(?:\"[^\"\\\n]*\"|'[^'\\\n]*'|(?:(?i:bearer|basic|token|digest)\s+)?[^\s'\"`\\,;&|)}\]]+)"
+_ASSIGN = re.compile(r"(?<![A-Za-z0-9_.-])(--?[A-Za-z][A-Za-z0-9_.-]*|[A-Za-z_][A-Za-z0-9_.]*)(=)(" + _VALUE + ")")
+_FLAG_SPACE = re.compile(r"(?<![A-Za-z0-9_-])(--[A-Za-z][A-Za-z0-9_-]*)(\s+)(?!-)(" + _VALUE + ")")
+_COLON = re.compile(r"(?<![A-Za-z0-9_-])([A-Za-z_][A-Za-z0-9_.-]*)([\"']?\s*:\s*[\"']?)(?!//)(" + _VALUE + ")")
+_ENTROPY_CANDIDATE = re.compile(r"(?<![A-Za-z0-9+/=_-])[A-Za-z0-9+/=_-]{32,}(?![A-Za-z0-9+/=_-])")
+
+
+def _words(name: str) -> list[str]:
+    return [w.lower() for w in _WORD_SPLIT.split(name.strip()) if w]
+
+
+def is_secret_name(name: str) -> bool:
+    """True when a variable or flag *name* announces a credential (see the module docstring).
+
+    >>> is_secret_name("HF_TOKEN"), is_secret_name("--max-tokens"), is_secret_name("KEY_VALUE_CACHE")
+    (True, False, False)
+    """
+    words = _words(name)
+    if not words:
+        return False
+    if any(fragment in word for word in words for fragment in _ANYWHERE):
+        return True
+    last = words[-1]
+    if last in _LAST_WORDS:
+        return True
+    if last == "pwd":  # PWD alone is the working directory; MYSQL_PWD is a password
+        return len(words) > 1
+    return last not in _BENIGN_COMPOUNDS and any(
+        last.endswith(noun) and len(last) > len(noun) for noun in _CREDENTIAL_NOUNS
+    )
+
+
+def _entropy_bits(text: str) -> float:
+    counts = Counter(text)
+    return -sum(n / len(text) * math.log2(n / len(text)) for n in counts.values())
+
+
+def _is_high_entropy(token: str) -> bool:
+    if len(token) < 32 or token == REDACTED:
+        return False
+    if not (re.search(r"[a-z]", token) and re.search(r"[A-Z]", token) and re.search(r"[0-9]", token)):
+        return False
+    # Paths and repository ids (moonshotai/Kimi-K2-Instruct-0905): short words between separators.
+    segments = [s for s in re.split(r"[/_-]", token) if s]
+    if (len(segments) >= 3 or "/" in token) and max(map(len, segments), default=0) < 20:
+        return False
+    return _entropy_bits(token) >= 4.0
+
+
+def looks_like_secret(value: str) -> bool:
+    """True when a *value* has the shape of a credential, whatever it is called.
+
+    >>> looks_like_secret("hf_" + "a1B2c3D4e5" * 3), looks_like_secret("Ring")
+    (True, False)
+    """
+    value = value.strip().strip("'\"")
+    if not value or value == REDACTED:
+        return False
+    return redact_text(value) != value
+
+
+def redact_value(name: str | None, value: Any) -> Any:
+    """The core: the value to keep for ``name = value``, with secrets replaced.
+
+    A secret name hides the whole value (whatever its type); otherwise a string value is
+    scanned as text, so a credential inside it is replaced and the rest kept.
+    """
+    return redact_obj(value, name=name)
+
+
+def _named_value(match: re.Match[str]) -> str:
+    name, sep, value = match.group(1), match.group(2), match.group(3)
+    if not is_secret_name(name) or "[REDACTED" in value:
+        return match.group(0)
+    # "#full token: 181" (SGLang's decode line) is a count, not a credential; a number
+    # next to a password is still redacted.
+    if re.fullmatch(r"[-+]?\d+(?:\.\d+)?", value) and not any(f in name.lower() for f in _ANYWHERE):
+        return match.group(0)
+    return f"{name}{sep}{REDACTED}"
+
+
+def _bearer(match: re.Match[str]) -> str:
+    # "basic attention backend" is prose; "Basic dXNlcjpwYXNz" is a credential.
+    if _PLAIN_WORD.fullmatch(match.group(3)):
+        return match.group(0)
+    return f"{match.group(1)}{match.group(2)}{REDACTED}"
+
+
+def _shape(match: re.Match[str]) -> str:
+    return match.group(0) if match.group(0) == REDACTED else REDACTED
+
+
+def redact_text(text: str) -> str:
+    """Return ``text`` with every secret replaced by ``[REDACTED]``; everything else is kept.
+
+    >>> redact_text("HF_TOKEN=hf_abc123 NCCL_ALGO=Ring python -m sglang.launch_server --api-key s3cr3t")
+    'HF_TOKEN=[REDACTED] NCCL_ALGO=Ring python -m sglang.launch_server --api-key [REDACTED]'
+    """
+    if not text:
+        return text
+    for pattern in _SHAPES:
+        text = pattern.sub(_shape, text)
+    text = _URL_USERINFO.sub(lambda m: f"{m.group(1)}:{REDACTED}@", text)
+    text = _BEARER.sub(_bearer, text)
+    for pattern in (_ASSIGN, _FLAG_SPACE, _COLON):
+        text = pattern.sub(_named_value, text)
+    return _ENTROPY_CANDIDATE.sub(lambda m: REDACTED if _is_high_entropy(m.group(0)) else m.group(0), text)
+
+
+def redact_mapping(mapping: Mapping[str, Any]) -> dict[str, Any]:
+    """Redact a ``name -> value`` mapping such as an environment (names are kept).
+
+    >>> redact_mapping({"NCCL_ALGO": "Ring", "OPENAI_API_KEY": "abc"})
+    {'NCCL_ALGO': 'Ring', 'OPENAI_API_KEY': '[REDACTED]'}
+    """
+    return {str(k): redact_obj(v, name=str(k)) for k, v in mapping.items()}
+
+
+def redact_pairs(pairs: Any) -> list[list[Any]]:
+    """Redact an ordered ``[[name, value], ...]`` list (a ServerSpec's flags or env)."""
+    return [[str(name), redact_obj(value, name=str(name))] for name, value in pairs]
+
+
+def redact_spec_dict(spec: Mapping[str, Any]) -> dict[str, Any]:
+    """Redact a ``ServerSpec.to_dict()``: flag and env values by name and shape, all text by shape."""
+    out: dict[str, Any] = {}
+    for key, value in spec.items():
+        if key in ("flags", "env") and isinstance(value, list | tuple):
+            out[key] = redact_pairs(value)
+        elif key in ("flags", "env") and isinstance(value, Mapping):
+            out[key] = redact_mapping(value)
+        elif key == "launcher" and isinstance(value, list | tuple):
+            out[key] = [redact_text(str(v)) for v in value]
+        else:
+            out[key] = redact_obj(value, name=key)
+    return out
+
+
+def _is_pair(item: Any) -> bool:
+    return (isinstance(item, list | tuple) and len(item) == 2 and isinstance(item[0], str)
+            and re.fullmatch(r"-{0,2}[A-Za-z_][A-Za-z0-9_.-]*", item[0]) is not None)
+
+
+def redact_obj(obj: Any, *, name: str | None = None) -> Any:
+    """Redact any JSON-like tree: dict keys and ``[name, value]`` pairs are names, strings are text."""
+    if name is not None and is_secret_name(name) and obj is not None:
+        return REDACTED
+    if isinstance(obj, str):
+        return redact_text(obj)
+    if isinstance(obj, Mapping):
+        return {str(k): redact_obj(v, name=str(k)) for k, v in obj.items()}
+    if isinstance(obj, list | tuple):
+        # ["HF_TOKEN", "x"] inside a list is a name/value pair (a spec's env, an evidence entry).
+        return [[item[0], redact_obj(item[1], name=item[0])] if _is_pair(item) else redact_obj(item)
+                for item in obj]
+    return obj
+
+
+def redact(data: Any) -> Any:
+    """The contract's one entry point: text, a mapping, or any JSON-like tree, redacted.
+
+    >>> redact({"HF_TOKEN": "hf_x", "note": "--api-key abc"})
+    {'HF_TOKEN': '[REDACTED]', 'note': '--api-key [REDACTED]'}
+    """
+    if isinstance(data, str):
+        return redact_text(data)
+    if isinstance(data, Mapping):
+        return redact_mapping(data)
+    return redact_obj(data)
