@@ -119,7 +119,7 @@ SPAWN = "from multiprocessing.spawn import spawn_main; spawn_main(tracker_fd=5, 
             None,
         ),
         (
-            ("/work/.venv-cpu/bin/transformers", "serve", "--port", "8000"),
+            ("/srv/app/.venv-cpu/bin/transformers", "serve", "--port", "8000"),
             None,
             "server",
             "transformers",

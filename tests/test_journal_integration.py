@@ -12,7 +12,7 @@ import pytest
 
 from toolkit.journal import Journal
 
-REAL_LOG = Path("/work/shared/real-logs/058_vllm-eagle-spec-full-startup-metrics.log")
+REAL_LOG = Path(__file__).resolve().parents[2] / "shared" / "real-logs" / "058_vllm-eagle-spec-full-startup-metrics.log"
 SECRET = "hf_Zq8xP2mK9vL4tR7wY1nB5cD3fG6hJ0sA"
 
 

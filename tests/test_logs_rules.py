@@ -1,0 +1,224 @@
+"""Every rule has a positive case and a near miss (a line that looks alike and must not match it)."""
+
+from __future__ import annotations
+
+import pytest
+
+from toolkit.logs import PACKS, LogClassifier, Rule, Verdict
+
+# (rule, engine, a real-looking line it decides, a near miss it must not decide)
+CASES: list[tuple[str, str, str, str]] = [
+    # common
+    ("sglang_metric", "sglang", "[2025-10-22 10:27:57 TP0] Decode batch. #running-req: 1, #token: 108, gen throughput (token/s): 0.39, #queue-req: 0",
+     "[2025-10-22 10:27:57 TP0] Capture cuda graph bs [1, 2, 4] batch sizes"),
+    ("vllm_throughput_metric", "vllm", "INFO 05-12 02:47:33 [loggers.py:111] Engine 000: Avg prompt throughput: 2.1 tokens/s, Avg generation throughput: 12.8 tokens/s, Running: 0 reqs, Waiting: 0 reqs, GPU KV cache usage: 0.0%, Prefix cache hit rate: 0.0%",
+     "INFO 05-12 02:47:33 [loggers.py:111] Avg throughput will be logged every 10 s"),
+    ("vllm_specdecode_metric", "vllm", "INFO 09-09 11:51:35 [metrics.py:96] SpecDecoding metrics: Mean acceptance length: 5.44, Accepted: 262 tokens, Drafted: 295 tokens",
+     "INFO 09-09 11:51:35 [metrics.py:96] Speculative decoding metrics are disabled"),
+    ("http_ok", "vllm", 'INFO:     127.0.0.1:56160 - "GET /v1/models HTTP/1.1" 200 OK',
+     'INFO:     127.0.0.1:56148 - "POST /v1/chat/completions HTTP/1.1" 404 Not Found'),
+    ("progress_bar", "sglang", "\rLoading safetensors checkpoint shards:  50% Completed | 4/8 [00:03<00:03,  1.18it/s]",
+     "Loading safetensors checkpoint shards is about to begin"),
+    # sglang
+    ("sglang_fired_up", "sglang", "[2026-08-01 23:43:47] The server is fired up and ready to roll!",
+     "[2026-08-01 23:43:47] The server is firing up, please wait"),
+    ("sglang_uvicorn_up", "sglang", "[2026-08-01 23:43:43] INFO:     Application startup complete.",
+     "[2026-08-01 23:43:43] INFO:     Waiting for application startup."),
+    ("sglang_server_args", "sglang", "[2026-03-27 09:31:17] server_args=ServerArgs(model_path='Qwen/Qwen3-14B', tp_size=2)",
+     "[2026-03-27 09:31:17] server_args were overridden by the environment"),
+    ("sglang_load_weight_begin", "sglang", "[2026-03-27 09:31:25 TP0] Load weight begin. avail mem=18.73 GB",
+     "[2026-03-27 09:31:25 TP0] Loading weights lazily"),
+    ("sglang_load_weight_end", "sglang", "[2026-03-27 09:31:49 TP0] Load weight end. elapsed=24.17 s, type=Qwen3ForCausalLM",
+     "[2026-03-27 09:31:49 TP0] Load weights ended early for the draft"),
+    ("sglang_kv_cache_allocated", "sglang", "[2026-03-27 09:31:49 TP0] KV Cache is allocated. #tokens: 139814, K size: 5.33 GB, V size: 5.33 GB",
+     "[2026-03-27 09:31:49 TP0] Using KV cache dtype: torch.float16"),
+    ("sglang_cuda_graph_begin", "sglang", "[2026-03-27 09:31:49 TP0] Capture cuda graph begin. This can take up to several minutes. avail mem=5.89 GB",
+     "[2026-03-27 09:31:49 TP0] Capture cuda graph bs [1]"),
+    ("sglang_cuda_graph_end", "sglang", "[2026-08-01 23:43:38] Capture target prefill CUDA graph end. elapsed=216.19 s, mem usage=5.24 GB",
+     "[2026-08-01 23:43:38] Capture target verify CUDA graph begin. backend=full"),
+    ("sglang_warmup_request", "sglang", '[2026-02-09 14:38:46] INFO:     127.0.0.1:16624 - "POST /generate HTTP/1.1" 200 OK',
+     '[2026-02-09 14:38:46] INFO:     127.0.0.1:16624 - "POST /v1/chat/completions HTTP/1.1" 200 OK'),
+    ("sglang_ignore_import_error", "sglang", "[2026-02-26 20:26:06 TP5] Ignore import error when loading sglang.srt.models.glmasr: cannot import name 'GlmAsrConfig' from 'transformers' (/root/ml-env/lib/python3.12/site-packages/transformers/__init__.py)",
+     "ImportError: cannot import name 'GlmAsrConfig' from 'transformers'"),
+    ("sglang_gpu_memory_capacity", "sglang", "[2026-08-01 23:37:38] Failed to get GPU memory capacity from nvidia-smi. Falling back to torch.cuda.mem_get_info().",
+     "[2026-08-01 23:37:38] Failed to allocate GPU memory for the KV cache"),
+    ("sglang_generation_config", "sglang", "[2026-08-01 23:37:49] Failed to load generation config for poolside/Laguna: does not appear to have a file named generation_config.json.",
+     "[2026-08-01 23:37:49] Failed to load model config for poolside/Laguna"),
+    ("sglang_pyspy_missing", "sglang", "[2025-08-02 06:06:21 TP2] Pyspy failed to dump PID 171. Error: /bin/dash: 1: py-spy: not found",
+     "[2025-08-02 06:06:21 TP2] Pyspy dump for PID 309:"),
+    ("sglang_sigquit", "sglang", "[2025-01-20 19:10:07] Received sigquit from a child proces. It usually means the child failed.",
+     "[2025-01-20 19:10:07] Received signal from the launcher, shutting down"),
+    ("sglang_child_failed", "sglang", "[2025-06-01 10:00:00] Child process unexpectedly failed with exitcode=-9. pid=1234",
+     "[2025-06-01 10:00:00] Child process started. pid=1234"),
+    ("sglang_watchdog_timeout", "sglang", "[2025-08-02 19:24:30 TP3] Watchdog timeout (self.watchdog_timeout=300)",
+     "[2026-03-27 09:31:17] server_args=... watchdog_timeout=300, dist_timeout=None"),
+    ("sglang_not_enough_memory", "sglang", "RuntimeError: Not enough memory. Please try to increase --mem-fraction-static.",
+     "[2025-03-12 10:00:00] Not enough memory for the hierarchical cache, disabling it"),
+    ("sglang_cuda_graph_failed", "sglang", "Exception: Capture cuda graph failed: CUDA error: out of memory",
+     "[2025-03-12 10:00:00 TP0] Capture cuda graph end. Time elapsed: 1.57 s."),
+    ("sglang_warmup_failed", "sglang", "[2025-03-12 10:00:00] Initialization failed. warmup error: Traceback (most recent call last):",
+     "[2025-03-12 10:00:00] Warmup request sent"),
+    ("sglang_rank_dead", "sglang", "[2025-09-01 10:00:00] Rank 0 scheduler is dead. Please check if there are relevant logs.",
+     "[2025-09-01 10:00:00] Rank 0 scheduler is ready"),
+    ("sglang_process_exception", "sglang", "[2025-03-10 14:17:52 TP1] Scheduler hit an exception: RuntimeError: boom",
+     "[2025-03-10 14:17:52 TP1] Scheduler exception handler installed"),
+    ("sglang_request_error", "sglang", "[2025-09-01 10:00:00] Abort request 8fe07d727051441bb48b84b89060a797",
+     "[2025-09-01 10:00:00] Receive request 8fe07d727051441bb48b84b89060a797"),
+    ("sglang_retract", "sglang", "[2025-09-01 10:00:00 TP0] KV cache pool is full. Retract requests. #retracted_reqs: 1",
+     "[2025-09-01 10:00:00 TP0] KV cache pool is ready"),
+    # vllm
+    ("vllm_server_args", "vllm", "(APIServer pid=29938) INFO 08-01 23:19:54 [api_utils.py:273] non-default args: {'model_tag': 'x'}",
+     "(APIServer pid=29938) INFO 08-01 23:19:54 [api_utils.py:273] default args loaded"),
+    ("vllm_load_begin", "vllm", "(EngineCore pid=30070) INFO 08-01 23:20:03 [gpu_model_runner.py:5209] Starting to load model poolside/Laguna-S-2.1-INT4...",
+     "(EngineCore pid=30070) INFO 08-01 23:20:03 [gpu_model_runner.py:5209] Starting to profile the model"),
+    ("vllm_load_end", "vllm", "(EngineCore pid=30070) INFO 08-01 23:21:39 [default_loader.py:430] Loading weights took 92.65 seconds",
+     "(EngineCore pid=30070) INFO 08-01 23:21:39 [default_loader.py:430] Loading weights from the local cache"),
+    ("vllm_kv_cache", "vllm", "(EngineCore pid=30070) INFO 08-01 23:22:41 [kv_cache_utils.py:2146] GPU KV cache size: 950,420 tokens",
+     "(EngineCore pid=30070) INFO 08-01 23:22:41 [gpu_worker.py:538] Available KV cache memory: 35.2 GiB"),
+    ("vllm_cuda_graph_begin", "vllm", "\x1b[1;36m(EngineCore_DP0 pid=995968)\x1b[0;0m \rCapturing CUDA graphs (mixed prefill-decode, PIECEWISE):   0%|          | 0/67 [00:00<?, ?it/s]",
+     "(EngineCore pid=30070) INFO 08-01 23:22:39 [gpu_model_runner.py:6534] Profiling CUDA graph memory: PIECEWISE=51"),
+    ("vllm_cuda_graph_end", "vllm", "(EngineCore pid=30070) INFO 08-01 23:25:15 [gpu_model_runner.py:6707] Graph capturing finished in 8 secs, took 1.02 GiB",
+     "(EngineCore pid=30070) INFO 08-01 23:25:15 [gpu_worker.py:771] CUDA graph pool memory: 1.02 GiB (actual)"),
+    ("vllm_warmup", "vllm", "(EngineCore pid=30070) INFO 08-01 23:25:15 [core.py:337] init engine (profile, create kv cache, warmup model) took 198.31 s",
+     "(EngineCore pid=30070) INFO 08-01 23:22:44 [kernel_warmup.py:118] Warming up FlashInfer attention."),
+    ("vllm_api_server_starting", "vllm", "(APIServer pid=29938) INFO 08-01 23:25:19 [api_server.py:616] Starting vLLM server on http://0.0.0.0:8000",
+     "(APIServer pid=29938) INFO 08-01 23:25:19 [api_server.py:616] Stopping the vLLM API server"),
+    ("vllm_fa_unsupported", "vllm", "\x1b[1;36m(EngineCore_DP0 pid=417364)\x1b[0;0m ERROR 08-03 15:21:53 [fa_utils.py:57] Cannot use FA version 2 is not supported due to FA2 is only supported on devices with compute capability >= 8",
+     "(EngineCore_DP0 pid=417364) INFO 08-03 15:21:53 [fa_utils.py:57] Using FA version 2"),
+    ("vllm_reasoning_token_ids", "vllm", "(APIServer pid=29938) WARNING 08-01 23:19:58 [vllm.py:1486] Auto-initialization of reasoning token IDs failed. Please check whether your reasoning parser has implemented the `reasoning_start_str` and `reasoning_end_str`.",
+     "(APIServer pid=29938) INFO 08-01 23:19:58 [vllm.py:1486] Auto-initialization of reasoning token IDs succeeded"),
+    ("vllm_multimodal_profiling", "vllm", "(EngineCore_DP0 pid=995968) WARNING 09-26 22:38:29 [profiling.py:280] The sequence length (4096) is smaller than the pre-defined worst-case total number of multimodal tokens (32768). This may cause certain multi-modal inputs to fail during inference.",
+     "(EngineCore_DP0 pid=995968) ERROR 09-26 22:38:29 [core.py:280] multi-modal encoder failed to initialize"),
+    ("vllm_request_error", "vllm", "ERROR 05-12 02:47:14 [serving_chat.py:136] Error with model object='error' message='The model `deepseek-r1-14b` does not exist.' type='NotFoundError' param=None code=404",
+     "ERROR 05-12 02:47:14 [core.py:136] Error while loading the model weights"),
+    ("vllm_engine_failed_to_start", "vllm", "(EngineCore pid=6890) ERROR 08-03 21:49:23 [core.py:1231] EngineCore failed to start.\r",
+     "(EngineCore pid=6890) INFO 08-03 21:49:23 [core.py:1231] EngineCore started."),
+    ("vllm_engine_init_failed", "vllm", "RuntimeError: Engine core initialization failed. See root cause above. Failed core proc(s): {}",
+     "(EngineCore pid=6890) INFO 08-03 21:49:23 [core.py:1231] Engine core initialization finished"),
+    ("vllm_engine_fatal", "vllm", "(APIServer pid=1) ERROR 05-12 01:48:42 [api_router.py:72] vllm.v1.engine.exceptions.EngineDeadError: EngineCore encountered an issue.",
+     "(APIServer pid=1) INFO 05-12 01:48:42 [core.py:72] EngineCore is alive"),
+    ("vllm_worker_died", "vllm", "ERROR 07-28 23:02:40 [multiproc_executor.py:140] Worker proc VllmWorker-1 died unexpectedly, shutting down executor.",
+     "INFO 07-28 23:02:40 [multiproc_executor.py:140] Worker proc VllmWorker-1 started"),
+    ("vllm_engine_start_timeout", "vllm", "RuntimeError: Timed out waiting for engine core processes to start. This is often caused by slow weight loading.",
+     "INFO 07-28 23:02:40 [utils.py:800] Waiting for 1 local, 0 remote core engine proc(s) to start."),
+    # generic
+    ("exception_ignored", "generic", "Exception ignored in: <function Pool.__del__ at 0x7f3b2c1d8e50>",
+     "Exception raised in: worker 3"),
+    ("rlimit_nofile", "generic", "[2025-01-01 00:00:00] Fail to set RLIMIT_NOFILE: current limit exceeds maximum limit",
+     "[2025-01-01 00:00:00] Set RLIMIT_NOFILE to 65535"),
+    ("cpuinfo_error", "generic", "Error in cpuinfo: prctl(PR_SVE_GET_VL) failed",
+     "Error in cuinfo: device query failed"),
+    ("flash_attn_fallback", "generic", "WARNING 10-10 10:22:05 [cuda.py:100] Cannot use FlashAttention-2 backend because the flash_attn package is not found. Make sure that flash_attn was built and installed.",
+     "INFO 10-10 10:22:05 [cuda.py:100] Using FlashAttention-2 backend."),
+    ("xformers_fallback", "generic", "WARNING: xFormers not available, falling back to torch SDPA",
+     "INFO: Using XFormers backend."),
+    ("triton_unavailable", "generic", "WARNING 10-10 10:22:05 [importing.py:28] Triton not installed or not compatible; certain GPU-related functions will not be available.",
+     "INFO 10-10 10:22:05 [importing.py:28] Triton is installed (3.1.0)"),
+    ("vllm_c_import", "generic", "WARNING 10-10 10:22:58 _custom_ops.py:18] Failed to import from vllm._C with ImportError('libcuda.so.1: cannot open shared object file')",
+     "ImportError: libcuda.so.1: cannot open shared object file: No such file or directory"),
+    ("hf_weights_not_initialized", "generic", "Some weights of LlamaForCausalLM were not initialized from the model checkpoint at x and are newly initialized: ['score.weight']",
+     "All weights of LlamaForCausalLM were initialized from the model checkpoint"),
+    ("hf_hub_probe_404", "generic", '[2026-02-09 14:38:13] https://huggingface.co:443 "HEAD /meta-llama/Llama-3.2-3B/resolve/main/hf_quant_config.json HTTP/1.1" 404 0',
+     '[2026-02-09 14:38:13] https://huggingface.co:443 "HEAD /meta-llama/Llama-3.2-3B/resolve/main/config.json HTTP/1.1" 200 0'),
+    ("nccl_info", "generic", "babel-12-29:256515:256515 [0] NCCL INFO NET/Plugin: Could not find: libnccl-net.so. Using internal network plugin.",
+     "babel-12-29:256515:256515 [0] NCCL WARN NET/IB : No device found."),
+    ("torch_cpp_warning", "generic", "[rank0]:[W803 21:49:24.248813923 ProcessGroupNCCL.cpp:1575] Warning: WARNING: destroy_process_group() was not called before program exit, which can leak resources.",
+     "[rank0]:[E803 21:49:24.248813923 ProcessGroupNCCL.cpp:1575] [Rank 0] ProcessGroupNCCL's watchdog got stuck"),
+    ("deprecation_warning", "generic", "`torch_dtype` is deprecated! Use `dtype` instead!",
+     "`torch_dtype` is set to bfloat16"),
+    ("torch_distributed_warning", "generic", "UserWarning: barrier(): using the device under current context. You can specify `device_id` in `init_process_group` to mute this warning.",
+     "INFO torch.distributed initialized with backend nccl"),
+    ("python_warning", "generic", "/usr/lib/python3/site-packages/torch/cuda/__init__.py:61: FutureWarning: The pynvml package is unmaintained",
+     "/usr/lib/python3/site-packages/torch/cuda/__init__.py:61: pynvml is unmaintained"),
+    ("http_client_error", "generic", 'INFO:     127.0.0.1:56148 - "POST /v1/chat/completions HTTP/1.1" 404 Not Found',
+     'INFO:     127.0.0.1:56148 - "POST /v1/chat/completions HTTP/1.1" 200 OK'),
+    ("http_server_error", "generic", '(APIServer pid=1) INFO:     10.1.6.81:16983 - "POST /v1/messages?beta=true HTTP/1.1" 500 Internal Server Error',
+     '(APIServer pid=1) INFO:     10.1.6.81:16983 - "POST /v1/messages?beta=true HTTP/1.1" 200 OK'),
+    ("client_disconnect", "generic", "INFO 06-11 02:08:01 [async_llm.py:420] Aborted request chatcmpl-5a7407c45c434cb19736bd2776fce860.",
+     "INFO 06-11 02:08:01 [async_llm.py:420] Added request chatcmpl-5a7407c45c434cb19736bd2776fce860."),
+    ("request_validation_error", "generic", "ERROR 02-10 15:10:51 serving_chat.py:193] ValueError: This model's maximum context length is 16384 tokens. However, you requested 122946 tokens.",
+     "INFO 02-10 15:10:51 serving_chat.py:193] The model's context length is 16384 tokens."),
+    ("asgi_exception", "generic", "ERROR:    Exception in ASGI application",
+     "INFO:     ASGI 'lifespan' protocol appears unsupported."),
+    ("address_in_use", "generic", "ERROR:    [Errno 98] error while attempting to bind on address ('0.0.0.0', 8000): address already in use",
+     "INFO:     Uvicorn running on http://0.0.0.0:8000 (Press CTRL+C to quit)"),
+    ("cuda_oom", "generic", "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 786.00 MiB. GPU 0 has a total capacity of 79.11 GiB",
+     "RayWorkerWrapper pid=1) INFO 03-27 10:29:03 [model_runner.py:1442] If out-of-memory error occurs during cudagraph capture, consider decreasing `gpu_memory_utilization`"),
+    ("kv_cache_too_small", "generic", "ValueError: The model's max seq len (32768) is larger than the maximum number of tokens that can be stored in KV cache (7344). Try increasing `gpu_memory_utilization`",
+     "INFO 08-01 23:22:41 [kv_cache_utils.py:2147] Maximum concurrency for 65,536 tokens per request: 14.50x"),
+    ("nccl_watchdog_timeout", "generic", "[E ProcessGroupNCCL.cpp:475] [Rank 1] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=5, OpType=ALLREDUCE, Timeout(ms)=600000) ran for 600437 milliseconds before timing out.",
+     "[I ProcessGroupNCCL.cpp:475] [Rank 1] ProcessGroupNCCL initialized with NCCL_ASYNC_ERROR_HANDLING: 1"),
+    ("nccl_error", "generic", "RuntimeError: NCCL error: unhandled system error (run with NCCL_DEBUG=INFO for details)",
+     "INFO 05-13 11:32:54 [pynccl.py:69] vLLM is using nccl==2.21.5"),
+    ("segfault", "generic", "(RayWorkerWrapper pid=2191173, ip=10.52.51.232) *** SIGSEGV received at time=1746566409 on cpu 131 ***",
+     "(RayWorkerWrapper pid=2191173, ip=10.52.51.232) SIGTERM handler installed"),
+    ("killed", "generic", "./entrypoint.sh: line 48: 27 Killed python3 -m sglang.launch_server --host 0.0.0.0 --port 30000",
+     "Killed 3 zombie processes left by the previous run"),
+    ("exit_code_nonzero", "generic", "Engine core proc EngineCore_DP0 exited with exit code -9",
+     "Engine core proc EngineCore_DP0 exited with exit code 0"),
+    ("cuda_error", "generic", "RuntimeError: CUDA error: an illegal memory access was encountered",
+     "INFO 12-11 22:03:15 [cuda.py:221] CUDA graphs are enabled"),
+    ("triton_error", "generic", "RuntimeError: Triton Error [CUDA]: device kernel image is invalid",
+     "INFO Triton kernels compiled in 3.2 s"),
+    ("unsupported_arch", "generic", "ValueError: Model architectures ['DeciLMForCausalLM'] are not supported for now. Supported architectures: dict_keys(['LlamaForCausalLM'])",
+     "INFO 08-01 23:19:55 [model.py:619] Resolved architecture: LagunaForCausalLM"),
+    ("model_not_found", "generic", "OSError: meta-llama/Llama-9-70B is not a local folder and is not a valid model identifier listed on 'https://huggingface.co/models'",
+     "INFO Found local HF snapshot for meta-llama/Llama-3.2-3B; skipping download."),
+    ("python_import_error", "generic", "ModuleNotFoundError: No module named 'sgl_kernel'",
+     "[2026-03-27 09:31:24 TP1] Ignore import error when loading sglang.srt.models.glm_ocr: No module named 'transformers.models.glm_ocr'"),
+    ("argparse_error", "generic", "vllm: error: unrecognized arguments: --omni",
+     "usage: vllm [-h] [-v] {chat,complete,serve,bench,collect-env,run-batch} ..."),
+    ("python_exception_line", "generic", "KeyError: 'model.layers.55.mlp.gate_up_proj.input_scale'",
+     "WARNING 08-01 23:19:58 [x.py:1] retrying after KeyError in the tokenizer cache"),
+    ("uvicorn_startup_complete", "vllm", "(APIServer pid=29938) INFO:     Application startup complete.",
+     "(APIServer pid=29938) INFO:     Application shutdown complete."),
+    ("uvicorn_running", "generic", "INFO:     Uvicorn running on http://0.0.0.0:8000 (Press CTRL+C to quit)",
+     "INFO:     Uvicorn stopped"),
+    ("usage_line", "generic", "usage: api_server.py [-h] [--host HOST] [--port PORT]",
+     "INFO model usage: 3.2 GB"),
+]
+
+
+def _decide(engine: str, line: str) -> str | None:
+    classifier = LogClassifier(engine=engine)
+    events = classifier.feed(line) + classifier.finish()  # a traceback header waits for its end
+    assert len(events) == 1, events
+    return events[0].rule
+
+
+@pytest.mark.parametrize(("rule", "engine", "line", "near"), CASES, ids=[c[0] for c in CASES])
+def test_rule_matches_its_positive_case(rule: str, engine: str, line: str, near: str) -> None:
+    assert _decide(engine, line) == rule
+
+
+@pytest.mark.parametrize(("rule", "engine", "line", "near"), CASES, ids=[c[0] for c in CASES])
+def test_rule_does_not_match_its_near_miss(rule: str, engine: str, line: str, near: str) -> None:
+    assert _decide(engine, near) != rule
+
+
+def test_every_rule_of_every_pack_has_a_case() -> None:
+    named = {c[0] for c in CASES}
+    missing = sorted(r.name for pack in PACKS.values() for r in pack.rules if r.name not in named)
+    assert missing == []
+
+
+def test_rule_names_are_unique_across_packs() -> None:
+    names = [r.name for pack in PACKS.values() for r in pack.rules]
+    assert len(names) == len(set(names))
+
+
+def test_the_incident_line_is_benign_and_the_seed_grep_would_have_aborted() -> None:
+    line = ("[2026-02-26 20:26:06 TP5] Ignore import error when loading sglang.srt.models.glmasr: cannot import name "
+            "'GlmAsrConfig' from 'transformers' (/root/ml-env/lib/python3.12/site-packages/transformers/__init__.py)")
+    event = LogClassifier(engine="auto").feed("[2026-02-26 20:25:00] server_args=ServerArgs(model_path='x')")[0]
+    assert event.rule == "sglang_server_args"
+    classifier = LogClassifier(engine="sglang")
+    (event,) = classifier.feed(line)
+    assert (event.verdict, event.rule, event.rank) == (Verdict.BENIGN, "sglang_ignore_import_error", "TP5")
+
+
+def test_invalid_rules_are_refused_with_the_reason() -> None:
+    with pytest.raises(ValueError, match="not a valid regex"):
+        Rule("bad", "(unclosed", Verdict.FATAL)
+    with pytest.raises(ValueError, match="is not one of"):
+        Rule("bad", "x", "deadly")  # type: ignore[arg-type]

@@ -1,0 +1,301 @@
+"""The streaming classifier: lines in, :class:`LogEvent` verdicts out.
+
+``LogClassifier.feed(line)`` returns the events that line completes (none while a
+traceback is still open, one per line otherwise); ``finish()`` flushes what is still
+open at the end of a file. Tracebacks are grouped into one event per exception: its
+``line_no`` is the final exception line (the decisive one), ``context`` holds the lines
+before it. The verdict of a group is decided on its header and its exception line:
+
+- a benign header (``Exception ignored in``) or a benign exception line -> benign;
+- otherwise the most severe of the header's rule (``Scheduler hit an exception``), the
+  exception line's rule (``CUDA out of memory``), and the default for an unhandled
+  traceback: fatal before readiness, a warning after it (a request failed; the server
+  lives on unless a fatal-after-ready rule such as ``EngineDeadError`` says otherwise).
+
+Engine packs are chosen from the log itself unless ``engine=`` says which.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from toolkit.logs.line import ParsedLine, parse_line
+from toolkit.logs.metrics import MetricRow, parse_metric
+from toolkit.logs.packs import _SGLANG_MARK, _VLLM_MARK, COMMON, ENGINES, GENERIC, PACKS
+from toolkit.logs.rules import (
+    SEVERITY,
+    CompiledRules,
+    Match,
+    Phase,
+    Rule,
+    RulePack,
+    Verdict,
+    compile_rules,
+    match_compiled,
+)
+
+__all__ = ["LogEvent", "LogClassifier", "classify_lines"]
+
+_TB_START = "Traceback (most recent call last)"
+# Inside a traceback, the first unindented line naming a (dotted) class is the exception line:
+# "KeyError: 'x'", "torch.OutOfMemoryError: CUDA out of memory", "AssertionError", "BackendCompilerFailed: ...".
+_EXCEPTION = re.compile(r"(?:[A-Za-z_]\w*\.)*[A-Z]\w*(?::\s|:$|$)")
+_CHAINED = ("During handling of the above exception", "The above exception was the direct cause")
+_MAX_CONTEXT = 400
+_DETECT_LINES = 400
+_TENTATIVE_LINES = 60
+
+_TRACEBACK = Rule("python_traceback", r"^$", Verdict.FATAL, after_ready=Verdict.WARNING,
+                  hint="an unhandled Python exception: read the exception line and the frames above it")
+_TRACEBACK_CUT = Rule("python_traceback_incomplete", r"^$", Verdict.WARNING)
+_ERROR_LEVEL = Rule("error_level_unmatched", r"^$", Verdict.WARNING)
+_WARNING_LEVEL = Rule("warning_level", r"^$", Verdict.WARNING)
+
+
+@dataclass(frozen=True, slots=True)
+class LogEvent:
+    """One classified line, or one grouped traceback (then ``context`` holds its earlier lines).
+
+    ``line_no`` is 1-based over ``\\n``-separated lines; for a traceback it is the final
+    exception line and ``first_line_no`` the line the traceback began on.
+    """
+
+    line_no: int
+    raw: str
+    text: str
+    timestamp: datetime | None
+    rank: str | None
+    level: str | None
+    verdict: Verdict
+    rule: str | None
+    phase: Phase | None
+    metric: MetricRow | None
+    context: tuple[str, ...] = ()
+    first_line_no: int = 0
+    hint: str | None = None
+    notice: bool = False  # fatal, but announces a death whose cause may follow (sigquit)
+
+    @property
+    def is_fatal(self) -> bool:
+        return self.verdict is Verdict.FATAL
+
+    def to_dict(self) -> dict[str, object]:
+        """JSON-safe form (timestamps as ISO text; year 1900 means the log printed none)."""
+        return {
+            "line_no": self.line_no, "first_line_no": self.first_line_no, "raw": self.raw, "text": self.text,
+            "timestamp": self.timestamp.isoformat() if self.timestamp else None, "rank": self.rank,
+            "level": self.level, "verdict": self.verdict.value, "rule": self.rule,
+            "phase": self.phase.value if self.phase else None, "hint": self.hint, "notice": self.notice,
+            "context": list(self.context), "metric": self.metric.to_dict() if self.metric else None,
+        }
+
+
+@dataclass
+class _Group:
+    key: str | None
+    first: ParsedLine
+    first_line_no: int
+    header: Match | None
+    lines: list[str] = field(default_factory=list)
+
+
+class LogClassifier:
+    """A streaming state machine over one log (pure: feed it strings).
+
+    >>> c = LogClassifier(engine="sglang")
+    >>> [e.verdict.value for e in c.feed("[2026-02-26 20:26:06 TP5] Ignore import error when loading sglang.srt.models.glmasr: x")]
+    ['benign']
+    >>> mine = LogClassifier(extra_rules=[Rule("my_benign", "harmless glitch", Verdict.BENIGN)])
+    >>> mine.feed("ERROR harmless glitch")[0].rule
+    'my_benign'
+    """
+
+    def __init__(self, engine: str = "auto", packs: Sequence[RulePack] | None = None,
+                 extra_rules: Iterable[Rule] = ()) -> None:
+        if engine not in ENGINES:
+            raise ValueError(f"engine {engine!r} is not one of {list(ENGINES)}")
+        self._extra = tuple(extra_rules)
+        self._explicit_packs = tuple(packs) if packs is not None else None
+        self.engine: str | None = None if engine == "auto" else engine
+        self._tentative = False
+        self._rules: tuple[Rule, ...] = ()
+        self._compiled: CompiledRules = ()
+        self._select_rules()
+        self.line_no = 0
+        self.ready = False
+        self.failed = False
+        self._groups: dict[str | None, _Group] = {}
+        self._last_group: _Group | None = None
+        self._last_header: dict[str | None, tuple[int, Match]] = {}
+
+    # -- rules -------------------------------------------------------------
+    def _select_rules(self) -> None:
+        if self._explicit_packs is not None:
+            packs: tuple[RulePack, ...] = self._explicit_packs
+        elif self.engine in ("sglang", "vllm"):
+            packs = (COMMON, PACKS[self.engine], GENERIC)
+        else:
+            packs = (COMMON, GENERIC)
+        self._rules = self._extra + tuple(r for p in packs for r in p.rules)
+        self._compiled = compile_rules(self._rules)
+
+    @property
+    def rules(self) -> tuple[Rule, ...]:
+        """The rules in force now, in the order they are tried."""
+        return self._rules
+
+    @property
+    def state(self) -> str:
+        """"failed" once a fatal event was seen, else "ready" once the ready line was, else "starting"."""
+        return "failed" if self.failed else "ready" if self.ready else "starting"
+
+    def _detect(self, raw: str) -> None:
+        """Pick the engine pack from the log itself; SGLang's markers win over vLLM's.
+
+        A vLLM marker is only tentative for the first lines: older SGLang prints
+        vLLM-formatted lines ("INFO 05-14 13:49:25 [__init__.py:239] ...") before its own.
+        """
+        if _SGLANG_MARK.search(raw):
+            self.engine, self._tentative = "sglang", False
+        elif self.engine is None and _VLLM_MARK.search(raw):
+            self.engine, self._tentative = "vllm", True
+        elif self.engine is None and self.line_no > _DETECT_LINES:
+            self.engine, self._tentative = "generic", False
+        else:
+            if self._tentative and self.line_no > _TENTATIVE_LINES:
+                self._tentative = False
+            return
+        self._select_rules()
+
+    # -- lines -------------------------------------------------------------
+    def feed(self, line: str) -> list[LogEvent]:
+        """Classify the next line (without its ``\\n``); returns the events it completes."""
+        self.line_no += 1
+        if (self.engine is None or self._tentative) and self._explicit_packs is None:
+            self._detect(line)
+        parsed = parse_line(line)
+        text = parsed.text
+        events: list[LogEvent] = []
+
+        if _TB_START in text:
+            key = parsed.rank
+            group = self._groups.get(key)
+            if group is not None and not text.startswith(_TB_START):
+                events.append(self._close(group, None))
+            elif group is not None:  # chained or nested traceback: same group
+                group.lines.append(text)
+                return events
+            header = self._match(text) if not text.startswith(_TB_START) else None
+            if header is None:
+                prior = self._last_header.get(key)
+                if prior is not None and prior[0] >= self.line_no - 2:
+                    header = prior[1]
+            group = _Group(key, parsed, self.line_no, header, [text])
+            self._groups[key] = group
+            self._last_group = group
+            return events
+
+        group = self._groups.get(parsed.rank)
+        if group is None and parsed.rank is None:
+            group = self._last_group
+        if group is not None:
+            if not text or text[0] in " \t" or text.startswith(_CHAINED) or text == "^":
+                if len(group.lines) < _MAX_CONTEXT:
+                    group.lines.append(text)
+                self._last_group = group
+                return events
+            if _EXCEPTION.match(text):
+                events.append(self._close(group, (parsed, text)))
+                return events
+            events.append(self._close(group, None))
+        events.append(self._single(parsed))
+        return events
+
+    def finish(self) -> list[LogEvent]:
+        """Close what is still open (a traceback cut by the end of the file)."""
+        return [self._close(g, None) for g in list(self._groups.values())]
+
+    # -- deciding ----------------------------------------------------------
+    def _match(self, text: str) -> Match | None:
+        return match_compiled(self._compiled, text, ready=self.ready)
+
+    def _single(self, parsed: ParsedLine) -> LogEvent:
+        text = parsed.text
+        match = self._match(text) if text else None
+        metric: MetricRow | None = None
+        if match is not None:
+            rule, verdict = match.rule, match.verdict
+            if verdict is Verdict.METRIC:
+                metric = parse_metric(text, line_no=self.line_no, timestamp=parsed.timestamp, rank=parsed.rank)
+                if metric is None:
+                    verdict = Verdict.INFO
+            if rule.header:
+                self._last_header[parsed.rank] = (self.line_no, match)
+        elif parsed.level in ("ERROR", "CRITICAL", "FATAL"):
+            rule, verdict = _ERROR_LEVEL, Verdict.WARNING
+        elif parsed.level == "WARNING":
+            rule, verdict = _WARNING_LEVEL, Verdict.WARNING
+        else:
+            return self._event(parsed, Verdict.INFO, None)
+        return self._event(parsed, verdict, rule, metric=metric)
+
+    def _close(self, group: _Group, exception: tuple[ParsedLine, str] | None) -> LogEvent:
+        self._groups.pop(group.key, None)
+        if self._last_group is group:
+            self._last_group = next(reversed(self._groups.values()), None) if self._groups else None
+        header = group.header
+        exc_match = self._match(exception[1]) if exception is not None else None
+        if exc_match is not None and exc_match.rule.name == "python_exception_line":
+            exc_match = None  # the traceback default below says the same, with after-ready care
+        if header is not None and header.verdict is Verdict.BENIGN:
+            chosen: Match = header
+        elif exc_match is not None and exc_match.verdict is Verdict.BENIGN:
+            chosen = exc_match
+        else:
+            default_rule = _TRACEBACK if exception is not None else _TRACEBACK_CUT
+            candidates = [m for m in (exc_match, header) if m is not None]
+            candidates.append(Match(default_rule, default_rule.verdict_for(self.ready)))
+            chosen = max(candidates, key=lambda m: SEVERITY[m.verdict])  # first of equals wins
+        hint = next((m.rule.hint for m in (exc_match, header, chosen) if m is not None and m.rule.hint), None)
+        if exception is not None:
+            parsed, line_no, context = exception[0], self.line_no, tuple(group.lines)
+        else:  # cut short: the header line stands for the group
+            parsed, line_no, context = group.first, group.first_line_no, tuple(group.lines[1:])
+        return self._event(parsed, chosen.verdict, chosen.rule, line_no=line_no, context=context,
+                           first_line_no=group.first_line_no, hint=hint, rank=group.first.rank or parsed.rank)
+
+    def _event(self, parsed: ParsedLine, verdict: Verdict, rule: Rule | None, *, metric: MetricRow | None = None,
+               line_no: int | None = None, context: tuple[str, ...] = (), first_line_no: int | None = None,
+               hint: str | None = None, rank: str | None = None) -> LogEvent:
+        n = self.line_no if line_no is None else line_no
+        if verdict is Verdict.READY:
+            self.ready = True
+        elif verdict is Verdict.FATAL:
+            self.failed = True
+        return LogEvent(
+            line_no=n, raw=parsed.raw, text=parsed.text, timestamp=parsed.timestamp, rank=rank or parsed.rank,
+            level=parsed.level, verdict=verdict, rule=rule.name if rule else None,
+            phase=rule.phase if rule else None, metric=metric, context=context,
+            first_line_no=first_line_no if first_line_no is not None else n,
+            hint=hint if hint is not None else (rule.hint if rule else None),
+            notice=bool(rule and rule.notice and verdict is Verdict.FATAL),
+        )
+
+
+def classify_lines(lines: Iterable[str], engine: str = "auto", *, extra_rules: Iterable[Rule] = (),
+                   packs: Sequence[RulePack] | None = None) -> list[LogEvent]:
+    """Classify a whole log (batch form of :class:`LogClassifier`), events in line order.
+
+    >>> [e.verdict.value for e in classify_lines(["INFO:     Application startup complete."], engine="vllm")]
+    ['ready']
+    """
+    classifier = LogClassifier(engine=engine, packs=packs, extra_rules=extra_rules)
+    events: list[LogEvent] = []
+    for line in lines:
+        events.extend(classifier.feed(line))
+    events.extend(classifier.finish())
+    events.sort(key=lambda e: e.line_no)
+    return events

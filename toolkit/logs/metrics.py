@@ -1,0 +1,148 @@
+"""Server-side metric lines -> :class:`MetricRow`.
+
+Kinds and the keys they always carry when printed (other printed fields come along,
+named by the same normalisation: ``#new-token`` -> ``new_token``, a ``%`` value gets a
+``_pct`` suffix, ``N reqs`` a ``_reqs`` suffix, ``N tokens`` a ``_tokens`` suffix):
+
+- ``sglang_decode`` (``Decode batch.`` / ``Decode batch,``): ``running_req``, ``queue_req``,
+  ``gen_throughput``, ``accept_len`` (speculative decoding only)
+- ``sglang_prefill`` (``Prefill batch``): ``running_req``, ``queue_req``, ``new_token``,
+  ``input_throughput`` (newer SGLang only)
+- ``vllm_throughput`` (``Avg prompt throughput ...``): ``prompt_throughput``,
+  ``gen_throughput``, ``running_reqs``
+- ``vllm_specdecode`` (``SpecDecoding metrics: ...``): ``mean_acceptance_length``,
+  ``accepted_tokens``, ``drafted_tokens`` (and ``per_position_acceptance_rate`` as a tuple)
+
+Throughputs are the engine's own figures (tokens/s over its logging interval), not ours.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from functools import lru_cache
+from types import MappingProxyType
+
+__all__ = ["MetricRow", "MetricValue", "parse_metric", "METRIC_KINDS"]
+
+MetricValue = float | int | bool | tuple[float, ...]
+METRIC_KINDS = ("sglang_decode", "sglang_prefill", "vllm_throughput", "vllm_specdecode")
+
+
+@dataclass(frozen=True, slots=True)
+class MetricRow:
+    """One parsed metric line: its kind, values, time, rank and 1-based line number."""
+
+    kind: str
+    values: Mapping[str, MetricValue]
+    timestamp: datetime | None
+    rank: str | None
+    line_no: int
+
+    def to_dict(self) -> dict[str, object]:
+        """JSON-safe form: ``{"line": n, "kind": ..., "values": {...}}`` (tuples become lists)."""
+        values = {k: list(v) if isinstance(v, tuple) else v for k, v in self.values.items()}
+        return {"line": self.line_no, "kind": self.kind, "values": values}
+
+
+_SGLANG = re.compile(r"\b(Decode|Prefill) batch(?: ?\[[^\]]*\])?[.,:]? +")
+_UNIT = re.compile(r" \([^)]*\)")
+_SEPARATORS = re.compile(r"[\s\-/]+")
+_V0_SPEC_KEYS = {"number_of_accepted_tokens": "accepted_tokens", "number_of_draft_tokens": "drafted_tokens"}
+_SUFFIX = {"%": "_pct", " reqs": "_reqs", " tokens": "_tokens", " tokens/s": "", None: ""}
+
+
+@lru_cache(maxsize=1024)
+def _key(raw: str, unit: str | None = None) -> str:
+    """``#running-req`` -> ``running_req``; ``gen throughput (token/s)`` -> ``gen_throughput``;
+    vLLM's ``Avg generation throughput`` -> ``gen_throughput``, ``Running`` + `` reqs`` -> ``running_reqs``."""
+    key = _SEPARATORS.sub("_", _UNIT.sub("", raw).strip().lstrip("#").strip().lower())
+    if key.startswith("avg_") and key.endswith("throughput"):
+        key = key[4:]
+    key = key.replace("generation_", "gen_") + _SUFFIX.get(unit, "")
+    return _V0_SPEC_KEYS.get(key, key)
+
+
+def _number(token: str) -> float | int | bool | None:
+    """A printed scalar: ``12`` -> 12, ``0.39`` -> 0.39, ``True`` -> True; anything else -> None."""
+    try:
+        return float(token) if ("." in token or "e" in token or "E" in token) else int(token)
+    except ValueError:
+        if token == "True" or token == "False":
+            return token == "True"
+        return None
+
+
+def _sglang(rest: str) -> dict[str, MetricValue]:
+    values: dict[str, MetricValue] = {}
+    for part in rest.split(", "):
+        name, sep, value = part.partition(": ")
+        if not sep:
+            continue
+        value = value.strip()
+        if value.endswith("%"):
+            number = _number(value[:-1])
+            if number is not None:
+                values[_key(name, "%")] = float(number)
+        else:
+            number = _number(value)
+            if number is not None:
+                values[_key(name)] = number
+    return values
+
+
+def _vllm(rest: str) -> dict[str, MetricValue]:
+    values: dict[str, MetricValue] = {}
+    listed: list[float] | None = None
+    listed_key = ""
+    for part in rest.rstrip(". ").split(", "):
+        name, sep, value = part.partition(": ")
+        if not sep:  # a further element of "Per-position acceptance rate: 0.756, 0.444, ..."
+            number = _number(part) if listed is not None else None
+            if listed is not None and isinstance(number, int | float) and not isinstance(number, bool):
+                listed.append(float(number))
+            continue
+        if listed is not None:
+            values[listed_key] = tuple(listed)
+            listed = None
+        token, _, unit = value.partition(" ")
+        suffix = "%" if token.endswith("%") else (" " + unit if unit else None)
+        number = _number(token.rstrip("%"))
+        if number is None:
+            continue
+        key = _key(name, suffix)
+        if key.startswith("per_position"):
+            listed, listed_key = [float(number)], key
+        else:
+            values[key] = number
+    if listed is not None:
+        values[listed_key] = tuple(listed)
+    return values
+
+
+def parse_metric(text: str, *, line_no: int = 0, timestamp: datetime | None = None, rank: str | None = None) -> MetricRow | None:
+    """Parse a metric line's text (header already removed); None when it is not one.
+
+    >>> parse_metric("Decode batch. #running-req: 1, gen throughput (token/s): 39.53, #queue-req: 0").values["gen_throughput"]
+    39.53
+    """
+    values: dict[str, MetricValue]
+    if "batch" in text and (m := _SGLANG.search(text)) is not None:
+        kind = "sglang_decode" if m.group(1) == "Decode" else "sglang_prefill"
+        values = _sglang(text[m.end():])
+    elif "Avg prompt throughput:" in text:
+        kind = "vllm_throughput"
+        values = _vllm(text[text.index("Avg prompt throughput:"):])
+    elif "SpecDecoding metrics:" in text:
+        kind = "vllm_specdecode"
+        values = _vllm(text[text.index("SpecDecoding metrics:") + len("SpecDecoding metrics:"):])
+    elif "Speculative metrics:" in text:  # vLLM v0
+        kind = "vllm_specdecode"
+        values = _vllm(text[text.index("Speculative metrics:") + len("Speculative metrics:"):])
+    else:
+        return None
+    if not values:
+        return None
+    return MetricRow(kind=kind, values=MappingProxyType(values), timestamp=timestamp, rank=rank, line_no=line_no)

@@ -1,0 +1,250 @@
+"""The rule packs: what SGLang, vLLM and the common Python/CUDA/NCCL stack print.
+
+Order matters inside a pack (first match wins): benign rules come before the fatal
+rules they resemble. A classifier uses ``extra rules -> engine pack -> GENERIC``.
+Every rule here has a positive case and a near miss in ``tests/test_logs_rules.py``;
+the comments name the real log or issue that motivated a rule.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping
+from types import MappingProxyType
+
+from toolkit.logs.rules import Phase, Rule, RulePack, Verdict
+
+__all__ = ["COMMON", "GENERIC", "SGLANG", "VLLM", "PACKS", "ENGINES", "detect_engine", "add_rule", "Hints"]
+
+B, F, W, P, R, M, INFO = (Verdict.BENIGN, Verdict.FATAL, Verdict.WARNING, Verdict.PROGRESS, Verdict.READY,
+                       Verdict.METRIC, Verdict.INFO)
+
+
+class Hints:
+    """What to try, per failure family (quoted in Failure.hint and in errors)."""
+
+    OOM = ("GPU memory ran out: lower --mem-fraction-static (SGLang) or --gpu-memory-utilization (vLLM), "
+           "or lower --cuda-graph-max-bs, --max-running-requests, --max-model-len / --context-length; "
+           "check that no other process holds GPU memory (nvidia-smi)")
+    KV_TOO_SMALL = ("the KV cache cannot hold one request of the configured length: lower --max-model-len "
+                    "(vLLM) / --context-length (SGLang), or give the cache more memory "
+                    "(--gpu-memory-utilization / --mem-fraction-static), or use more GPUs (--tp)")
+    PORT = ("the port is already held: find the holder (ss -ltnp | grep :PORT, or Host.port_holder(port)) "
+            "and stop it, or launch on another --port")
+    NCCL = ("NCCL failed between ranks: rerun with NCCL_DEBUG=INFO and check the NCCL_* and *_SOCKET_IFNAME "
+            "environment on every rank (NCCL_IB_DISABLE, NCCL_P2P_DISABLE), and that all GPUs are visible")
+    IMPORT = ("a module failed to import: check the server's Python environment (which python; "
+              "pip list | grep -i NAME) and that sglang/vllm, torch and their kernels come from matching builds")
+    CUDA = ("a CUDA error: check the driver/toolkit versions against the wheel's CUDA build, and rerun with "
+            "CUDA_LAUNCH_BLOCKING=1 to locate the kernel")
+    ARCH = ("this GPU or model is not supported by this build: check the engine's supported models and "
+            "compute capability, or try another --attention-backend / a newer release")
+    MODEL = ("the model could not be found or read: check --model-path / --model, HF_TOKEN for gated repos, "
+             "and that the host can reach the hub or has the files locally")
+    KILLED = ("the process was killed (SIGKILL): most often the kernel OOM killer ran out of host RAM "
+              "(dmesg | grep -i oom); lower host memory use (fewer loader threads, smaller swap space)")
+    CRASH = "a native crash: note the library in the stack, try --disable-cuda-graph, and check driver versions"
+    WATCHDOG = ("a rank stopped making progress: dump its stacks (py-spy dump --pid PID), check NCCL "
+                "(NCCL_DEBUG=INFO) and raise --watchdog-timeout only once the cause is known")
+    CUDA_GRAPH = ("CUDA graph capture failed: retry with --disable-cuda-graph to confirm, then lower "
+                  "--cuda-graph-max-bs or raise memory headroom")
+    TRITON = "a Triton kernel failed to compile or load: check the triton version against torch's, and clear ~/.triton/cache"
+    ARGS = "the command line was rejected: compare the flags with `--help` of this engine version"
+
+
+# Lines that look alarming on every engine and are not.
+_GENERIC_BENIGN: tuple[Rule, ...] = (
+    Rule("exception_ignored", r"^Exception ignored in", B, literal="Exception ignored in", header=True),  # interpreter shutdown
+    Rule.text("rlimit_nofile", "Fail to set RLIMIT_NOFILE", B),
+    Rule.text("cpuinfo_error", "Error in cpuinfo", B),  # cpuinfo on ARM/VMs: "prctl(PR_SVE_GET_VL) failed"
+    Rule("flash_attn_fallback",
+         r"(?i)(flash[-_ ]?att(?:n|ention)|\bFA ?(?:version )?\d).*(not (?:available|installed|supported|found)|fall(?:ing)? ?back|cannot use|can't use)"
+         r"|cannot use (?:flash|FA)",
+         B, literal=("flash", "fa ", "fa2", "fa3"), ignore_case=True),
+    Rule("xformers_fallback", r"(?i)xformers.*(not (?:available|installed|found)|fall(?:ing)? ?back|can't load|cannot load|failed to load)",
+         B, literal="xformers", ignore_case=True),
+    Rule("triton_unavailable", r"(?i)triton (?:is )?not (?:available|installed|found)", B, literal="triton", ignore_case=True),
+    Rule.text("vllm_c_import", "Failed to import from vllm._C", B),  # CPU-only or import-order noise (vllm#7514)
+    Rule("hf_weights_not_initialized", r"Some weights of .+ were not (?:initialized|used)", B, literal="Some weights of"),
+    Rule("hf_hub_probe_404", r"huggingface\.co(?::443)? \"(?:HEAD|GET) [^\"]+\" 40[134]", B, literal="huggingface.co"),
+    Rule("nccl_info", r"NCCL INFO", INFO, literal="NCCL INFO"),  # before the error rules: NCCL INFO lines mention errors freely
+    Rule("torch_cpp_warning", r"^(?:Warning|WARNING): |^\[W\d{3,4} ", B, literal=("Warning", "WARNING", "[W")),
+    Rule("deprecation_warning", r"(?i)\bdeprecat", B, literal="deprecat", ignore_case=True),
+    Rule("torch_distributed_warning", r"(?i)torch\.distributed.*warn|UserWarning: .*(?:barrier|process group|TypedStorage)",
+         B, literal=("distributed", "UserWarning"), ignore_case=False),
+    Rule("python_warning", r"\b\w*Warning: ", W, literal="Warning: "),
+)
+
+_GENERIC_FATAL: tuple[Rule, ...] = (
+    Rule("address_in_use", r"(?i)address already in use|EADDRINUSE|error while attempting to bind on address",
+         F, literal=("address already in use", "eaddrinuse", "attempting to bind"), ignore_case=True, hint=Hints.PORT),
+    Rule("cuda_oom", r"(?i)CUDA out of memory|OutOfMemoryError|CUDA error: out of memory|\bOOM\b.*(?:GPU|CUDA)",
+         F, literal=("out of memory", "outofmemoryerror", "oom"), ignore_case=True, hint=Hints.OOM),
+    Rule("kv_cache_too_small",
+         r"larger than the maximum number of tokens that can be stored in KV cache|No available memory for the cache blocks"
+         r"|To serve at least one request with the model's max seq len|KV cache is needed, which is larger than the available",
+         F, literal=("KV cache", "cache blocks", "max seq len"), hint=Hints.KV_TOO_SMALL),
+    Rule("nccl_watchdog_timeout", r"Watchdog caught collective operation timeout|ProcessGroupNCCL.*[Tt]imeout|NCCL (?:communicator|operation).*timed? ?out",
+         F, literal=("Watchdog caught", "ProcessGroupNCCL", "NCCL"), hint=Hints.NCCL),
+    Rule("nccl_error", r"NCCL error|nccl(?:Internal|System|UnhandledCuda|InvalidUsage|RemoteError)Error|DistBackendError|ncclCommInitRank failed",
+         F, literal=("NCCL error", "ncclInternal", "ncclSystem", "ncclUnhandled", "ncclInvalid", "ncclRemote", "DistBackendError", "ncclCommInitRank failed"),
+         hint=Hints.NCCL),
+    Rule("segfault", r"Segmentation fault|SIGSEGV|Fatal Python error|core dumped|SIGABRT|Aborted \(core",
+         F, literal=("Segmentation fault", "SIGSEGV", "Fatal Python error", "core dumped", "SIGABRT", "Aborted ("), hint=Hints.CRASH),
+    # the shell's report of a SIGKILL: "Killed", "[1]+  Killed   python ...", "./run.sh: line 48: 27 Killed python3 ..."
+    Rule("killed", r"^(?:\[\d+\]\+?\s+)?Killed(?:\s*$|\s{2,}|\s+(?:python|vllm|sglang))|\bline \d+: +\d+ Killed\s",
+         F, literal="Killed", hint=Hints.KILLED),
+    Rule("exit_code_nonzero", r"(?i)exit(?:ed)?[ _]?(?:with )?(?:code|status)[ =:]*(?:-?[1-9]\d*)|exitcode[ =:]+-?[1-9]",
+         F, literal=("exit", "Exit"), hint=Hints.KILLED),
+    Rule("cuda_error", r"CUDA error: |CUDA driver error|cudaErrorIllegalAddress|device-side assert triggered|no kernel image is available",
+         F, literal=("CUDA error", "CUDA driver error", "cudaError", "device-side assert", "no kernel image"), hint=Hints.CUDA),
+    Rule("triton_error", r"Triton Error|triton\.compiler\.errors|CompilationError|PTXASError|error: .*\.ptx",
+         F, literal=("Triton Error", "triton.compiler", "CompilationError", "PTXAS", ".ptx"), hint=Hints.TRITON),
+    Rule("unsupported_arch", r"(?i)architectures? \[.*\] (?:is|are) not supported|only supports sm\d+|compute capability.*not supported|not supported on this (?:GPU|device)",
+         F, literal=("not supported", "only supports"), ignore_case=True, hint=Hints.ARCH),
+    Rule("model_not_found",
+         r"is not a local folder and is not a valid model identifier|Repository Not Found|GatedRepoError|Cannot access gated repo|RepositoryNotFoundError|No such file or directory: '[^']*(?:config\.json|\.safetensors)",
+         F, literal=("valid model identifier", "Repository Not Found", "GatedRepo", "gated repo", "RepositoryNotFound", "No such file"),
+         hint=Hints.MODEL),
+    Rule("python_import_error", r"^(?:ModuleNotFoundError|ImportError): ", F, literal="Error: ", hint=Hints.IMPORT),
+    Rule("argparse_error", r"^(?:[\w.\-/ ]+): error: (?:unrecognized arguments|argument |the following arguments are required|invalid choice)",
+         F, literal=": error: ", hint=Hints.ARGS),
+    # a bare exception line outside a grouped traceback (truncated or reversed logs)
+    Rule("python_exception_line", r"^(?:[A-Za-z_]\w*\.)*(?:[A-Z]\w*(?:Error|Exception|Interrupt)|Exception)\b(?::|$)", F,
+         literal=("Error", "Exception", "Interrupt"), after_ready=W),
+)
+
+_GENERIC_REQUEST: tuple[Rule, ...] = (
+    # request-level trouble: never a server failure
+    Rule("http_client_error", r"\"(?:GET|POST|PUT|DELETE|HEAD|OPTIONS|PATCH) [^\"]*HTTP/[\d.]+\" 4\d\d", B, literal="HTTP/"),
+    Rule("http_server_error", r"\"(?:GET|POST|PUT|DELETE|HEAD|OPTIONS|PATCH) [^\"]*HTTP/[\d.]+\" 5\d\d", W, literal="HTTP/"),
+    Rule("client_disconnect", r"(?i)client disconnected|Aborted request|request .* (?:aborted|cancelled)|CancelledError",
+         B, literal=("disconnected", "aborted", "cancelled", "cancellederror"), ignore_case=True),
+    Rule("request_validation_error", r"BadRequestError|maximum context length is|RequestValidationError|Input validation error|code=4\d\d\b",
+         B, literal=("BadRequest", "maximum context length", "ValidationError", "validation error", "code=4")),
+    Rule.text("asgi_exception", "Exception in ASGI application", W),
+)
+
+_GENERIC_PROGRESS: tuple[Rule, ...] = (
+    Rule.text("uvicorn_startup_complete", "Application startup complete.", R, phase=Phase.HTTP_UP),
+    Rule.text("uvicorn_running", "Uvicorn running on", P, phase=Phase.HTTP_UP),
+    Rule("progress_bar", r"\d+%\|| Completed \| \d+/\d+|\d+(?:\.\d+)?(?:it/s|s/it)\]", P, literal=("%|", "Completed |", "it/s]", "s/it]")),
+    Rule("usage_line", r"^usage: ", INFO, literal="usage: "),
+)
+
+GENERIC = RulePack("generic", _GENERIC_BENIGN + _GENERIC_REQUEST + _GENERIC_FATAL + _GENERIC_PROGRESS)
+
+# Tried first on every engine: the lines a busy server prints most, which are never anything else.
+COMMON = RulePack("common", (
+    Rule("sglang_metric", r"\b(?:Decode|Prefill) batch\b", M, literal="batch"),
+    Rule.text("vllm_throughput_metric", "Avg prompt throughput:", M),
+    Rule("vllm_specdecode_metric", r"SpecDecoding metrics:|Speculative metrics:", M, literal=("SpecDecoding metrics:", "Speculative metrics:")),
+    Rule("http_ok", r"\"(?:GET|POST|PUT|DELETE|HEAD|OPTIONS|PATCH) (?!/(?:model_info|get_model_info|generate|encode) )[^\"]*HTTP/[\d.]+\" [23]\d\d", INFO, literal="HTTP/"),
+))
+
+SGLANG = RulePack("sglang", (
+    Rule.text("sglang_fired_up", "The server is fired up and ready to roll!", R, phase=Phase.READY),
+    # uvicorn answers before SGLang's warm-up request has gone through the scheduler: not ready yet.
+    Rule.text("sglang_uvicorn_up", "Application startup complete.", P, phase=Phase.HTTP_UP),
+    Rule.text("sglang_server_args", "server_args=ServerArgs(", P, phase=Phase.SERVER_ARGS),
+    Rule.text("sglang_load_weight_begin", "Load weight begin", P, phase=Phase.WEIGHTS_LOADING),
+    Rule.text("sglang_load_weight_end", "Load weight end", P, phase=Phase.WEIGHTS_LOADED),
+    Rule("sglang_kv_cache_allocated", r"KV Cache is allocated|Memory pool end", P, phase=Phase.KV_CACHE_ALLOCATED,
+         literal=("KV Cache is allocated", "Memory pool end")),
+    Rule("sglang_cuda_graph_begin", r"Capture (?:[\w ]+ )?cuda graph begin", P, phase=Phase.CUDA_GRAPH_CAPTURE_BEGIN,
+         literal="capture", ignore_case=True),
+    Rule("sglang_cuda_graph_end", r"Capture (?:[\w ]+ )?cuda graph end", P, phase=Phase.CUDA_GRAPH_CAPTURED,
+         literal="capture", ignore_case=True),
+    Rule("sglang_warmup_request", r"\"(?:GET /model_info|GET /get_model_info|POST /generate|POST /encode) HTTP/1\.1\" 200",
+         P, phase=Phase.WARMUP, literal="HTTP/1.1\" 200", after_ready=INFO),
+    # benign (the incident: TP5 prints an ignored glmasr import error on every start)
+    Rule.text("sglang_ignore_import_error", "Ignore import error when loading sglang.srt.models.", B),
+    Rule.text("sglang_gpu_memory_capacity", "Failed to get GPU memory capacity from nvidia-smi", B),
+    Rule("sglang_generation_config", r"Failed to load generation config|does not appear to have a file named generation_config\.json",
+         B, literal=("generation config", "generation_config.json")),
+    Rule("sglang_pyspy_missing", r"Pyspy failed to dump", W, literal="Pyspy failed to dump"),
+    # fatal
+    Rule("sglang_sigquit", r"Received sigquit from a child proces", F, literal="Received sigquit", notice=True),
+    Rule("sglang_child_failed", r"Child process unexpectedly failed with (?:an )?exit ?code", F, literal="Child process unexpectedly failed"),
+    Rule("sglang_watchdog_timeout", r"Watchdog timeout \(self\.watchdog_timeout=", F, literal="Watchdog timeout (", hint=Hints.WATCHDOG),
+    Rule.text("sglang_not_enough_memory", "Not enough memory. Please try to increase --mem-fraction-static", F, hint=Hints.OOM),
+    Rule("sglang_cuda_graph_failed", r"Capture cuda graph failed|cuda graph capture failed", F, literal="graph", ignore_case=True, hint=Hints.CUDA_GRAPH),
+    Rule("sglang_warmup_failed", r"Initialization failed\. warmup error|warmup error:", F, literal="warmup error"),
+    Rule("sglang_rank_dead", r"Rank \d+ scheduler is dead|scheduler is dead|Health check failed.*(?:dead|exit)", F,
+         literal=("scheduler is dead", "Health check failed")),
+    # a rank's exception header (the traceback follows on the same line)
+    Rule("sglang_process_exception", r"\b(?:Scheduler|TpModelWorkerClient|TpModelWorker|DetokenizerManager|TokenizerManager|DataParallelController|\w+Manager|\w+Worker) hit an exception",
+         F, literal="hit an exception", header=True),
+    Rule("sglang_request_error", r"^Error in request|Abort request|Request \w+ (?:aborted|failed)", B, literal=("request", "Request")),
+    Rule.text("sglang_retract", "KV cache pool is full. Retract requests.", W),
+))
+
+VLLM = RulePack("vllm", (
+    Rule("vllm_server_args", r"non-default args:|\bargs: Namespace\(", P, phase=Phase.SERVER_ARGS, literal=("non-default args", "args: Namespace(")),
+    Rule("vllm_load_begin", r"Starting to load model|Loading model weights", P, phase=Phase.WEIGHTS_LOADING,
+         literal=("Starting to load model", "Loading model weights")),
+    Rule("vllm_load_end", r"Loading weights took|Model loading took", P, phase=Phase.WEIGHTS_LOADED, literal=("Loading weights took", "Model loading took")),
+    Rule("vllm_kv_cache", r"GPU KV cache size:|# (?:GPU|cuda|CUDA) blocks:", P, phase=Phase.KV_CACHE_ALLOCATED, literal=("GPU KV cache size:", " blocks:")),
+    Rule("vllm_cuda_graph_begin", r"Capturing (?:CUDA graphs?|cudagraphs?)|Capturing the model for CUDA graphs", P,
+         phase=Phase.CUDA_GRAPH_CAPTURE_BEGIN, literal="Capturing"),
+    Rule.text("vllm_cuda_graph_end", "Graph capturing finished", P, phase=Phase.CUDA_GRAPH_CAPTURED),
+    Rule("vllm_warmup", r"init engine \(profile, create kv cache, warmup model\) took|Initial profiling/warmup run took", P,
+         phase=Phase.WARMUP, literal=("warmup model", "warmup run")),
+    Rule("vllm_api_server_starting", r"Starting vLLM (?:API )?server", P, literal="Starting vLLM"),
+    # benign
+    Rule.text("vllm_fa_unsupported", "Cannot use FA version", B),  # fa_utils on pre-Ampere GPUs (T4): vLLM falls back
+    Rule.text("vllm_reasoning_token_ids", "Auto-initialization of reasoning token IDs failed", B),
+    Rule.text("vllm_multimodal_profiling", "may cause certain multi-modal inputs to fail", B),
+    Rule("vllm_request_error", r"Error with model object=|Error in preprocessing prompt inputs|NotFoundError|type='(?:NotFound|BadRequest)Error'",
+         B, literal=("Error with model", "preprocessing prompt", "NotFoundError", "BadRequestError")),
+    # fatal
+    Rule("vllm_engine_failed_to_start", r"EngineCore failed to start|WorkerProc failed to start|Engine process failed to start",
+         F, literal="failed to start", notice=True, header=True),
+    Rule.text("vllm_engine_init_failed", "Engine core initialization failed", F, notice=True),
+    Rule("vllm_engine_fatal", r"EngineCore encountered a fatal error|Engine loop has died|EngineDeadError|AsyncEngineDeadError|EngineCore hit an exception",
+         F, literal=("EngineCore encountered", "Engine loop has died", "EngineDeadError", "EngineCore hit")),
+    Rule("vllm_worker_died", r"Worker proc \S+ died unexpectedly|WorkerProc hit an exception|MultiprocExecutor got (?:SIGQUIT|fatal signal)|got SIGQUIT from worker",
+         F, literal=("died unexpectedly", "WorkerProc hit", "MultiprocExecutor got", "SIGQUIT from worker")),
+    Rule("vllm_engine_start_timeout", r"Timed out waiting for engine core processes to start|Engine core proc \S+ died unexpectedly", F,
+         literal=("Timed out waiting for engine", "died unexpectedly")),
+    # request-level after ready: a failed request is not a dead server
+))
+
+PACKS: Mapping[str, RulePack] = MappingProxyType({"common": COMMON, "sglang": SGLANG, "vllm": VLLM, "generic": GENERIC})
+ENGINES = ("auto", "sglang", "vllm", "generic")
+
+_SGLANG_MARK = re.compile(
+    r"server_args=ServerArgs\(|\bsglang[./:]|\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?: (?:TP|DP|PP|EP)\d+)+\]"
+    r"|The server is fired up|Capture cuda graph (?:begin|end)|Ignore import error when loading sglang"
+)
+_VLLM_MARK = re.compile(
+    r"\((?:APIServer|EngineCore\w*|VllmWorker[^)]*|Worker(?:_\w+)?|RayWorkerWrapper|LLMRayActor) pid=|\bvLLM\b|\bvllm\b"
+    r"|^(?:INFO|WARNING|ERROR|DEBUG) \d\d-\d\d \d\d:\d\d:\d\d \["
+)
+
+
+def detect_engine(lines: Iterable[str]) -> str | None:
+    """Guess the engine from a log's first lines: "sglang", "vllm", or None when unsure.
+
+    SGLang's markers win over vLLM's (older SGLang imports vLLM and mentions it).
+
+    >>> detect_engine(["[2026-03-27 09:31:17] server_args=ServerArgs(model_path='x')"])
+    'sglang'
+    """
+    vllm_seen = False
+    for line in lines:
+        if _SGLANG_MARK.search(line):
+            return "sglang"
+        if not vllm_seen and _VLLM_MARK.search(line):
+            vllm_seen = True
+    return "vllm" if vllm_seen else None
+
+
+def add_rule(pack: RulePack, *rules: Rule, first: bool = True) -> RulePack:
+    """A new pack with ``rules`` added ahead of the pack's own (the notebook one-liner).
+
+    >>> mine = add_rule(SGLANG, Rule("my_benign", "harmless glitch", Verdict.BENIGN))
+    >>> mine.rules[0].name, SGLANG.rules[0].name != "my_benign"
+    ('my_benign', True)
+    """
+    return pack.with_rules(*rules, first=first)

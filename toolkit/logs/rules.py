@@ -1,0 +1,233 @@
+"""Rules and rule packs: the data that decides what a log line means.
+
+A :class:`Rule` is a name, a pattern and a :class:`Verdict` (plus, optionally, the
+startup phase the line marks, the verdict once the server is ready, and a hint for a
+person). A :class:`RulePack` is an ordered tuple of rules for one engine; the first rule
+that matches a line decides it. Packs are values: ``pack.with_rules(...)`` returns a new
+pack, nothing is mutated in place.
+
+Each rule carries a cheap literal prefilter (``literal``): the regex only runs when the
+literal occurs in the line, which keeps classification fast on long logs.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass, field, replace
+from enum import StrEnum
+
+__all__ = ["Verdict", "Phase", "Rule", "RulePack", "Match", "SEVERITY"]
+
+
+class Verdict(StrEnum):
+    """What one line (or one grouped traceback) means for the server's health."""
+
+    READY = "ready"  # the engine says it can serve (SGLang: fired up; vLLM: startup complete)
+    FATAL = "fatal"  # the server is dead or will die
+    BENIGN = "benign"  # looks like an error, is known to be harmless
+    WARNING = "warning"  # worth a look, not a failure
+    PROGRESS = "progress"  # start-up progress: phases, progress bars
+    METRIC = "metric"  # server-side throughput line, parsed into a MetricRow
+    INFO = "info"  # everything else
+
+
+class Phase(StrEnum):
+    """Start-up milestones, in the order engines usually reach them."""
+
+    SERVER_ARGS = "server_args"
+    WEIGHTS_LOADING = "weights_loading"
+    WEIGHTS_LOADED = "weights_loaded"
+    KV_CACHE_ALLOCATED = "kv_cache_allocated"
+    CUDA_GRAPH_CAPTURE_BEGIN = "cuda_graph_capture_begin"
+    CUDA_GRAPH_CAPTURED = "cuda_graph_captured"
+    HTTP_UP = "http_up"
+    WARMUP = "warmup"
+    READY = "ready"
+
+
+# Used to combine verdicts (a traceback's header and its final exception line).
+SEVERITY: dict[Verdict, int] = {
+    Verdict.INFO: 0,
+    Verdict.METRIC: 0,
+    Verdict.PROGRESS: 1,
+    Verdict.READY: 1,
+    Verdict.BENIGN: 2,
+    Verdict.WARNING: 3,
+    Verdict.FATAL: 4,
+}
+
+_META = frozenset(".^$*+?{}[]\\|()")
+
+
+@dataclass(frozen=True)
+class Rule:
+    """One line pattern and what it means.
+
+    ``pattern`` is a regex searched in the line's text (header and transport prefixes
+    already removed). ``literal`` is a substring that every matching line contains; it is
+    tested first, so the regex runs only on candidates. A pattern without regex
+    metacharacters is its own literal and needs no regex at all. ``after_ready`` is the
+    verdict once the server has been ready (a request's 404 is not a server failure);
+    ``None`` keeps ``verdict``. A ``notice`` is a fatal line that announces a death
+    whose cause follows (``Received sigquit from a child process``): the next rank
+    exception, when there is one, is the decisive line.
+
+    >>> Rule("my_benign", r"harmless thing \\d+", Verdict.BENIGN, literal="harmless thing").matches("a harmless thing 42")
+    True
+    """
+
+    name: str
+    pattern: str
+    verdict: Verdict
+    phase: Phase | None = None
+    literal: str | tuple[str, ...] | None = None
+    ignore_case: bool = False
+    after_ready: Verdict | None = None
+    hint: str | None = None
+    notice: bool = False
+    header: bool = False
+    _regex: re.Pattern[str] | None = field(default=None, init=False, repr=False, compare=False)
+    _literals: tuple[str, ...] = field(default=(), init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        if not self.name or not isinstance(self.name, str):
+            raise ValueError(f"a rule needs a name (a non-empty string), got {self.name!r}")
+        try:
+            verdict = Verdict(self.verdict)
+        except ValueError:
+            raise ValueError(
+                f"rule {self.name!r}: verdict {self.verdict!r} is not one of {[v.value for v in Verdict]}"
+            ) from None
+        object.__setattr__(self, "verdict", verdict)
+        plain = not any(c in _META for c in self.pattern)
+        literals: tuple[str, ...]
+        if self.literal is None:
+            literals = (self.pattern,) if plain else ()
+        elif isinstance(self.literal, str):
+            literals = (self.literal,)
+        else:
+            literals = tuple(self.literal)
+        if self.ignore_case:
+            literals = tuple(lit.lower() for lit in literals)
+        object.__setattr__(self, "_literals", literals)
+        exact = len(literals) == 1 and not self.ignore_case and (literals[0] == self.pattern if plain else re.escape(literals[0]) == self.pattern)
+        if not exact:
+            try:
+                regex = re.compile(self.pattern, re.IGNORECASE if self.ignore_case else 0)
+            except re.error as exc:
+                raise ValueError(f"rule {self.name!r}: pattern {self.pattern!r} is not a valid regex: {exc}") from None
+            object.__setattr__(self, "_regex", regex)
+
+    @classmethod
+    def text(cls, name: str, text: str, verdict: Verdict, **options: object) -> Rule:
+        """A rule that matches a fixed piece of text (no regex to escape).
+
+        >>> Rule.text("paren", "server_args=ServerArgs(", Verdict.PROGRESS).matches("x server_args=ServerArgs(a=1)")
+        True
+        """
+        return cls(name, re.escape(text), verdict, literal=text, **options)  # type: ignore[arg-type]
+
+    def verdict_for(self, ready: bool) -> Verdict:
+        """The verdict this rule gives, before or after the server was ready."""
+        return self.after_ready if ready and self.after_ready is not None else self.verdict
+
+    def matches(self, text: str, lowered: str | None = None) -> bool:
+        """True when this rule matches ``text`` (``lowered`` may pass ``text.lower()`` to save work)."""
+        if self._literals:
+            hay = (lowered if lowered is not None else text.lower()) if self.ignore_case else text
+            for lit in self._literals:
+                if lit in hay:
+                    break
+            else:
+                return False
+        return self._regex is None or self._regex.search(text) is not None
+
+
+@dataclass(frozen=True)
+class Match:
+    """The rule that decided a piece of text, and the verdict it gave there."""
+
+    rule: Rule
+    verdict: Verdict
+
+
+@dataclass(frozen=True)
+class RulePack:
+    """An ordered set of rules for one engine (first match wins). Immutable.
+
+    >>> pack = RulePack("mine", ()).with_rules(Rule("x", "fired up", Verdict.READY))
+    >>> [r.name for r in pack.rules]
+    ['x']
+    """
+
+    name: str
+    rules: tuple[Rule, ...]
+
+    def __post_init__(self) -> None:
+        names = [r.name for r in self.rules]
+        dupes = sorted({n for n in names if names.count(n) > 1})
+        if dupes:
+            raise ValueError(f"pack {self.name!r} has duplicate rule names {dupes}; rule names must be unique")
+
+    def with_rules(self, *rules: Rule, first: bool = True) -> RulePack:
+        """A new pack with ``rules`` added (ahead of the others by default, so they win).
+
+        A rule with the name of an existing one replaces it.
+        """
+        names = {r.name for r in rules}
+        kept = tuple(r for r in self.rules if r.name not in names)
+        return replace(self, rules=(tuple(rules) + kept) if first else (kept + tuple(rules)))
+
+    def without(self, *names: str) -> RulePack:
+        """A new pack without the named rules (an unknown name is an error, to catch typos)."""
+        known = {r.name for r in self.rules}
+        unknown = sorted(set(names) - known)
+        if unknown:
+            raise KeyError(f"pack {self.name!r} has no rule named {unknown}; it has {sorted(known)}")
+        return replace(self, rules=tuple(r for r in self.rules if r.name not in names))
+
+    def rule(self, name: str) -> Rule:
+        for r in self.rules:
+            if r.name == name:
+                return r
+        raise KeyError(f"pack {self.name!r} has no rule named {name!r}")
+
+    def first_match(self, text: str, *, ready: bool = False) -> Match | None:
+        """The first rule that matches ``text``, or None."""
+        return first_match(self.rules, text, ready=ready)
+
+
+CompiledRules = tuple[tuple[Rule, tuple[str, ...], bool, "re.Pattern[str] | None"], ...]
+
+
+def compile_rules(rules: Iterable[Rule]) -> CompiledRules:
+    """Flatten rules into the tuples :func:`first_match` walks (fewer attribute look-ups per line)."""
+    return tuple((r, r._literals, r.ignore_case, r._regex) for r in rules)
+
+
+def first_match(rules: Iterable[Rule], text: str, *, ready: bool = False) -> Match | None:
+    """The first of ``rules`` that matches ``text``, with the verdict it gives there."""
+    return match_compiled(compile_rules(rules), text, ready=ready)
+
+
+def match_compiled(compiled: CompiledRules, text: str, *, ready: bool = False) -> Match | None:
+    """:func:`first_match` over rules flattened once by :func:`compile_rules` (the hot path)."""
+    lowered: str | None = None
+    for rule, lits, ignore_case, regex in compiled:
+        if lits:
+            if ignore_case:
+                if lowered is None:
+                    lowered = text.lower()
+                hay = lowered
+            else:
+                hay = text
+            for lit in lits:
+                if lit in hay:
+                    break
+            else:
+                continue
+        if regex is not None and regex.search(text) is None:
+            continue
+        return Match(rule, rule.verdict_for(ready))
+    return None
