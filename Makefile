@@ -15,11 +15,17 @@ $(VENV)/.installed: pyproject.toml
 
 # The real CPU inference server (transformers serve) lives in its own venv: torch first,
 # from the CPU wheel, so that transformers[serving] never pulls a CUDA build.
+# transformers is pinned because toolkit/realserver.py spells this version's `serve` flags (5.x takes the
+# model as a positional FORCE_MODEL; older releases used --force-model). The toolkit itself goes in without its
+# dependencies so that `python -m toolkit.realserver build DIR` runs here (it needs only the stdlib,
+# torch and transformers). The last line fails the build if a CUDA torch slipped in.
 $(CPU_VENV)/.installed:
 	$(PYTHON) -m venv $(CPU_VENV)
 	$(CPU_VENV)/bin/python -m pip install --quiet --upgrade pip
 	$(CPU_VENV)/bin/python -m pip install --quiet torch==2.13.0
-	$(CPU_VENV)/bin/python -m pip install --quiet 'transformers[serving]' tokenizers
+	$(CPU_VENV)/bin/python -m pip install --quiet 'transformers[serving]==5.24.0' tokenizers
+	$(CPU_VENV)/bin/python -m pip install --quiet --no-deps -e .
+	$(CPU_VENV)/bin/python -c "import sys, torch; sys.exit(f'{torch.__version__} is a CUDA build: install the CPU wheel first' if torch.version.cuda else 0)"
 	touch $@
 
 cpu-server: $(CPU_VENV)/.installed
