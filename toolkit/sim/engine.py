@@ -1,0 +1,178 @@
+"""The simulated scheduler: one global step loop, like continuous batching, paced in real time.
+
+Each iteration is either a prefill step (all waiting requests join; each gets its first token) or
+a decode step (every running request gets 1 token, or 1 + accepted drafts with speculation).
+Step ends are absolute deadlines; the loop sleeps until shortly before each one and busy-waits
+the rest, so gaps between steps are exact to ~0.1 ms and a late step never shifts later ones.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import time
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from toolkit.sim.latency import AcceptSampler, LatencyModel
+from toolkit.sim.protocol import WordSource
+
+__all__ = ["Chunk", "Engine", "GenRequest", "Totals"]
+
+CATCH_UP_S = 0.05  # a step that ends up to 50 ms late keeps the schedule (the next steps come sooner)
+
+
+@dataclass(frozen=True)
+class Chunk:
+    """Tokens one step produced for one request; `finish_reason` is set on the last chunk."""
+
+    texts: tuple[str, ...]
+    finish_reason: str | None = None
+
+
+@dataclass
+class GenRequest:
+    """A request inside the engine. The HTTP handler reads `out` until a chunk has a finish reason."""
+
+    rid: str
+    prompt_tokens: int
+    max_tokens: int
+    sampler: AcceptSampler
+    words: WordSource
+    out: asyncio.Queue[Chunk] = field(default_factory=asyncio.Queue)
+    generated: int = 0
+    cancelled: bool = False
+
+
+@dataclass
+class Totals:
+    """Cumulative counters since start: /metrics, /get_server_info and the periodic log lines read them."""
+
+    requests_admitted: int = 0
+    requests_finished: int = 0
+    prompt_tokens: int = 0
+    generation_tokens: int = 0
+    decode_steps: int = 0
+    spec_forward_ct: int = 0  # request-steps of speculative decoding (SGLang's forward ct)
+    spec_accept_tokens: int = 0  # sum of accept lengths (1 + accepted drafts) over those steps
+    spec_drafted_tokens: int = 0  # vLLM: draft tokens proposed
+    spec_accepted_drafts: int = 0  # vLLM: draft tokens accepted
+    spec_accepted_per_pos: list[int] = field(default_factory=list)
+
+
+StepHook = Callable[[str, list[GenRequest]], None]  # (kind "prefill" | "decode", the step's batch)
+
+
+class Engine:
+    """Owns the waiting queue and the running batch; `run()` is the step loop task."""
+
+    def __init__(self, model: LatencyModel, seed: int, spin_ms: float, max_running: int) -> None:
+        self.model = model
+        self.seed = seed
+        self.spin_s = spin_ms / 1000.0
+        self.max_running = max_running
+        self.waiting: deque[GenRequest] = deque()
+        self.running: list[GenRequest] = []
+        self.totals = Totals(spec_accepted_per_pos=[0] * self._num_steps())
+        self.hooks: list[StepHook] = []
+        self.last_gen_throughput = 0.0
+        self._wake = asyncio.Event()
+        self._counter = 0
+
+    def _num_steps(self) -> int:
+        spec = self.model.setup.speculation
+        return spec.num_steps if spec else 0
+
+    def new_request(self, rid: str, prompt_tokens: int, max_tokens: int) -> GenRequest:
+        """A request with its own seeded token texts and acceptance noise (reproducible per --sim-seed)."""
+        self._counter += 1
+        rng = random.Random(self.seed * 1_000_003 + self._counter)
+        sampler = AcceptSampler(self.model.accept_distribution(), rng.random())
+        return GenRequest(rid, prompt_tokens, max_tokens, sampler, WordSource(rng.randrange(1 << 30)))
+
+    def submit(self, request: GenRequest) -> None:
+        self.waiting.append(request)
+        self._wake.set()
+
+    @property
+    def num_tokens_in_use(self) -> int:
+        return sum(r.prompt_tokens + r.generated for r in self.running)
+
+    async def _sleep_until(self, deadline: float) -> None:
+        remaining = deadline - time.perf_counter() - self.spin_s
+        await asyncio.sleep(max(remaining, 0.0))  # always yield: handlers write the previous step's chunks
+        while time.perf_counter() < deadline:
+            pass
+
+    async def run(self) -> None:
+        """The step loop: runs until cancelled."""
+        deadline = time.perf_counter()
+        while True:
+            self.running = [r for r in self.running if not r.cancelled]
+            if not self.waiting and not self.running:
+                self._wake.clear()
+                await self._wake.wait()
+                deadline = time.perf_counter()
+            admit: list[GenRequest] = []
+            while self.waiting and len(self.running) + len(admit) < self.max_running:
+                request = self.waiting.popleft()
+                if not request.cancelled:
+                    admit.append(request)
+            if admit:
+                duration = self.model.prefill_ms(sum(r.prompt_tokens for r in admit)) / 1000.0
+            elif self.running:
+                duration = self.model.step_ms(len(self.running)) / 1000.0
+            else:
+                continue
+            deadline += duration
+            await self._sleep_until(deadline)
+            now = time.perf_counter()
+            if now - deadline > max(duration, CATCH_UP_S):
+                deadline = now  # badly late (overloaded machine): give up catching up rather than burst
+            if admit:
+                batch, kind = admit, "prefill"
+                self._prefill(admit)
+            else:
+                batch, kind = list(self.running), "decode"
+                self._decode()
+            for hook in self.hooks:
+                hook(kind, batch)
+
+    def _emit(self, request: GenRequest, n: int) -> None:
+        n = min(n, request.max_tokens - request.generated)
+        request.generated += n
+        self.totals.generation_tokens += n
+        done = request.generated >= request.max_tokens
+        request.out.put_nowait(Chunk(tuple(request.words.take(n)), "length" if done else None))
+        if done:
+            self.totals.requests_finished += 1
+
+    def _prefill(self, admit: list[GenRequest]) -> None:
+        self.totals.requests_admitted += len(admit)
+        for request in admit:
+            self.totals.prompt_tokens += request.prompt_tokens
+            self._emit(request, 1)
+            if request.generated < request.max_tokens:
+                self.running.append(request)
+
+    def _decode(self) -> None:
+        self.totals.decode_steps += 1
+        spec = self.model.setup.speculation
+        still = []
+        for request in self.running:
+            if request.cancelled:
+                continue
+            accepted = request.sampler.next() if spec else 0
+            if spec:
+                t = self.totals
+                t.spec_forward_ct += 1
+                t.spec_accept_tokens += 1 + accepted
+                t.spec_drafted_tokens += spec.num_steps
+                t.spec_accepted_drafts += accepted
+                for pos in range(accepted):
+                    t.spec_accepted_per_pos[pos] += 1
+            self._emit(request, 1 + accepted)
+            if request.generated < request.max_tokens:
+                still.append(request)
+        self.running = still

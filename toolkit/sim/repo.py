@@ -1,0 +1,139 @@
+"""`python -m toolkit.sim make-repo DIR`: a git history whose commits change the simulated build's speed.
+
+Every commit touches a source file and nudges `sim_perf.json` harmlessly (decode step within
++-0.2%); commit K (1-based, `--regression-at`) makes decode steps ~20% slower and later commits
+keep it. `--no-change` keeps the performance identical on every commit (the incident's "the git
+pull was not the culprit" case). `--broken-at J` makes commit J fail at start-up with an
+ImportError and commit J+1 fix it, so a bisect driver can exercise `skip`. Authors and dates are
+fixed, so the same arguments give the same SHAs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+
+from toolkit.sim.latency import PerfParams
+from toolkit.sim.source import PERF_FILE
+
+__all__ = ["CommitInfo", "main", "make_repo"]
+
+MESSAGES = (
+    "[Fix] Handle empty stop strings in sampling params",
+    "[Refactor] Move attention backend selection into a registry",
+    "[Doc] Clarify --speculative-attention-mode in the server arguments",
+    "[CI] Bump flashinfer in the nightly image",
+    "[Feature] Report avg_spec_accept_length in /get_server_info",
+    "[Fix] Tokenizer manager leaks rids on client abort",
+    "[Minor] Remove unused imports in model_runner.py",
+    "[Perf] Cache rope cos/sin tables per device",
+    "[Test] Add an EAGLE3 TP8 accuracy test",
+    "[Fix] Correct token usage in the Decode batch log line",
+    "[Refactor] Split scheduler metrics into a mixin",
+    "[Bugfix] Avoid a double free in radix cache eviction",
+    "[Feature] Accept --decode-log-interval 0 to silence decode logs",
+    "[Fix] Respect --served-model-name in /v1/models",
+)
+REGRESSION_MESSAGE = "[Perf] Use NCCL all-reduce for small batches instead of the custom all-reduce kernel"
+BROKEN_MESSAGE = "[Refactor] Rename compute_dp_attention_world_info to compute_dp_attention_info"
+FIX_MESSAGE = "[Fix] Restore compute_dp_attention_world_info import in the scheduler"
+FILES = ("python/sglang/srt/managers/scheduler.py", "python/sglang/srt/model_executor/model_runner.py",
+         "python/sglang/srt/speculative/eagle_worker.py", "python/sglang/srt/layers/dp_attention.py")
+
+
+@dataclass(frozen=True)
+class CommitInfo:
+    index: int  # 1 = oldest
+    sha: str
+    message: str
+    decode_step_ms: float
+    broken: bool
+
+
+def _git(directory: Path, *args: str, when: int = 0) -> str:
+    stamp = f"{1767603600 + 3600 * when} +0000"  # 2026-01-05 09:00 UTC plus one hour per commit
+    env = {**os.environ, "GIT_AUTHOR_NAME": "Sim Developer", "GIT_AUTHOR_EMAIL": "sim@example.com",
+           "GIT_COMMITTER_NAME": "Sim Developer", "GIT_COMMITTER_EMAIL": "sim@example.com",
+           "GIT_AUTHOR_DATE": stamp, "GIT_COMMITTER_DATE": stamp, "GIT_CONFIG_GLOBAL": os.devnull,
+           "GIT_CONFIG_NOSYSTEM": "1"}
+    done = subprocess.run(["git", "-C", str(directory), *args], env=env, check=True, capture_output=True, text=True)
+    return done.stdout.strip()
+
+
+def _jitter(index: int) -> float:
+    """A deterministic harmless change of at most +-0.2% per commit."""
+    return ((index * 7919) % 9 - 4) * 0.0005
+
+
+def make_repo(directory: str | Path, commits: int, regression_at: int | None, no_change: bool = False,
+              broken_at: int | None = None, regression_pct: float = 20.0) -> list[CommitInfo]:
+    """Write the history; returns one CommitInfo per commit, oldest first."""
+    root = Path(directory)
+    if commits < 2:
+        raise ValueError("--commits must be at least 2 (a good and a bad end)")
+    if not no_change and (regression_at is None or not 2 <= regression_at <= commits):
+        raise ValueError(f"--regression-at must be between 2 and --commits ({commits}), or pass --no-change")
+    if broken_at is not None and (not 2 <= broken_at <= commits or broken_at == regression_at):
+        raise ValueError(f"--broken-at must be between 2 and {commits} and differ from --regression-at")
+    if root.exists() and any(root.iterdir()):
+        raise ValueError(f"{root} exists and is not empty; make-repo writes a fresh repository")
+    root.mkdir(parents=True, exist_ok=True)
+    _git(root, "init", "-q", "-b", "main")
+    base = PerfParams()
+    out: list[CommitInfo] = []
+    for i in range(1, commits + 1):
+        slow = not no_change and regression_at is not None and i >= regression_at
+        step = base.decode_step_ms * (1 + regression_pct / 100 if slow else 1.0)
+        if not no_change:
+            step *= 1 + _jitter(i)
+        broken = broken_at == i
+        message = (REGRESSION_MESSAGE if i == regression_at and not no_change else BROKEN_MESSAGE if broken
+                   else FIX_MESSAGE if broken_at is not None and i == broken_at + 1
+                   else "Initial import of the simulated source tree" if i == 1 else MESSAGES[(i - 2) % len(MESSAGES)])
+        perf: dict[str, object] = {"schema": 1, "version": f"0.5.9.dev{i}",
+                                   "perf": {**base.to_mapping(), "decode_step_ms": round(step, 4)}}
+        if broken:
+            perf["import_error"] = {"module": "sglang.srt.layers.dp_attention", "name": "compute_dp_attention_world_info"}
+        (root / PERF_FILE).write_text(json.dumps(perf, indent=2) + "\n", encoding="utf-8")
+        (root / "README.md").write_text("# sglang (simulated source tree)\n\nWritten by `python -m toolkit.sim "
+                                        "make-repo`; `python -m toolkit.sim --source-dir .` reads sim_perf.json.\n")
+        version = root / "python/sglang/version.py"
+        version.parent.mkdir(parents=True, exist_ok=True)
+        version.write_text(f'__version__ = "0.5.9.dev{i}"\n')
+        touched = root / FILES[i % len(FILES)]
+        touched.parent.mkdir(parents=True, exist_ok=True)
+        with touched.open("a", encoding="utf-8") as fh:
+            fh.write(f"# {message}\n")
+        _git(root, "add", "-A")
+        _git(root, "commit", "-q", "--no-gpg-sign", "-m", message, when=i)
+        out.append(CommitInfo(i, _git(root, "rev-parse", "HEAD"), message, round(step, 4), broken))
+    return out
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(prog="python -m toolkit.sim make-repo", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("directory", metavar="DIR", help="where to create the repository (must be empty or absent)")
+    parser.add_argument("--commits", type=int, default=8, help="number of commits (default 8)")
+    parser.add_argument("--regression-at", type=int, default=None, metavar="K",
+                        help="1-based commit that makes decode ~20%% slower (kept afterwards)")
+    parser.add_argument("--regression-pct", type=float, default=20.0, help="size of the regression in percent")
+    parser.add_argument("--no-change", action="store_true", help="identical performance on every commit")
+    parser.add_argument("--broken-at", type=int, default=None, metavar="J",
+                        help="commit J fails at start-up with an ImportError; J+1 fixes it")
+    parser.add_argument("--json", action="store_true", help="print the commits as JSON")
+    ns = parser.parse_args(argv)
+    try:
+        infos = make_repo(ns.directory, ns.commits, ns.regression_at, ns.no_change, ns.broken_at, ns.regression_pct)
+    except ValueError as exc:
+        parser.error(str(exc))
+    if ns.json:
+        print(json.dumps([info.__dict__ for info in infos], indent=2))
+    else:
+        for info in infos:
+            print(f"{info.index:3d} {info.sha[:12]} {info.decode_step_ms:8.4f} ms  {info.message}")
+    return 0

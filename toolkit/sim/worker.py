@@ -1,0 +1,172 @@
+"""`python -m toolkit.sim.worker`: one simulated engine process (an SGLang TP scheduler, vLLM's
+EngineCore or a vLLM Worker_TPn), started by the server. Not meant to be run by hand.
+
+It plays its start-up script (startup.py), reports "ready" or "failed" over a pipe, then idles
+until the server exits. Like SGLang's `kill_itself_when_parent_died` it asks the kernel for
+SIGKILL when its parent dies (prctl PR_SET_PDEATHSIG) and also polls the parent, so no worker is
+ever orphaned. A failing SGLang scheduler sends SIGQUIT to the server, as the real one does.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import ctypes
+import os
+import select
+import signal
+import sys
+import time
+
+from toolkit.sim import faults
+from toolkit.sim.args import SimConfig, parse_server_args
+from toolkit.sim.logs import LogWriter, sglang_line, vllm_line, vllm_plain
+from toolkit.sim.startup import Line, Script, sglang_worker_script
+from toolkit.sim.startup_vllm import vllm_engine_script, vllm_worker_script
+
+__all__ = ["main"]
+
+_PR_SET_PDEATHSIG = 1
+
+
+def _die_with_parent(parent_pid: int) -> None:
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    except (OSError, AttributeError):
+        pass  # not Linux: the parent poll below still applies
+    if os.getppid() != parent_pid:
+        os._exit(0)  # the parent died before prctl took effect
+
+
+class _Process:
+    """This process's identity and how it formats its lines."""
+
+    def __init__(self, config: SimConfig, role: str, rank: int) -> None:
+        self.config = config
+        self.role = role
+        self.rank = rank
+        self.pid = os.getpid()
+        self.writer = LogWriter(1, config.log_level)
+
+    @property
+    def vllm_label(self) -> str:
+        name = "EngineCore" if self.role == "engine-core" else f"Worker_TP{self.rank}"
+        return f"{name} pid={self.pid}"
+
+    def format(self, line: Line) -> str:
+        now = time.time()
+        if self.config.engine == "sglang":
+            if line.style == "plain":
+                return line.text
+            return sglang_line(now, line.text, self.rank if self.config.tp_size > 1 else None)
+        parts = line.text.split("\n")
+        if line.style == "plain":
+            return "\n".join(vllm_plain(self.vllm_label, p) for p in parts)
+        return "\n".join(vllm_line(now, self.vllm_label, line.level, line.source, p) for p in parts)
+
+    def write(self, line: Line) -> None:
+        self.writer.write(self.format(line), line.level)
+
+    def script(self) -> Script:
+        if self.config.engine == "sglang":
+            return sglang_worker_script(self.config, self.rank, self.pid)
+        if self.role == "engine-core":
+            return vllm_engine_script(self.config, self.pid)
+        return vllm_worker_script(self.config, self.rank, self.pid)
+
+
+def _sleep_until(deadline: float, parent_pid: int) -> None:
+    while True:
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            return
+        time.sleep(min(remaining, 0.5))
+        if os.getppid() != parent_pid:
+            os._exit(0)
+
+
+def _report(fd: int, word: str) -> None:
+    with contextlib.suppress(OSError):
+        os.write(fd, (word + "\n").encode())
+
+
+def _crash(proc: _Process, parent_pid: int, ready_fd: int) -> int:
+    """crash-while-serving: the fatal traceback, then the engine's way of telling the server."""
+    speculative = proc.config.speculation is not None
+    if proc.config.engine == "sglang":
+        text = "Scheduler hit an exception: " + "\n".join(faults.sglang_crash_traceback(speculative))
+        proc.write(Line(0.0, text, level="error"))
+        os.kill(parent_pid, signal.SIGQUIT)
+        return _wait_for_death(parent_pid)
+    else:
+        core, _ = faults.vllm_engine_dead_traceback()
+        proc.write(Line(0.0, "\n".join(["EngineCore encountered a fatal error.", *core]), level="error",
+                        source="core.py:944"))
+    _report(ready_fd, "failed")
+    return 1
+
+
+def _wait_for_death(parent_pid: int) -> int:
+    """After SIGQUIT to the server: stay (like SGLang's scheduler) until the server kills the tree."""
+    while os.getppid() == parent_pid:
+        time.sleep(0.2)
+    return 1
+
+
+def _idle(proc: _Process, parent_pid: int, ready_fd: int, command_fd: int) -> int:
+    """Stay alive until the server goes away or sends a command ("crash" or "exit")."""
+    buffer = b""
+    while True:
+        readable, _, _ = select.select([command_fd], [], [], 0.5)
+        if os.getppid() != parent_pid:
+            return 0
+        if not readable:
+            continue
+        data = os.read(command_fd, 256)
+        if not data:
+            return 0  # the server closed our pipe: it is shutting down
+        buffer += data
+        while b"\n" in buffer:
+            word, buffer = buffer.split(b"\n", 1)
+            if word == b"crash":
+                return _crash(proc, parent_pid, ready_fd)
+            if word == b"exit":
+                return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = list(sys.argv[1:] if argv is None else argv)
+    server_argv = args[args.index("--") + 1:] if "--" in args else []
+    own = args[:args.index("--")] if "--" in args else args
+    parser = argparse.ArgumentParser(prog="toolkit.sim.worker", description=__doc__)
+    parser.add_argument("--engine", choices=["sglang", "vllm"], required=True)
+    parser.add_argument("--role", choices=["scheduler", "engine-core", "worker"], required=True)
+    parser.add_argument("--tp-rank", type=int, required=True)
+    parser.add_argument("--parent-pid", type=int, required=True)
+    parser.add_argument("--ready-fd", type=int, required=True)
+    parser.add_argument("--command-fd", type=int, required=True)
+    parser.add_argument("--t0", type=float, default=None, help="time.monotonic() at spawn, shared by all ranks")
+    ns = parser.parse_args(own)
+    _die_with_parent(ns.parent_pid)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the whole group; the server decides
+    proc = _Process(parse_server_args(server_argv), ns.role, ns.tp_rank)
+    script = proc.script()
+    start = time.monotonic() if ns.t0 is None else ns.t0
+    for line in script.lines:
+        _sleep_until(start + line.at_s, ns.parent_pid)
+        proc.write(line)
+    _sleep_until(start + script.outcome_at_s, ns.parent_pid)
+    if script.outcome == "fail":
+        if proc.config.engine == "sglang":
+            os.kill(ns.parent_pid, signal.SIGQUIT)  # the server's sigquit handler kills the whole tree
+            return _wait_for_death(ns.parent_pid)
+        _report(ns.ready_fd, "failed")
+        return 1
+    if script.outcome == "ready":
+        _report(ns.ready_fd, "ready")
+    return _idle(proc, ns.parent_pid, ns.ready_fd, ns.command_fd)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
