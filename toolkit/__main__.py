@@ -10,6 +10,7 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "logs": ("toolkit.logs_cli", "classify a server log, or follow one live: logs classify FILE | logs follow HOST:PATH"),
     "bench": ("toolkit.bench.cli", "benchmark an OpenAI-compatible server (TTFT, ITL, TPOT, tok/s)"),
     "report": ("toolkit.report", "write the post-mortem of a journal: report JOURNAL --out DIR"),
+    "sim": ("toolkit.sim.cli", "run the simulated SGLang/vLLM server, or: sim make-repo DIR ..."),
     "demo": ("toolkit.demo", "run the onboarding walkthrough on the simulator and write out/"),
 }
 

@@ -21,12 +21,16 @@ from toolkit.logs import LogClassifier, LogEvent
 
 if TYPE_CHECKING:
     from toolkit.hosts import Host
+    from toolkit.streams import ByteStream
 
 __all__ = ["LogFollower", "FollowStats"]
 
 Subscriber = Callable[[list[LogEvent]], None]
 
 _READ_TIMEOUT_S = 0.05  # how long one read waits: bounds the latency of stop() and of idle flushes
+# A traceback is grouped into one event, decided on its last line. When the log goes quiet
+# this long with a group still open (a process killed mid-traceback), close it as it is.
+_FLUSH_AFTER_QUIET_S = 0.3
 
 
 @dataclass(frozen=True)
@@ -75,7 +79,7 @@ class LogFollower:
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
-        self._stream = None
+        self._stream: ByteStream | None = None
         self._lines = 0
         self._bytes = 0
         self._dropped = 0
@@ -105,7 +109,7 @@ class LogFollower:
             thread.join(timeout=5)
         if self._stream is not None:
             self._stream.close()
-            self._stream = None
+            self._stream: ByteStream | None = None
         self.finished.set()
 
     def __enter__(self) -> LogFollower:
@@ -147,6 +151,12 @@ class LogFollower:
     def stats(self) -> FollowStats:
         return FollowStats(self._lines, self._bytes, self._dropped, self._started_at, self._last_line_at)
 
+    def flush(self) -> None:
+        """Close what the classifier still holds open (a traceback cut short) and publish it."""
+        with self._lock:
+            pending = self._classifier.finish()
+        self._publish(pending)
+
     @property
     def error(self) -> BaseException | None:
         """Why the reader stopped, when it stopped on an error (a lost SSH channel, say)."""
@@ -156,11 +166,15 @@ class LogFollower:
     def _run(self) -> None:
         stream = self._stream
         pending = b""
+        flushed = True
         try:
             while not self._stop.is_set() and stream is not None:
                 chunk = stream.read(_READ_TIMEOUT_S)
-                if chunk is None:  # quiet: let a held-back traceback group go out
-                    self._publish(self._classifier.flush() if hasattr(self._classifier, "flush") else [])
+                if chunk is None:
+                    quiet_for = time.time() - (self._last_line_at or self._started_at)
+                    if not flushed and quiet_for >= _FLUSH_AFTER_QUIET_S:
+                        self.flush()
+                        flushed = True
                     continue
                 if chunk == b"":
                     break
@@ -171,10 +185,10 @@ class LogFollower:
                     continue
                 complete, pending = pending[: cut + 1], pending[cut + 1 :]
                 self._ingest(complete.decode("utf-8", errors="replace").split("\n")[:-1])
+                flushed = False
             if pending:
                 self._ingest([pending.decode("utf-8", errors="replace")])
-            if hasattr(self._classifier, "flush"):
-                self._publish(self._classifier.flush())
+            self.flush()
         except BaseException as exc:  # the owner reads .error; the thread must not die silently
             self._error = exc
         finally:
@@ -184,9 +198,10 @@ class LogFollower:
         feed = self._classifier.feed
         batch: list[LogEvent] = []
         count = 0
-        for line in lines:
-            count += 1
-            batch.extend(feed(line))
+        with self._lock:  # the classifier is stateful: flush() from another thread must not interleave
+            for line in lines:
+                count += 1
+                batch.extend(feed(line))
         if count:
             self._lines += count
             self._last_line_at = time.time()

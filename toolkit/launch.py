@@ -68,6 +68,7 @@ class Server:
     url: str
     log_path: str
     stop_report: StopReport | None = field(default=None, repr=False)
+    _follower: Any = field(default=None, repr=False, compare=False)
 
     @property
     def pid(self) -> int:
@@ -89,20 +90,30 @@ class Server:
     def stop(self, *, grace_s: float = 10.0) -> StopReport:
         """Stop the server's whole process tree (SIGTERM, SIGKILL after ``grace_s``); idempotent."""
         report = self.host.stop(self.process, grace_s=grace_s)
+        if self._follower is not None:
+            self._follower.stop()
         if self.stop_report is None:
             self.stop_report = report
         return report
 
     def wait_ready(self, **kwargs: Any) -> Any:
-        """Block until the server is ready or has failed: see :func:`toolkit.readiness.wait_ready`."""
-        return _delegate("toolkit.readiness", "wait_ready")(self, **kwargs)
+        """Block until the server is ready or has failed: see :func:`toolkit.waiting.wait_ready`."""
+        return _delegate("toolkit.waiting", "wait_ready")(self, **kwargs)
 
-    def follow(self, **kwargs: Any) -> Any:
-        """A :class:`toolkit.follow.LogFollower` of the server log (not started: ``with`` or ``.start()``)."""
+    def follow(self) -> Any:
+        """The server's one :class:`toolkit.follow.LogFollower`, started; shared by wait_ready and widgets.
+
+        One ``tail -F`` channel per server, however many views watch it; it is stopped
+        with the server.
+        """
         from toolkit.follow import LogFollower
 
-        kwargs.setdefault("engine", self.spec.engine if self.spec.engine in ("sglang", "vllm") else "auto")
-        return LogFollower(self.host, self.log_path, **kwargs)
+        follower = self._follower
+        if follower is None or follower.finished.is_set():
+            engine = self.spec.engine if self.spec.engine in ("sglang", "vllm") else "auto"
+            follower = self._follower = LogFollower(self.host, self.log_path, engine=engine)
+            follower.start()
+        return follower
 
     def env_report(self, expected: Any, **kwargs: Any) -> Any:
         """Expected vs observed environment of every process of the server: see :mod:`toolkit.envcheck`."""
@@ -184,7 +195,7 @@ class MultiNodeServer:
             return tuple(pool.map(lambda node: node.stop(grace_s=grace_s), self.nodes))
 
     def wait_ready(self, **kwargs: Any) -> Any:
-        """Wait for node 0, which serves HTTP once all nodes joined: see :func:`toolkit.readiness.wait_ready`."""
+        """Wait for node 0, which serves HTTP once all nodes joined: see :func:`toolkit.waiting.wait_ready`."""
         return self.nodes[0].wait_ready(**kwargs)
 
     def __enter__(self) -> MultiNodeServer:

@@ -274,12 +274,14 @@ class ServerSpec:
         python: str | None = None,
         **flags: object,
     ) -> ServerSpec:
-        """``transformers serve --port P --host H``; ``python`` may be a venv (``.venv-cpu``).
+        """``transformers serve [MODEL] --port P --host H``; ``python`` may be a venv (``.venv-cpu``).
 
-        ``model`` is not a flag (transformers serve loads the model a request names); it is
-        kept so that benchmarks know what to ask for.
+        In transformers 5.x the model is a positional argument right after ``serve``: it is
+        loaded before the port opens (so an open port means loaded), and requests must name
+        it as given. Without it the server starts empty and loads whatever a request names.
         """
-        base = cls("transformers", (_tool("transformers", python), "serve"), model, port, python=python)
+        launcher = (_tool("transformers", python), "serve") + ((model,) if model else ())
+        base = cls("transformers", launcher, model, port, python=python)
         return base.with_flags({"--port": port, "--host": host, **_keyword_flags(flags)})
 
     @classmethod

@@ -1,0 +1,102 @@
+"""wait_ready against the simulator's real start-ups and faults, over the loopback sshd and locally.
+
+Each fault must raise the right error quoting the right line; a healthy start with the
+seed's benign TP5 import line must never abort.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import pytest
+
+from toolkit.errors import ReadinessTimeout, ServerDied, ServerHung
+from toolkit.hosts import Host
+from toolkit.launch import ServerSpec, launch
+from toolkit.sim.testing import free_port
+
+
+def _spec(**flags: Any) -> ServerSpec:
+    return ServerSpec.simulator(tp=8, port=free_port(), host="127.0.0.1", **{"--sim-startup-s": 0.6, **flags})
+
+
+def test_healthy_start_with_benign_tp5_line_is_ready(any_host: Host, tmp_path: Any) -> None:
+    with launch(any_host, _spec(), log_dir=str(tmp_path)) as server:
+        report = server.wait_ready(timeout_s=60)
+        assert report.ready
+        assert report.ready_reason and "health_generate" in report.ready_reason
+        assert any(e.rank == "TP5" and "glmasr" in e.text for e in report.benign), report.benign
+        assert {"weights_loaded", "cuda_graph_captured", "ready"} <= set(report.phase_names)
+        # the seed's grep would have aborted this very start
+        log = "\n".join(server.log_tail(400))
+        assert "Ignore import error when loading sglang.srt.models.glmasr" in log
+
+
+def test_ready_is_not_claimed_when_only_v1_models_answers(local_host: Host, tmp_path: Any) -> None:
+    """uvicorn (and /v1/models) is up during warm-up: readiness waits for generation."""
+    with launch(local_host, _spec(**{"--sim-warmup-s": 2.0}), log_dir=str(tmp_path)) as server:
+        report = server.wait_ready(timeout_s=60)
+        http_up = next(p for p in report.phases if p.phase == "http_up")
+        ready = next(p for p in report.phases if p.phase == "ready")
+        assert ready.at - http_up.at >= 1.5
+
+
+@pytest.mark.parametrize(
+    ("fault", "quoted"),
+    [
+        ("oom", "CUDA out of memory"),
+        ("nccl", "NCCL error"),
+        ("scheduler-traceback", "TP"),
+    ],
+)
+def test_fatal_start_raises_server_died_quoting_the_line(any_host: Host, tmp_path: Any, fault: str, quoted: str) -> None:
+    with launch(any_host, _spec(**{"--sim-fault": fault}), log_dir=str(tmp_path)) as server:
+        started = time.monotonic()
+        with pytest.raises(ServerDied) as caught:
+            server.wait_ready(timeout_s=60)
+        assert time.monotonic() - started < 30
+        assert quoted in str(caught.value)
+        assert caught.value.hint
+        assert "Ignore import error" not in caught.value.message
+
+
+def test_scheduler_traceback_names_the_rank_not_the_sigquit(local_host: Host, tmp_path: Any) -> None:
+    with launch(local_host, _spec(**{"--sim-fault": "scheduler-traceback", "--sim-fault-rank": 3}),
+                log_dir=str(tmp_path)) as server, pytest.raises(ServerDied) as caught:
+        server.wait_ready(timeout_s=60)
+    assert "TP3" in caught.value.message
+    assert "Received sigquit" not in caught.value.message.splitlines()[0]
+
+
+def test_real_port_conflict_is_reported(local_host: Host, tmp_path: Any) -> None:
+    with launch(local_host, _spec(**{"--sim-fault": "port-in-use"}), log_dir=str(tmp_path)) as server:
+        with pytest.raises(ServerDied) as caught:
+            server.wait_ready(timeout_s=60)
+        assert "address already in use" in str(caught.value)
+
+
+def test_silent_hang_raises_server_hung(any_host: Host, tmp_path: Any) -> None:
+    with launch(any_host, _spec(**{"--sim-fault": "hang"}), log_dir=str(tmp_path)) as server:
+        with pytest.raises(ServerHung) as caught:
+            server.wait_ready(timeout_s=60, hang_after_s=2.0)
+        assert server.is_alive()  # hung, not dead: the caller decides to stop it
+        assert "no log output" in caught.value.message
+
+
+def test_slow_start_times_out_with_the_phases_reached(local_host: Host, tmp_path: Any) -> None:
+    with launch(local_host, _spec(**{"--sim-fault": "slow-start", "--sim-slow-start-s": 30}),
+                log_dir=str(tmp_path)) as server, pytest.raises(ReadinessTimeout) as caught:
+        server.wait_ready(timeout_s=3, hang_after_s=60)
+    assert "not ready within 3 s" in caught.value.message
+
+
+def test_process_killed_without_a_word_is_known_dead(any_host: Host, tmp_path: Any) -> None:
+    with launch(any_host, _spec(**{"--sim-startup-s": 20}), log_dir=str(tmp_path)) as server:
+        time.sleep(0.5)
+        any_host.run(f"kill -9 -- -{server.pid}", check=False)
+        started = time.monotonic()
+        with pytest.raises(ServerDied) as caught:
+            server.wait_ready(timeout_s=60)
+        assert time.monotonic() - started < 5
+        assert "exited" in caught.value.message
