@@ -161,6 +161,13 @@ class LogWriter:
     def __init__(self, fd: int = 1, level: str = "info") -> None:
         self.fd = fd
         self.min_level = _LEVELS.get(level.lower(), 20)
+        # Benchmarks only (benchmarks/readiness.py): `TOOLKIT_SIM_TIMING_FILE` names a file that
+        # gets "EPOCH_SECONDS<TAB>line" for every line, written right after the line itself, so
+        # that "how long after the ready (or fatal) line was written did the toolkit know?" is
+        # measured against the moment of writing, not the log's one-second timestamps. An
+        # environment variable, because every TP worker process writes lines too.
+        timing = os.environ.get("TOOLKIT_SIM_TIMING_FILE")
+        self._timing_fd = os.open(timing, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644) if timing else None
 
     def enabled(self, level: str) -> bool:
         return _LEVELS.get(level.lower(), 20) >= self.min_level
@@ -178,6 +185,8 @@ class LogWriter:
             except InterruptedError:
                 continue
             data = data[written:]
+        if self._timing_fd is not None:
+            os.write(self._timing_fd, f"{time.time():.6f}\t{text}\n".encode("utf-8", "replace"))
 
     def write_lines(self, lines: Sequence[str], level: str = "info") -> None:
         for line in lines:
