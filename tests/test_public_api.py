@@ -1,0 +1,39 @@
+"""The notebook vocabulary is small and deliberate: this pins it."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import toolkit
+
+EXPECTED = {
+    "Host", "HostGroup", "ServerSpec", "Server", "launch", "launch_multinode", "Journal", "bench", "sweep",
+    "compare", "compare_flag", "perf_bisect", "compare_commits", "validate_spec", "LogView", "ServerPanel",
+    "ToolkitError", "errors", "logs", "plots", "report",
+}
+
+
+def test_all_is_pinned() -> None:
+    assert set(toolkit.__all__) == EXPECTED
+
+
+def test_every_public_name_resolves() -> None:
+    for name in toolkit.__all__:
+        assert getattr(toolkit, name) is not None, name
+
+
+def test_import_is_cheap_and_has_no_side_effects() -> None:
+    """Every simulated TP rank imports the package: it must not pull pandas, fabric or widgets."""
+    code = "import sys, toolkit; heavy = {'pandas', 'fabric', 'ipywidgets', 'matplotlib', 'aiohttp'}; print(sorted(heavy & set(sys.modules)))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"
+
+
+def test_unknown_name_is_a_clear_attribute_error() -> None:
+    try:
+        toolkit.Lunch  # type: ignore[attr-defined]  # noqa: B018
+    except AttributeError as exc:
+        assert "Lunch" in str(exc)
+    else:
+        raise AssertionError("expected AttributeError")
