@@ -31,12 +31,24 @@ class Spec:
     commit: str | None = "3eef625"
 
     def to_dict(self) -> dict[str, Any]:
-        return {"engine": "sglang", "launcher": ["python", "-m", "sglang.launch_server"], "model": "m", "port": 8000,
-                "flags": [list(f) for f in self.flags], "env": [list(e) for e in self.env], "workdir": None,
-                "python": None, "commit": self.commit, "label": None, "simulated": True}
+        return {
+            "engine": "sglang",
+            "launcher": ["python", "-m", "sglang.launch_server"],
+            "model": "m",
+            "port": 8000,
+            "flags": [list(f) for f in self.flags],
+            "env": [list(e) for e in self.env],
+            "workdir": None,
+            "python": None,
+            "commit": self.commit,
+            "label": None,
+            "simulated": True,
+        }
 
     def command(self) -> str:
-        return "python -m sglang.launch_server " + " ".join(n if v is None else f"{n} {v}" for n, v in self.flags)
+        return "python -m sglang.launch_server " + " ".join(
+            n if v is None else f"{n} {v}" for n, v in self.flags
+        )
 
     def describe(self) -> str:
         algo = dict(self.flags).get("--speculative-algorithm")
@@ -75,15 +87,32 @@ class Readiness:
 
 
 BASE = Spec((("--tp", "8"),))
-EAGLE = Spec((("--tp", "8"), ("--speculative-algorithm", "EAGLE3"), ("--speculative-num-steps", "2"),
-              ("--enable-torch-compile", None)))
+EAGLE = Spec(
+    (
+        ("--tp", "8"),
+        ("--speculative-algorithm", "EAGLE3"),
+        ("--speculative-num-steps", "2"),
+        ("--enable-torch-compile", None),
+    )
+)
 
 
 def bench(tok_s: float, n: int = 4) -> Bench:
-    requests = pd.DataFrame({"ttft_ms": np.linspace(100, 130, n), "output_tokens": np.full(n, 128),
-                             "itl_ms": [np.array([10.0, 11.5]) for _ in range(n)], "error": [None] * n})
-    summary = {"completed": np.int64(n), "failed": 0, "output_throughput": np.float64(tok_s), "median_ttft_ms": 115.0,
-               "p99_itl_ms": float("nan")}
+    requests = pd.DataFrame(
+        {
+            "ttft_ms": np.linspace(100, 130, n),
+            "output_tokens": np.full(n, 128),
+            "itl_ms": [np.array([10.0, 11.5]) for _ in range(n)],
+            "error": [None] * n,
+        }
+    )
+    summary = {
+        "completed": np.int64(n),
+        "failed": 0,
+        "output_throughput": np.float64(tok_s),
+        "median_ttft_ms": 115.0,
+        "p99_itl_ms": float("nan"),
+    }
     return Bench(summary, requests, workload={"num_prompts": n})
 
 
@@ -94,17 +123,35 @@ def journal(tmp_path: Path) -> Iterator[Journal]:
 
 
 def test_a_step_records_runs_readiness_metrics_logs_and_verdict(journal: Journal) -> None:
-    with journal.step("baseline", hypothesis="82 tok/s", spec=BASE, host="gpu-a", versions={"sglang": "0.5.9"}) as s:
+    with journal.step(
+        "baseline", hypothesis="82 tok/s", spec=BASE, host="gpu-a", versions={"sglang": "0.5.9"}
+    ) as s:
         assert s.record(Readiness(True, 312.5)) is None
         run_id = s.record(bench(82.5), run_label="baseline")
-        s.record_metrics([{"kind": "decode", "values": {"gen_throughput": 81.0}, "timestamp": 1.0e9, "rank": "TP0",
-                           "line_no": 7}])
-        s.record_log_lines([Event(3, "[TP5] Ignore import error", "Ignore import error", "TP5", Verdict.FATAL, "r1")])
+        s.record_metrics(
+            [
+                {
+                    "kind": "decode",
+                    "values": {"gen_throughput": 81.0},
+                    "timestamp": 1.0e9,
+                    "rank": "TP0",
+                    "line_no": 7,
+                }
+            ]
+        )
+        s.record_log_lines(
+            [Event(3, "[TP5] Ignore import error", "Ignore import error", "TP5", Verdict.FATAL, "r1")]
+        )
         s.set_verdict("confirmed", note="as expected")
         s.note("first note")
     step = journal.steps().iloc[0]
     assert (step.kind, step.title, step.status, step.verdict, step.verdict_note) == (
-        "baseline", "baseline", "done", "confirmed", "as expected")
+        "baseline",
+        "baseline",
+        "done",
+        "confirmed",
+        "as expected",
+    )
     assert step.hosts == "gpu-a" and step.versions["sglang"] == "0.5.9" and "toolkit" in step.versions
     assert step.ready and step.time_to_ready_s == 312.5 and step.notes == "first note"
     assert step.command.startswith("python -m sglang.launch_server") and step.n_runs == 1
@@ -115,7 +162,11 @@ def test_a_step_records_runs_readiness_metrics_logs_and_verdict(journal: Journal
     assert metrics["gen_throughput"].tolist() == [81.0] and metrics["t_s"].tolist() == [0.0]
     logs = journal.log_lines()
     assert logs[["text", "rank", "verdict", "rule"]].iloc[0].tolist() == [
-        "[TP5] Ignore import error", "TP5", "fatal", "r1"]
+        "[TP5] Ignore import error",
+        "TP5",
+        "fatal",
+        "r1",
+    ]
 
 
 def test_results_are_tidy_with_flattened_spec(journal: Journal) -> None:
@@ -142,7 +193,11 @@ def test_compare_by_step_run_and_label(journal: Journal) -> None:
                 s.record(bench(v))
         ids.append(s.id)
     by_step = journal.compare(ids[0], ids[1]).set_index("name")
-    assert by_step.loc["flag:--speculative-algorithm", ["section", "a", "b"]].tolist() == ["spec", "(absent)", "EAGLE3"]
+    assert by_step.loc["flag:--speculative-algorithm", ["section", "a", "b"]].tolist() == [
+        "spec",
+        "(absent)",
+        "EAGLE3",
+    ]
     row = by_step.loc["output_throughput"]
     assert row["ratio"] == pytest.approx(60.4 / 82.5667, abs=1e-3) and row["verdict"] == "a_faster"
     assert row["n_a"] == 3 and row["n_b"] == 3
@@ -157,13 +212,21 @@ def test_compare_by_step_run_and_label(journal: Journal) -> None:
 def test_a_failing_step_is_stored_with_evidence_then_reraised(journal: Journal) -> None:
     with pytest.raises(ServerDied), journal.step("attention_mode", "decode verify", spec=EAGLE) as s:
         s.record(bench(59.0))
-        raise ServerDied("the server exited during start-up", host="gpu-a",
-                         evidence=["[TP3] CUDA error: out of memory"], hint="lower --mem-fraction-static")
+        raise ServerDied(
+            "the server exited during start-up",
+            host="gpu-a",
+            evidence=["[TP3] CUDA error: out of memory"],
+            hint="lower --mem-fraction-static",
+        )
     step = journal.steps().iloc[0]
     assert step.status == "failed" and step.error.startswith("ServerDied: the server exited")
     assert "raise ServerDied" in step.traceback
-    assert step.evidence == {"type": "ServerDied", "evidence": ["[TP3] CUDA error: out of memory"],
-                             "hint": "lower --mem-fraction-static", "host": "gpu-a"}
+    assert step.evidence == {
+        "type": "ServerDied",
+        "evidence": ["[TP3] CUDA error: out of memory"],
+        "hint": "lower --mem-fraction-static",
+        "host": "gpu-a",
+    }
     assert step.n_runs == 1  # what it had is kept
 
 
@@ -188,7 +251,11 @@ def test_notes_root_cause_and_investigations(tmp_path: Path) -> None:
     second = Journal(path, investigation="second")
     second.note("other", "x")
     assert first.steps()["step_id"].tolist() == [note_id]
-    assert first.steps()[["kind", "status", "notes"]].iloc[0].tolist() == ["note", "done", "no CUDA graphs in verify"]
+    assert first.steps()[["kind", "status", "notes"]].iloc[0].tolist() == [
+        "note",
+        "done",
+        "no CUDA graphs in verify",
+    ]
     listing = Journal(path).investigations()
     assert listing["name"].tolist() == ["first", "second"] and listing["n_steps"].tolist() == [1, 1]
     assert listing["root_cause"].tolist()[0] == "verify ran in extend mode"
@@ -217,9 +284,15 @@ def test_a_fresh_process_finds_everything(tmp_path: Path) -> None:
     """)
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT)
     seen = json.loads(out.stdout)
-    assert seen == {"investigation": "EAGLE-3 regression", "status": ["done", "failed"],
-                    "verdicts": ["confirmed", "none"], "tok_s": [82.5], "requests": 4,
-                    "root_cause": "verify in extend mode", "error": "RuntimeError: boom"}
+    assert seen == {
+        "investigation": "EAGLE-3 regression",
+        "status": ["done", "failed"],
+        "verdicts": ["confirmed", "none"],
+        "tok_s": [82.5],
+        "requests": 4,
+        "root_cause": "verify in extend mode",
+        "error": "RuntimeError: boom",
+    }
 
 
 def test_record_rejects_what_it_cannot_store(journal: Journal) -> None:
@@ -233,8 +306,17 @@ def test_plain_dicts_are_enough(journal: Journal) -> None:
         s.record({"summary": {"output_throughput": 81.0}, "requests": [{"ttft_ms": 5.0}]})
         s.record({"ready": False, "time_to_ready_s": None})
         s.record_log_lines(["plain line"])
-        s.record_metrics([{"kind": "decode", "values": {"accept_len": 2.1},
-                           "timestamp": datetime(2026, 2, 26, tzinfo=UTC), "rank": None, "line_no": 1}])
+        s.record_metrics(
+            [
+                {
+                    "kind": "decode",
+                    "values": {"accept_len": 2.1},
+                    "timestamp": datetime(2026, 2, 26, tzinfo=UTC),
+                    "rank": None,
+                    "line_no": 1,
+                }
+            ]
+        )
     assert journal.results()["output_throughput"].tolist() == [80.0, 81.0]
     assert journal.steps()["command"].iloc[0] == "NCCL_ALGO=Ring python -m sglang.launch_server --tp 8"
 
@@ -271,9 +353,13 @@ class RepeatedBench:
 def test_repeats_become_runs_and_itl_gaps_come_from_chunk_times(journal: Journal) -> None:
     def one(tok_s: float) -> RepeatedBench:
         frame = pd.DataFrame({"ttft_ms": [50.0, 60.0], "itl_mean_ms": [10.0, 20.0]})
-        return RepeatedBench({"output_throughput": tok_s}, frame,
-                             records=(Record((1.0, 1.010, 1.020)), Record((2.0, 2.020))))
-    repeated = RepeatedBench({"output_throughput": 81.0}, pd.DataFrame(), runs=(one(80.0), one(81.0), one(82.0)))
+        return RepeatedBench(
+            {"output_throughput": tok_s}, frame, records=(Record((1.0, 1.010, 1.020)), Record((2.0, 2.020)))
+        )
+
+    repeated = RepeatedBench(
+        {"output_throughput": 81.0}, pd.DataFrame(), runs=(one(80.0), one(81.0), one(82.0))
+    )
     with journal.step("baseline", spec=BASE) as s:
         first = s.record(repeated, run_label="baseline")
     results = journal.results()
@@ -291,10 +377,29 @@ def test_public_names_are_pinned() -> None:
     import toolkit.stats
 
     assert set(toolkit.journal.__all__) == {
-        "Journal", "StepRecorder", "StepVerdict", "StepStatus", "STEP_KINDS", "SWITCH", "flatten_spec", "SpecLike",
-        "BenchLike", "ReadinessLike", "MetricRowLike", "LogEventLike"}
-    assert set(toolkit.plots.__all__) == {"throughput", "latency_ecdf", "server_metrics", "timeline", "bisect",
-                                          "env_matrix", "metric_label", "VERDICT_COLORS"}
+        "Journal",
+        "StepRecorder",
+        "StepVerdict",
+        "StepStatus",
+        "STEP_KINDS",
+        "SWITCH",
+        "flatten_spec",
+        "SpecLike",
+        "BenchLike",
+        "ReadinessLike",
+        "MetricRowLike",
+        "LogEventLike",
+    }
+    assert set(toolkit.plots.__all__) == {
+        "throughput",
+        "latency_ecdf",
+        "server_metrics",
+        "timeline",
+        "bisect",
+        "env_matrix",
+        "metric_label",
+        "VERDICT_COLORS",
+    }
     assert set(toolkit.report.__all__) == {"ReportPaths", "write", "main"}
     assert {"redact", "redact_text", "redact_mapping", "redact_spec_dict"} <= set(toolkit.redaction.__all__)
     assert {"compare_samples", "Comparison"} <= set(toolkit.stats.__all__)

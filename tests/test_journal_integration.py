@@ -12,7 +12,12 @@ import pytest
 
 from toolkit.journal import Journal
 
-REAL_LOG = Path(__file__).resolve().parents[2] / "shared" / "real-logs" / "058_vllm-eagle-spec-full-startup-metrics.log"
+REAL_LOG = (
+    Path(__file__).resolve().parents[2]
+    / "shared"
+    / "real-logs"
+    / "058_vllm-eagle-spec-full-startup-metrics.log"
+)
 SECRET = "hf_Zq8xP2mK9vL4tR7wY1nB5cD3fG6hJ0sA"
 
 
@@ -20,7 +25,8 @@ def test_a_real_server_spec_is_stored_flattened_and_redacted(tmp_path: Path) -> 
     spec_module = pytest.importorskip("toolkit.spec")
     base = spec_module.ServerSpec.sglang("moonshotai/Kimi-K2.5", tp=8, port=8000)
     spec = base.with_flags({"--speculative-algorithm": "EAGLE3", "--speculative-num-steps": 2}).with_env(
-        {"HF_TOKEN": SECRET, "NCCL_ALGO": "Ring"})
+        {"HF_TOKEN": SECRET, "NCCL_ALGO": "Ring"}
+    )
     journal = Journal(tmp_path / "j.sqlite")
     with journal.step("flag_change", spec=spec) as step:
         step.record({"output_throughput": 60.1})

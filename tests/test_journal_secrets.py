@@ -25,8 +25,19 @@ def _shaped(seed: int, kind: int) -> str:
 
 
 def _spec(flags: list[list[Any]], env: list[list[Any]]) -> dict[str, Any]:
-    return {"engine": "vllm", "launcher": ["vllm", "serve"], "model": "m", "port": 8000, "flags": flags, "env": env,
-            "workdir": None, "python": None, "commit": "abc1234", "label": None, "simulated": True}
+    return {
+        "engine": "vllm",
+        "launcher": ["vllm", "serve"],
+        "model": "m",
+        "port": 8000,
+        "flags": flags,
+        "env": env,
+        "workdir": None,
+        "python": None,
+        "commit": "abc1234",
+        "label": None,
+        "simulated": True,
+    }
 
 
 # Each door takes (journal, text holding the secret, the bare secret) and writes it.
@@ -37,13 +48,18 @@ def _in_step(action: Callable[[StepRecorder], object], **step: Any) -> Door:
     def door(journal: Journal, text: str, secret: str) -> None:
         with journal.step("flag_change", **step) as recorder:
             action(recorder)
+
     return door
 
 
 DOORS: dict[str, Door] = {
-    "named flag": lambda j, t, s: j.step("flag_change", spec=_spec([["--api-key", s], ["--tp", "8"]], [])).finish(),
+    "named flag": lambda j, t, s: j.step(
+        "flag_change", spec=_spec([["--api-key", s], ["--tp", "8"]], [])
+    ).finish(),
     "named env": lambda j, t, s: j.step("nccl_env", spec=_spec([], [["WANDB_API_KEY", s]])).finish(),
-    "flag value text": lambda j, t, s: j.step("flag_change", spec=_spec([["--served-model-name", t]], [])).finish(),
+    "flag value text": lambda j, t, s: j.step(
+        "flag_change", spec=_spec([["--served-model-name", t]], [])
+    ).finish(),
     "env value text": lambda j, t, s: j.step("nccl_env", spec=_spec([], [["EXTRA_ARGS", t]])).finish(),
     "title": lambda j, t, s: j.step("note", t).finish(),
     "hypothesis": lambda j, t, s: j.step("note", "h", hypothesis=t).finish(),
@@ -52,19 +68,33 @@ DOORS: dict[str, Door] = {
     "root cause": lambda j, t, s: j.root_cause(t),
     "log line": lambda j, t, s: _in_step(lambda r: r.record_log_lines([t]))(j, t, s),
     "verdict note": lambda j, t, s: _in_step(lambda r: r.set_verdict("refuted", note=t))(j, t, s),
-    "run label": lambda j, t, s: _in_step(lambda r: r.record({"output_throughput": 1.0}, run_label=t))(j, t, s),
-    "summary": lambda j, t, s: _in_step(lambda r: r.record({"output_throughput": 1.0, "backend": t}))(j, t, s),
-    "request row": lambda j, t, s: _in_step(lambda r: r.record({"summary": {}, "requests": [{"error": t}]}))(j, t, s),
+    "run label": lambda j, t, s: _in_step(lambda r: r.record({"output_throughput": 1.0}, run_label=t))(
+        j, t, s
+    ),
+    "summary": lambda j, t, s: _in_step(lambda r: r.record({"output_throughput": 1.0, "backend": t}))(
+        j, t, s
+    ),
+    "request row": lambda j, t, s: _in_step(lambda r: r.record({"summary": {}, "requests": [{"error": t}]}))(
+        j, t, s
+    ),
     "readiness": lambda j, t, s: _in_step(lambda r: r.record({"ready": False, "benign": [t]}))(j, t, s),
-    "metric line": lambda j, t, s: _in_step(lambda r: r.record_metrics(
-        [{"kind": t, "values": {"HF_TOKEN": s}, "timestamp": None, "rank": None, "line_no": 1}]))(j, t, s),
+    "metric line": lambda j, t, s: _in_step(
+        lambda r: r.record_metrics(
+            [{"kind": t, "values": {"HF_TOKEN": s}, "timestamp": None, "rank": None, "line_no": 1}]
+        )
+    )(j, t, s),
     "versions": lambda j, t, s: _in_step(lambda r: r.set_versions({"sglang": t}))(j, t, s),
 }
 
 
 def _raise_with(text: str, secret: str) -> None:
-    raise CommandFailed(f"launch failed: {text}", host="gpu-a", command=f"HF_TOKEN={secret} sglang serve",
-                        exit_code=1, stderr=f"Traceback\n{text}\n")
+    raise CommandFailed(
+        f"launch failed: {text}",
+        host="gpu-a",
+        command=f"HF_TOKEN={secret} sglang serve",
+        exit_code=1,
+        stderr=f"Traceback\n{text}\n",
+    )
 
 
 def _error_door(journal: Journal, text: str, secret: str) -> None:
@@ -82,10 +112,18 @@ _SEP = st.sampled_from([" ", "\n", "=", ": ", "'", '"', ", ", "(", " | ", "\t"])
 
 
 @settings(max_examples=60, deadline=None)
-@given(door=st.sampled_from(sorted(DOORS)), seed=st.integers(0, 2**32), kind=st.integers(0, 4),
-       before=_PROSE, after=_PROSE, left=_SEP, right=_SEP)
-def test_a_secret_never_reaches_the_database_files(door: str, seed: int, kind: int, before: str, after: str,
-                                                   left: str, right: str) -> None:
+@given(
+    door=st.sampled_from(sorted(DOORS)),
+    seed=st.integers(0, 2**32),
+    kind=st.integers(0, 4),
+    before=_PROSE,
+    after=_PROSE,
+    left=_SEP,
+    right=_SEP,
+)
+def test_a_secret_never_reaches_the_database_files(
+    door: str, seed: int, kind: int, before: str, after: str, left: str, right: str
+) -> None:
     secret = _shaped(seed, kind)
     text = f"{before}{left}{secret}{right}{after}"
     with tempfile.TemporaryDirectory() as tmp:

@@ -18,25 +18,59 @@ import toolkit.readiness
 
 
 def test_logs_public_api() -> None:
-    assert sorted(toolkit.logs.__all__) == sorted([
-        "Verdict", "Phase", "Rule", "RulePack", "LogEvent", "MetricRow", "LogClassifier", "LogSummary",
-        "ParsedLine", "classify_lines", "classify_file_bytes", "summarize", "decisive_fatal", "parse_line",
-        "parse_metric", "strip_ansi", "detect_engine", "add_rule", "Hints", "COMMON", "GENERIC", "SGLANG", "VLLM",
-        "PACKS", "ENGINES", "METRIC_KINDS",
-    ])
+    assert sorted(toolkit.logs.__all__) == sorted(
+        [
+            "Verdict",
+            "Phase",
+            "Rule",
+            "RulePack",
+            "LogEvent",
+            "MetricRow",
+            "LogClassifier",
+            "LogSummary",
+            "ParsedLine",
+            "classify_lines",
+            "classify_file_bytes",
+            "summarize",
+            "decisive_fatal",
+            "parse_line",
+            "parse_metric",
+            "strip_ansi",
+            "detect_engine",
+            "add_rule",
+            "Hints",
+            "COMMON",
+            "GENERIC",
+            "SGLANG",
+            "VLLM",
+            "PACKS",
+            "ENGINES",
+            "METRIC_KINDS",
+        ]
+    )
     for name in toolkit.logs.__all__:
         assert hasattr(toolkit.logs, name), name
 
 
 def test_readiness_public_api() -> None:
-    assert sorted(toolkit.readiness.__all__) == sorted([
-        "ReadinessState", "ProbeResult", "PhaseMark", "Failure", "ReadinessReport", "ReadinessTracker"])
+    assert sorted(toolkit.readiness.__all__) == sorted(
+        ["ReadinessState", "ProbeResult", "PhaseMark", "Failure", "ReadinessReport", "ReadinessTracker"]
+    )
 
 
-@pytest.mark.parametrize("module", [
-    "toolkit.logs", "toolkit.logs.line", "toolkit.logs.rules", "toolkit.logs.packs", "toolkit.logs.metrics",
-    "toolkit.logs.classify", "toolkit.logs.summary", "toolkit.readiness",
-])
+@pytest.mark.parametrize(
+    "module",
+    [
+        "toolkit.logs",
+        "toolkit.logs.line",
+        "toolkit.logs.rules",
+        "toolkit.logs.packs",
+        "toolkit.logs.metrics",
+        "toolkit.logs.classify",
+        "toolkit.logs.summary",
+        "toolkit.readiness",
+    ],
+)
 def test_docstring_examples_run(module: str) -> None:
     result = doctest.testmod(importlib.import_module(module))
     assert result.failed == 0
@@ -46,9 +80,25 @@ def test_pure_modules_do_no_io() -> None:
     """The pure core imports no I/O library and opens nothing (STYLE: pure core, thin shell)."""
     from pathlib import Path
 
-    for module in (toolkit.logs.classify, toolkit.logs.line, toolkit.logs.rules, toolkit.logs.packs,
-                   toolkit.logs.metrics, toolkit.logs.summary, toolkit.readiness):
+    for module in (
+        toolkit.logs.classify,
+        toolkit.logs.line,
+        toolkit.logs.rules,
+        toolkit.logs.packs,
+        toolkit.logs.metrics,
+        toolkit.logs.summary,
+        toolkit.readiness,
+    ):
         text = Path(module.__file__ or "").read_text(encoding="utf-8")
-        for forbidden in ("import fabric", "import paramiko", "import aiohttp", "import ipywidgets", "import sqlite3",
-                          "import socket", "import subprocess", "open(", "import time"):
+        for forbidden in (
+            "import fabric",
+            "import paramiko",
+            "import aiohttp",
+            "import ipywidgets",
+            "import sqlite3",
+            "import socket",
+            "import subprocess",
+            "open(",
+            "import time",
+        ):
             assert forbidden not in text, (module.__name__, forbidden)

@@ -32,35 +32,105 @@ PARSE_CASES = [
     # raw, rank, level, text
     ("[2026-02-26 20:26:06 TP5] Ignore import error", "TP5", None, "Ignore import error"),
     ("[2025-07-02 07:41:58 DP0 TP0] Load weight end.", "DP0 TP0", None, "Load weight end."),
-    ("[TP5 EP5] Scheduler hit an exception: Traceback", "TP5 EP5", None, "Scheduler hit an exception: Traceback"),
-    ("\x1b[1;36m(EngineCore_DP0 pid=417364)\x1b[0;0m ERROR 08-03 15:21:53 [fa_utils.py:57] Cannot use FA",
-     "EngineCore_DP0 pid=417364", "ERROR", "Cannot use FA"),
-    ("(VllmWorker rank=1 pid=281) ERROR 07-15 08:54:44 [multiproc_executor.py:522] RuntimeError: x",
-     "VllmWorker rank=1 pid=281", "ERROR", "RuntimeError: x"),
-    ("(Worker_TP1 pid=205) ERROR 01-02 09:41:22 [multiproc_executor.py:751] WorkerProc failed to start.",
-     "Worker_TP1 pid=205", "ERROR", "WorkerProc failed to start."),
-    ("(APIServer pid=29938) INFO:     Application startup complete.", "APIServer pid=29938", "INFO", "Application startup complete."),
-    ("(RayWorkerWrapper pid=1463574, ip=192.168.10.60) INFO 03-27 10:29:01 [worker.py:267] x",
-     "RayWorkerWrapper pid=1463574, ip=192.168.10.60", "INFO", "x"),
+    (
+        "[TP5 EP5] Scheduler hit an exception: Traceback",
+        "TP5 EP5",
+        None,
+        "Scheduler hit an exception: Traceback",
+    ),
+    (
+        "\x1b[1;36m(EngineCore_DP0 pid=417364)\x1b[0;0m ERROR 08-03 15:21:53 [fa_utils.py:57] Cannot use FA",
+        "EngineCore_DP0 pid=417364",
+        "ERROR",
+        "Cannot use FA",
+    ),
+    (
+        "(VllmWorker rank=1 pid=281) ERROR 07-15 08:54:44 [multiproc_executor.py:522] RuntimeError: x",
+        "VllmWorker rank=1 pid=281",
+        "ERROR",
+        "RuntimeError: x",
+    ),
+    (
+        "(Worker_TP1 pid=205) ERROR 01-02 09:41:22 [multiproc_executor.py:751] WorkerProc failed to start.",
+        "Worker_TP1 pid=205",
+        "ERROR",
+        "WorkerProc failed to start.",
+    ),
+    (
+        "(APIServer pid=29938) INFO:     Application startup complete.",
+        "APIServer pid=29938",
+        "INFO",
+        "Application startup complete.",
+    ),
+    (
+        "(RayWorkerWrapper pid=1463574, ip=192.168.10.60) INFO 03-27 10:29:01 [worker.py:267] x",
+        "RayWorkerWrapper pid=1463574, ip=192.168.10.60",
+        "INFO",
+        "x",
+    ),
     ("(pid=123) hello", "pid=123", None, "hello"),
-    ("sglang-1  | [2025-10-29 11:25:58 TP3] Watchdog timeout (self.watchdog_timeout=300)", "TP3", None,
-     "Watchdog timeout (self.watchdog_timeout=300)"),
-    ("2024-05-01T12:00:00.123Z INFO:     Application startup complete.", None, "INFO", "Application startup complete."),
-    ("Feb 22 06:35:27 host env[2827]: (EngineCore_DP0 pid=2827) ERROR 02-22 06:35:27 [core.py:946] EngineCore failed to start.",
-     "EngineCore_DP0 pid=2827", "ERROR", "EngineCore failed to start."),
-    ("[rank0]:[W803 21:49:24.248813923 ProcessGroupNCCL.cpp:1575] Warning: x", "rank0", "WARNING", "Warning: x"),
-    ("I0209 14:38:38.388363 24482 client_metric.cpp:80] Client metrics enabled", None, "INFO", "Client metrics enabled"),
+    (
+        "sglang-1  | [2025-10-29 11:25:58 TP3] Watchdog timeout (self.watchdog_timeout=300)",
+        "TP3",
+        None,
+        "Watchdog timeout (self.watchdog_timeout=300)",
+    ),
+    (
+        "2024-05-01T12:00:00.123Z INFO:     Application startup complete.",
+        None,
+        "INFO",
+        "Application startup complete.",
+    ),
+    (
+        "Feb 22 06:35:27 host env[2827]: (EngineCore_DP0 pid=2827) ERROR 02-22 06:35:27 [core.py:946] EngineCore failed to start.",
+        "EngineCore_DP0 pid=2827",
+        "ERROR",
+        "EngineCore failed to start.",
+    ),
+    (
+        "[rank0]:[W803 21:49:24.248813923 ProcessGroupNCCL.cpp:1575] Warning: x",
+        "rank0",
+        "WARNING",
+        "Warning: x",
+    ),
+    (
+        "I0209 14:38:38.388363 24482 client_metric.cpp:80] Client metrics enabled",
+        None,
+        "INFO",
+        "Client metrics enabled",
+    ),
     ("[2026-02-09 14:38:13] WARNING server_args.py:1929: Mooncake", None, "WARNING", "Mooncake"),
-    ("[2026-02-09 14:38:44] INFO:     Application startup complete.", None, "INFO", "Application startup complete."),
-    ("2025-03-07 23:50:27,531 - __main__ - INFO - [2025-03-07 23:50:27 TP0] Init torch distributed begin.", "TP0", "INFO",
-     "Init torch distributed begin."),
-    ("(EngineCore pid=6890) ERROR 08-03 21:49:23 [core.py:1231] EngineCore failed to start.\r", "EngineCore pid=6890", "ERROR",
-     "EngineCore failed to start."),
-    ("\rMulti-thread loading shards:   7% Completed | 1/15 [00:29<06:47, 29.12s/it][2026-08-01 23:38:33] Parameter x not found",
-     None, None, "Parameter x not found"),
-    ("\r  0%|          | 0/1 [00:00<?, ?it/s]\rCapturing batches (bs=1 avail_mem=5.89 GB):   0%|", None, None,
-     "Capturing batches (bs=1 avail_mem=5.89 GB):   0%|"),
-    ("  File \"x.py\", line 3, in f", None, None, "  File \"x.py\", line 3, in f"),
+    (
+        "[2026-02-09 14:38:44] INFO:     Application startup complete.",
+        None,
+        "INFO",
+        "Application startup complete.",
+    ),
+    (
+        "2025-03-07 23:50:27,531 - __main__ - INFO - [2025-03-07 23:50:27 TP0] Init torch distributed begin.",
+        "TP0",
+        "INFO",
+        "Init torch distributed begin.",
+    ),
+    (
+        "(EngineCore pid=6890) ERROR 08-03 21:49:23 [core.py:1231] EngineCore failed to start.\r",
+        "EngineCore pid=6890",
+        "ERROR",
+        "EngineCore failed to start.",
+    ),
+    (
+        "\rMulti-thread loading shards:   7% Completed | 1/15 [00:29<06:47, 29.12s/it][2026-08-01 23:38:33] Parameter x not found",
+        None,
+        None,
+        "Parameter x not found",
+    ),
+    (
+        "\r  0%|          | 0/1 [00:00<?, ?it/s]\rCapturing batches (bs=1 avail_mem=5.89 GB):   0%|",
+        None,
+        None,
+        "Capturing batches (bs=1 avail_mem=5.89 GB):   0%|",
+    ),
+    ('  File "x.py", line 3, in f', None, None, '  File "x.py", line 3, in f'),
 ]
 
 
@@ -74,7 +144,9 @@ def test_parse_line(raw: str, rank: str | None, level: str | None, text: str) ->
 def test_timestamps() -> None:
     assert parse_line("[2026-02-26 20:26:06 TP5] x").timestamp == datetime(2026, 2, 26, 20, 26, 6)
     # vLLM prints no year: year 1900 stands for "not printed"
-    assert parse_line("INFO 08-01 23:19:54 [api_utils.py:339] x").timestamp == datetime(1900, 8, 1, 23, 19, 54)
+    assert parse_line("INFO 08-01 23:19:54 [api_utils.py:339] x").timestamp == datetime(
+        1900, 8, 1, 23, 19, 54
+    )
     assert parse_line("plain text").timestamp is None
 
 
@@ -88,17 +160,24 @@ def test_parse_and_classify_never_raise(text: str) -> None:
     classifier.finish()
 
 
-@given(st.lists(st.sampled_from([
-    "[2026-02-26 20:26:06 TP5] Ignore import error when loading sglang.srt.models.glmasr: x",
-    "[2026-02-26 20:26:07 TP0] Scheduler hit an exception: Traceback (most recent call last):",
-    '  File "/x/scheduler.py", line 1, in run',
-    "    raise ValueError('boom')",
-    "ValueError: boom",
-    "",
-    "[2026-02-26 20:26:08] Received sigquit from a child proces. It usually means the child failed.",
-    "[2026-02-26 20:26:09] The server is fired up and ready to roll!",
-    "[2026-02-26 20:26:10 TP0] Decode batch. #running-req: 1, gen throughput (token/s): 3.0, #queue-req: 0",
-]), max_size=40))
+@given(
+    st.lists(
+        st.sampled_from(
+            [
+                "[2026-02-26 20:26:06 TP5] Ignore import error when loading sglang.srt.models.glmasr: x",
+                "[2026-02-26 20:26:07 TP0] Scheduler hit an exception: Traceback (most recent call last):",
+                '  File "/x/scheduler.py", line 1, in run',
+                "    raise ValueError('boom')",
+                "ValueError: boom",
+                "",
+                "[2026-02-26 20:26:08] Received sigquit from a child proces. It usually means the child failed.",
+                "[2026-02-26 20:26:09] The server is fired up and ready to roll!",
+                "[2026-02-26 20:26:10 TP0] Decode batch. #running-req: 1, gen throughput (token/s): 3.0, #queue-req: 0",
+            ]
+        ),
+        max_size=40,
+    )
+)
 @settings(max_examples=200, deadline=None)
 def test_every_line_is_accounted_for_once(lines: list[str]) -> None:
     """Each line is its own event or inside exactly one traceback event's context."""
@@ -109,15 +188,28 @@ def test_every_line_is_accounted_for_once(lines: list[str]) -> None:
 
 # -- metrics -------------------------------------------------------------------
 
+
 def test_metric_styles() -> None:
-    comma = parse_metric("Decode batch, #running-req: 2, #token: 464, gen throughput (token/s): 25.84, #queue-req: 0")
-    dot = parse_metric("Decode batch. #running-req: 1, #token: 20, token usage: 0.00, gen throughput (token/s): 6.42, #queue-req: 0, ")
-    old_prefill = parse_metric("Prefill batch. #new-seq: 1, #new-token: 7, #cached-token: 0, cache hit rate: 0.00%, "
-                               "token usage: 0.00, #running-req: 0, #queue-req: 0")
-    v0 = parse_metric("Avg prompt throughput: 0.0 tokens/s, Avg generation throughput: 0.0 tokens/s, Running: 0 reqs, "
-                      "Swapped: 0 reqs, Pending: 0 reqs, GPU KV cache usage: 0.0%, CPU KV cache usage: 0.0%.")
+    comma = parse_metric(
+        "Decode batch, #running-req: 2, #token: 464, gen throughput (token/s): 25.84, #queue-req: 0"
+    )
+    dot = parse_metric(
+        "Decode batch. #running-req: 1, #token: 20, token usage: 0.00, gen throughput (token/s): 6.42, #queue-req: 0, "
+    )
+    old_prefill = parse_metric(
+        "Prefill batch. #new-seq: 1, #new-token: 7, #cached-token: 0, cache hit rate: 0.00%, "
+        "token usage: 0.00, #running-req: 0, #queue-req: 0"
+    )
+    v0 = parse_metric(
+        "Avg prompt throughput: 0.0 tokens/s, Avg generation throughput: 0.0 tokens/s, Running: 0 reqs, "
+        "Swapped: 0 reqs, Pending: 0 reqs, GPU KV cache usage: 0.0%, CPU KV cache usage: 0.0%."
+    )
     assert comma is not None and dot is not None and old_prefill is not None and v0 is not None
-    assert (comma.kind, comma.values["running_req"], comma.values["gen_throughput"]) == ("sglang_decode", 2, 25.84)
+    assert (comma.kind, comma.values["running_req"], comma.values["gen_throughput"]) == (
+        "sglang_decode",
+        2,
+        25.84,
+    )
     assert (dot.values["queue_req"], dot.values["token_usage"]) == (0, 0.0)
     assert old_prefill.values["cache_hit_rate_pct"] == 0.0 and old_prefill.values["new_token"] == 7
     assert v0.values["running_reqs"] == 0 and v0.values["cpu_kv_cache_usage_pct"] == 0.0
@@ -125,8 +217,13 @@ def test_metric_styles() -> None:
 
 
 def test_metric_events_carry_rank_time_and_line() -> None:
-    events = classify_lines(["x", "[2025-10-22 10:27:57 TP0] Decode batch. #running-req: 1, accept len: 2.17, "
-                                  "gen throughput (token/s): 0.39, #queue-req: 0, "])
+    events = classify_lines(
+        [
+            "x",
+            "[2025-10-22 10:27:57 TP0] Decode batch. #running-req: 1, accept len: 2.17, "
+            "gen throughput (token/s): 0.39, #queue-req: 0, ",
+        ]
+    )
     metric = events[1].metric
     assert metric is not None and events[1].verdict is Verdict.METRIC
     assert (metric.line_no, metric.rank, metric.timestamp) == (2, "TP0", datetime(2025, 10, 22, 10, 27, 57))
@@ -165,8 +262,13 @@ def test_traceback_ending_in_a_benign_exception_is_not_fatal() -> None:
     ]
     events = classify_lines(lines, engine="vllm")
     assert [e.verdict for e in events] == [Verdict.BENIGN, Verdict.BENIGN]
-    benign_exc = classify_lines(["Traceback (most recent call last):", '  File "x", line 1, in y',
-                                 "ImportError: Failed to import from vllm._C with ImportError('libcuda.so.1')"])
+    benign_exc = classify_lines(
+        [
+            "Traceback (most recent call last):",
+            '  File "x", line 1, in y',
+            "ImportError: Failed to import from vllm._C with ImportError('libcuda.so.1')",
+        ]
+    )
     assert benign_exc[-1].verdict is Verdict.BENIGN
 
 
@@ -182,12 +284,14 @@ def test_vllm_prefixed_tracebacks_of_two_processes_interleave() -> None:
     lines = [
         "(EngineCore_DP0 pid=7) ERROR 08-03 21:49:23 [core.py:1231] Traceback (most recent call last):",
         "(APIServer pid=6) INFO 08-03 21:49:23 [api_server.py:1] still here",
-        "(EngineCore_DP0 pid=7) ERROR 08-03 21:49:23 [core.py:1231]   File \"core.py\", line 1, in run",
+        '(EngineCore_DP0 pid=7) ERROR 08-03 21:49:23 [core.py:1231]   File "core.py", line 1, in run',
         "(EngineCore_DP0 pid=7) ERROR 08-03 21:49:23 [core.py:1231] torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB",
     ]
     events = classify_lines(lines, engine="vllm")
     assert [(e.line_no, e.verdict, e.rule) for e in events] == [
-        (2, Verdict.INFO, None), (4, Verdict.FATAL, "cuda_oom")]
+        (2, Verdict.INFO, None),
+        (4, Verdict.FATAL, "cuda_oom"),
+    ]
     assert events[1].first_line_no == 1 and events[1].rank == "EngineCore_DP0 pid=7"
     assert "--mem-fraction-static" in (events[1].hint or "")
 
@@ -205,9 +309,12 @@ def test_failures_without_an_error_keyword() -> None:
 
 # -- readiness semantics in the log -------------------------------------------
 
+
 def test_uvicorn_up_is_not_ready_for_sglang_but_is_for_vllm() -> None:
     up = "INFO:     Application startup complete."
-    sglang = classify_lines(["[2026-01-01 00:00:00] server_args=ServerArgs(x=1)", f"[2026-01-01 00:00:01] {up}"])
+    sglang = classify_lines(
+        ["[2026-01-01 00:00:00] server_args=ServerArgs(x=1)", f"[2026-01-01 00:00:01] {up}"]
+    )
     assert sglang[-1].verdict is Verdict.PROGRESS and sglang[-1].phase is Phase.HTTP_UP
     assert summarize(sglang).state == "starting"
     vllm = classify_lines(["INFO 05-12 02:45:15 [api_server.py:1043] vLLM API server version 0.8.5", up])
@@ -225,23 +332,44 @@ def test_errors_after_ready() -> None:
 
 
 def test_phases_in_order_for_a_real_sglang_start() -> None:
-    path = Path(__file__).resolve().parents[1].parent / "shared" / "real-logs" / "031_sglang-hicache-debug-startup-fired-up.log"
+    path = (
+        Path(__file__).resolve().parents[1].parent
+        / "shared"
+        / "real-logs"
+        / "031_sglang-hicache-debug-startup-fired-up.log"
+    )
     if not path.exists():
         pytest.skip(f"{path} is missing")
     summary = summarize(classify_lines(path.read_bytes().decode("utf-8", "replace").split("\n")))
     assert [p for p, _ in summary.phases] == [
-        "server_args", "weights_loading", "weights_loaded", "kv_cache_allocated", "cuda_graph_capture_begin",
-        "cuda_graph_captured", "http_up", "warmup", "ready"]
+        "server_args",
+        "weights_loading",
+        "weights_loaded",
+        "kv_cache_allocated",
+        "cuda_graph_capture_begin",
+        "cuda_graph_captured",
+        "http_up",
+        "warmup",
+        "ready",
+    ]
 
 
 # -- engine detection and extension ---------------------------------------------
+
 
 def test_detect_engine() -> None:
     assert detect_engine(["[2026-03-27 09:31:17] server_args=ServerArgs(model_path='x')"]) == "sglang"
     assert detect_engine(["(APIServer pid=1) INFO 08-01 23:19:54 [api_utils.py:339] x"]) == "vllm"
     # older SGLang prints a vLLM-formatted line first
-    assert detect_engine(["INFO 05-14 13:49:25 [__init__.py:239] Automatically detected platform cuda.",
-                          "[2025-05-14 13:49:28] server_args=ServerArgs(model_path='x')"]) == "sglang"
+    assert (
+        detect_engine(
+            [
+                "INFO 05-14 13:49:25 [__init__.py:239] Automatically detected platform cuda.",
+                "[2025-05-14 13:49:28] server_args=ServerArgs(model_path='x')",
+            ]
+        )
+        == "sglang"
+    )
     assert detect_engine(["hello"]) is None
 
 
@@ -251,12 +379,17 @@ def test_streaming_detection_switches_from_a_tentative_vllm_guess() -> None:
     assert c.engine == "vllm"
     c.feed("[2025-05-14 13:49:28] Setting Triton cache manager to: sglang.srt.utils:CustomCacheManager")
     assert c.engine == "sglang"
-    assert c.feed("[2025-05-14 13:50:00] INFO:     Application startup complete.")[0].verdict is Verdict.PROGRESS
+    assert (
+        c.feed("[2025-05-14 13:50:00] INFO:     Application startup complete.")[0].verdict is Verdict.PROGRESS
+    )
 
 
 def test_extra_rule_in_one_line_wins_without_mutating_the_packs() -> None:
     before = SGLANG.rules
-    mine = LogClassifier(engine="sglang", extra_rules=[Rule("my_benign", r"flaky NIC \d+", Verdict.BENIGN, literal="flaky NIC")])
+    mine = LogClassifier(
+        engine="sglang",
+        extra_rules=[Rule("my_benign", r"flaky NIC \d+", Verdict.BENIGN, literal="flaky NIC")],
+    )
     (event,) = mine.feed("[2026-01-01 00:00:00 TP1] ERROR flaky NIC 3 reset")
     assert (event.rule, event.verdict) == ("my_benign", Verdict.BENIGN)
     assert SGLANG.rules is before
@@ -283,18 +416,26 @@ def test_unknown_engine_is_refused_with_the_choices() -> None:
 
 # -- CLI -------------------------------------------------------------------------
 
+
 def test_cli_json(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     log = tmp_path / "server.log"
-    log.write_bytes(b"[2026-02-26 20:26:06 TP5] Ignore import error when loading sglang.srt.models.glmasr: x\r\n"
-                    b"[2026-02-26 20:26:07] Decode batch. #running-req: 1, gen throughput (token/s): 3.5, #queue-req: 0\n"
-                    b"\xff\xfe not utf-8\n"
-                    b"[2026-02-26 20:26:09] The server is fired up and ready to roll!\n")
+    log.write_bytes(
+        b"[2026-02-26 20:26:06 TP5] Ignore import error when loading sglang.srt.models.glmasr: x\r\n"
+        b"[2026-02-26 20:26:07] Decode batch. #running-req: 1, gen throughput (token/s): 3.5, #queue-req: 0\n"
+        b"\xff\xfe not utf-8\n"
+        b"[2026-02-26 20:26:09] The server is fired up and ready to roll!\n"
+    )
     assert cli_main(["classify", str(log), "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
     assert out["state"] == "ready" and out["ready_line"] == 4 and out["fatal_line"] is None
     assert out["benign_lines"] == [1]
-    assert out["metrics"] == [{"line": 2, "kind": "sglang_decode",
-                               "values": {"running_req": 1, "gen_throughput": 3.5, "queue_req": 0}}]
+    assert out["metrics"] == [
+        {
+            "line": 2,
+            "kind": "sglang_decode",
+            "values": {"running_req": 1, "gen_throughput": 3.5, "queue_req": 0},
+        }
+    ]
 
 
 def test_cli_failed_exit_status_and_text(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

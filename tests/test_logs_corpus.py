@@ -154,7 +154,9 @@ def test_required_metric_keys_are_named_exactly() -> None:
 def test_seed_grep_falsely_aborts_healthy_logs_and_the_classifier_does_not() -> None:
     """On logs that are not failed, the seed's grep finds an 'error' (and would abort) on several;
     the classifier reports none of them failed."""
-    healthy = [e for e in SHARED_LOGS + COLLECTED_LOGS if e["expected_state"] != "failed" and e["_path"].exists()]
+    healthy = [
+        e for e in SHARED_LOGS + COLLECTED_LOGS if e["expected_state"] != "failed" and e["_path"].exists()
+    ]
     grep_aborts = [e["file"] for e in healthy if seed_grep_finds_error(_lines(e["_path"]))]
     classifier_aborts = [e["file"] for e in healthy if _summary(e).state == "failed"]
     assert len(grep_aborts) >= 5, grep_aborts
@@ -162,8 +164,10 @@ def test_seed_grep_falsely_aborts_healthy_logs_and_the_classifier_does_not() -> 
 
 
 def test_the_seed_grep_helper_reproduces_the_incident() -> None:
-    incident = ("[2026-02-26 20:26:06 TP5] Ignore import error when loading sglang.srt.models.glmasr: "
-                "cannot import name 'GlmAsrConfig' from 'transformers' (/root/ml-env/lib/python3.12/site-packages/transformers/__init__.py)")
+    incident = (
+        "[2026-02-26 20:26:06 TP5] Ignore import error when loading sglang.srt.models.glmasr: "
+        "cannot import name 'GlmAsrConfig' from 'transformers' (/root/ml-env/lib/python3.12/site-packages/transformers/__init__.py)"
+    )
     lines = ["[2026-02-26 20:25:00] server_args=ServerArgs(model_path='kimi')", incident]
     assert seed_grep_finds_error(lines) == incident
     assert classify_file_bytes("\n".join(lines).encode()).state == "starting"

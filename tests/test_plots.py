@@ -47,9 +47,13 @@ def test_throughput_with_hue_and_numeric_baseline(story: Journal, tmp_path: Path
         plots.throughput(story.results(), y="goodput")
 
 
-@pytest.mark.parametrize(("metric", "xlabel", "ylabel"), [
-    ("ttft_ms", "TTFT (ms)", "fraction of requests"), ("itl_ms", "ITL (ms)", "fraction of inter-token gaps"),
-])
+@pytest.mark.parametrize(
+    ("metric", "xlabel", "ylabel"),
+    [
+        ("ttft_ms", "TTFT (ms)", "fraction of requests"),
+        ("itl_ms", "ITL (ms)", "fraction of inter-token gaps"),
+    ],
+)
 def test_latency_ecdf(story: Journal, tmp_path: Path, metric: str, xlabel: str, ylabel: str) -> None:
     fig = plots.latency_ecdf(story.requests(), metric)
     _png(fig, tmp_path / f"{metric}.png")
@@ -58,8 +62,9 @@ def test_latency_ecdf(story: Journal, tmp_path: Path, metric: str, xlabel: str, 
     assert len(ax.get_lines()) == story.results()["label"].nunique()
 
 
-@pytest.mark.parametrize(("y", "label"), [("gen_throughput", "generation tok/s"),
-                                          ("accept_len", "accept length (tokens/step)")])
+@pytest.mark.parametrize(
+    ("y", "label"), [("gen_throughput", "generation tok/s"), ("accept_len", "accept length (tokens/step)")]
+)
 def test_server_metrics_over_time(story: Journal, tmp_path: Path, y: str, label: str) -> None:
     fig = plots.server_metrics(story.metric_lines(), y)
     _png(fig, tmp_path / f"{y}.png")
@@ -89,9 +94,14 @@ def test_timeline_colours_verdicts(story: Journal, tmp_path: Path) -> None:
 
 
 def test_bisect_colours_probes_and_draws_the_threshold(tmp_path: Path) -> None:
-    probes = pd.DataFrame({"commit": ["a1b2c3d4e5f6", "b2c3d4e", "c3d4e5f", "d4e5f6a"], "order": [0, 1, 2, 3],
-                           "output_throughput": [82.4, 82.9, float("nan"), 60.2],
-                           "status": ["good", "good", "skip", "bad"]})
+    probes = pd.DataFrame(
+        {
+            "commit": ["a1b2c3d4e5f6", "b2c3d4e", "c3d4e5f", "d4e5f6a"],
+            "order": [0, 1, 2, 3],
+            "output_throughput": [82.4, 82.9, float("nan"), 60.2],
+            "status": ["good", "good", "skip", "bad"],
+        }
+    )
     fig = plots.bisect(probes, threshold=75.0)
     _png(fig, tmp_path / "bisect.png")
     ax = fig.axes[0]
@@ -103,10 +113,17 @@ def test_bisect_colours_probes_and_draws_the_threshold(tmp_path: Path) -> None:
 
 def test_env_matrix_marks_missing_and_redacts_values(tmp_path: Path) -> None:
     # The columns of envcheck.EnvReport.frame.
-    rows = [{"variable": v, "process": f"TP{r} [{4240 + r}]", "expected": "Ring",
-             "status": "missing" if (v, r) == ("NCCL_ALGO", 5) else "ok",
-             "actual": {"NCCL_ALGO": "Ring", "HF_TOKEN": SECRET_TOKEN}[v]}
-            for v in ("NCCL_ALGO", "HF_TOKEN") for r in range(8)]
+    rows = [
+        {
+            "variable": v,
+            "process": f"TP{r} [{4240 + r}]",
+            "expected": "Ring",
+            "status": "missing" if (v, r) == ("NCCL_ALGO", 5) else "ok",
+            "actual": {"NCCL_ALGO": "Ring", "HF_TOKEN": SECRET_TOKEN}[v],
+        }
+        for v in ("NCCL_ALGO", "HF_TOKEN")
+        for r in range(8)
+    ]
     fig = plots.env_matrix(pd.DataFrame(rows))
     _png(fig, tmp_path / "env.png")
     ax = fig.axes[0]
@@ -117,11 +134,14 @@ def test_env_matrix_marks_missing_and_redacts_values(tmp_path: Path) -> None:
 
 def test_empty_frames_render_a_message_not_an_error(tmp_path: Path) -> None:
     empty_journal = Journal(tmp_path / "empty.sqlite")
-    figures = [plots.throughput(empty_journal.results().assign(output_throughput=[])),
-               plots.latency_ecdf(pd.DataFrame({"ttft_ms": [], "label": []})),
-               plots.server_metrics(empty_journal.metric_lines()), plots.timeline(empty_journal.steps()),
-               plots.bisect(pd.DataFrame({"commit": [], "output_throughput": [], "status": []})),
-               plots.env_matrix(pd.DataFrame({"variable": [], "process": [], "status": []}))]
+    figures = [
+        plots.throughput(empty_journal.results().assign(output_throughput=[])),
+        plots.latency_ecdf(pd.DataFrame({"ttft_ms": [], "label": []})),
+        plots.server_metrics(empty_journal.metric_lines()),
+        plots.timeline(empty_journal.steps()),
+        plots.bisect(pd.DataFrame({"commit": [], "output_throughput": [], "status": []})),
+        plots.env_matrix(pd.DataFrame({"variable": [], "process": [], "status": []})),
+    ]
     for i, fig in enumerate(figures):
         _png(fig, tmp_path / f"empty{i}.png")
 

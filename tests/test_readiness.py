@@ -22,7 +22,9 @@ SGLANG_START = [
 FIRED_UP = "[2026-02-26 20:28:20] The server is fired up and ready to roll!"
 
 
-def feed(tracker: ReadinessTracker, classifier: LogClassifier, lines: list[str], start: float, step: float = 1.0) -> float:
+def feed(
+    tracker: ReadinessTracker, classifier: LogClassifier, lines: list[str], start: float, step: float = 1.0
+) -> float:
     at = start
     for line in lines:
         for event in classifier.feed(line):
@@ -40,8 +42,17 @@ def test_uvicorn_up_before_sglang_warmup_ends_is_not_ready() -> None:
     assert t.state is ReadinessState.READY  # ready line + the passing probe seen before
     report = t.report()
     assert report.ready and report.time_to_ready_s == pytest.approx(at + 1)
-    assert report.phase_names == ("server_args", "weights_loading", "weights_loaded", "kv_cache_allocated",
-                                  "cuda_graph_capture_begin", "cuda_graph_captured", "http_up", "warmup", "ready")
+    assert report.phase_names == (
+        "server_args",
+        "weights_loading",
+        "weights_loaded",
+        "kv_cache_allocated",
+        "cuda_graph_capture_begin",
+        "cuda_graph_captured",
+        "http_up",
+        "warmup",
+        "ready",
+    )
     assert [(e.line_no, e.rule, e.rank) for e in report.benign] == [(2, "sglang_ignore_import_error", "TP5")]
     assert "ready line 11" in (report.ready_reason or "")
 
@@ -72,8 +83,15 @@ def test_404_after_ready_stays_ready() -> None:
     t, c = ReadinessTracker(started_at=0.0), LogClassifier(engine="vllm")
     at = feed(t, c, ["INFO:     Application startup complete."], 1.0)
     t.probe(True, "POST /v1/completions 200", proves_generation=True, at=at)
-    feed(t, c, ['INFO:     127.0.0.1:56148 - "POST /v1/x HTTP/1.1" 404 Not Found',
-                "ERROR 05-12 02:47:14 [serving_chat.py:136] Error with model object='error' type='NotFoundError' code=404"], at)
+    feed(
+        t,
+        c,
+        [
+            'INFO:     127.0.0.1:56148 - "POST /v1/x HTTP/1.1" 404 Not Found',
+            "ERROR 05-12 02:47:14 [serving_chat.py:136] Error with model object='error' type='NotFoundError' code=404",
+        ],
+        at,
+    )
     assert t.state is ReadinessState.READY and t.failure is None
 
 
@@ -82,7 +100,14 @@ def test_address_in_use_after_ready_fails() -> None:
     at = feed(t, c, ["INFO:     Application startup complete."], 1.0)
     t.probe(True, "GET /health 200", at=at)
     assert t.state is ReadinessState.READY
-    feed(t, c, ["ERROR:    [Errno 98] error while attempting to bind on address ('0.0.0.0', 8000): address already in use"], at + 1)
+    feed(
+        t,
+        c,
+        [
+            "ERROR:    [Errno 98] error while attempting to bind on address ('0.0.0.0', 8000): address already in use"
+        ],
+        at + 1,
+    )
     assert t.state is ReadinessState.FAILED
     assert t.failure is not None and t.failure.kind == "fatal"
     assert "after it was ready" in t.failure.message and "port" in (t.failure.hint or "")
@@ -125,14 +150,22 @@ def test_notice_is_refined_by_the_rank_exception_then_settles() -> None:
     assert failure is not None and failure.decisive is not None
     assert (failure.decisive.line_no, failure.rank) == (5, "TP0") and t.settled
     assert "--mem-fraction-static" in (failure.hint or "")
-    assert failure.evidence()[-1] == "line 5 [TP0]: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB"
+    assert (
+        failure.evidence()[-1]
+        == "line 5 [TP0]: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB"
+    )
     t.process_exited(1, at=3.0)
     assert t.failure is not None and t.failure.exit_code == 1 and t.failure.kind == "fatal"
 
 
 def test_a_notice_alone_settles_after_settle_s() -> None:
     t, c = ReadinessTracker(started_at=0.0, settle_s=2.0), LogClassifier(engine="sglang")
-    feed(t, c, ["[2025-01-20 19:10:07] Received sigquit from a child proces. It usually means the child failed."], 1.0)
+    feed(
+        t,
+        c,
+        ["[2025-01-20 19:10:07] Received sigquit from a child proces. It usually means the child failed."],
+        1.0,
+    )
     t.tick(2.0)
     assert not t.settled
     t.tick(3.5)
@@ -164,9 +197,22 @@ def test_report_and_failure_serialize_to_json() -> None:
     import json
 
     t, c = ReadinessTracker(started_at=0.0), LogClassifier()
-    feed(t, c, SGLANG_START[:2] + ["[2026-02-26 20:26:07 TP0] Watchdog timeout (self.watchdog_timeout=300)"], 1.0)
+    feed(
+        t,
+        c,
+        SGLANG_START[:2] + ["[2026-02-26 20:26:07 TP0] Watchdog timeout (self.watchdog_timeout=300)"],
+        1.0,
+    )
     data = json.loads(json.dumps(t.report().to_dict()))
     assert data["ready"] is False and data["state"] == "failed"
-    assert data["failure"]["decisive"]["rule"] == "sglang_watchdog_timeout" and data["failure"]["rank"] == "TP0"
-    assert data["benign"] == [{"line_no": 2, "rule": "sglang_ignore_import_error", "rank": "TP5",
-                               "text": SGLANG_START[1].split("] ", 1)[1]}]
+    assert (
+        data["failure"]["decisive"]["rule"] == "sglang_watchdog_timeout" and data["failure"]["rank"] == "TP0"
+    )
+    assert data["benign"] == [
+        {
+            "line_no": 2,
+            "rule": "sglang_ignore_import_error",
+            "rank": "TP5",
+            "text": SGLANG_START[1].split("] ", 1)[1],
+        }
+    ]

@@ -30,16 +30,49 @@ JWT = "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.dozjgNryP4J3jVmNHl0w5N_X
 B64 = "aB3dE5fG7hI9jK1lM3nO5pQ7rS9tU1vW3xY5z"
 
 SECRET_NAMES = [
-    "HF_TOKEN", "HUGGING_FACE_HUB_TOKEN", "GITHUB_TOKEN", "--hf-token", "--api-key", "OPENAI_API_KEY",
-    "AWS_SECRET_ACCESS_KEY", "aws_secret_access_key", "apiKey", "x-api-key", "PGPASSWORD", "DB_PASSWORD",
-    "MYSQL_PWD", "SECRET", "client_secret", "Authorization", "WANDB_API_KEY", "hftoken", "passphrase",
+    "HF_TOKEN",
+    "HUGGING_FACE_HUB_TOKEN",
+    "GITHUB_TOKEN",
+    "--hf-token",
+    "--api-key",
+    "OPENAI_API_KEY",
+    "AWS_SECRET_ACCESS_KEY",
+    "aws_secret_access_key",
+    "apiKey",
+    "x-api-key",
+    "PGPASSWORD",
+    "DB_PASSWORD",
+    "MYSQL_PWD",
+    "SECRET",
+    "client_secret",
+    "Authorization",
+    "WANDB_API_KEY",
+    "hftoken",
+    "passphrase",
 ]
 # Deliberate near misses: performance flags and variables a post-mortem must keep.
 KEPT_NAMES = [
-    "NCCL_ALGO", "--max-tokens", "max_tokens", "--max-total-tokens", "--speculative-num-draft-tokens",
-    "TOKENIZERS_PARALLELISM", "--tokenizer-path", "--speculative-token-map", "HF_TOKEN_PATH", "KEY_VALUE_CACHE",
-    "--kv-cache-dtype", "--ssl-keyfile", "PWD", "OLDPWD", "monkey", "CUDA_VISIBLE_DEVICES", "--tp",
-    "--speculative-attention-mode", "accept_length", "output_tokens", "total_token_throughput",
+    "NCCL_ALGO",
+    "--max-tokens",
+    "max_tokens",
+    "--max-total-tokens",
+    "--speculative-num-draft-tokens",
+    "TOKENIZERS_PARALLELISM",
+    "--tokenizer-path",
+    "--speculative-token-map",
+    "HF_TOKEN_PATH",
+    "KEY_VALUE_CACHE",
+    "--kv-cache-dtype",
+    "--ssl-keyfile",
+    "PWD",
+    "OLDPWD",
+    "monkey",
+    "CUDA_VISIBLE_DEVICES",
+    "--tp",
+    "--speculative-attention-mode",
+    "accept_length",
+    "output_tokens",
+    "total_token_throughput",
 ]
 
 
@@ -68,8 +101,10 @@ TEXT_CASES = [
     (f"jwt {JWT}", "jwt [REDACTED]"),
     ("curl -H 'Authorization: Bearer abcdef123456'", "curl -H 'Authorization: Bearer [REDACTED]'"),
     ("Authorization: Basic dXNlcjpwYXNzd29yZA==", "Authorization: Basic [REDACTED]"),
-    ("pip install --index-url https://me:pa55w0rd@pypi.example.com/simple",
-     "pip install --index-url https://me:[REDACTED]@pypi.example.com/simple"),
+    (
+        "pip install --index-url https://me:pa55w0rd@pypi.example.com/simple",
+        "pip install --index-url https://me:[REDACTED]@pypi.example.com/simple",
+    ),
     (f"seed {B64} end", "seed [REDACTED] end"),
     ("GET /v1/models?token=abcdef&model=x", "GET /v1/models?token=[REDACTED]&model=x"),
     ("-----BEGIN RSA PRIVATE KEY-----\nMIIEow\n-----END RSA PRIVATE KEY-----", "[REDACTED]"),
@@ -106,21 +141,44 @@ def test_credential_shapes_are_recognised_as_values(value: str) -> None:
     assert looks_like_secret(value)
 
 
-@pytest.mark.parametrize("value", ["Ring", "128", "3eef625b90fa4780c0ffee00d15ea5e0badc0de1", "/data/eagle3",
-                                   "moonshotai/Kimi-K2.5", "EAGLE3", REDACTED])
+@pytest.mark.parametrize(
+    "value",
+    [
+        "Ring",
+        "128",
+        "3eef625b90fa4780c0ffee00d15ea5e0badc0de1",
+        "/data/eagle3",
+        "moonshotai/Kimi-K2.5",
+        "EAGLE3",
+        REDACTED,
+    ],
+)
 def test_ordinary_values_do_not_look_like_secrets(value: str) -> None:
     assert not looks_like_secret(value)
 
 
 def test_mapping_pairs_and_spec_share_the_rules() -> None:
     env = {"HF_TOKEN": "anything", "NCCL_ALGO": "Ring", "CUSTOM": HF, "NESTED": {"password": 1234}}
-    assert redact_mapping(env) == {"HF_TOKEN": REDACTED, "NCCL_ALGO": "Ring", "CUSTOM": REDACTED,
-                                   "NESTED": {"password": REDACTED}}
+    assert redact_mapping(env) == {
+        "HF_TOKEN": REDACTED,
+        "NCCL_ALGO": "Ring",
+        "CUSTOM": REDACTED,
+        "NESTED": {"password": REDACTED},
+    }
     assert redact_pairs([("--api-key", "k"), ("--enable-x", None), ("--tp", 8)]) == [
-        ["--api-key", REDACTED], ["--enable-x", None], ["--tp", 8]]
-    spec = {"engine": "sglang", "launcher": ["python", "-m", "sglang.launch_server"], "model": "m",
-            "flags": [["--api-key", "k"], ["--max-tokens", "128"]], "env": [["HF_TOKEN", "x"], ["NCCL_ALGO", "Ring"]],
-            "commit": "3eef625", "label": f"run with {HF}"}
+        ["--api-key", REDACTED],
+        ["--enable-x", None],
+        ["--tp", 8],
+    ]
+    spec = {
+        "engine": "sglang",
+        "launcher": ["python", "-m", "sglang.launch_server"],
+        "model": "m",
+        "flags": [["--api-key", "k"], ["--max-tokens", "128"]],
+        "env": [["HF_TOKEN", "x"], ["NCCL_ALGO", "Ring"]],
+        "commit": "3eef625",
+        "label": f"run with {HF}",
+    }
     out = redact_spec_dict(spec)
     assert out["flags"] == [["--api-key", REDACTED], ["--max-tokens", "128"]]
     assert out["env"] == [["HF_TOKEN", REDACTED], ["NCCL_ALGO", "Ring"]]
@@ -130,8 +188,11 @@ def test_mapping_pairs_and_spec_share_the_rules() -> None:
 
 
 def test_redact_obj_walks_any_json_tree_and_stays_json() -> None:
-    tree = {"summary": {"output_throughput": 82.5}, "evidence": [f"token {HF}", ["HF_TOKEN", "v"]],
-            "settings": {"headers": {"Authorization": "Bearer abcdef123456"}}}
+    tree = {
+        "summary": {"output_throughput": 82.5},
+        "evidence": [f"token {HF}", ["HF_TOKEN", "v"]],
+        "settings": {"headers": {"Authorization": "Bearer abcdef123456"}},
+    }
     out = redact_obj(tree)
     assert out["summary"] == {"output_throughput": 82.5}
     assert out["evidence"] == ["token [REDACTED]", ["HF_TOKEN", REDACTED]]
@@ -147,15 +208,27 @@ def _random_secret(seed: int, kind: int) -> str:
     rng = random.Random(seed)
     alnum = string.ascii_letters + string.digits
     body = "".join(rng.choice(alnum) for _ in range(36)) + "aZ9"
-    return [f"hf_{body}", f"sk-{body}", f"ghp_{body}", "AKIA" + "".join(rng.choice(string.ascii_uppercase +
-            string.digits) for _ in range(16)), body][kind]
+    return [
+        f"hf_{body}",
+        f"sk-{body}",
+        f"ghp_{body}",
+        "AKIA" + "".join(rng.choice(string.ascii_uppercase + string.digits) for _ in range(16)),
+        body,
+    ][kind]
 
 
 @settings(max_examples=200, deadline=None)
-@given(before=_TEXT, after=_TEXT, left=_DELIMITERS, right=_DELIMITERS, seed=st.integers(0, 2**32),
-       kind=st.integers(0, 4))
-def test_a_credential_anywhere_in_text_is_removed(before: str, after: str, left: str, right: str, seed: int,
-                                                  kind: int) -> None:
+@given(
+    before=_TEXT,
+    after=_TEXT,
+    left=_DELIMITERS,
+    right=_DELIMITERS,
+    seed=st.integers(0, 2**32),
+    kind=st.integers(0, 4),
+)
+def test_a_credential_anywhere_in_text_is_removed(
+    before: str, after: str, left: str, right: str, seed: int, kind: int
+) -> None:
     secret = _random_secret(seed, kind)
     redacted = redact_text(f"{before}{left}{secret}{right}{after}")
     assert secret not in redacted

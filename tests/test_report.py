@@ -76,7 +76,10 @@ def test_markdown_links_pngs_written_beside_it(written: tuple[Journal, report.Re
         assert figure.parent == paths.markdown.parent and figure.stat().st_size > 5_000
         assert f"]({figure.name})" in markdown
     assert "## How to reproduce each step" in markdown
-    assert "--speculative-algorithm EAGLE3 --speculative-num-steps 2 --speculative-attention-mode decode" in markdown
+    assert (
+        "--speculative-algorithm EAGLE3 --speculative-num-steps 2 --speculative-attention-mode decode"
+        in markdown
+    )
     assert "```\n[2026-02-26 20:26:06 TP5] Ignore import error" in markdown  # log lines in a code block
     assert "| #8 | attention_mode | decode-mode verify |" in markdown
 
@@ -89,8 +92,11 @@ def test_no_output_file_holds_a_secret(written: tuple[Journal, report.ReportPath
 
 
 def test_renderers_redact_and_escape_whatever_they_are_given() -> None:
-    blocks: list[Block] = [Paragraph(f"token={SECRET_TOKEN} <b>bold</b> `--api-key x`"), Table(("a|b",), (("<i>",),)),
-              Code(f"HF_TOKEN={SECRET_TOKEN}\n<script>")]
+    blocks: list[Block] = [
+        Paragraph(f"token={SECRET_TOKEN} <b>bold</b> `--api-key x`"),
+        Table(("a|b",), (("<i>",),)),
+        Code(f"HF_TOKEN={SECRET_TOKEN}\n<script>"),
+    ]
     html, markdown = to_html(blocks, title="t"), to_markdown(blocks)
     assert SECRET_TOKEN not in html and SECRET_TOKEN not in markdown
     assert "&lt;b&gt;bold&lt;/b&gt;" in html and "<code>--api-key [REDACTED]</code>" in html
@@ -108,9 +114,9 @@ def test_cli_writes_the_report(tmp_path: Path, capsys: pytest.CaptureFixture[str
     assert "only step" in (tmp_path / "out" / "postmortem.html").read_text(encoding="utf-8")
 
 
-def test_cli_explains_a_missing_journal_or_investigation(tmp_path: Path, written: tuple[Journal,
-                                                                                          report.ReportPaths],
-                                                         capsys: pytest.CaptureFixture[str]) -> None:
+def test_cli_explains_a_missing_journal_or_investigation(
+    tmp_path: Path, written: tuple[Journal, report.ReportPaths], capsys: pytest.CaptureFixture[str]
+) -> None:
     assert report.main([str(tmp_path / "nope.sqlite"), "--out", str(tmp_path)]) == 2
     assert "no journal at" in capsys.readouterr().err
     journal, _ = written

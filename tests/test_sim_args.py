@@ -12,7 +12,9 @@ from toolkit.sim.workers import worker_environment
 
 
 def run_cli(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "toolkit.sim", *args], capture_output=True, text=True, timeout=30)
+    return subprocess.run(
+        [sys.executable, "-m", "toolkit.sim", *args], capture_output=True, text=True, timeout=30
+    )
 
 
 def test_unknown_flag_fails_like_argparse():
@@ -32,12 +34,32 @@ def test_invalid_choice_lists_the_valid_ones():
 def test_help_lists_every_flag_and_choice():
     sglang = run_cli("--help")
     assert sglang.returncode == 0
-    for flag in ("--model-path", "--served-model-name", "--tp-size", "--host", "--port", "--speculative-algorithm",
-                 "--speculative-draft-model-path", "--speculative-num-steps", "--speculative-eagle-topk",
-                 "--speculative-num-draft-tokens", "--speculative-attention-mode", "--disable-cuda-graph",
-                 "--cuda-graph-max-bs", "--mem-fraction-static", "--log-level", "--nnodes", "--node-rank",
-                 "--dist-init-addr", "--sim-startup-s", "--sim-fault", "--sim-seed", "--sim-drop-env-in-workers",
-                 "--source-dir", "--engine"):
+    for flag in (
+        "--model-path",
+        "--served-model-name",
+        "--tp-size",
+        "--host",
+        "--port",
+        "--speculative-algorithm",
+        "--speculative-draft-model-path",
+        "--speculative-num-steps",
+        "--speculative-eagle-topk",
+        "--speculative-num-draft-tokens",
+        "--speculative-attention-mode",
+        "--disable-cuda-graph",
+        "--cuda-graph-max-bs",
+        "--mem-fraction-static",
+        "--log-level",
+        "--nnodes",
+        "--node-rank",
+        "--dist-init-addr",
+        "--sim-startup-s",
+        "--sim-fault",
+        "--sim-seed",
+        "--sim-drop-env-in-workers",
+        "--source-dir",
+        "--engine",
+    ):
         assert flag in sglang.stdout, flag
     assert "{EAGLE,EAGLE3,NEXTN}" in sglang.stdout and "{prefill,decode}" in sglang.stdout
     assert "crash-while-serving" in sglang.stdout
@@ -47,20 +69,43 @@ def test_help_lists_every_flag_and_choice():
 
 
 def test_sglang_speculative_defaults():
-    config = parse_server_args(["--model-path", "m", "--tp", "8", "--speculative-algorithm", "EAGLE3",
-                                "--speculative-num-steps", "2", "--speculative-num-draft-tokens", "5"])
+    config = parse_server_args(
+        [
+            "--model-path",
+            "m",
+            "--tp",
+            "8",
+            "--speculative-algorithm",
+            "EAGLE3",
+            "--speculative-num-steps",
+            "2",
+            "--speculative-num-draft-tokens",
+            "5",
+        ]
+    )
     assert config.tp_size == 8 and config.speculation is not None
     assert config.speculation.verified_tokens == 3  # topk 1 forces num_steps + 1, as SGLang does
     assert config.speculation.verify_in_extend  # the default attention mode is prefill
     assert config.fault_rank == 7
-    decode = parse_server_args(["--model-path", "m", "--speculative-algorithm", "EAGLE3",
-                                "--speculative-attention-mode", "decode"])
+    decode = parse_server_args(
+        ["--model-path", "m", "--speculative-algorithm", "EAGLE3", "--speculative-attention-mode", "decode"]
+    )
     assert decode.speculation is not None and not decode.speculation.verify_in_extend
 
 
 def test_vllm_flags():
-    config = parse_server_args(["--engine", "vllm", "org/model", "--tensor-parallel-size", "2", "--enforce-eager",
-                                "--speculative-config", '{"method": "eagle3", "model": "d", "num_speculative_tokens": 3}'])
+    config = parse_server_args(
+        [
+            "--engine",
+            "vllm",
+            "org/model",
+            "--tensor-parallel-size",
+            "2",
+            "--enforce-eager",
+            "--speculative-config",
+            '{"method": "eagle3", "model": "d", "num_speculative_tokens": 3}',
+        ]
+    )
     assert config.engine == "vllm" and config.model_path == "org/model" and config.tp_size == 2
     assert not config.cuda_graph and config.speculation is not None and config.speculation.num_steps == 3
     with pytest.raises(SystemExit) as info:

@@ -19,27 +19,60 @@ KILLED = -signal.SIGKILL  # SGLang's kill_process_tree ends the server with SIGK
 ENGINE_INIT = "RuntimeError: Engine core initialization failed. See root cause above. Failed core proc(s): {}"
 # name: (flags, expected exit status, lines the log must contain)
 STARTUP_FAULTS: dict[str, tuple[list[str], int, list[str]]] = {
-    "oom": (["--tp", "4", "--sim-fault", "oom", "--sim-fault-rank", "2"], KILLED,
-            ["TP2] Scheduler hit an exception: Traceback (most recent call last):",
-             "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 1.75 GiB. GPU 2 has a total capacity",
-             SIGQUIT_LINE]),
-    "nccl": (["--tp", "2", "--sim-fault", "nccl"], KILLED,
-             ["torch.distributed.DistBackendError: NCCL error in: /pytorch/torch/csrc/distributed/c10d/"
-              "ProcessGroupNCCL.cpp:3353, unhandled cuda error", "ncclUnhandledCudaError: Call to CUDA function failed.",
-              SIGQUIT_LINE]),
-    "scheduler-traceback": (["--tp", "2", "--sim-fault", "scheduler-traceback"], KILLED,
-                            ['  File "/usr/local/lib/python3.12/site-packages/sglang/srt/managers/scheduler.py", line',
-                             "Exception: Capture cuda graph failed: CUDA error: an illegal memory access", SIGQUIT_LINE]),
-    "port-in-use": (["--sim-fault", "port-in-use"], 1,
-                    ["INFO:     Application startup complete.",
-                     "ERROR:    [Errno 98] error while attempting to bind on address ('127.0.0.1', {port}): address "
-                     "already in use", "INFO:     Application shutdown complete."]),
-    "vllm-oom": (["--engine", "vllm", "m", "--tensor-parallel-size", "2", "--sim-fault", "oom"], 1,
-                 ["ERROR", "[multiproc_executor.py:702] WorkerProc failed to start.",
-                  "[core.py:1231] EngineCore failed to start.", "torch.OutOfMemoryError: CUDA out of memory.",
-                  ENGINE_INIT]),
-    "vllm-kv-cache": (["--engine", "vllm", "m", "--sim-fault", "scheduler-traceback"], 1,
-                      ["ValueError: To serve at least one request with the model's max seq len (262144)", ENGINE_INIT]),
+    "oom": (
+        ["--tp", "4", "--sim-fault", "oom", "--sim-fault-rank", "2"],
+        KILLED,
+        [
+            "TP2] Scheduler hit an exception: Traceback (most recent call last):",
+            "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 1.75 GiB. GPU 2 has a total capacity",
+            SIGQUIT_LINE,
+        ],
+    ),
+    "nccl": (
+        ["--tp", "2", "--sim-fault", "nccl"],
+        KILLED,
+        [
+            "torch.distributed.DistBackendError: NCCL error in: /pytorch/torch/csrc/distributed/c10d/"
+            "ProcessGroupNCCL.cpp:3353, unhandled cuda error",
+            "ncclUnhandledCudaError: Call to CUDA function failed.",
+            SIGQUIT_LINE,
+        ],
+    ),
+    "scheduler-traceback": (
+        ["--tp", "2", "--sim-fault", "scheduler-traceback"],
+        KILLED,
+        [
+            '  File "/usr/local/lib/python3.12/site-packages/sglang/srt/managers/scheduler.py", line',
+            "Exception: Capture cuda graph failed: CUDA error: an illegal memory access",
+            SIGQUIT_LINE,
+        ],
+    ),
+    "port-in-use": (
+        ["--sim-fault", "port-in-use"],
+        1,
+        [
+            "INFO:     Application startup complete.",
+            "ERROR:    [Errno 98] error while attempting to bind on address ('127.0.0.1', {port}): address "
+            "already in use",
+            "INFO:     Application shutdown complete.",
+        ],
+    ),
+    "vllm-oom": (
+        ["--engine", "vllm", "m", "--tensor-parallel-size", "2", "--sim-fault", "oom"],
+        1,
+        [
+            "ERROR",
+            "[multiproc_executor.py:702] WorkerProc failed to start.",
+            "[core.py:1231] EngineCore failed to start.",
+            "torch.OutOfMemoryError: CUDA out of memory.",
+            ENGINE_INIT,
+        ],
+    ),
+    "vllm-kv-cache": (
+        ["--engine", "vllm", "m", "--sim-fault", "scheduler-traceback"],
+        1,
+        ["ValueError: To serve at least one request with the model's max seq len (262144)", ENGINE_INIT],
+    ),
 }
 
 
@@ -60,7 +93,9 @@ def startup_faults() -> Iterator[dict[str, SimProcess]]:
 
 
 @pytest.mark.parametrize("name", list(STARTUP_FAULTS))
-def test_startup_fault_gives_real_message_and_status(startup_faults: dict[str, SimProcess], name: str) -> None:
+def test_startup_fault_gives_real_message_and_status(
+    startup_faults: dict[str, SimProcess], name: str
+) -> None:
     sim = startup_faults[name]
     _, status, lines = STARTUP_FAULTS[name]
     log = sim.log_text()
@@ -75,18 +110,34 @@ def test_port_really_held_fails_like_uvicorn_and_vllm() -> None:
     with socket.socket() as holder:
         holder.bind(("127.0.0.1", port))
         holder.listen()
-        with SimProcess(["--model-path", "m", "--sim-startup-s", "0.5"], port=port) as sglang, \
-                SimProcess(["--engine", "vllm", "m", "--sim-startup-s", "0.5"], port=port) as vllm:
+        with (
+            SimProcess(["--model-path", "m", "--sim-startup-s", "0.5"], port=port) as sglang,
+            SimProcess(["--engine", "vllm", "m", "--sim-startup-s", "0.5"], port=port) as vllm,
+        ):
             assert sglang.wait_exit() == 1 and vllm.wait_exit() == 1
-            assert (f"ERROR:    [Errno 98] error while attempting to bind on address ('127.0.0.1', {port}): "
-                    "address already in use") in sglang.log_text()
+            assert (
+                f"ERROR:    [Errno 98] error while attempting to bind on address ('127.0.0.1', {port}): "
+                "address already in use"
+            ) in sglang.log_text()
             assert f"(APIServer pid={vllm.pid}) OSError: [Errno 98] Address already in use" in vllm.log_text()
             assert "EngineCore" not in vllm.log_text()  # vLLM binds before it starts the engine
 
 
 def test_crash_while_serving_cuts_the_stream() -> None:
-    with SimProcess(["--model-path", "m", "--tp", "2", "--sim-startup-s", "0.5", "--sim-fault", "crash-while-serving",
-                     "--sim-crash-after-requests", "1"]) as sim:
+    with SimProcess(
+        [
+            "--model-path",
+            "m",
+            "--tp",
+            "2",
+            "--sim-startup-s",
+            "0.5",
+            "--sim-fault",
+            "crash-while-serving",
+            "--sim-crash-after-requests",
+            "1",
+        ]
+    ) as sim:
         sim.wait_for("The server is fired up and ready to roll!")
         assert stream_completion(sim.port, max_tokens=10).tokens == 10
         try:  # the connection dies mid-stream: an error, or a stream that ends without finishing
@@ -102,7 +153,9 @@ def test_crash_while_serving_cuts_the_stream() -> None:
 
 
 def test_hang_is_alive_and_silent_and_leaves_no_orphans() -> None:
-    with SimProcess(["--model-path", "m", "--tp", "2", "--sim-startup-s", "0.5", "--sim-fault", "hang"]) as sim:
+    with SimProcess(
+        ["--model-path", "m", "--tp", "2", "--sim-startup-s", "0.5", "--sim-fault", "hang"]
+    ) as sim:
         sim.wait_for("Init torch distributed begin.")
         time.sleep(1.0)
         before = sim.log_text()
@@ -123,8 +176,18 @@ def test_hang_is_alive_and_silent_and_leaves_no_orphans() -> None:
 
 def test_slow_start_reaches_ready_late() -> None:
     started = time.monotonic()
-    with SimProcess(["--model-path", "m", "--sim-startup-s", "0.5", "--sim-fault", "slow-start",
-                     "--sim-slow-start-s", "1.5"]) as sim:
+    with SimProcess(
+        [
+            "--model-path",
+            "m",
+            "--sim-startup-s",
+            "0.5",
+            "--sim-fault",
+            "slow-start",
+            "--sim-slow-start-s",
+            "1.5",
+        ]
+    ) as sim:
         sim.wait_for("The server is fired up and ready to roll!")
         assert time.monotonic() - started >= 1.8
         assert sim.stop() == 0

@@ -62,8 +62,10 @@ def test_perf_params_validation_names_the_problem():
         PerfParams.from_mapping({"decode_stp_ms": 1.0})
     with pytest.raises(ValueError, match="must be a number"):
         PerfParams.from_mapping({"decode_step_ms": "fast"})
-    source = parse_source_perf('{"version": "0.5.9.dev3", "perf": {"decode_step_ms": 13.0},'
-                               ' "import_error": {"module": "a.b", "name": "c"}}')
+    source = parse_source_perf(
+        '{"version": "0.5.9.dev3", "perf": {"decode_step_ms": 13.0},'
+        ' "import_error": {"module": "a.b", "name": "c"}}'
+    )
     assert source.params.decode_step_ms == 13.0 and source.import_error == ("a.b", "c")
     with pytest.raises(ValueError, match="not valid JSON"):
         parse_source_perf("{")
@@ -73,20 +75,29 @@ def test_log_lines_match_real_formats():
     # 031 (SGLang 0.5.7): "Prefill batch, #new-seq: 1, #new-token: 7, #cached-token: 0, token usage: 0.00,
     # #running-req: 0, #queue-req: 0, "; 030 adds "#pending-token: 0, cuda graph: ..., input throughput".
     line = logs.sglang_prefill_batch(logs.PrefillStats(1, 7, 0, 0.0, 0, 0, 1.81))
-    assert line.startswith("Prefill batch, #new-seq: 1, #new-token: 7, #cached-token: 0, token usage: 0.00, "
-                           "#running-req: 0, #queue-req: 0, #pending-token: 0, cuda graph: False")
+    assert line.startswith(
+        "Prefill batch, #new-seq: 1, #new-token: 7, #cached-token: 0, token usage: 0.00, "
+        "#running-req: 0, #queue-req: 0, #pending-token: 0, cuda graph: False"
+    )
     assert line.endswith("input throughput (token/s): 1.81")
     decode = logs.sglang_decode_batch(logs.DecodeStats(1, 181, 0.0, True, 60.12, 0, 1.92, 0.64))
-    assert decode == ("Decode batch, #running-req: 1, #token: 181, token usage: 0.00, accept len: 1.92, "
-                      "accept rate: 0.64, cuda graph: True, gen throughput (token/s): 60.12, #queue-req: 0")
+    assert decode == (
+        "Decode batch, #running-req: 1, #token: 181, token usage: 0.00, accept len: 1.92, "
+        "accept rate: 0.64, cuda graph: True, gen throughput (token/s): 60.12, #queue-req: 0"
+    )
     # 067 (vLLM): "Engine 000: Avg prompt throughput: 13.4 tokens/s, Avg generation throughput: 7.1 ..."
     assert logs.vllm_throughput(13.4, 7.1, 1, 0, 0.009, 0.0) == (
         "Engine 000: Avg prompt throughput: 13.4 tokens/s, Avg generation throughput: 7.1 tokens/s, Running: 1 "
-        "reqs, Waiting: 0 reqs, GPU KV cache usage: 0.9%, Prefix cache hit rate: 0.0%")
+        "reqs, Waiting: 0 reqs, GPU KV cache usage: 0.9%, Prefix cache hit rate: 0.0%"
+    )
     spec = logs.vllm_spec_metrics(10, 12, 20, [7, 5], 10.0)
-    assert spec.startswith("SpecDecoding metrics: Mean acceptance length: 2.20, Accepted throughput: 1.20 tokens/s")
+    assert spec.startswith(
+        "SpecDecoding metrics: Mean acceptance length: 2.20, Accepted throughput: 1.20 tokens/s"
+    )
     assert spec.endswith("Per-position acceptance rate: 0.700, 0.500, Avg Draft acceptance rate: 60.0%")
-    assert logs.uvicorn_line(0.0, "info", "Started server process [1]").endswith("] INFO:     Started server process [1]")
+    assert logs.uvicorn_line(0.0, "info", "Started server process [1]").endswith(
+        "] INFO:     Started server process [1]"
+    )
     assert logs.uvicorn_line(0.0, "error", "x").endswith("] ERROR:    x")
     assert logs.sglang_line(0.0, "Load weight begin.", rank=5).endswith(" TP5] Load weight begin.")
 
@@ -101,6 +112,10 @@ def test_protocol_counts_and_rejects():
     with pytest.raises(protocol.BadRequest) as info:
         protocol.parse_sampling({"prompt": "x", "model": "other"}, False, "m", strict_model=True)
     assert info.value.status == 404
-    sampling = protocol.parse_sampling({"prompt": "x", "stream": True, "stream_options": {"include_usage": True}},
-                                       False, "m", strict_model=False)
+    sampling = protocol.parse_sampling(
+        {"prompt": "x", "stream": True, "stream_options": {"include_usage": True}},
+        False,
+        "m",
+        strict_model=False,
+    )
     assert sampling.max_tokens == 16 and sampling.include_usage

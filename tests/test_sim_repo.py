@@ -41,15 +41,44 @@ def test_regression_appears_at_commit_k_and_stays(tmp_path: Path) -> None:
 
 
 def test_no_change_history_and_json_listing(tmp_path: Path) -> None:
-    done = subprocess.run([sys.executable, "-m", "toolkit.sim", "make-repo", str(tmp_path / "r"), "--commits", "4",
-                           "--no-change", "--json"], capture_output=True, text=True, check=True)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "toolkit.sim",
+            "make-repo",
+            str(tmp_path / "r"),
+            "--commits",
+            "4",
+            "--no-change",
+            "--json",
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     listing = json.loads(done.stdout)
     assert [c["index"] for c in listing] == [1, 2, 3, 4] and all(len(c["sha"]) == 40 for c in listing)
     assert len({c["decode_step_ms"] for c in listing}) == 1
-    log = subprocess.run(["git", "-C", str(tmp_path / "r"), "log", "--format=%s"], capture_output=True, text=True)
+    log = subprocess.run(
+        ["git", "-C", str(tmp_path / "r"), "log", "--format=%s"], capture_output=True, text=True
+    )
     assert log.stdout.splitlines()[::-1] == [c["message"] for c in listing]
-    bad = subprocess.run([sys.executable, "-m", "toolkit.sim", "make-repo", str(tmp_path / "x"), "--commits", "3",
-                          "--regression-at", "7"], capture_output=True, text=True)
+    bad = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "toolkit.sim",
+            "make-repo",
+            str(tmp_path / "x"),
+            "--commits",
+            "3",
+            "--regression-at",
+            "7",
+        ],
+        capture_output=True,
+        text=True,
+    )
     assert bad.returncode == 2 and "--regression-at must be between 2 and --commits (3)" in bad.stderr
 
 
@@ -57,13 +86,19 @@ def test_broken_commit_dies_with_import_error(tmp_path: Path) -> None:
     repo = tmp_path / "sglang"
     commits = make_repo(repo, commits=4, regression_at=4, broken_at=2)
     checkout(repo, commits[1].sha)
-    done = subprocess.run([sys.executable, "-m", "toolkit.sim", "--model-path", "m", "--source-dir", str(repo)],
-                          capture_output=True, text=True, timeout=30)
+    done = subprocess.run(
+        [sys.executable, "-m", "toolkit.sim", "--model-path", "m", "--source-dir", str(repo)],
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
     assert done.returncode == 1
     assert done.stderr.startswith("Traceback (most recent call last):")
     assert f'File "{repo}/python/sglang/launch_server.py", line 7, in <module>' in done.stderr
-    assert "ImportError: cannot import name 'compute_dp_attention_world_info' from " \
-           "'sglang.srt.layers.dp_attention'" in done.stderr
+    assert (
+        "ImportError: cannot import name 'compute_dp_attention_world_info' from "
+        "'sglang.srt.layers.dp_attention'" in done.stderr
+    )
     checkout(repo, commits[2].sha)
     assert load_source_perf(repo).import_error is None  # J + 1 fixes it
 
@@ -81,7 +116,9 @@ def test_measured_rate_drops_at_the_regression(tmp_path: Path) -> None:
     try:
         for sim in sims:
             sim.wait_for(READY)
-        rates = [measure_rate(sim.port, rate, max_tokens=60) for sim, rate in zip(sims, expected, strict=True)]
+        rates = [
+            measure_rate(sim.port, rate, max_tokens=60) for sim, rate in zip(sims, expected, strict=True)
+        ]
     finally:
         for sim in sims:
             sim.__exit__()

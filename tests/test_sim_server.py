@@ -26,8 +26,18 @@ from toolkit.sim.testing import (
 pytestmark = pytest.mark.timeout(90)
 
 READY = "The server is fired up and ready to roll!"
-EAGLE = ["--speculative-algorithm", "EAGLE3", "--speculative-draft-model-path", "d", "--speculative-num-steps", "2",
-         "--speculative-eagle-topk", "1", "--speculative-num-draft-tokens", "3"]
+EAGLE = [
+    "--speculative-algorithm",
+    "EAGLE3",
+    "--speculative-draft-model-path",
+    "d",
+    "--speculative-num-steps",
+    "2",
+    "--speculative-eagle-topk",
+    "1",
+    "--speculative-num-draft-tokens",
+    "3",
+]
 RATE_CASES = {
     "baseline": [],
     "eagle3-prefill": EAGLE,
@@ -39,8 +49,10 @@ RATE_CASES = {
 @pytest.fixture(scope="module")
 def rate_servers() -> Iterator[dict[str, SimProcess]]:
     """One server per configuration, started together so their start-ups overlap."""
-    servers = {name: SimProcess(["--model-path", "m", "--tp", "2", "--sim-startup-s", "0.5", *flags])
-               for name, flags in RATE_CASES.items()}
+    servers = {
+        name: SimProcess(["--model-path", "m", "--tp", "2", "--sim-startup-s", "0.5", *flags])
+        for name, flags in RATE_CASES.items()
+    }
     try:
         for server in servers.values():  # measure only once no start-up competes for the CPU
             server.wait_for(READY)
@@ -54,7 +66,9 @@ def rate_servers() -> Iterator[dict[str, SimProcess]]:
 def test_single_stream_rate_matches_latency_model(rate_servers: dict[str, SimProcess], case: str) -> None:
     server = rate_servers[case]
     log = server.wait_for(READY)
-    expected = LatencyModel(PerfParams(), parse_server_args(["--model-path", "m", *RATE_CASES[case]]).decode_setup)
+    expected = LatencyModel(
+        PerfParams(), parse_server_args(["--model-path", "m", *RATE_CASES[case]]).decode_setup
+    )
     result = stream_completion(server.port, max_tokens=80)
     assert result.usage == {"prompt_tokens": 4, "completion_tokens": 80, "total_tokens": 84}
     assert result.tokens == 80
@@ -65,7 +79,9 @@ def test_single_stream_rate_matches_latency_model(rate_servers: dict[str, SimPro
     if "eagle" in case:
         assert max(result.chunk_tokens) > 1  # one SSE chunk per verify step, several tokens
     assert ("Capture cuda graph begin" in log) == (case != "no-cuda-graph")
-    decode_lines = [x for x in server.log_text().splitlines() if " TP0] Decode batch, #running-req: 1, #token: " in x]
+    decode_lines = [
+        x for x in server.log_text().splitlines() if " TP0] Decode batch, #running-req: 1, #token: " in x
+    ]
     assert decode_lines, "one Decode batch line every 40 decode steps"
     graph = "cuda graph: False" if case in ("eagle3-prefill", "no-cuda-graph") else "cuda graph: True"
     assert graph in decode_lines[-1]
@@ -85,8 +101,18 @@ def test_concurrent_streams_share_slower_steps(rate_servers: dict[str, SimProces
 
 
 def test_readiness_sequence_and_endpoints() -> None:
-    with SimProcess(["--model-path", "org/Model-7B", "--served-model-name", "served", "--sim-startup-s", "0.5",
-                     "--sim-warmup-s", "1.0"]) as sim:
+    with SimProcess(
+        [
+            "--model-path",
+            "org/Model-7B",
+            "--served-model-name",
+            "served",
+            "--sim-startup-s",
+            "0.5",
+            "--sim-warmup-s",
+            "1.0",
+        ]
+    ) as sim:
         sim.wait_for("Uvicorn running on")
         status, models = get_json(sim.port, "/v1/models")  # uvicorn is up before the warm-up ends
         assert status == 200 and models["data"][0]["id"] == "served"
@@ -98,8 +124,9 @@ def test_readiness_sequence_and_endpoints() -> None:
         assert get_json(sim.port, "/health_generate")[0] == 200
         status, info = get_json(sim.port, "/get_server_info")
         assert status == 200 and info["simulator"] == "toolkit.sim" and info["tp_size"] == 1
-        status, body = get_json(sim.port, "/v1/completions", "POST", {"model": "served", "prompt": "a b c",
-                                                                    "max_tokens": 5})
+        status, body = get_json(
+            sim.port, "/v1/completions", "POST", {"model": "served", "prompt": "a b c", "max_tokens": 5}
+        )
         assert body["usage"] == {"prompt_tokens": 3, "completion_tokens": 5, "total_tokens": 8}
         assert len(body["choices"][0]["text"].split()) == 5
         chat = stream_completion(sim.port, max_tokens=6, model="served", chat=True)
@@ -108,11 +135,21 @@ def test_readiness_sequence_and_endpoints() -> None:
         assert chat.events[-2]["choices"][0]["finish_reason"] == "length"
         no_usage = stream_completion(sim.port, max_tokens=3, model="served", include_usage=False)
         assert all(e["choices"] for e in no_usage.events)  # no usage-only chunk unless asked for
-        order = [log.index(x) for x in ("SIMULATED SGLang server", "server_args=ServerArgs(model_path='org/Model-7B'",
-                                        "Load weight begin. avail mem=", "KV Cache is allocated. #tokens: ",
-                                        "Capture cuda graph begin.", "Capture cuda graph end. Time elapsed: ",
-                                        f"INFO:     Started server process [{sim.pid}]",
-                                        "INFO:     Application startup complete.", "Uvicorn running on", READY)]
+        order = [
+            log.index(x)
+            for x in (
+                "SIMULATED SGLang server",
+                "server_args=ServerArgs(model_path='org/Model-7B'",
+                "Load weight begin. avail mem=",
+                "KV Cache is allocated. #tokens: ",
+                "Capture cuda graph begin.",
+                "Capture cuda graph end. Time elapsed: ",
+                f"INFO:     Started server process [{sim.pid}]",
+                "INFO:     Application startup complete.",
+                "Uvicorn running on",
+                READY,
+            )
+        ]
         assert order == sorted(order)
         assert log.splitlines()[0].split("] ", 1)[1].startswith("toolkit.sim: this is a SIMULATED")
         assert sim.stop() == 0
@@ -120,9 +157,26 @@ def test_readiness_sequence_and_endpoints() -> None:
 
 
 def test_tp_workers_are_processes_with_the_engine_environment() -> None:
-    env = {**os.environ, "NCCL_CUMEM_ENABLE": "1", "NCCL_NVLS_ENABLE": "1", "NCCL_ALGO": "Ring", "NCCL_DEBUG": "INFO"}
-    with SimProcess(["--model-path", "m", "--tp", "8", "--sim-startup-s", "1.0",
-                     "--sim-drop-env-in-workers", "NCCL_ALGO"], env=env) as sim:
+    env = {
+        **os.environ,
+        "NCCL_CUMEM_ENABLE": "1",
+        "NCCL_NVLS_ENABLE": "1",
+        "NCCL_ALGO": "Ring",
+        "NCCL_DEBUG": "INFO",
+    }
+    with SimProcess(
+        [
+            "--model-path",
+            "m",
+            "--tp",
+            "8",
+            "--sim-startup-s",
+            "1.0",
+            "--sim-drop-env-in-workers",
+            "NCCL_ALGO",
+        ],
+        env=env,
+    ) as sim:
         log = sim.wait_for(READY, timeout_s=30)
         workers = child_pids(sim.pid)
         ranks = {int(proc_cmdline(pid)[proc_cmdline(pid).index("--tp-rank") + 1]): pid for pid in workers}
@@ -134,7 +188,11 @@ def test_tp_workers_are_processes_with_the_engine_environment() -> None:
             child = proc_environ(pid)
             assert child["NCCL_CUMEM_ENABLE"] == "0" and child["NCCL_NVLS_ENABLE"] == "0"
             assert child["NCCL_DEBUG"] == "INFO" and "NCCL_ALGO" not in child
-        glmasr = [line for line in log.splitlines() if "Ignore import error when loading sglang.srt.models.glmasr" in line]
+        glmasr = [
+            line
+            for line in log.splitlines()
+            if "Ignore import error when loading sglang.srt.models.glmasr" in line
+        ]
         assert len(glmasr) == 8 and any(" TP5] " in line for line in glmasr)
         os.kill(ranks[3], signal.SIGKILL)  # a scheduler dies: the server follows, like SGLang
         assert sim.wait_exit() == -signal.SIGKILL
@@ -145,26 +203,44 @@ def test_tp_workers_are_processes_with_the_engine_environment() -> None:
 
 def test_vllm_mode_serves_and_counts() -> None:
     spec = '{"method": "eagle3", "model": "d", "num_speculative_tokens": 2}'
-    with SimProcess(["--engine", "vllm", "org/M", "--tensor-parallel-size", "2", "--sim-startup-s", "0.5",
-                     "--speculative-config", spec]) as sim:
+    with SimProcess(
+        [
+            "--engine",
+            "vllm",
+            "org/M",
+            "--tensor-parallel-size",
+            "2",
+            "--sim-startup-s",
+            "0.5",
+            "--speculative-config",
+            spec,
+        ]
+    ) as sim:
         log = sim.wait_for("Application startup complete.")
         assert f"(APIServer pid={sim.pid}) INFO:     Application startup complete." in log
         assert len(child_pids(sim.pid)) == 3  # EngineCore + Worker_TP0 + Worker_TP1
         assert "(Worker_TP1 pid=" in log and "(EngineCore pid=" in log
-        expected = LatencyModel(PerfParams(), parse_server_args(["--engine", "vllm", "m", "--speculative-config",
-                                                                 spec]).decode_setup).tokens_per_s()
+        expected = LatencyModel(
+            PerfParams(),
+            parse_server_args(["--engine", "vllm", "m", "--speculative-config", spec]).decode_setup,
+        ).tokens_per_s()
         rates = measure_rate(sim.port, expected, model="org/M")
         assert rates[-1] == pytest.approx(expected, rel=0.05), rates
         status, text = get_json(sim.port, "/metrics")
         assert status == 200
-        metrics = {line.rsplit(" ", 1)[0]: float(line.rsplit(" ", 1)[1])
-                   for line in str(text).splitlines() if line and not line.startswith("#")}
+        metrics = {
+            line.rsplit(" ", 1)[0]: float(line.rsplit(" ", 1)[1])
+            for line in str(text).splitlines()
+            if line and not line.startswith("#")
+        }
         labels = '{engine="0",model_name="org/M"}'
         assert metrics[f"vllm:generation_tokens_total{labels}"] == 80
         drafts = metrics[f"vllm:spec_decode_num_drafts_total{labels}"]
         assert metrics[f"vllm:spec_decode_num_draft_tokens_total{labels}"] == 2 * drafts
         accepted = metrics[f"vllm:spec_decode_num_accepted_tokens_total{labels}"]
-        pos0 = metrics['vllm:spec_decode_num_accepted_tokens_per_pos_total{engine="0",model_name="org/M",position="0"}']
+        pos0 = metrics[
+            'vllm:spec_decode_num_accepted_tokens_per_pos_total{engine="0",model_name="org/M",position="0"}'
+        ]
         assert 0 < pos0 <= drafts and accepted > 0
         assert get_json(sim.port, "/v1/completions", "POST", {"model": "other", "prompt": "x"})[0] == 404
         assert sim.stop() == 0

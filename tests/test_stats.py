@@ -11,8 +11,9 @@ from hypothesis import strategies as st
 from toolkit.stats import compare_samples, metric_direction, t_cdf, t_quantile
 
 
-@pytest.mark.parametrize(("df", "expected"), [(1, 12.706), (2, 4.303), (4, 2.776), (10, 2.228), (30, 2.042),
-                                              (math.inf, 1.960)])
+@pytest.mark.parametrize(
+    ("df", "expected"), [(1, 12.706), (2, 4.303), (4, 2.776), (10, 2.228), (30, 2.042), (math.inf, 1.960)]
+)
 def test_t_quantile_matches_the_table(df: float, expected: float) -> None:
     assert t_quantile(0.975, df) == pytest.approx(expected, abs=1e-3)
 
@@ -60,14 +61,25 @@ def test_bad_input_is_explained() -> None:
         compare_samples([1.0, 2.0], [1.0, 2.0], confidence=95)
 
 
-@pytest.mark.parametrize(("name", "higher"), [("output_throughput", True), ("accept_length", True),
-                                              ("median_ttft_ms", False), ("p99_itl_ms", False), ("label", None)])
+@pytest.mark.parametrize(
+    ("name", "higher"),
+    [
+        ("output_throughput", True),
+        ("accept_length", True),
+        ("median_ttft_ms", False),
+        ("p99_itl_ms", False),
+        ("label", None),
+    ],
+)
 def test_metric_direction(name: str, higher: bool | None) -> None:
     assert metric_direction(name) is higher
 
 
 @settings(max_examples=100, deadline=None)
-@given(st.lists(st.floats(1, 1000), min_size=2, max_size=12), st.lists(st.floats(1, 1000), min_size=2, max_size=12))
+@given(
+    st.lists(st.floats(1, 1000), min_size=2, max_size=12),
+    st.lists(st.floats(1, 1000), min_size=2, max_size=12),
+)
 def test_interval_always_contains_the_observed_difference(a: list[float], b: list[float]) -> None:
     c = compare_samples(a, b)
     assert c.ci_low <= c.diff + 1e-9 and c.diff - 1e-9 <= c.ci_high

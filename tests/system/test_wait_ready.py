@@ -50,7 +50,9 @@ def test_ready_is_not_claimed_when_only_v1_models_answers(local_host: Host, tmp_
         ("scheduler-traceback", "TP"),
     ],
 )
-def test_fatal_start_raises_server_died_quoting_the_line(any_host: Host, tmp_path: Any, fault: str, quoted: str) -> None:
+def test_fatal_start_raises_server_died_quoting_the_line(
+    any_host: Host, tmp_path: Any, fault: str, quoted: str
+) -> None:
     with launch(any_host, _spec(**{"--sim-fault": fault}), log_dir=str(tmp_path)) as server:
         started = time.monotonic()
         with pytest.raises(ServerDied) as caught:
@@ -62,8 +64,14 @@ def test_fatal_start_raises_server_died_quoting_the_line(any_host: Host, tmp_pat
 
 
 def test_scheduler_traceback_names_the_rank_not_the_sigquit(local_host: Host, tmp_path: Any) -> None:
-    with launch(local_host, _spec(**{"--sim-fault": "scheduler-traceback", "--sim-fault-rank": 3}),
-                log_dir=str(tmp_path)) as server, pytest.raises(ServerDied) as caught:
+    with (
+        launch(
+            local_host,
+            _spec(**{"--sim-fault": "scheduler-traceback", "--sim-fault-rank": 3}),
+            log_dir=str(tmp_path),
+        ) as server,
+        pytest.raises(ServerDied) as caught,
+    ):
         server.wait_ready(timeout_s=60)
     assert "TP3" in caught.value.message
     assert "Received sigquit" not in caught.value.message.splitlines()[0]
@@ -85,8 +93,14 @@ def test_silent_hang_raises_server_hung(any_host: Host, tmp_path: Any) -> None:
 
 
 def test_slow_start_times_out_with_the_phases_reached(local_host: Host, tmp_path: Any) -> None:
-    with launch(local_host, _spec(**{"--sim-fault": "slow-start", "--sim-slow-start-s": 30}),
-                log_dir=str(tmp_path)) as server, pytest.raises(ReadinessTimeout) as caught:
+    with (
+        launch(
+            local_host,
+            _spec(**{"--sim-fault": "slow-start", "--sim-slow-start-s": 30}),
+            log_dir=str(tmp_path),
+        ) as server,
+        pytest.raises(ReadinessTimeout) as caught,
+    ):
         server.wait_ready(timeout_s=3, hang_after_s=60)
     assert "not ready within 3 s" in caught.value.message
 
