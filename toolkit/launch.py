@@ -68,6 +68,11 @@ class Server:
     url: str
     log_path: str
     stop_report: StopReport | None = field(default=None, repr=False)
+    #: the last :func:`toolkit.waiting.wait_ready` report: views read it, so a panel turns
+    #: ready whoever waited (a notebook cell, a sweep, a bisect probe)
+    readiness: Any = field(default=None, repr=False)
+    #: when stop() began: what the ranks log while dying after this is not a failure
+    stop_requested_at: float | None = field(default=None, repr=False)
     _follower: Any = field(default=None, repr=False, compare=False)
 
     @property
@@ -89,6 +94,8 @@ class Server:
 
     def stop(self, *, grace_s: float = 10.0) -> StopReport:
         """Stop the server's whole process tree (SIGTERM, SIGKILL after ``grace_s``); idempotent."""
+        if self.stop_requested_at is None:
+            self.stop_requested_at = time.time()
         report = self.host.stop(self.process, grace_s=grace_s)
         if self._follower is not None:
             self._follower.stop()

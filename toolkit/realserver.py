@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import Literal
 
 from toolkit.errors import CommandFailed, CommandNotFound, InvalidFlag, ToolkitError
+from toolkit.spec import ServerSpec
 
 __all__ = [
     "CPU_VENV_PYTHON",
@@ -45,6 +46,7 @@ __all__ = [
     "build_tiny_model",
     "ensure_tiny_model",
     "serve_env",
+    "tiny_server_spec",
     "transformers_serve_argv",
 ]
 
@@ -225,6 +227,38 @@ def serve_env(base: Mapping[str, str] | None = None, *, omp_num_threads: int | N
     if omp_num_threads is not None:
         env["OMP_NUM_THREADS"] = str(int(omp_num_threads))
     return env
+
+
+def tiny_server_spec(
+    model_dir: str | os.PathLike[str],
+    *,
+    port: int,
+    python: str = CPU_VENV_PYTHON,
+    host: str = "127.0.0.1",
+    continuous_batching: bool = False,
+    cb_num_blocks: int = 64,
+    cb_max_batch_tokens: int = 512,
+    omp_num_threads: int = 1,
+) -> ServerSpec:
+    """A launchable :class:`ServerSpec` for `transformers serve` of the tiny model, offline.
+
+    With ``continuous_batching`` the KV cache is capped (see :func:`transformers_serve_argv`),
+    so the flag sweeps something real without zero-filling most of the host's memory.
+
+    A relative ``python`` (the default, ``.venv-cpu/bin/python``) is made absolute here,
+    because the server starts in the host's home directory, not in this one.
+
+    >>> tiny_server_spec("/m", port=8011, python="/venv/bin/python").argv()[:4]
+    ['/venv/bin/transformers', 'serve', '/m', '--port']
+    """
+    python = python if os.path.isabs(python) else os.path.abspath(python)
+    spec = ServerSpec.transformers(model=os.path.abspath(os.fspath(model_dir)), port=port, host=host, python=python)
+    spec = spec.with_flags({"--device": "cpu", "--log-level": "warning"})
+    if continuous_batching:
+        spec = spec.with_flags({"--continuous-batching": True, "--cb-num-blocks": cb_num_blocks,
+                                "--cb-max-batch-tokens": cb_max_batch_tokens})
+    env = {k: v for k, v in serve_env({}, omp_num_threads=omp_num_threads).items()}
+    return spec.with_env(env)
 
 
 # --------------------------------------------------------------------------- toolkit side (subprocess)

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import queue
+import shlex
 import threading
 import time
 import urllib.error
@@ -24,7 +25,7 @@ import urllib.request
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
-from toolkit.errors import ReadinessTimeout, ServerDied, ServerHung
+from toolkit.errors import ReadinessTimeout, ServerDied, ServerHung, ToolkitError
 from toolkit.logs import LogEvent, Verdict
 from toolkit.readiness import ReadinessReport, ReadinessState, ReadinessTracker
 
@@ -143,6 +144,24 @@ class _Watchers:
                 return
 
 
+def _line_count(server: Server) -> int:
+    """Lines in the log file now (0 when it cannot be read: then we wait out the cap)."""
+    try:
+        out = server.host.run(f"wc -l < {shlex.quote(server.log_path)}", check=False).stdout.strip()
+        return int(out or 0)
+    except (ToolkitError, ValueError):
+        return 1 << 62
+
+
+def _drain(items: queue.SimpleQueue[Item]) -> list[Item]:
+    drained: list[Item] = []
+    while True:
+        try:
+            drained.append(items.get_nowait())
+        except queue.Empty:
+            return drained
+
+
 def _raise_for(report: ReadinessReport, server: Server) -> None:
     failure = report.failure
     assert failure is not None  # FAILED/HUNG always carry one
@@ -186,6 +205,8 @@ def wait_ready(
                          probe_timeout_s=probe_timeout_s, alive_interval_s=alive_interval_s)
     watchers.start()
     exited_at: float | None = None
+    lines_at_exit: int | None = None
+    exit_decided = False
     try:
         while True:
             try:
@@ -205,29 +226,29 @@ def wait_ready(
                     tracker.probe(outcome.ok, outcome.detail, outcome.proves_generation, at=now)
                 elif kind == "exit" and exited_at is None:
                     exited_at = now
-            # The process is gone: give the log a moment to deliver its last lines (the
-            # traceback that explains the death usually lands just before), then decide.
-            if exited_at is not None and tracker.state is not ReadinessState.FAILED:
-                quiet = now - (follower.stats.last_line_at or 0.0)
-                if now - exited_at >= 1.0 or quiet >= 0.3:
+            # The process is gone. The traceback that explains the death is usually the last
+            # thing it wrote, and may not have reached us yet: count the file's lines once,
+            # wait (at most 2 s) until the follower has read that many, then decide.
+            if exited_at is not None and not exit_decided:
+                if lines_at_exit is None:
+                    lines_at_exit = _line_count(server)
+                caught_up = follower.stats.lines >= lines_at_exit or now - exited_at >= 2.0
+                if caught_up and tracker.state is not ReadinessState.FAILED:
                     follower.flush()
-                    while True:
-                        try:
-                            extra = items.get_nowait()
-                        except queue.Empty:
-                            break
+                    for extra in _drain(items):
                         if extra[0] == "events":
                             for event in extra[1]:  # type: ignore[union-attr]
                                 tracker.observe(event, now)
-                    if tracker.state is not ReadinessState.FAILED:
-                        tracker.process_exited(None, now)
-            elif exited_at is not None and tracker.state is ReadinessState.FAILED:
-                tracker.process_exited(None, now)
+                if caught_up:
+                    tracker.process_exited(None, now)
+                    exit_decided = True
             state = tracker.tick(now)
             if state is ReadinessState.READY:
-                return tracker.report()
+                server.readiness = tracker.report()
+                return server.readiness
             if state is ReadinessState.HUNG or (state is ReadinessState.FAILED and tracker.settled):
-                _raise_for(tracker.report(), server)
+                server.readiness = tracker.report()
+                _raise_for(server.readiness, server)
     finally:
         watchers.stop()
         unsubscribe()

@@ -206,6 +206,12 @@ class ServerPanel(TextRepr, widgets.VBox):
     def _on_events(self, batch: list[EventLike]) -> None:
         now = self._clock()
         tracker = self._tracker
+        if getattr(self.server, "stop_requested_at", None) is not None:
+            # A stop kills the ranks, and the engine logs their deaths ("Child process
+            # unexpectedly failed"): lines written after the stop began are not a failure.
+            self._transition("stopping", from_states=("starting", "ready"))
+            self._throttle.poke()
+            return
         for event in batch:
             tracker.observe(event, at=now)  # type: ignore[arg-type]  # EventLike is LogEvent's shape
             if event.phase and self.state == "starting":
@@ -228,6 +234,9 @@ class ServerPanel(TextRepr, widgets.VBox):
 
     # -- the redraw thread ------------------------------------------------------------------
     def _render(self) -> None:
+        readiness = getattr(self.server, "readiness", None)
+        if readiness is not None and readiness.ready and self.state == "starting":
+            self.set_ready(readiness)  # wait_ready ran elsewhere (a sweep, a compare)
         report = getattr(self.server, "stop_report", None)
         if report is not None and self.state not in ("stopping", "stopped"):
             self.set_stopped(report)  # stopped elsewhere (a `with launch(...)` block ended)
