@@ -1,0 +1,247 @@
+"""Expected versus actual environment, one row per process and variable: the report, pure.
+
+In the EAGLE-3 investigation, NCCL tuning variables were "propagated to the TP worker
+processes" and then ruled out, which is only sound if each worker's actual environment
+was read. :func:`check_env` turns the process tree of a server (each process's
+``/proc/PID/environ`` and command line, as ``Host.process_tree`` collects them) into an
+:class:`EnvReport`: expected, actual, and a status that names the cause.
+
+Statuses: ``ok`` (equal to expected, or present when any value is expected),
+``missing``, ``overridden`` (present with another value; the ``reason`` names the engine
+code when it is a known override, see :mod:`~toolkit.envcheck.overrides`) and
+``unreadable`` (the process could not be read: it exited, or belongs to another user).
+An ``ok`` launcher beside ``overridden`` workers is the signature of an engine that
+rewrote its own ``os.environ`` before spawning them.
+"""
+
+from __future__ import annotations
+
+import html
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
+
+import pandas as pd
+
+from toolkit.envcheck.nccl import nccl_env_frame
+from toolkit.envcheck.overrides import override_reason
+from toolkit.envcheck.roles import ProcessLike, ProcessRole, Role, classify_tree
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
+
+__all__ = ["EnvReport", "STATUS_CODES", "check_env"]
+
+# The summary names the most telling finding first: an engine rewrote it, then absent.
+_SEVERITY = {"overridden": 3, "missing": 2, "unreadable": 1, "ok": 0}
+
+STATUS_CODES: Mapping[str, int] = {"ok": 0, "overridden": 1, "missing": 2, "unreadable": 3}
+_FRAME_COLUMNS = [
+    "host",
+    "pid",
+    "ppid",
+    "role",
+    "engine",
+    "rank",
+    "process",
+    "variable",
+    "expected",
+    "actual",
+    "status",
+    "reason",
+]
+_ROLE_ORDER = {role: i for i, role in enumerate(Role)}
+
+
+@dataclass(frozen=True, eq=False)
+class EnvReport:
+    """Expected versus actual environment, one row per (process, variable).
+
+    ``frame`` columns: host, pid, ppid, role, engine, rank, process (a column label
+    such as ``"TP3 [4242]"``), variable, expected, actual, status, reason.
+    ``nccl`` is the log comparison added by :meth:`with_nccl_log`, if any.
+    """
+
+    frame: pd.DataFrame
+    expected: tuple[tuple[str, str | None], ...]
+    nccl: pd.DataFrame | None = None
+
+    def problems(self) -> pd.DataFrame:
+        """The rows that are not ``ok``."""
+        return self.frame[self.frame["status"] != "ok"].reset_index(drop=True)
+
+    @property
+    def ok(self) -> bool:
+        nccl_ok = self.nccl is None or bool((self.nccl["status"] == "ok").all())
+        return bool((self.frame["status"] == "ok").all()) and nccl_ok
+
+    def by_rank(self) -> pd.DataFrame:
+        """Variable x process table of actual values (``<missing>``, ``<unreadable>``)."""
+        shown = self.frame.assign(
+            value=self.frame["actual"].where(
+                self.frame["status"].isin(["ok", "overridden"]), "<" + self.frame["status"] + ">"
+            )
+        )
+        return self._pivot(shown, "value")
+
+    def heatmap_frame(self) -> pd.DataFrame:
+        """Variable x process table of :data:`STATUS_CODES`, for ``plots.py`` to colour.
+
+        ``.attrs["status_codes"]`` carries the code legend.
+        """
+        coded = self.frame.assign(code=self.frame["status"].map(STATUS_CODES))
+        table = self._pivot(coded, "code").astype("int64")
+        table.attrs["status_codes"] = dict(STATUS_CODES)
+        return table
+
+    def _pivot(self, frame: pd.DataFrame, values: str) -> pd.DataFrame:
+        processes = list(dict.fromkeys(frame["process"]))
+        variables = [name for name, _ in self.expected]
+        table = frame.pivot(index="variable", columns="process", values=values)
+        return table.reindex(index=variables, columns=processes).rename_axis(
+            index="variable", columns="process"
+        )
+
+    def with_nccl_log(self, lines: Iterable[str], *, host: str | None = None) -> EnvReport:
+        """This report plus the NCCL log comparison (see :func:`~toolkit.envcheck.nccl.nccl_env_frame`).
+
+        ``host`` names the host whose log this is, as the report names it: NCCL prints the
+        machine's own hostname, which is rarely the ``user@host:port`` the toolkit uses.
+        """
+        return replace(self, nccl=nccl_env_frame(lines, dict(self.expected), report=self, host=host))
+
+    def with_nccl_logs(self, logs: Mapping[str, Iterable[str]]) -> EnvReport:
+        """Like :meth:`with_nccl_log` for several nodes: ``{host name: that host's log lines}``."""
+        frames = [
+            nccl_env_frame(lines, dict(self.expected), report=self, host=host) for host, lines in logs.items()
+        ]
+        if not frames:
+            return self
+        frame = pd.concat(frames, ignore_index=True) if len(frames) > 1 else frames[0]
+        order = ["host", "device", "pid", "variable"]
+        return replace(self, nccl=frame.sort_values(order, kind="stable").reset_index(drop=True))
+
+    def plot(self, *, title: str | None = None) -> Figure:
+        """Variables x processes coloured by status, values annotated (:func:`toolkit.plots.env_matrix`)."""
+        from toolkit import plots
+
+        return plots.env_matrix(self.frame, title=title)
+
+    def summary(self) -> str:
+        """One line: counts by status and the worst finding."""
+        frame = self.frame
+        hosts = sorted(set(frame["host"]))
+        counts = frame["status"].value_counts()
+        parts = [f"{int(counts.get(status, 0))} {status}" for status in STATUS_CODES]
+        processes = len(frame[["host", "pid"]].drop_duplicates())  # a pid is unique per host only
+        text = (
+            f"env check of {_count(processes, 'process', 'processes')} x {_count(len(self.expected), 'variable')} on "
+            f"{', '.join(hosts) or 'no host'}: {', '.join(parts)}"
+        )
+        worst = self.problems()
+        if len(worst):
+            grouped = worst.groupby(["status", "variable"], sort=False).size().reset_index(name="n")
+            grouped["severity"] = grouped["status"].map(_SEVERITY)
+            top = grouped.sort_values(["severity", "n"], ascending=False, kind="stable").iloc[0]
+            text += f"; {top['variable']} {top['status']} in {top['n']} of {processes}"
+        if self.nccl is not None:
+            good = int((self.nccl["status"] == "ok").sum())
+            text += f"; NCCL log: {good} of {len(self.nccl)} echoes as expected"
+        return text
+
+    def __str__(self) -> str:
+        problems = self.problems()
+        lines = [self.summary()]
+        if len(problems):
+            columns = ["process", "variable", "expected", "actual", "status", "reason"]
+            lines.append(problems[columns].fillna("").to_string(index=False))
+        return "\n".join(lines)
+
+    def _repr_html_(self) -> str:
+        table = self.by_rank()
+        status = self._pivot(self.frame, "status")
+        colours = {"ok": "#e6f4ea", "overridden": "#fff4ce", "missing": "#fde2e1", "unreadable": "#eeeeee"}
+        head = "".join(f"<th>{html.escape(str(c))}</th>" for c in table.columns)
+        rows = []
+        for variable in table.index:
+            cells = "".join(
+                f'<td style="background:{colours.get(str(status.at[variable, c]), "#fff")}">'
+                f"{html.escape(str(table.at[variable, c]))}</td>"
+                for c in table.columns
+            )
+            rows.append(f"<tr><th>{html.escape(str(variable))}</th>{cells}</tr>")
+        return (
+            f"<p>{html.escape(self.summary())}</p>"
+            f"<table><thead><tr><th>variable</th>{head}</tr></thead><tbody>{''.join(rows)}</tbody></table>"
+        )
+
+
+def _count(n: int, singular: str, plural: str | None = None) -> str:
+    return f"{n} {singular if n == 1 else plural or singular + 's'}"
+
+
+def check_env(
+    processes: Iterable[ProcessLike],
+    expected: Mapping[str, str | None],
+    *,
+    skip_roles: Iterable[Role | str] = (Role.HELPER, Role.SHELL),
+) -> EnvReport:
+    """Compare each process's environment with ``expected`` (``None``: any value, but set).
+
+    Shell wrappers and helpers are skipped by default: ``bash -c 'NCCL_ALGO=Ring python
+    ...'`` never has the variable itself, so it would read as ``missing`` and hide the
+    real rows.
+
+    >>> from types import SimpleNamespace as P
+    >>> worker = P(host="gpu-a", pid=11, ppid=10, cmdline=("sglang::scheduler_TP0",),
+    ...            environ={"NCCL_NVLS_ENABLE": "0"}, error=None)
+    >>> check_env([worker], {"NCCL_NVLS_ENABLE": "1"}).frame["status"].tolist()
+    ['overridden']
+    """
+    skipped = {Role(role) for role in skip_roles}
+    infos = list(processes)
+    roles = classify_tree(infos)
+    multi_host = len({info.host for info in infos}) > 1
+    records = []
+    for info in infos:
+        role = roles[(info.host, info.pid)]
+        if role.role in skipped:
+            continue
+        label = f"{info.host} " if multi_host else ""
+        label += f"{role.rank or role.role} [{info.pid}]"
+        for variable, want in expected.items():
+            actual, status, reason = _judge(info, role, variable, want)
+            records.append(
+                {
+                    "host": info.host,
+                    "pid": info.pid,
+                    "ppid": info.ppid,
+                    "role": str(role.role),
+                    "engine": role.engine,
+                    "rank": role.rank,
+                    "process": label,
+                    "variable": variable,
+                    "expected": want,
+                    "actual": actual,
+                    "status": status,
+                    "reason": reason,
+                    "_order": (_ROLE_ORDER[role.role], tuple(n for _, n in role.ranks), info.pid),
+                }
+            )
+    records.sort(key=lambda r: (r["host"], r["_order"]))
+    frame = pd.DataFrame(records, columns=[*_FRAME_COLUMNS, "_order"]).drop(columns="_order")
+    return EnvReport(frame=frame, expected=tuple(expected.items()))
+
+
+def _judge(
+    info: ProcessLike, role: ProcessRole, variable: str, want: str | None
+) -> tuple[str | None, str, str | None]:
+    # A zombie reads as an empty environment with an error: unreadable, not "missing".
+    if info.environ is None or (info.error and not info.environ):
+        return None, "unreadable", info.error or "the environment could not be read"
+    actual = info.environ.get(variable)
+    if actual is None:
+        return None, "missing", None
+    if want is None or actual == want:
+        return actual, "ok", None
+    return actual, "overridden", override_reason(role, variable)
