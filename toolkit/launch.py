@@ -160,13 +160,22 @@ def _start(host: Host, spec: ServerSpec, log_dir: str | None, suffix: str = "") 
     return Server(host, spec, handle, _url(host.address, spec.port), log_path)
 
 
-def launch(host: Host, spec: ServerSpec, *, log_dir: str | None = None, check_port: bool = True) -> Server:
+def launch(
+    host: Host, spec: ServerSpec, *, log_dir: str | None = None, check_port: bool = True, validate: bool = True
+) -> Server:
     """Start ``spec`` on ``host``, detached, logging to ``log_dir`` (default /tmp/toolkit-logs on the host).
 
-    Raises PortInUse, naming the holder's pid and command, if the port is taken.
+    Before anything starts: the port is checked, raising PortInUse naming the holder's pid
+    and command; then the flags are checked against the engine's own ``--help`` on the host
+    (cached per build; ``validate=False`` skips it), raising InvalidFlag with the valid spellings.
+    A misspelt flag costs seconds here instead of minutes of weight loading.
     """
     if check_port:
         _check_port(host, spec.port)
+    if validate:
+        from toolkit.flagcheck import validate_spec
+
+        validate_spec(host, spec)
     return _start(host, spec, log_dir)
 
 
@@ -220,6 +229,7 @@ def launch_multinode(
     dist_init_addr: str | None = None,
     log_dir: str | None = None,
     check_port: bool = True,
+    validate: bool = True,
 ) -> MultiNodeServer:
     """Launch ``spec`` on every host with ``--nnodes N --node-rank i --dist-init-addr FIRST:PORT``.
 
@@ -234,6 +244,10 @@ def launch_multinode(
         )
     if not hosts:
         raise InvalidFlag("launch_multinode needs at least one host")
+    if validate:
+        from toolkit.flagcheck import validate_spec
+
+        validate_spec(hosts[0], spec)
     address = dist_init_addr or hosts[0].address
     init = f"[{address}]:{dist_init_port}" if ":" in address else f"{address}:{dist_init_port}"
     if check_port:

@@ -7,6 +7,9 @@ seed's benign TP5 import line must never abort.
 from __future__ import annotations
 
 import time
+import urllib.error
+import urllib.request
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import pytest
@@ -35,11 +38,26 @@ def test_healthy_start_with_benign_tp5_line_is_ready(any_host: Host, tmp_path: A
 
 def test_ready_is_not_claimed_when_only_v1_models_answers(local_host: Host, tmp_path: Any) -> None:
     """uvicorn (and /v1/models) is up during warm-up: readiness waits for generation."""
-    with launch(local_host, _spec(**{"--sim-warmup-s": 2.0}), log_dir=str(tmp_path)) as server:
-        report = server.wait_ready(timeout_s=60)
-        http_up = next(p for p in report.phases if p.phase == "http_up")
-        ready = next(p for p in report.phases if p.phase == "ready")
-        assert ready.at - http_up.at >= 1.5
+    with launch(local_host, _spec(**{"--sim-warmup-s": 3.0}), log_dir=str(tmp_path)) as server:
+        waiter = ThreadPoolExecutor(max_workers=1).submit(server.wait_ready, timeout_s=60)
+        deadline = time.monotonic() + 30
+        while _status(f"{server.url}/v1/models") != 200:
+            assert time.monotonic() < deadline, "the simulator's HTTP server never came up"
+            time.sleep(0.05)
+        assert _status(f"{server.url}/health_generate") != 200  # still warming up
+        assert not waiter.done(), "wait_ready claimed readiness while only /v1/models answered"
+        report = waiter.result(timeout=60)
+        assert report.ready and "health_generate" in (report.ready_reason or "")
+
+
+def _status(url: str) -> int:
+    try:
+        with urllib.request.urlopen(url, timeout=2) as response:
+            return int(response.status)
+    except urllib.error.HTTPError as error:
+        return int(error.code)
+    except OSError:
+        return 0
 
 
 @pytest.mark.parametrize(

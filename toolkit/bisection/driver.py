@@ -235,7 +235,7 @@ def perf_bisect(
     """
     from tqdm.auto import tqdm
 
-    from toolkit.sweep._runner import make_bench_call  # not exported yet: see the wiring requests
+    from toolkit.sweep import make_bench_call
 
     if repeats < 1:
         raise ValueError(f"repeats must be >= 1, got {repeats}")

@@ -38,10 +38,11 @@ from toolkit.sweep._params import (
     spec_differences,
 )
 from toolkit.sweep._result import SweepFailure, SweepResult
-from toolkit.sweep._runner import RunOutcome, run_launch
+from toolkit.sweep._runner import RunOutcome, make_bench_call, run_launch
 from toolkit.sweep._sweep import OnFailure, sweep
 
 __all__ = [
+    "make_bench_call",
     "sweep",
     "compare",
     "compare_flag",
