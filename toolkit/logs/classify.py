@@ -13,6 +13,10 @@ before it. The verdict of a group is decided on its header and its exception lin
   lives on unless a fatal-after-ready rule such as ``EngineDeadError`` says otherwise).
 
 Engine packs are chosen from the log itself unless ``engine=`` says which.
+
+Live following must keep up with a busy server, so the common line (a metric or access line,
+no traceback open) takes one short path: header fields as a tuple, ``COMMON`` rules first,
+one :class:`LogEvent` built positionally. ``benchmarks/classify_speed.py`` measures it.
 """
 
 from __future__ import annotations
@@ -22,7 +26,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from toolkit.logs.line import ParsedLine, parse_line
+from toolkit.logs._construct import fast_constructor
+from toolkit.logs.line import ParsedLine, parse_fields
 from toolkit.logs.metrics import MetricRow, parse_metric
 from toolkit.logs.packs import _SGLANG_MARK, _VLLM_MARK, COMMON, ENGINES, GENERIC, PACKS
 from toolkit.logs.rules import (
@@ -93,6 +98,11 @@ class LogEvent:
         }
 
 
+_make_event = fast_constructor(LogEvent)  # the hot path's LogEvent(...), positional, in field order
+_make_parsed = fast_constructor(ParsedLine)
+_METRIC, _READY, _FATAL, _INFO = Verdict.METRIC, Verdict.READY, Verdict.FATAL, Verdict.INFO
+
+
 @dataclass
 class _Group:
     key: str | None
@@ -140,7 +150,7 @@ class LogClassifier:
         else:
             packs = (COMMON, GENERIC)
         self._rules = self._extra + tuple(r for p in packs for r in p.rules)
-        self._compiled = compile_rules(self._rules)
+        self._compiled = compile_rules(self._extra) + tuple(c for p in packs for c in p.compiled)
 
     @property
     def rules(self) -> tuple[Rule, ...]:
@@ -176,10 +186,16 @@ class LogClassifier:
         self.line_no += 1
         if (self.engine is None or self._tentative) and self._explicit_packs is None:
             self._detect(line)
-        parsed = parse_line(line)
+        text, timestamp, rank, level = parse_fields(line)
+        if self._groups or _TB_START in text:
+            return self._feed_grouping(_make_parsed(line, text, timestamp, rank, level))
+        # the common line (a metric, an access line, start-up chatter): no traceback open or opening
+        return [self._single(line, text, timestamp, rank, level)]
+
+    def _feed_grouping(self, parsed: ParsedLine) -> list[LogEvent]:
+        """A line that opens a traceback, or any line while one is open."""
         text = parsed.text
         events: list[LogEvent] = []
-
         if _TB_START in text:
             key = parsed.rank
             group = self._groups.get(key)
@@ -211,7 +227,7 @@ class LogClassifier:
                 events.append(self._close(group, (parsed, text)))
                 return events
             events.append(self._close(group, None))
-        events.append(self._single(parsed))
+        events.append(self._single(parsed.raw, text, parsed.timestamp, parsed.rank, parsed.level))
         return events
 
     def finish(self) -> list[LogEvent]:
@@ -222,25 +238,30 @@ class LogClassifier:
     def _match(self, text: str) -> Match | None:
         return match_compiled(self._compiled, text, ready=self.ready)
 
-    def _single(self, parsed: ParsedLine) -> LogEvent:
-        text = parsed.text
-        match = self._match(text) if text else None
+    def _single(self, raw: str, text: str, timestamp: datetime | None, rank: str | None, level: str | None) -> LogEvent:
+        match = match_compiled(self._compiled, text, ready=self.ready) if text else None
+        n = self.line_no
         metric: MetricRow | None = None
         if match is not None:
             rule, verdict = match.rule, match.verdict
-            if verdict is Verdict.METRIC:
-                metric = parse_metric(text, line_no=self.line_no, timestamp=parsed.timestamp, rank=parsed.rank)
+            if verdict is _METRIC:
+                metric = parse_metric(text, line_no=n, timestamp=timestamp, rank=rank)
                 if metric is None:
-                    verdict = Verdict.INFO
+                    verdict = _INFO
             if rule.header:
-                self._last_header[parsed.rank] = (self.line_no, match)
-        elif parsed.level in ("ERROR", "CRITICAL", "FATAL"):
+                self._last_header[rank] = (n, match)
+        elif level in ("ERROR", "CRITICAL", "FATAL"):
             rule, verdict = _ERROR_LEVEL, Verdict.WARNING
-        elif parsed.level == "WARNING":
+        elif level == "WARNING":
             rule, verdict = _WARNING_LEVEL, Verdict.WARNING
         else:
-            return self._event(parsed, Verdict.INFO, None)
-        return self._event(parsed, verdict, rule, metric=metric)
+            return _make_event(n, raw, text, timestamp, rank, level, _INFO, None, None, None, (), n, None, False)
+        if verdict is _READY:
+            self.ready = True
+        elif verdict is _FATAL:
+            self.failed = True
+        return _make_event(n, raw, text, timestamp, rank, level, verdict, rule.name, rule.phase, metric, (), n,
+                           rule.hint, verdict is _FATAL and bool(rule.notice))
 
     def _close(self, group: _Group, exception: tuple[ParsedLine, str] | None) -> LogEvent:
         self._groups.pop(group.key, None)
@@ -264,25 +285,14 @@ class LogClassifier:
             parsed, line_no, context = exception[0], self.line_no, tuple(group.lines)
         else:  # cut short: the header line stands for the group
             parsed, line_no, context = group.first, group.first_line_no, tuple(group.lines[1:])
-        return self._event(parsed, chosen.verdict, chosen.rule, line_no=line_no, context=context,
-                           first_line_no=group.first_line_no, hint=hint, rank=group.first.rank or parsed.rank)
-
-    def _event(self, parsed: ParsedLine, verdict: Verdict, rule: Rule | None, *, metric: MetricRow | None = None,
-               line_no: int | None = None, context: tuple[str, ...] = (), first_line_no: int | None = None,
-               hint: str | None = None, rank: str | None = None) -> LogEvent:
-        n = self.line_no if line_no is None else line_no
-        if verdict is Verdict.READY:
+        verdict, rule = chosen.verdict, chosen.rule
+        if verdict is _READY:
             self.ready = True
-        elif verdict is Verdict.FATAL:
+        elif verdict is _FATAL:
             self.failed = True
-        return LogEvent(
-            line_no=n, raw=parsed.raw, text=parsed.text, timestamp=parsed.timestamp, rank=rank or parsed.rank,
-            level=parsed.level, verdict=verdict, rule=rule.name if rule else None,
-            phase=rule.phase if rule else None, metric=metric, context=context,
-            first_line_no=first_line_no if first_line_no is not None else n,
-            hint=hint if hint is not None else (rule.hint if rule else None),
-            notice=bool(rule and rule.notice and verdict is Verdict.FATAL),
-        )
+        return _make_event(line_no, parsed.raw, parsed.text, parsed.timestamp, group.first.rank or parsed.rank,
+                           parsed.level, verdict, rule.name, rule.phase, None, context, group.first_line_no,
+                           hint if hint is not None else rule.hint, verdict is _FATAL and bool(rule.notice))
 
 
 def classify_lines(lines: Iterable[str], engine: str = "auto", *, extra_rules: Iterable[Rule] = (),

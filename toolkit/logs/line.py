@@ -15,7 +15,9 @@ from dataclasses import dataclass
 from datetime import datetime
 from functools import lru_cache
 
-__all__ = ["ParsedLine", "parse_line", "strip_ansi"]
+from toolkit.logs._construct import fast_constructor
+
+__all__ = ["ParsedLine", "parse_line", "parse_fields", "strip_ansi"]
 
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|\x1b\][^\x07]*\x07")
 
@@ -25,7 +27,7 @@ _JOURNAL = re.compile(r"[A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d \S+ [\w.@/-]+(?:\[\
 _COMPOSE = re.compile(r"[A-Za-z0-9][\w.-]*\s+\| ")
 # Process tags: vLLM `(APIServer pid=1)`, `(EngineCore_DP0 pid=2)`, `(VllmWorker rank=1 pid=3)`,
 # `(Worker_TP1 pid=4)`, ray `(pid=5)`, `(RayWorkerWrapper pid=6, ip=10.0.0.1)`; torch `[rank0]:`.
-_PROC_TAG = re.compile(r"\(((?:[\w.-]+(?: [\w.-]+=[\w.-]+)*? )?pid=\d+(?:, ip=[\d.:a-f]+)?)\)\s?")
+_PROC_TAG = re.compile(r"\((?P<tag>(?:[\w.-]+(?: [\w.-]+=[\w.-]+)*? )?pid=\d+(?:, ip=[\d.:a-f]+)?)\)\s?")
 _TORCH_RANK = re.compile(r"\[(rank\d+)\]:\s?")
 
 # Record headers.
@@ -47,6 +49,28 @@ _C10 = re.compile(r"\[(?P<level>[IWEF])(?P<md>\d{3,4}) (?P<hms>\d\d:\d\d:\d\d)(?
 # A record glued after a redrawn progress bar: "...?it/s][2026-08-01 23:37:54] Parameter ..."
 _GLUED = re.compile(r"\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d[^\]]*\]")
 
+
+def _renamed(regex: re.Pattern[str], **names: str) -> str:
+    """``regex``'s pattern with named groups renamed (to combine patterns whose names clash)."""
+    pattern = regex.pattern
+    for old, new in names.items():
+        pattern = pattern.replace(f"(?P<{old}>", f"(?P<{new}>")
+    return pattern
+
+
+# The headers a busy server prints most, each read by one match when the line carries no
+# transport noise. Exact: each part is the general path's own regex, tried at the same place
+# in the same order, atomic where the general path commits to a first match (the process tag).
+# SGLang: `[ts TP0] ...`, and uvicorn inside SGLang's logger when no level was printed.
+_FAST_SGLANG = re.compile(f"{_SGLANG.pattern}(?(level)|(?:{_renamed(_UVICORN, level='uvicorn_level')})?)")
+# vLLM and uvicorn, bare or under a process tag: `(APIServer pid=1) INFO 08-01 23:30:50 [x.py:1] ...`,
+# `(APIServer pid=1) INFO:     127.0.0.1:1 - "GET /v1/models HTTP/1.1" 200 OK`; the general path
+# reads a header only when more than 6 characters follow the tag (the lookahead).
+_FAST_VLLM = re.compile(
+    rf"(?>(?:{_PROC_TAG.pattern})?)(?=[\s\S]{{7}})"
+    f"(?:{_renamed(_VLLM, level='vllm_level')}|{_renamed(_UVICORN, level='uvicorn_level')})"
+)
+
 _GLOG_LEVEL = {"I": "INFO", "W": "WARNING", "E": "ERROR", "F": "FATAL"}
 
 
@@ -65,6 +89,9 @@ class ParsedLine:
     timestamp: datetime | None
     rank: str | None
     level: str | None
+
+
+_make_parsed = fast_constructor(ParsedLine)
 
 
 def strip_ansi(text: str) -> str:
@@ -104,12 +131,29 @@ def parse_line(raw: str) -> ParsedLine:
     >>> (p.rank, p.text)
     ('TP5', 'Ignore import error when loading x')
     """
+    return _make_parsed(raw, *parse_fields(raw))
+
+
+def parse_fields(raw: str) -> tuple[str, datetime | None, str | None, str | None]:
+    """:func:`parse_line`'s fields as a tuple ``(text, timestamp, rank, level)``: the classifier's
+    hot path, which needs no :class:`ParsedLine` for a line that does not open a traceback."""
+    if "\x1b" not in raw and "\r" not in raw and "it/s]" not in raw and "s/it]" not in raw:
+        # no transport noise: the common headers in one match each, the rest the general way below
+        if raw[:1] == "[":
+            if (m := _FAST_SGLANG.match(raw)) is not None:
+                ts, ranks, own_level, uvicorn_level = m.groups()  # (a new group fails this unpacking loudly)
+                return raw[m.end():].rstrip("\r\n"), _iso(ts), ranks.strip() if ranks else None, own_level or uvicorn_level
+        elif (m := _FAST_VLLM.match(raw)) is not None:
+            tag, vllm_level, md, hms, uvicorn_level = m.groups()
+            return raw[m.end():].rstrip("\r\n"), _mmdd(md, hms) if md else None, tag, vllm_level or uvicorn_level
     text = strip_ansi(raw)
     if text.endswith("\r"):
         text = text.rstrip("\r")
-    # transport prefixes (at most a few layers)
+    # transport prefixes (at most a few layers); none starts with a bracket, and most lines do
     for _ in range(3):
         first = text[:1]
+        if first == "[" or first == "(":
+            break
         m = None
         if first.isdigit() or first in "DIWEC":
             m = _CI_STAMP.match(text)
@@ -133,7 +177,8 @@ def parse_line(raw: str) -> ParsedLine:
             rank = rank or m.group(1)
             text = text[m.end():]
 
-    text = _last_segment(text)
+    if "\r" in text:
+        text = _last_segment(text)
     if "it/s]" in text or "s/it]" in text:
         g = _GLUED.search(text, 1)
         if g:
@@ -145,13 +190,13 @@ def parse_line(raw: str) -> ParsedLine:
     if first == "[":
         m = _SGLANG.match(text)
         if m:
-            timestamp = _iso(m.group("ts"))
-            if m.group("rank"):
-                rank = m.group("rank").strip()
-            level = m.group("level")
+            ts, ranks, level = m.group(1, 2, 3)
+            timestamp = _iso(ts)
+            if ranks:
+                rank = ranks.strip()
             text = text[m.end():]
             if level is None and (u := _UVICORN.match(text)) is not None:  # uvicorn inside SGLang's logger
-                level = u.group("level")
+                level = u.group(1)
                 text = text[u.end():]
         elif (m := _C10.match(text)) is not None:
             level = _GLOG_LEVEL[m.group("level")]
@@ -187,4 +232,4 @@ def parse_line(raw: str) -> ParsedLine:
             if m.group("rank"):
                 rank = m.group("rank").strip()
             text = text[m.end():]
-    return ParsedLine(raw=raw, text=text.rstrip("\r\n"), timestamp=timestamp, rank=rank, level=level)
+    return text.rstrip("\r\n"), timestamp, rank, level

@@ -25,6 +25,9 @@ from datetime import datetime
 from functools import lru_cache
 from types import MappingProxyType
 
+from toolkit.logs._construct import fast_constructor
+from toolkit.logs._metric_shapes import BOOL, FLOAT, INT, Shape, ShapeCache, floats, int_as_float, typed
+
 __all__ = ["MetricRow", "MetricValue", "parse_metric", "METRIC_KINDS"]
 
 MetricValue = float | int | bool | tuple[float, ...]
@@ -122,27 +125,79 @@ def _vllm(rest: str) -> dict[str, MetricValue]:
     return values
 
 
+# -- shapes: compiled readers for repeated lines (see _metric_shapes); each builder below reads
+# a line as the general parser above does, field by field, or gives up (None) on anything else.
+_NAME = re.compile(r"[ #]*[A-Za-z]")  # a field name never reads as a number (nor as a list element)
+
+
+def _sglang_shape(rest: str) -> Shape | None:
+    pieces, keys, converters = [], [], []
+    for part in rest.split(", "):
+        name, sep, value = part.partition(": ")
+        pct = value.endswith("%")
+        value_type = typed(value[:-1] if pct else value)
+        if not sep or not _NAME.match(name) or value_type is None or (pct and value_type[0] == BOOL):
+            return None
+        pattern, convert = value_type
+        pieces.append(f"{re.escape(name)}: ({pattern}){'%' if pct else ''}")
+        keys.append(_key(name, "%") if pct else _key(name))
+        converters.append((int_as_float if pattern == INT else float) if pct else convert)
+    return Shape(pieces, keys, converters)
+
+
+def _vllm_shape(rest: str) -> Shape | None:
+    pieces, keys, converters = [], [], []
+    parts = rest.rstrip(". ").split(", ")
+    i = 0
+    while i < len(parts):
+        name, sep, value = parts[i].partition(": ")
+        token, _, unit = value.partition(" ")
+        pct = token.endswith("%")
+        value_type = typed(token[:-1] if pct else token)
+        if not sep or not _NAME.match(name) or value_type is None:
+            return None
+        pattern, convert = value_type
+        key = _key(name, "%" if pct else (" " + unit if unit else None))
+        i += 1
+        if key.startswith("per_position"):  # "Per-position acceptance rate: 0.756, 0.444, ...": floats only
+            if pattern != FLOAT or pct or unit:
+                return None
+            while i < len(parts) and not parts[i].partition(": ")[1]:
+                if (typed(parts[i]) or ("",))[0] != FLOAT:
+                    return None
+                i += 1
+            pieces.append(f"{re.escape(name)}: ({FLOAT}(?:, {FLOAT})*)")
+            convert = floats
+        else:
+            pieces.append(f"{re.escape(name)}: ({pattern}){'%' if pct else ''}{' ' + re.escape(unit) if unit else ''}")
+        keys.append(key)
+        converters.append(convert)
+    return Shape(pieces, keys, converters, tail=r"[. ]*")  # the general parser strips trailing ". "
+
+
+_SHAPES = ShapeCache()
+_make_row = fast_constructor(MetricRow)
+
+
 def parse_metric(text: str, *, line_no: int = 0, timestamp: datetime | None = None, rank: str | None = None) -> MetricRow | None:
     """Parse a metric line's text (header already removed); None when it is not one.
 
     >>> parse_metric("Decode batch. #running-req: 1, gen throughput (token/s): 39.53, #queue-req: 0").values["gen_throughput"]
     39.53
     """
-    values: dict[str, MetricValue]
     if "batch" in text and (m := _SGLANG.search(text)) is not None:
         kind = "sglang_decode" if m.group(1) == "Decode" else "sglang_prefill"
-        values = _sglang(text[m.end():])
-    elif "Avg prompt throughput:" in text:
-        kind = "vllm_throughput"
-        values = _vllm(text[text.index("Avg prompt throughput:"):])
-    elif "SpecDecoding metrics:" in text:
-        kind = "vllm_specdecode"
-        values = _vllm(text[text.index("SpecDecoding metrics:") + len("SpecDecoding metrics:"):])
-    elif "Speculative metrics:" in text:  # vLLM v0
-        kind = "vllm_specdecode"
-        values = _vllm(text[text.index("Speculative metrics:") + len("Speculative metrics:"):])
+        values = _SHAPES.values(kind, text[m.end():], _sglang, _sglang_shape)
     else:
-        return None
+        if "Avg prompt throughput:" in text:
+            kind, rest = "vllm_throughput", text[text.index("Avg prompt throughput:"):]
+        elif "SpecDecoding metrics:" in text:
+            kind, rest = "vllm_specdecode", text[text.index("SpecDecoding metrics:") + len("SpecDecoding metrics:"):]
+        elif "Speculative metrics:" in text:  # vLLM v0
+            kind, rest = "vllm_specdecode", text[text.index("Speculative metrics:") + len("Speculative metrics:"):]
+        else:
+            return None
+        values = _SHAPES.values(kind, rest, _vllm, _vllm_shape)
     if not values:
         return None
-    return MetricRow(kind=kind, values=MappingProxyType(values), timestamp=timestamp, rank=rank, line_no=line_no)
+    return _make_row(kind, MappingProxyType(values), timestamp, rank, line_no)

@@ -16,6 +16,7 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
+from functools import cached_property
 
 __all__ = ["Verdict", "Phase", "Rule", "RulePack", "Match", "SEVERITY"]
 
@@ -195,15 +196,23 @@ class RulePack:
 
     def first_match(self, text: str, *, ready: bool = False) -> Match | None:
         """The first rule that matches ``text``, or None."""
-        return first_match(self.rules, text, ready=ready)
+        return match_compiled(self.compiled, text, ready=ready)
+
+    @cached_property
+    def compiled(self) -> CompiledRules:
+        """The pack's rules as :func:`compile_rules` flattens them, built once per pack."""
+        return compile_rules(self.rules)
 
 
-CompiledRules = tuple[tuple[Rule, tuple[str, ...], bool, "re.Pattern[str] | None"], ...]
+# (rule, literals, ignore_case, regex, match before ready, match after ready): Match values are
+# immutable, so each rule's two are built once here, not per matching line.
+CompiledRules = tuple[tuple[Rule, tuple[str, ...], bool, "re.Pattern[str] | None", Match, Match], ...]
 
 
 def compile_rules(rules: Iterable[Rule]) -> CompiledRules:
     """Flatten rules into the tuples :func:`first_match` walks (fewer attribute look-ups per line)."""
-    return tuple((r, r._literals, r.ignore_case, r._regex) for r in rules)
+    return tuple((r, r._literals, r.ignore_case, r._regex, Match(r, r.verdict_for(False)), Match(r, r.verdict_for(True)))
+                 for r in rules)
 
 
 def first_match(rules: Iterable[Rule], text: str, *, ready: bool = False) -> Match | None:
@@ -214,7 +223,7 @@ def first_match(rules: Iterable[Rule], text: str, *, ready: bool = False) -> Mat
 def match_compiled(compiled: CompiledRules, text: str, *, ready: bool = False) -> Match | None:
     """:func:`first_match` over rules flattened once by :func:`compile_rules` (the hot path)."""
     lowered: str | None = None
-    for rule, lits, ignore_case, regex in compiled:
+    for _rule, lits, ignore_case, regex, before, after in compiled:
         if lits:
             if ignore_case:
                 if lowered is None:
@@ -229,5 +238,5 @@ def match_compiled(compiled: CompiledRules, text: str, *, ready: bool = False) -
                 continue
         if regex is not None and regex.search(text) is None:
             continue
-        return Match(rule, rule.verdict_for(ready))
+        return after if ready else before
     return None

@@ -1,0 +1,45 @@
+"""Build frozen, slotted dataclass instances fast on the classifier's hot path.
+
+A frozen dataclass's ``__init__`` sets each field through ``object.__setattr__`` by
+name: about 2 us for :class:`~toolkit.logs.classify.LogEvent`'s 14 fields, a third of
+the whole per-line budget when following a busy server's log. :func:`fast_constructor`
+generates a positional maker that stores through the slot descriptors instead (about
+0.6 us). The instances are the same in every respect: same class, same fields, still
+frozen. Only for classes without ``__post_init__`` (nothing would be validated).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import fields, is_dataclass
+from typing import Any, TypeVar
+
+__all__ = ["fast_constructor"]
+
+T = TypeVar("T")
+
+
+def fast_constructor(cls: type[T]) -> Callable[..., T]:
+    """A function taking every field positionally, in declaration order, returning a ``cls``.
+
+    >>> from dataclasses import dataclass
+    >>> @dataclass(frozen=True, slots=True)
+    ... class Point:
+    ...     x: int
+    ...     y: int = 0
+    >>> fast_constructor(Point)(1, 2) == Point(1, 2)
+    True
+    """
+    if not is_dataclass(cls) or "__slots__" not in cls.__dict__ or hasattr(cls, "__post_init__"):
+        raise TypeError(f"{cls.__name__} must be a slotted dataclass without __post_init__ to be built field by field")
+    names = [f.name for f in fields(cls)]
+    namespace: dict[str, Any] = {"_new": object.__new__, "_cls": cls}
+    body = []
+    for i, name in enumerate(names):
+        namespace[f"_set{i}"] = cls.__dict__[name].__set__  # the slot's member descriptor
+        body.append(f"    _set{i}(obj, {name})\n")
+    source = f"def make({', '.join(names)}):\n    obj = _new(_cls)\n{''.join(body)}    return obj\n"
+    exec(source, namespace)  # noqa: S102  (generated from field names only, as dataclasses itself does)
+    maker: Callable[..., T] = namespace["make"]
+    maker.__qualname__ = maker.__name__ = f"make_{cls.__name__}"
+    return maker
