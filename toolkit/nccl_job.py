@@ -67,8 +67,11 @@ def main(argv: list[str] | None = None) -> int:
     _log(rank, f"Init torch distributed begin. backend={args.backend} world_size={world} "
                f"{OVERRIDDEN_VARIABLE}={os.environ.get(OVERRIDDEN_VARIABLE)}")
     if args.backend == "nccl":
-        torch.cuda.set_device(local_rank)
-        device = torch.device("cuda", local_rank)
+        # More ranks than GPUs share GPUs round-robin, so that NCCL itself reports the clash
+        # ("Duplicate GPU detected"): a real fatal line for the classifier, not a CUDA ordinal error.
+        gpu = local_rank % max(torch.cuda.device_count(), 1)
+        torch.cuda.set_device(gpu)
+        device = torch.device("cuda", gpu)
     else:
         device = torch.device("cpu")
     dist.init_process_group(backend=args.backend)
