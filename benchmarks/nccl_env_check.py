@@ -56,7 +56,8 @@ def wait_for_ready_line(server: object, timeout_s: float) -> list[object]:
         events = follower.events()
         fatal = [e for e in events if e.verdict is Verdict.FATAL]
         if fatal:
-            raise RuntimeError(f"the job failed: line {fatal[0].line_no}: {fatal[0].text}")
+            first = min(fatal, key=lambda e: e.line_no)
+            raise RuntimeError(f"the job failed: line {first.line_no} ({first.rule}): {first.text}")
         if any("fired up and ready" in e.text for e in events):
             return events
         if not server.is_alive():  # type: ignore[attr-defined]

@@ -439,9 +439,15 @@ CASES: list[tuple[str, str, str, str]] = [
         "Killed 3 zombie processes left by the previous run",
     ),
     (
-        "exit_code_nonzero",
+        "exit_code_killed",
         "generic",
         "Engine core proc EngineCore_DP0 exited with exit code -9",
+        "Engine core proc EngineCore_DP0 exited with exit code 0",
+    ),
+    (
+        "exit_code_nonzero",
+        "generic",
+        "E1129 09:41:05.423000 601 torch/distributed/elastic/multiprocessing/api.py:986] failed (exitcode: 1) local_rank: 0 (pid: 628) of binary: /opt/torch/.venv/bin/python3",
         "Engine core proc EngineCore_DP0 exited with exit code 0",
     ),
     (

@@ -41,6 +41,8 @@ class Hints:
             "compute capability, or try another --attention-backend / a newer release")
     MODEL = ("the model could not be found or read: check --model-path / --model, HF_TOKEN for gated repos, "
              "and that the host can reach the hub or has the files locally")
+    EXITED = ("a process exited with an error: its cause is usually logged just above it (a rank's "
+              "traceback); read the quoted lines, or rerun the command by hand")
     KILLED = ("the process was killed (SIGKILL): most often the kernel OOM killer ran out of host RAM "
               "(dmesg | grep -i oom); lower host memory use (fewer loader threads, smaller swap space)")
     CRASH = "a native crash: note the library in the stack, try --disable-cuda-graph, and check driver versions"
@@ -70,7 +72,9 @@ _GENERIC_BENIGN: tuple[Rule, ...] = (
     Rule("nccl_info", r"NCCL INFO", INFO, literal="NCCL INFO"),  # before the error rules: NCCL INFO lines mention errors freely
     Rule("torch_cpp_warning", r"^(?:Warning|WARNING): |^\[W\d{3,4} ", B, literal=("Warning", "WARNING", "[W")),
     Rule("deprecation_warning", r"(?i)\bdeprecat", B, literal="deprecat", ignore_case=True),
-    Rule("torch_distributed_warning", r"(?i)torch\.distributed.*warn|UserWarning: .*(?:barrier|process group|TypedStorage)",
+    # Case-sensitive "Warning": a real NCCL failure says "torch.distributed.DistBackendError: NCCL error ...
+    # (run with NCCL_DEBUG=WARN for details)" and must not be dimmed (seen on an H200, NCCL 2.28.9).
+    Rule("torch_distributed_warning", r"torch\.distributed\S*.*\b\w*Warning\b|UserWarning: .*(?:barrier|process group|TypedStorage)",
          B, literal=("distributed", "UserWarning"), ignore_case=False),
     Rule("python_warning", r"\b\w*Warning: ", W, literal="Warning: "),
 )
@@ -94,8 +98,10 @@ _GENERIC_FATAL: tuple[Rule, ...] = (
     # the shell's report of a SIGKILL: "Killed", "[1]+  Killed   python ...", "./run.sh: line 48: 27 Killed python3 ..."
     Rule("killed", r"^(?:\[\d+\]\+?\s+)?Killed(?:\s*$|\s{2,}|\s+(?:python|vllm|sglang))|\bline \d+: +\d+ Killed\s",
          F, literal="Killed", hint=Hints.KILLED),
-    Rule("exit_code_nonzero", r"(?i)exit(?:ed)?[ _]?(?:with )?(?:code|status)[ =:]*(?:-?[1-9]\d*)|exitcode[ =:]+-?[1-9]",
+    Rule("exit_code_killed", r"(?i)exit(?:ed)?[ _]?(?:with )?(?:code|status)[ =:]*(?:-9|137)\b|exitcode[ =:]+(?:-9|137)\b",
          F, literal=("exit", "Exit"), hint=Hints.KILLED),
+    Rule("exit_code_nonzero", r"(?i)exit(?:ed)?[ _]?(?:with )?(?:code|status)[ =:]*(?:-?[1-9]\d*)|exitcode[ =:]+-?[1-9]",
+         F, literal=("exit", "Exit"), hint=Hints.EXITED),
     Rule("cuda_error", r"CUDA error: |CUDA driver error|cudaErrorIllegalAddress|device-side assert triggered|no kernel image is available",
          F, literal=("CUDA error", "CUDA driver error", "cudaError", "device-side assert", "no kernel image"), hint=Hints.CUDA),
     Rule("triton_error", r"Triton Error|triton\.compiler\.errors|CompilationError|PTXASError|error: .*\.ptx",
