@@ -1,0 +1,291 @@
+"""Benchmark metrics as pure formulas over per-request records, named by their source.
+
+ITL and TPOT mean different things in different tools (GuideLLM's "ITL" is what vLLM
+calls TPOT, and its TPOT includes TTFT). Every formula here is the one that vLLM's
+``vllm bench serve`` (``vllm/benchmarks/serve.py: calculate_metrics``, v0.33.0) and
+SGLang's ``bench_serving`` (``sglang/benchmark/serving.py``, v0.5.23) use, and says so:
+
+- **TTFT** = first token chunk's arrival - request sent (both engines).
+- **E2EL** = last token chunk's arrival - request sent (vLLM's ``latency``: a trailing
+  usage-only chunk or ``[DONE]`` does not extend it).
+- **TPOT** = (E2EL - TTFT) / (output_tokens - 1), per request with > 1 output token.
+- **ITL** = every gap between successive token chunks, pooled over requests. With
+  speculative decoding one chunk carries several tokens, so ITL is a per-*step* figure;
+  **itl_per_token** spreads each gap over the tokens of the chunk it delivered
+  (SGLang's ``retokenized_itls``: ``gap / n`` repeated ``n`` times). Without per-chunk
+  counts from the server it divides each gap by the request's mean tokens per chunk
+  (usage total / chunks), an estimate; with one token per chunk it equals ITL.
+- Throughputs divide by the run's **duration** (first request sent -> last completion).
+- Statistics: ``numpy`` mean, median, population std, and ``np.percentile`` with linear
+  interpolation (both engines). Deviation: an empty sample gives ``None``, not ``0``.
+- **request_goodput** (vLLM): requests meeting every SLO (``<=``), per second; a request
+  with <= 1 output token has TPOT 0 for this test.
+- **max_output_tokens_per_s** (vLLM): most tokens arriving in one 1-second bucket from the
+  first send; a chunk counts its tokens (1 when unknown, exactly as vLLM).
+- **max_concurrent_requests** (vLLM) and **concurrency** (SGLang: sum of E2EL / duration).
+
+Example::
+
+    >>> r = RequestRecord(send_time=0.0, chunk_times=(0.1, 0.2, 0.3), end_time=0.3,
+    ...                   prompt_tokens=8, output_tokens=3, output_tokens_source="usage")
+    >>> s = summarize([r])
+    >>> round(s["mean_ttft_ms"], 3), round(s["mean_tpot_ms"], 3), s["total_output_tokens"]
+    (100.0, 100.0, 3)
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import numpy as np
+
+__all__ = [
+    "RequestRecord",
+    "summarize",
+    "parse_goodput_slos",
+    "SUMMARY_KEYS",
+    "LATENCY_METRICS",
+    "STATISTICS",
+]
+
+LATENCY_METRICS = ("ttft", "tpot", "itl", "itl_per_token", "e2el")
+STATISTICS = ("mean", "median", "std", "p90", "p99")
+GOODPUT_METRICS = ("ttft", "tpot", "e2el")
+
+# The stable keys of a summary, in order; names follow vLLM's result file.
+SUMMARY_KEYS: tuple[str, ...] = (
+    "completed",
+    "failed",
+    "duration",
+    "total_input_tokens",
+    "total_output_tokens",
+    "request_throughput",
+    "request_goodput",
+    "output_throughput",
+    "total_token_throughput",
+    "max_output_tokens_per_s",
+    "max_concurrent_requests",
+    "concurrency",
+    *(f"{stat}_{metric}_ms" for metric in LATENCY_METRICS for stat in STATISTICS),
+    "mean_tokens_per_chunk",
+    "output_tokens_source",
+    "accept_length",
+)
+
+
+@dataclass(frozen=True, slots=True)
+class RequestRecord:
+    """What one request did, in ``time.perf_counter()`` seconds.
+
+    ``chunk_times`` holds the arrival of every *token* chunk (not role-only, usage-only
+    or ``[DONE]`` events). ``chunk_tokens``, when the server said how many tokens each
+    chunk carried (cumulative ``completion_tokens`` on every chunk), has one count per
+    chunk; ``None`` means one each. ``output_tokens`` is the server's ``usage`` when it
+    sent one (``output_tokens_source="usage"``), else the counted chunks.
+    """
+
+    send_time: float
+    chunk_times: tuple[float, ...]
+    end_time: float
+    prompt_tokens: int
+    output_tokens: int
+    output_tokens_source: Literal["usage", "chunks"]
+    chunk_tokens: tuple[int, ...] | None = None
+    error: str | None = None
+    index: int = 0
+    prompt_tokens_source: Literal["usage", "workload"] = "workload"
+    spec_accept_length: float | None = None
+    spec_verify_ct: int | None = None
+
+    @property
+    def ok(self) -> bool:
+        """Completed: no error and at least one token chunk (vLLM's success rule)."""
+        return self.error is None and bool(self.chunk_times)
+
+    @property
+    def first_chunk_time(self) -> float | None:
+        return self.chunk_times[0] if self.chunk_times else None
+
+    @property
+    def ttft_s(self) -> float | None:
+        return self.chunk_times[0] - self.send_time if self.chunk_times else None
+
+    @property
+    def e2el_s(self) -> float | None:
+        """vLLM's ``latency``: the last token chunk's arrival minus the send time."""
+        return self.chunk_times[-1] - self.send_time if self.chunk_times else None
+
+    @property
+    def tpot_s(self) -> float | None:
+        """(E2EL - TTFT) / (output_tokens - 1); ``None`` with fewer than 2 tokens."""
+        if not self.chunk_times or self.output_tokens <= 1:
+            return None
+        return (self.chunk_times[-1] - self.chunk_times[0]) / (self.output_tokens - 1)
+
+    @property
+    def itl_s(self) -> tuple[float, ...]:
+        """Gaps between successive token chunks."""
+        t = self.chunk_times
+        return tuple(t[i] - t[i - 1] for i in range(1, len(t)))
+
+
+def parse_goodput_slos(slos: str | Sequence[str] | Mapping[str, float] | None) -> dict[str, float]:
+    """Parse vLLM's ``--goodput`` form, ``"ttft:200 tpot:50 e2el:3000"`` (milliseconds)."""
+    if slos is None:
+        return {}
+    items: list[tuple[str, Any]]
+    if isinstance(slos, Mapping):
+        items = [(str(k), v) for k, v in slos.items()]
+    else:
+        parts = slos.split() if isinstance(slos, str) else list(slos)
+        items = []
+        for part in parts:
+            name, sep, value = part.partition(":")
+            if not sep:
+                raise ValueError(f"goodput SLO {part!r} is not NAME:MILLISECONDS, e.g. 'ttft:200'")
+            items.append((name, value))
+    out: dict[str, float] = {}
+    for name, raw in items:
+        if name not in GOODPUT_METRICS:
+            raise ValueError(f"unknown goodput SLO {name!r}; valid: {', '.join(GOODPUT_METRICS)}")
+        try:
+            ms = float(raw)
+        except (TypeError, ValueError):
+            raise ValueError(f"goodput SLO {name}:{raw!r} needs a number of milliseconds") from None
+        if not ms > 0:
+            raise ValueError(f"goodput SLO {name}:{raw} must be a positive number of milliseconds")
+        out[name] = ms
+    return out
+
+
+def _stats(values: np.ndarray | Sequence[float], scale: float = 1000.0) -> dict[str, float | None]:
+    """mean, median, std (population), p90, p99 with numpy's linear interpolation."""
+    a = np.asarray(values, dtype=float)
+    if a.size == 0:
+        return dict.fromkeys(STATISTICS, None)
+    p90, p99 = np.percentile(a, [90, 99])
+    return {
+        "mean": float(np.mean(a)) * scale,
+        "median": float(np.median(a)) * scale,
+        "std": float(np.std(a)) * scale,
+        "p90": float(p90) * scale,
+        "p99": float(p99) * scale,
+    }
+
+
+def _per_token_gaps(rec: RequestRecord, gaps: np.ndarray) -> np.ndarray:
+    """SGLang's per-token ITL: each gap divided over its chunk's tokens, repeated per token.
+
+    Without per-chunk counts but with a usage total that differs from the chunk count
+    (speculative decoding on a server that does not say), each gap is divided by the
+    request's mean tokens per chunk instead, once per gap: an estimate, documented as one.
+    """
+    if rec.chunk_tokens is None:
+        chunks = len(rec.chunk_times)
+        if rec.output_tokens_source == "usage" and chunks and rec.output_tokens not in (0, chunks):
+            return gaps * (chunks / rec.output_tokens)
+        return gaps
+    counts = np.asarray(rec.chunk_tokens[1:], dtype=np.int64)
+    keep = counts > 0  # a chunk that carried no token delivers no per-token gap
+    return np.repeat(gaps[keep] / counts[keep], counts[keep])
+
+
+def _tokens_of(rec: RequestRecord) -> np.ndarray:
+    if rec.chunk_tokens is None:
+        return np.ones(len(rec.chunk_times))
+    return np.asarray(rec.chunk_tokens, dtype=float)
+
+
+def summarize(
+    records: Iterable[RequestRecord],
+    duration_s: float | None = None,
+    *,
+    goodput_slos_ms: str | Sequence[str] | Mapping[str, float] | None = None,
+    accept_length: float | None = None,
+) -> dict[str, Any]:
+    """Summarise records into a dict with :data:`SUMMARY_KEYS`, in that order.
+
+    ``duration_s`` is the run's wall time as the client measured it (vLLM: from just
+    before the first request to the last completion); when ``None`` it is taken from the
+    records: latest ``end_time`` minus earliest ``send_time``.
+    """
+    recs = list(records)
+    done = [r for r in recs if r.ok]
+    slos = parse_goodput_slos(goodput_slos_ms)
+    if duration_s is None and recs:
+        duration_s = max(r.end_time for r in recs) - min(r.send_time for r in recs)
+    dur = duration_s if duration_s and duration_s > 0 else None
+
+    def per_s(x: float) -> float | None:
+        return x / dur if dur else None
+
+    ttfts = np.array([r.ttft_s for r in done], dtype=float)
+    e2els = np.array([r.e2el_s for r in done], dtype=float)
+    tpots = np.array([t for r in done if (t := r.tpot_s) is not None], dtype=float)
+    gap_parts, token_gap_parts = [], []
+    for r in done:
+        g = np.diff(np.asarray(r.chunk_times, dtype=float))
+        gap_parts.append(g)
+        token_gap_parts.append(_per_token_gaps(r, g))
+    itls = np.concatenate(gap_parts) if gap_parts else np.empty(0)
+    itls_tok = np.concatenate(token_gap_parts) if token_gap_parts else np.empty(0)
+
+    total_in = sum(r.prompt_tokens for r in done)
+    total_out = sum(r.output_tokens for r in done)
+    total_chunks = sum(len(r.chunk_times) for r in done)
+
+    good = None
+    if slos:
+        n_good = 0
+        for r in done:
+            observed = {"ttft": r.ttft_s, "tpot": r.tpot_s or 0.0, "e2el": r.e2el_s}
+            # vLLM compares in seconds: slo_ms / 1000 >= observed_s
+            if all(v / 1000.0 >= (observed[k] or 0.0) for k, v in slos.items()):
+                n_good += 1
+        good = per_s(n_good)
+
+    peak_tokens, peak_requests = _peaks(done)
+    sources = {r.output_tokens_source for r in done}
+    out: dict[str, Any] = {
+        "completed": len(done),
+        "failed": len(recs) - len(done),
+        "duration": duration_s,
+        "total_input_tokens": total_in,
+        "total_output_tokens": total_out,
+        "request_throughput": per_s(len(done)),
+        "request_goodput": good,
+        "output_throughput": per_s(total_out),
+        "total_token_throughput": per_s(total_in + total_out),
+        "max_output_tokens_per_s": peak_tokens,
+        "max_concurrent_requests": peak_requests,
+        "concurrency": per_s(float(e2els.sum())) if done else None,
+    }
+    for name, values in (("ttft", ttfts), ("tpot", tpots), ("itl", itls),
+                         ("itl_per_token", itls_tok), ("e2el", e2els)):
+        for stat, v in _stats(values).items():
+            out[f"{stat}_{name}_ms"] = v
+    out["mean_tokens_per_chunk"] = total_out / total_chunks if total_chunks else None
+    out["output_tokens_source"] = (sources.pop() if len(sources) == 1 else "mixed") if sources else None
+    out["accept_length"] = accept_length
+    return {k: out[k] for k in SUMMARY_KEYS}
+
+
+def _peaks(done: Sequence[RequestRecord]) -> tuple[float | None, int | None]:
+    """vLLM's 1-second buckets from the earliest send: peak tokens and peak requests."""
+    if not done:
+        return None, None
+    t0 = min(r.send_time for r in done)
+    t_end = max(r.chunk_times[-1] for r in done)
+    n_buckets = int(math.ceil(t_end - t0)) + 1
+    tokens = np.zeros(n_buckets)
+    active = np.zeros(n_buckets + 1)
+    for r in done:
+        buckets = (np.asarray(r.chunk_times, dtype=float) - t0).astype(np.int64)
+        np.add.at(tokens, np.clip(buckets, 0, n_buckets - 1), _tokens_of(r))
+        first, last = int(r.send_time - t0), int(r.chunk_times[-1] - t0)
+        active[first] += 1
+        active[min(last, n_buckets - 1) + 1] -= 1
+    return float(tokens.max()), int(np.cumsum(active)[:n_buckets].max())
