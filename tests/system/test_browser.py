@@ -147,3 +147,57 @@ def _kill_leftover_server(pid_file: Path) -> None:
         return
     with contextlib.suppress(ProcessLookupError):
         os.killpg(int(pid_file.read_text()), signal.SIGKILL)
+
+
+FAST_PARAMETERS = """\
+# parameters (the browser test's fast values)
+out_dir = "out"
+journal_path = "out/eagle3.sqlite"
+ssh_host = ""
+ssh_port = 22
+ssh_user = None
+ssh_key = None
+known_hosts = None
+startup_s = 2.0
+num_prompts = 2
+output_len = 32
+repeats = 1
+base_port = 30400
+"""
+
+
+def test_onboarding_notebook_replays_the_seed_live(lab_page: LabPage, lab_root: Path) -> None:
+    """The newcomer's view: logs stream while the server starts, the badge turns ready, the benign
+    TP5 line is dimmed, a throughput plot renders, and the post-mortem link is there at the end."""
+    import nbformat
+
+    source = Path(__file__).resolve().parents[2] / "notebooks" / "01_onboarding_eagle3.ipynb"
+    notebook = nbformat.read(source, as_version=4)
+    parameters = next(c for c in notebook.cells if "parameters" in c.metadata.get("tags", []))
+    parameters.source = FAST_PARAMETERS
+    target = lab_root / source.name
+    nbformat.write(notebook, target)
+
+    lab_page.open_notebook(str(target.relative_to(lab_page.lab.root_dir)))
+    lab_page.run_all()
+    lab_page.wait_for('.tk-status[data-state="starting"]', timeout_s=120)
+    lab_page.wait_for(".tk-line", timeout_s=60)
+    assert lab_page.page.locator('.tk-status[data-state="starting"]').count() >= 1, "lines came only after start"
+    lab_page.screenshot("onboarding-starting")
+
+    lab_page.wait_for('.tk-status[data-state="ready"]', timeout_s=120)
+    benign_tp5 = '.tk-line[data-verdict="benign"][data-rank="TP5"]'
+    lab_page.wait_for(benign_tp5, timeout_s=60)
+    assert "GlmAsrConfig" in lab_page.page.locator(benign_tp5).first.inner_text()
+    assert float(lab_page.style(benign_tp5, "opacity")) < 0.8
+    lab_page.screenshot("onboarding-ready", selector=".tk-server-panel")
+
+    lab_page.wait_until_executed(timeout_s=600)
+    assert lab_page.page.locator(".jp-RenderedImage img").count() >= 3  # throughput, env matrix, A/B, timeline
+    link = lab_page.wait_for("a.tk-postmortem", timeout_s=10)
+    assert (link.get_attribute("href") or "").endswith("postmortem.html")
+    assert (target.parent / "out" / "postmortem.html").exists()
+    lab_page.page.locator(".jp-RenderedImage img").first.scroll_into_view_if_needed()
+    lab_page.screenshot("onboarding-throughput-plot", selector=".jp-RenderedImage")
+    link.scroll_into_view_if_needed()
+    lab_page.screenshot("onboarding-postmortem-link")
