@@ -14,6 +14,7 @@ statistics as :mod:`toolkit.stats`.
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
@@ -64,11 +65,32 @@ def metric_label(name: str) -> str:
     return name.replace("_", " ")
 
 
-def _new_figure(width: float, height: float, style: str = "whitegrid") -> tuple[Figure, Axes]:
-    import seaborn as sns
+@functools.cache
+def _figure_class() -> type[Figure]:
+    """A Figure that shows itself in a notebook as a PNG.
+
+    The plots never touch pyplot (no global figure registry, nothing left open, headless by
+    construction), so IPython's inline backend, which pyplot's import installs, is never
+    there to display them: the figure renders itself instead.
+    """
+    import io
+
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
-    fig = Figure(figsize=(width, height), dpi=100, layout="constrained")
+    class NotebookFigure(Figure):
+        def _repr_png_(self) -> bytes:
+            buffer = io.BytesIO()
+            FigureCanvasAgg(self).print_png(buffer)
+            return buffer.getvalue()
+
+    return NotebookFigure
+
+
+def _new_figure(width: float, height: float, style: str = "whitegrid") -> tuple[Figure, Axes]:
+    import seaborn as sns
+
+    fig = _figure_class()(figsize=(width, height), dpi=100, layout="constrained")
     with sns.axes_style(style):
         ax = fig.add_subplot()
     return fig, ax

@@ -72,6 +72,9 @@ _LAB_SETTINGS = {
         "fetchNews": "false",
         "checkForUpdates": False,
     },
+    # JupyterLab 4 renders only the cells near the viewport by default; a test that checks every
+    # output (all the plots of a notebook) needs them all in the DOM.
+    "@jupyterlab/notebook-extension/tracker.jupyterlab-settings": {"windowingMode": "none"},
 }
 
 
