@@ -53,8 +53,8 @@ class FastServer:
 
     def __init__(self, port: int, delay_ms: float, step: bool) -> None:
         self.port, self.url = port, f"http://127.0.0.1:{port}"
-        args = ["taskset", "-c", SERVER_CPU, sys.executable, str(FASTSERVER.resolve()), "--port", str(port),
-                "--delay-ms", str(delay_ms)] + (["--step"] if step else [])
+        server = ["taskset", "-c", SERVER_CPU, sys.executable, str(FASTSERVER.resolve())]
+        args = server + f"--port {port} --delay-ms {delay_ms}{' --step' if step else ''}".split()
         self.proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)
 
     def __enter__(self) -> FastServer:
@@ -117,33 +117,54 @@ class CpuSampler(threading.Thread):
         return None if a is None or b is None else b - a
 
 
-def client_command(client: str, peers: Path, port: int, conc: int, num: int, out_len: int, res: Path,
-                   endpoint: str) -> tuple[list[str], Path]:
+def client_command(
+    client: str, peers: Path, port: int, conc: int, num: int, out_len: int, res: Path, endpoint: str
+) -> tuple[list[str], Path]:
+    """The command line of one client run, and the folder to run it in."""
+    common = f"--host 127.0.0.1 --port {port} --model fake-model --num-prompts {num} --max-concurrency {conc}"
     if client == "toolkit":
-        return ([sys.executable, "-m", "toolkit", "bench", "--url", f"http://127.0.0.1:{port}", "--model",
-                 "fake-model", "--endpoint", endpoint, "--num-prompts", str(num), "--max-concurrency", str(conc),
-                 "--input-len", "32", "--output-len", str(out_len), "--no-progress", "--json"], REPO)
+        flags = (
+            f"--url http://127.0.0.1:{port} --model fake-model --endpoint {endpoint} --num-prompts {num} "
+            f"--max-concurrency {conc} --input-len 32 --output-len {out_len} --no-progress --json"
+        )
+        return [sys.executable, "-m", "toolkit", "bench", *flags.split()], REPO
     if client == "sglang":
-        return ([str(peers / "venv-sgl/bin/python"), "-m", "sglang.benchmark.serving", "--backend",
-                 "sglang-oai-chat" if endpoint == "chat" else "sglang-oai", "--host", "127.0.0.1", "--port",
-                 str(port), "--model", "fake-model", "--tokenizer", str(peers / "tok"), "--dataset-name", "random-ids",
-                 "--random-input-len", "32", "--random-output-len", str(out_len), "--random-range-ratio", "1.0",
-                 "--num-prompts", str(num), "--max-concurrency", str(conc), "--disable-tqdm", "--output-file",
-                 str(res)], peers / "sgl")
-    backend, path = ("openai-chat", "/v1/chat/completions") if endpoint == "chat" else ("vllm", "/v1/completions")
-    return ([str(peers / "venv-vllm/bin/python"), str(peers / "vllm_bench_serve.py"), "--backend", backend,
-             "--endpoint", path, "--host", "127.0.0.1", "--port", str(port), "--model", "fake-model", "--tokenizer",
-             str(peers / "tok"), "--dataset-name", "random", "--random-input-len", "32", "--random-output-len",
-             str(out_len), "--ignore-eos", "--num-prompts", str(num), "--max-concurrency", str(conc),
-             "--disable-tqdm", "--percentile-metrics", "ttft,tpot,itl,e2el", "--metric-percentiles", "50,99",
-             "--save-result", "--result-dir", str(res.parent), "--result-filename", res.name], peers)
+        backend = "sglang-oai-chat" if endpoint == "chat" else "sglang-oai"
+        flags = (
+            f"--backend {backend} {common} --dataset-name random-ids --random-input-len 32 "
+            f"--random-output-len {out_len} --random-range-ratio 1.0 --disable-tqdm"
+        )
+        python = str(peers / "venv-sgl/bin/python")
+        argv = [python, "-m", "sglang.benchmark.serving", *flags.split(), "--tokenizer", str(peers / "tok")]
+        return [*argv, "--output-file", str(res)], peers / "sgl"
+    backend, path = (
+        ("openai-chat", "/v1/chat/completions") if endpoint == "chat" else ("vllm", "/v1/completions")
+    )
+    flags = (
+        f"--backend {backend} --endpoint {path} {common} --dataset-name random --random-input-len 32 "
+        f"--random-output-len {out_len} --ignore-eos --disable-tqdm --percentile-metrics ttft,tpot,itl,e2el "
+        "--metric-percentiles 50,99 --save-result"
+    )
+    argv = [str(peers / "venv-vllm/bin/python"), str(peers / "vllm_bench_serve.py"), *flags.split()]
+    argv += [
+        "--tokenizer",
+        str(peers / "tok"),
+        "--result-dir",
+        str(res.parent),
+        "--result-filename",
+        res.name,
+    ]
+    return argv, peers
 
 
 def available_clients(peers: Path, wanted: list[str]) -> list[str]:
     out = []
     for c in wanted:
-        need = {"toolkit": FASTSERVER, "sglang": peers / "sgl/sglang/benchmark/serving.py",
-                "vllm": peers / "venv-vllm/bin/python"}[c]
+        need = {
+            "toolkit": FASTSERVER,
+            "sglang": peers / "sgl/sglang/benchmark/serving.py",
+            "vllm": peers / "venv-vllm/bin/python",
+        }[c]
         if need.exists():
             out.append(c)
         else:
@@ -151,15 +172,27 @@ def available_clients(peers: Path, wanted: list[str]) -> list[str]:
     return out
 
 
-def run_case(client: str, server: FastServer, peers: Path, conc: int, num: int, out_len: int, endpoint: str,
-             tmp: Path) -> dict[str, Any]:
+def run_case(
+    client: str, server: FastServer, peers: Path, conc: int, num: int, out_len: int, endpoint: str, tmp: Path
+) -> dict[str, Any]:
     res = tmp / f"{client}-c{conc}-{time.monotonic_ns()}.json"
     argv, cwd = client_command(client, peers, server.port, conc, num, out_len, res, endpoint)
-    env = dict(os.environ, HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", TOKENIZERS_PARALLELISM="false",
-               PYTHONPATH=str(REPO))
+    env = dict(
+        os.environ,
+        HF_HUB_OFFLINE="1",
+        TRANSFORMERS_OFFLINE="1",
+        TOKENIZERS_PARALLELISM="false",
+        PYTHONPATH=str(REPO),
+    )
     http("POST", server.url + "/stats/reset")
-    proc = subprocess.Popen(["taskset", "-c", CLIENT_CPU, *argv], cwd=cwd, env=env, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        ["taskset", "-c", CLIENT_CPU, *argv],
+        cwd=cwd,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     sampler = CpuSampler(proc.pid)
     sampler.start()
     out, err = proc.communicate(timeout=600)
@@ -167,18 +200,32 @@ def run_case(client: str, server: FastServer, peers: Path, conc: int, num: int, 
     sampler.join()
     truth = http("GET", server.url + f"/stats?last={num}")
     if proc.returncode != 0:
-        return {"client": client, "conc": conc, "num": num, "suite": "accuracy" if truth.get("gap_count") else "ingest",
-                "error": (err or out)[-600:]}
+        return {
+            "client": client,
+            "conc": conc,
+            "num": num,
+            "suite": "accuracy" if truth.get("gap_count") else "ingest",
+            "error": (err or out)[-600:],
+        }
     if client == "toolkit":
         rep = json.loads(out.strip().splitlines()[-1])
     elif client == "sglang":
         rep = json.loads(res.read_text().strip().splitlines()[-1])
     else:
         rep = json.loads(res.read_text())
-    row: dict[str, Any] = {"client": client, "conc": conc, "num": num, "out_len": out_len, "endpoint": endpoint,
-                           "suite": "accuracy" if truth.get("gap_count") else "ingest", "truth": truth}
-    for key in ("completed", "duration", "output_throughput", "total_output_tokens", "median_itl_ms", "p99_itl_ms",
-                "median_tpot_ms", "p99_tpot_ms", "median_ttft_ms"):
+    row: dict[str, Any] = {
+        "client": client,
+        "conc": conc,
+        "num": num,
+        "out_len": out_len,
+        "endpoint": endpoint,
+        "suite": "accuracy" if truth.get("gap_count") else "ingest",
+        "truth": truth,
+    }
+    reported = (
+        "completed duration output_throughput total_output_tokens median_itl_ms p99_itl_ms median_tpot_ms"
+    )
+    for key in (*reported.split(), "p99_tpot_ms", "median_ttft_ms"):
         row[key] = rep.get(key)
     t0 = truth["t_first_arrival"]
     t1 = max(truth["t_last_send"], t0 + (row["duration"] or 0.0))
@@ -213,11 +260,17 @@ def print_accuracy(rows: list[dict[str, Any]]) -> None:
     rows = [r for r in rows if r.get("suite") == "accuracy"]
     if not rows:
         return
-    runs = max(sum(1 for r in rows if r["client"] == rows[0]["client"] and r["conc"] == c) for c in ACCURACY_NUM)
-    print("\n## Accuracy: fastserver --delay-ms 10 --step (true gap 10 ms); 512 tokens/request, "
-          f"n = {ACCURACY_NUM}; medians of {runs} run(s)")
-    print("| client | c | median ITL ms (true) | error | median TPOT ms (true) | error | output tok/s (true) | error "
-          "| ITL p99 ms (true) | p99 - true ms | client CPU ms per 1k tokens | CPU util |")
+    runs = max(
+        sum(1 for r in rows if r["client"] == rows[0]["client"] and r["conc"] == c) for c in ACCURACY_NUM
+    )
+    print(
+        "\n## Accuracy: fastserver --delay-ms 10 --step (true gap 10 ms); 512 tokens/request, "
+        f"n = {ACCURACY_NUM}; medians of {runs} run(s)"
+    )
+    print(
+        "| client | c | median ITL ms (true) | error | median TPOT ms (true) | error | output tok/s (true) | error "
+        "| ITL p99 ms (true) | p99 - true ms | client CPU ms per 1k tokens | CPU util |"
+    )
     print("|---|---|---|---|---|---|---|---|---|---|---|---|")
     for conc in sorted({r["conc"] for r in rows}):
         for c in ordered([r["client"] for r in rows]):
@@ -225,18 +278,28 @@ def print_accuracy(rows: list[dict[str, Any]]) -> None:
             if not rs:
                 print(f"| {c} | {conc} | failed: {[r.get('error') for r in rows if r['client'] == c][:1]} |")
                 continue
-            itl, tpot, tps, p99 = (med(rs, k) for k in ("median_itl_ms", "median_tpot_ms", "output_throughput",
-                                                         "p99_itl_ms"))
-            t_itl, t_tpot, t_tps, t_p99 = (statistics.median(r["truth"][k] for r in rs)
-                                           for k in ("gap_p50_ms", "tpot_p50_ms", "tokens_per_s", "gap_p99_ms"))
+            itl, tpot, tps, p99 = (
+                med(rs, k) for k in ("median_itl_ms", "median_tpot_ms", "output_throughput", "p99_itl_ms")
+            )
+            t_itl, t_tpot, t_tps, t_p99 = (
+                statistics.median(r["truth"][k] for r in rs)
+                for k in ("gap_p50_ms", "tpot_p50_ms", "tokens_per_s", "gap_p99_ms")
+            )
             # errors run by run (each against its own truth), then the median over runs
-            e_itl, e_tpot, e_tps = (statistics.median((r[k] - r["truth"][t]) / r["truth"][t] * 100 for r in rs)
-                                    for k, t in (("median_itl_ms", "gap_p50_ms"), ("median_tpot_ms", "tpot_p50_ms"),
-                                                 ("output_throughput", "tokens_per_s")))
+            e_itl, e_tpot, e_tps = (
+                statistics.median((r[k] - r["truth"][t]) / r["truth"][t] * 100 for r in rs)
+                for k, t in (
+                    ("median_itl_ms", "gap_p50_ms"),
+                    ("median_tpot_ms", "tpot_p50_ms"),
+                    ("output_throughput", "tokens_per_s"),
+                )
+            )
             diff = statistics.median(r["p99_itl_ms"] - r["truth"]["gap_p99_ms"] for r in rs)
-            print(f"| {c} | {conc} | {itl:.3f} ({t_itl:.3f}) | {e_itl:+.3f}% | {tpot:.3f} ({t_tpot:.3f}) | "
-                  f"{e_tpot:+.3f}% | {tps:,.1f} ({t_tps:,.1f}) | {e_tps:+.3f}% | {p99:.3f} ({t_p99:.3f}) | "
-                  f"{diff:+.3f} | {fmt_num(med(rs, 'cpu_per_1k_tokens_ms'))} | {fmt_pct(med(rs, 'cpu_util'))} |")
+            print(
+                f"| {c} | {conc} | {itl:.3f} ({t_itl:.3f}) | {e_itl:+.3f}% | {tpot:.3f} ({t_tpot:.3f}) | "
+                f"{e_tpot:+.3f}% | {tps:,.1f} ({t_tps:,.1f}) | {e_tps:+.3f}% | {p99:.3f} ({t_p99:.3f}) | "
+                f"{diff:+.3f} | {fmt_num(med(rs, 'cpu_per_1k_tokens_ms'))} | {fmt_pct(med(rs, 'cpu_util'))} |"
+            )
 
 
 def fmt_num(x: float | None, digits: int = 1) -> str:
@@ -247,8 +310,15 @@ def fmt_pct(x: float | None) -> str:
     return "-" if x is None else f"{x * 100:.0f}%"
 
 
-def ingest(clients: list[str], peers: Path, port: int, repeat: int, tmp: Path, sizes: list[tuple[int, int]],
-           endpoint: str) -> list[dict[str, Any]]:
+def ingest(
+    clients: list[str],
+    peers: Path,
+    port: int,
+    repeat: int,
+    tmp: Path,
+    sizes: list[tuple[int, int]],
+    endpoint: str,
+) -> list[dict[str, Any]]:
     rows = []
     with FastServer(port, 0.0, step=False) as srv:
         for num, out_len in sizes:
@@ -256,7 +326,10 @@ def ingest(clients: list[str], peers: Path, port: int, repeat: int, tmp: Path, s
                 for _ in range(repeat):
                     for c in clients:
                         rows.append(run_case(c, srv, peers, conc, num, out_len, endpoint, tmp))
-                        print(f"  ingest {c} {num}x{out_len} c={conc}: {rows[-1].get('output_throughput')}", flush=True)
+                        print(
+                            f"  ingest {c} {num}x{out_len} c={conc}: {rows[-1].get('output_throughput')}",
+                            flush=True,
+                        )
     return rows
 
 
@@ -264,27 +337,43 @@ def print_ingest(rows: list[dict[str, Any]]) -> None:
     rows = [r for r in rows if r.get("suite") == "ingest"]
     if not rows:
         return
-    print(f"\n## Ingest ceiling: fastserver --delay-ms 0 (16 events per write), {rows[0].get('endpoint', 'completions')}; "
-          "server on CPU 0, client on CPU 1; medians over runs")
-    print("| requests x tokens | c | client | runs | output tok/s (reported) | true tokens / client duration | "
-          "client CPU ms per 1k tokens (window) | tok/s per CPU-second | CPU util | vs vLLM | vs SGLang |")
+    print(
+        f"\n## Ingest ceiling: fastserver --delay-ms 0 (16 events per write), {rows[0].get('endpoint', 'completions')}; "
+        "server on CPU 0, client on CPU 1; medians over runs"
+    )
+    print(
+        "| requests x tokens | c | client | runs | output tok/s (reported) | true tokens / client duration | "
+        "client CPU ms per 1k tokens (window) | tok/s per CPU-second | CPU util | vs vLLM | vs SGLang |"
+    )
     print("|---|---|---|---|---|---|---|---|---|---|---|")
     for num, out_len in sorted({(r["num"], r.get("out_len")) for r in rows}):
         for conc in sorted({r["conc"] for r in rows}):
-            group = {c: [r for r in rows if r["client"] == c and r["conc"] == conc and r["num"] == num
-                         and "error" not in r] for c in ordered([r["client"] for r in rows])}
+            group = {
+                c: [
+                    r
+                    for r in rows
+                    if r["client"] == c and r["conc"] == conc and r["num"] == num and "error" not in r
+                ]
+                for c in ordered([r["client"] for r in rows])
+            }
             tput = {c: med(rs, "output_throughput") for c, rs in group.items()}
             for c, rs in group.items():
                 if not rs:
                     print(f"| {num} x {out_len} | {conc} | {c} | 0 | failed |")
                     continue
                 true_rate = statistics.median(r["truth"]["tokens"] / r["duration"] for r in rs)
-                ratio = {p: (f"{tput[c] / tput[p]:.2f}x" if tput.get(p) and c != p else "-") for p in ("vllm", "sglang")}
+                mine = tput[c] or 0.0
+                ratio = {
+                    p: (f"{mine / t:.2f}x" if (t := tput.get(p)) and c != p else "-")
+                    for p in ("vllm", "sglang")
+                }
                 cpu = med(rs, "cpu_per_1k_tokens_ms")
                 per_core = f"{1e6 / cpu:,.0f}" if cpu else "-"
-                print(f"| {num} x {out_len} | {conc} | {c} | {len(rs)} | {tput[c]:,.0f} | {true_rate:,.0f} | "
-                      f"{fmt_num(cpu, 2)} | {per_core} | {fmt_pct(med(rs, 'cpu_util'))} | {ratio['vllm']} | "
-                      f"{ratio['sglang']} |")
+                print(
+                    f"| {num} x {out_len} | {conc} | {c} | {len(rs)} | {tput[c]:,.0f} | {true_rate:,.0f} | "
+                    f"{fmt_num(cpu, 2)} | {per_core} | {fmt_pct(med(rs, 'cpu_util'))} | {ratio['vllm']} | "
+                    f"{ratio['sglang']} |"
+                )
 
 
 def load_rows(paths: list[str]) -> list[dict[str, Any]]:
@@ -308,22 +397,32 @@ def main() -> int:
     ap.add_argument("--endpoint", choices=("completions", "chat"), default="completions")
     ap.add_argument("--sizes", default="64x512,256x2048", help="ingest workloads, requests x tokens")
     ap.add_argument("--out", default=None, help="also write every row as JSON lines here")
-    ap.add_argument("--from-jsonl", nargs="+", default=None, metavar="FILE",
-                    help="print the tables from rows saved with --out (several runs are pooled)")
+    ap.add_argument(
+        "--from-jsonl",
+        nargs="+",
+        default=None,
+        metavar="FILE",
+        help="print the tables from rows saved with --out (several runs are pooled)",
+    )
     a = ap.parse_args()
     if a.from_jsonl:
-        rows = load_rows(a.from_jsonl)
-        print_accuracy(rows)
-        print_ingest(rows)
+        saved = load_rows(a.from_jsonl)
+        print_accuracy(saved)
+        print_ingest(saved)
         return 0
     if not FASTSERVER.exists():
-        print(f"fastserver.py not found at {FASTSERVER}; run from the repository next to shared/", file=sys.stderr)
+        print(
+            f"fastserver.py not found at {FASTSERVER}; run from the repository next to shared/",
+            file=sys.stderr,
+        )
         return 2
     peers = Path(a.peers_dir)
     clients = available_clients(peers, a.clients.split(","))
     sizes = [(int(x.split("x")[0]), int(x.split("x")[1])) for x in a.sizes.split(",")]
     rows: list[dict[str, Any]] = []
-    print(f"clients: {', '.join(clients)}; {psutil.cpu_count()} CPUs; load {os.getloadavg()[0]:.2f}", flush=True)
+    print(
+        f"clients: {', '.join(clients)}; {psutil.cpu_count()} CPUs; load {os.getloadavg()[0]:.2f}", flush=True
+    )
     with tempfile.TemporaryDirectory() as tmp:
         if a.only in (None, "accuracy"):
             rows += accuracy(clients, peers, a.port, a.repeat, Path(tmp))
@@ -331,7 +430,9 @@ def main() -> int:
             rows += ingest(clients, peers, a.port + 1, a.repeat, Path(tmp), sizes, a.endpoint)
     print_accuracy(rows)
     print_ingest(rows)
-    print(f"\nload average at the end: {os.getloadavg()[0]:.2f} (2 cores shared with other work: expect noise)")
+    print(
+        f"\nload average at the end: {os.getloadavg()[0]:.2f} (2 cores shared with other work: expect noise)"
+    )
     if a.out:
         with open(a.out, "w") as f:
             for r in rows:

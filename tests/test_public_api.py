@@ -37,3 +37,13 @@ def test_unknown_name_is_a_clear_attribute_error() -> None:
         assert "Lunch" in str(exc)
     else:
         raise AssertionError("expected AttributeError")
+
+
+def test_bench_is_callable_in_any_import_order() -> None:
+    """`import toolkit.bench.client` binds the package name; `tk.bench(...)` must still call bench()."""
+    code = (
+        "import toolkit.bench.client, toolkit as tk, toolkit.bench.metrics as m; "
+        "print(callable(tk.bench), tk.bench.bench.__name__, m.__name__)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.split() == ["True", "bench", "toolkit.bench.metrics"]

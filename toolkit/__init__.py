@@ -48,7 +48,7 @@ _EXPORTS: dict[str, tuple[str, str | None]] = {
     "launch": ("toolkit.launch", "launch"),
     "launch_multinode": ("toolkit.launch", "launch_multinode"),
     "Journal": ("toolkit.journal", "Journal"),
-    "bench": ("toolkit.bench", "bench"),
+    "bench": ("toolkit.bench", None),  # the package is callable: tk.bench(server, ...) (see its __init__)
     "sweep": ("toolkit.sweep", "sweep"),
     "compare": ("toolkit.sweep", "compare"),
     "compare_flag": ("toolkit.sweep", "compare_flag"),
@@ -82,7 +82,7 @@ def __dir__() -> list[str]:
 
 if TYPE_CHECKING:
     from toolkit import errors, logs, plots, report
-    from toolkit.bench import bench
+    from toolkit import bench
     from toolkit.bisection import compare_commits, perf_bisect
     from toolkit.errors import ToolkitError
     from toolkit.flagcheck import validate_spec

@@ -14,6 +14,10 @@ view (speculative accept length). The layers, each importable on its own:
 
 from __future__ import annotations
 
+import sys
+import types
+from typing import Any
+
 from toolkit.bench.client import ClientSettings
 from toolkit.bench.metrics import SUMMARY_KEYS, RequestRecord, summarize
 from toolkit.bench.result import BenchResult
@@ -35,3 +39,18 @@ __all__ = [
     "ServerView",
     "SSEDecoder",
 ]
+
+
+class _CallableModule(types.ModuleType):
+    """`tk.bench(server, ...)` and `toolkit.bench.client` must both work.
+
+    The package and its main function share a name; once the package is imported, Python
+    binds `toolkit.bench` to the module, whatever `toolkit/__init__` exports. Calling the
+    module calls :func:`bench`, so the notebook vocabulary holds in any import order.
+    """
+
+    def __call__(self, *args: Any, **kwargs: Any) -> BenchResult:
+        return bench(*args, **kwargs)
+
+
+sys.modules[__name__].__class__ = _CallableModule

@@ -30,6 +30,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
+from types import MappingProxyType
 from typing import Any, Literal
 
 import aiohttp
@@ -50,11 +51,21 @@ except ImportError:  # pragma: no cover - exercised where orjson is absent
         return json.dumps(obj, separators=(",", ":")).encode()
 
 
-__all__ = ["ClientSettings", "request_body", "stream_request", "run_requests", "make_session", "Endpoint"]
+__all__ = [
+    "ClientSettings",
+    "request_body",
+    "stream_request",
+    "run_requests",
+    "make_session",
+    "Endpoint",
+    "DEFAULT_HEADERS",
+]
 
 Endpoint = Literal["completions", "chat"]
 _PATHS = {"completions": "/v1/completions", "chat": "/v1/chat/completions"}
-_HEADERS = {"Content-Type": "application/json", "Accept": "text/event-stream"}
+DEFAULT_HEADERS: Mapping[str, str] = MappingProxyType(
+    {"Content-Type": "application/json", "Accept": "text/event-stream"}
+)
 _TEXT_KEYS = {False: b'"text":"', True: b'"content":"'}
 _SPEC_KEYS = ("spec_accept_length", "spec_verify_ct")
 
@@ -220,7 +231,9 @@ def _chat_has_output(choice: Mapping[str, Any]) -> bool:
     delta = choice.get("delta")
     if not isinstance(delta, dict):
         return False
-    if any(delta.get(k) for k in ("content", "reasoning_content", "reasoning", "tool_calls", "function_call")):
+    if any(
+        delta.get(k) for k in ("content", "reasoning_content", "reasoning", "tool_calls", "function_call")
+    ):
         return True
     return delta.get("content") == "" and "role" not in delta
 
@@ -246,7 +259,7 @@ async def stream_request(
     timeout_s: float,
     index: int = 0,
     prompt_len: int = 0,
-    headers: Mapping[str, str] = _HEADERS,
+    headers: Mapping[str, str] = DEFAULT_HEADERS,
 ) -> RequestRecord:
     """POST one streaming request and time its token chunks; errors land in the record."""
     clock = time.perf_counter
@@ -288,8 +301,10 @@ async def stream_request(
                         for p in decoder.close():
                             slow(p, now, at_eof=True)
                     if not st.error and not st.finished:
-                        st.error = (f"the stream ended without a finish_reason or [DONE] after {len(times)} "
-                                    "token chunks: cut mid-response?")
+                        st.error = (
+                            f"the stream ended without a finish_reason or [DONE] after {len(times)} "
+                            "token chunks: cut mid-response?"
+                        )
     except Exception as exc:  # noqa: BLE001 - every failure is data for the summary
         st.error = _failure(exc, url, timeout_s, len(times))
     end = clock()
@@ -298,19 +313,27 @@ async def stream_request(
     counted = st.chunk_tokens()
     out_tokens = st.usage_out if st.usage_out is not None else (sum(counted) if counted else len(times))
     return RequestRecord(
-        send_time=send, chunk_times=tuple(times), end_time=end,
+        send_time=send,
+        chunk_times=tuple(times),
+        end_time=end,
         prompt_tokens=st.usage_in if st.usage_in is not None else prompt_len,
-        output_tokens=out_tokens, output_tokens_source="usage" if st.usage_out is not None else "chunks",
-        chunk_tokens=counted, error=st.error, index=index,
+        output_tokens=out_tokens,
+        output_tokens_source="usage" if st.usage_out is not None else "chunks",
+        chunk_tokens=counted,
+        error=st.error,
+        index=index,
         prompt_tokens_source="usage" if st.usage_in is not None else "workload",
-        spec_accept_length=st.spec_len, spec_verify_ct=st.spec_ct,
+        spec_accept_length=st.spec_len,
+        spec_verify_ct=st.spec_ct,
     )
 
 
 def make_session(max_concurrency: int | None) -> aiohttp.ClientSession:
     """One session, pool capped at ``max_concurrency`` (0 = unlimited), as vLLM's client."""
     limit = max_concurrency or 0
-    connector = aiohttp.TCPConnector(limit=limit, limit_per_host=limit, keepalive_timeout=60, force_close=False)
+    connector = aiohttp.TCPConnector(
+        limit=limit, limit_per_host=limit, keepalive_timeout=60, force_close=False
+    )
     return aiohttp.ClientSession(connector=connector, timeout=aiohttp.ClientTimeout(total=None))
 
 
@@ -321,7 +344,7 @@ async def run_requests(
     *,
     offsets_s: Sequence[float] | None = None,
     on_done: Callable[[RequestRecord], None] | None = None,
-    headers: Mapping[str, str] = _HEADERS,
+    headers: Mapping[str, str] = DEFAULT_HEADERS,
 ) -> tuple[list[RequestRecord], float]:
     """Send ``specs`` on the schedule ``offsets_s`` under the concurrency cap.
 
@@ -330,14 +353,23 @@ async def run_requests(
     """
     bodies = [_dumps(request_body(settings, s)) for s in specs]  # encoded before the clock starts
     limit: AbstractAsyncContextManager[Any] = (
-        asyncio.Semaphore(settings.max_concurrency) if settings.max_concurrency else contextlib.nullcontext())
+        asyncio.Semaphore(settings.max_concurrency) if settings.max_concurrency else contextlib.nullcontext()
+    )
     chat = settings.endpoint == "chat"
     url = settings.api_url
 
     async def one(i: int) -> RequestRecord:
         async with limit:
-            rec = await stream_request(session, url, bodies[i], chat=chat, timeout_s=settings.timeout_s,
-                                       index=i, prompt_len=specs[i].prompt_len, headers=headers)
+            rec = await stream_request(
+                session,
+                url,
+                bodies[i],
+                chat=chat,
+                timeout_s=settings.timeout_s,
+                index=i,
+                prompt_len=specs[i].prompt_len,
+                headers=headers,
+            )
         if on_done is not None:
             on_done(rec)
         return rec

@@ -263,8 +263,13 @@ def summarize(
         "max_concurrent_requests": peak_requests,
         "concurrency": per_s(float(e2els.sum())) if done else None,
     }
-    for name, values in (("ttft", ttfts), ("tpot", tpots), ("itl", itls),
-                         ("itl_per_token", itls_tok), ("e2el", e2els)):
+    for name, values in (
+        ("ttft", ttfts),
+        ("tpot", tpots),
+        ("itl", itls),
+        ("itl_per_token", itls_tok),
+        ("e2el", e2els),
+    ):
         for stat, v in _stats(values).items():
             out[f"{stat}_{name}_ms"] = v
     out["mean_tokens_per_chunk"] = total_out / total_chunks if total_chunks else None

@@ -33,9 +33,38 @@ from toolkit.bench.workload import Workload
 __all__ = ["BenchResult", "requests_frame", "spread_frame", "t_quantile_975"]
 
 # Student's t, 0.975 quantile, for 1..30 degrees of freedom.
-_T975 = (12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179, 2.160, 2.145,
-         2.131, 2.120, 2.110, 2.101, 2.093, 2.086, 2.080, 2.074, 2.069, 2.064, 2.060, 2.056, 2.052, 2.048,
-         2.045, 2.042)
+_T975 = (
+    12.706,
+    4.303,
+    3.182,
+    2.776,
+    2.571,
+    2.447,
+    2.365,
+    2.306,
+    2.262,
+    2.228,
+    2.201,
+    2.179,
+    2.160,
+    2.145,
+    2.131,
+    2.120,
+    2.110,
+    2.101,
+    2.093,
+    2.086,
+    2.080,
+    2.074,
+    2.069,
+    2.064,
+    2.060,
+    2.056,
+    2.052,
+    2.048,
+    2.045,
+    2.042,
+)
 
 
 def t_quantile_975(df: int) -> float:
@@ -54,18 +83,26 @@ def requests_frame(records: Sequence[RequestRecord]) -> pd.DataFrame:
     rows = []
     for r in records:
         itl = np.diff(np.asarray(r.chunk_times, dtype=float)) * 1000.0
-        rows.append({
-            "index": r.index, "ok": r.ok, "error": r.error,
-            "ttft_ms": None if r.ttft_s is None else r.ttft_s * 1000.0,
-            "tpot_ms": None if r.tpot_s is None else r.tpot_s * 1000.0,
-            "e2el_ms": None if r.e2el_s is None else r.e2el_s * 1000.0,
-            "output_tokens": r.output_tokens, "output_tokens_source": r.output_tokens_source,
-            "prompt_tokens": r.prompt_tokens, "chunks": len(r.chunk_times), "itl_count": len(itl),
-            "itl_mean_ms": float(itl.mean()) if len(itl) else None,
-            "itl_max_ms": float(itl.max()) if len(itl) else None,
-            "sent_at_s": r.send_time - t0, "ended_at_s": r.end_time - t0,
-            "spec_accept_length": r.spec_accept_length,
-        })
+        rows.append(
+            {
+                "index": r.index,
+                "ok": r.ok,
+                "error": r.error,
+                "ttft_ms": None if r.ttft_s is None else r.ttft_s * 1000.0,
+                "tpot_ms": None if r.tpot_s is None else r.tpot_s * 1000.0,
+                "e2el_ms": None if r.e2el_s is None else r.e2el_s * 1000.0,
+                "output_tokens": r.output_tokens,
+                "output_tokens_source": r.output_tokens_source,
+                "prompt_tokens": r.prompt_tokens,
+                "chunks": len(r.chunk_times),
+                "itl_count": len(itl),
+                "itl_mean_ms": float(itl.mean()) if len(itl) else None,
+                "itl_max_ms": float(itl.max()) if len(itl) else None,
+                "sent_at_s": r.send_time - t0,
+                "ended_at_s": r.end_time - t0,
+                "spec_accept_length": r.spec_accept_length,
+            }
+        )
     return pd.DataFrame(rows)
 
 
@@ -74,15 +111,23 @@ def spread_frame(summaries: Sequence[Mapping[str, Any]]) -> pd.DataFrame:
     rows = {}
     for key in SUMMARY_KEYS:
         vals = [s.get(key) for s in summaries]
-        xs = np.array([v for v in vals if isinstance(v, int | float) and not isinstance(v, bool)], dtype=float)
+        xs = np.array(
+            [v for v in vals if isinstance(v, int | float) and not isinstance(v, bool)], dtype=float
+        )
         if xs.size == 0:
             continue
         mean = float(xs.mean())
         std = float(xs.std(ddof=1)) if xs.size > 1 else math.nan
         half = t_quantile_975(xs.size - 1) * std / math.sqrt(xs.size) if xs.size > 1 else math.nan
-        rows[key] = {"n": int(xs.size), "median": float(np.median(xs)), "mean": mean, "std": std,
-                     "ci95_low": mean - half, "ci95_high": mean + half,
-                     **{f"run_{i + 1}": v for i, v in enumerate(vals)}}
+        rows[key] = {
+            "n": int(xs.size),
+            "median": float(np.median(xs)),
+            "mean": mean,
+            "std": std,
+            "ci95_low": mean - half,
+            "ci95_high": mean + half,
+            **{f"run_{i + 1}": v for i, v in enumerate(vals)},
+        }
     return pd.DataFrame.from_dict(rows, orient="index")
 
 
@@ -147,9 +192,11 @@ class BenchResult:
         s, st = self.summary, self.settings
         done, failed = s.get("completed") or 0, s.get("failed") or 0
         runs = f" (median of {len(self.runs)} runs)" if self.runs else ""
-        head = (f"BenchResult{runs}: {_fmt(done)}/{_fmt(done + failed)} completed in {_fmt(s.get('duration'))} s"
-                f" | {st.url} {st.model} | {st.endpoint} | concurrency {st.max_concurrency or 'unlimited'}"
-                f" | rate {'inf' if math.isinf(st.request_rate) else _fmt(st.request_rate)} req/s")
+        head = (
+            f"BenchResult{runs}: {_fmt(done)}/{_fmt(done + failed)} completed in {_fmt(s.get('duration'))} s"
+            f" | {st.url} {st.model} | {st.endpoint} | concurrency {st.max_concurrency or 'unlimited'}"
+            f" | rate {'inf' if math.isinf(st.request_rate) else _fmt(st.request_rate)} req/s"
+        )
         if not done:
             head += f"\nALL {_fmt(failed)} REQUESTS FAILED. First error: {self.first_error}"
         elif failed:
@@ -159,18 +206,27 @@ class BenchResult:
     def table_rows(self) -> list[tuple[str, ...]]:
         s = self.summary
         rows: list[tuple[str, ...]] = [("metric (ms)", "mean", "median", "p90", "p99")]
-        for name, label in (("ttft", "TTFT"), ("tpot", "TPOT"), ("itl", "ITL"), ("itl_per_token", "ITL/token"),
-                            ("e2el", "E2EL")):
-            rows.append((label, *(_fmt(s.get(f"{stat}_{name}_ms")) for stat in ("mean", "median", "p90", "p99"))))
+        for name, label in (
+            ("ttft", "TTFT"),
+            ("tpot", "TPOT"),
+            ("itl", "ITL"),
+            ("itl_per_token", "ITL/token"),
+            ("e2el", "E2EL"),
+        ):
+            rows.append(
+                (label, *(_fmt(s.get(f"{stat}_{name}_ms")) for stat in ("mean", "median", "p90", "p99")))
+            )
         return rows
 
     def __str__(self) -> str:
         s, sv = self.summary, self.server_view
         lines = [self.headline()]
         if self.ok:
-            lines.append(f"  output {_fmt(s['output_throughput'])} tok/s | {_fmt(s['request_throughput'])} req/s"
-                         f" | total {_fmt(s['total_token_throughput'])} tok/s"
-                         f" | output tokens from {s['output_tokens_source']}")
+            lines.append(
+                f"  output {_fmt(s['output_throughput'])} tok/s | {_fmt(s['request_throughput'])} req/s"
+                f" | total {_fmt(s['total_token_throughput'])} tok/s"
+                f" | output tokens from {s['output_tokens_source']}"
+            )
             lines += ["  " + f"{r[0]:<12}" + "".join(f"{c:>11}" for c in r[1:]) for r in self.table_rows()]
         if sv.accept_length is not None:
             cum = ", server's running average" if sv.cumulative else ""
@@ -189,8 +245,10 @@ class BenchResult:
             for t, r in [("th", rows[0])] + [("td", r) for r in rows[1:]]
         )
         s, sv = self.summary, self.server_view
-        extra = (f"output {_fmt(s['output_throughput'])} tok/s &middot; {_fmt(s['request_throughput'])} req/s"
-                 f" &middot; tokens from {html.escape(str(s['output_tokens_source']))}")
+        extra = (
+            f"output {_fmt(s['output_throughput'])} tok/s &middot; {_fmt(s['request_throughput'])} req/s"
+            f" &middot; tokens from {html.escape(str(s['output_tokens_source']))}"
+        )
         if sv.accept_length is not None:
             extra += f" &middot; accept length {sv.accept_length:.3f} ({html.escape(str(sv.accept_length_source))})"
         return f"<div><b>{head}</b><br>{extra}<table>{cells}</table></div>"
@@ -216,9 +274,12 @@ class BenchResult:
         line("Peak output token throughput (tok/s):", s["max_output_tokens_per_s"])
         line("Peak concurrent requests:", s["max_concurrent_requests"])
         line("Total token throughput (tok/s):", s["total_token_throughput"])
-        for name, label, title in (("ttft", "TTFT", "Time to First Token"),
-                                   ("tpot", "TPOT", "Time per Output Token (excl. 1st token)"),
-                                   ("itl", "ITL", "Inter-token Latency"), ("e2el", "E2EL", "End-to-end Latency")):
+        for name, label, title in (
+            ("ttft", "TTFT", "Time to First Token"),
+            ("tpot", "TPOT", "Time per Output Token (excl. 1st token)"),
+            ("itl", "ITL", "Inter-token Latency"),
+            ("e2el", "E2EL", "End-to-end Latency"),
+        ):
             out.append(f"{title:-^50}")
             for stat, word in (("mean", "Mean"), ("median", "Median"), ("p99", "P99")):
                 line(f"{word} {label} (ms):", s[f"{stat}_{name}_ms"])
@@ -233,9 +294,13 @@ class BenchResult:
     def to_dict(self, *, requests: bool = True) -> dict[str, Any]:
         """JSON-safe: summary, settings, workload (no prompt texts), server view, errors."""
         out: dict[str, Any] = {
-            "summary": dict(self.summary), "settings": self.settings.to_dict(),
-            "workload": self.workload.to_dict(), "server_view": self.server_view.to_dict(),
-            "errors": self.errors, "warmup_errors": list(self.warmup_errors), "started_at": self.started_at,
+            "summary": dict(self.summary),
+            "settings": self.settings.to_dict(),
+            "workload": self.workload.to_dict(),
+            "server_view": self.server_view.to_dict(),
+            "errors": self.errors,
+            "warmup_errors": list(self.warmup_errors),
+            "started_at": self.started_at,
         }
         if requests and not self.runs:
             out["requests"] = self.requests.to_dict(orient="records")

@@ -19,7 +19,7 @@ import aiohttp
 import pandas as pd
 from tqdm.auto import tqdm
 
-from toolkit.bench.client import _HEADERS, ClientSettings, Endpoint, make_session, run_requests
+from toolkit.bench.client import DEFAULT_HEADERS, ClientSettings, Endpoint, make_session, run_requests
 from toolkit.bench.metrics import SUMMARY_KEYS, parse_goodput_slos, summarize
 from toolkit.bench.result import BenchResult, requests_frame, spread_frame
 from toolkit.bench.server_view import LogMetricSource, build_server_view, fetch_snapshot
@@ -36,25 +36,34 @@ def resolve_url(target: Any) -> str:
     """A base URL from a string or anything with ``.url`` (a toolkit ``Server``)."""
     url = getattr(target, "url", target)
     if not isinstance(url, str) or not url.startswith(("http://", "https://")):
-        raise ValueError(f"bench() needs a URL like 'http://127.0.0.1:8000' or a Server with .url, got {target!r}")
+        raise ValueError(
+            f"bench() needs a URL like 'http://127.0.0.1:8000' or a Server with .url, got {target!r}"
+        )
     url = url.rstrip("/")
     return url[: -len("/v1")] if url.endswith("/v1") else url
 
 
 async def _first_model(session: aiohttp.ClientSession, url: str, headers: Mapping[str, str]) -> str:
     try:
-        async with session.get(f"{url}/v1/models", headers=headers, timeout=aiohttp.ClientTimeout(total=30)) as r:
+        async with session.get(
+            f"{url}/v1/models", headers=headers, timeout=aiohttp.ClientTimeout(total=30)
+        ) as r:
             body = await r.text()
             if r.status != 200:
-                raise ToolkitError(f"{url}/v1/models answered HTTP {r.status}, so no model name could be found",
-                                   evidence=[body[:300]], hint="pass model=... (or --model)")
+                raise ToolkitError(
+                    f"{url}/v1/models answered HTTP {r.status}, so no model name could be found",
+                    evidence=[body[:300]],
+                    hint="pass model=... (or --model)",
+                )
             data = (await r.json(content_type=None)).get("data") or []
             return str(data[0]["id"])
     except ToolkitError:
         raise
     except (aiohttp.ClientError, TimeoutError, ValueError, KeyError, IndexError, AttributeError) as exc:
-        raise ToolkitError(f"could not list the models at {url}/v1/models: {type(exc).__name__}: {exc}",
-                           hint="check the server is up at that URL, or pass model=... (or --model)") from exc
+        raise ToolkitError(
+            f"could not list the models at {url}/v1/models: {type(exc).__name__}: {exc}",
+            hint="check the server is up at that URL, or pass model=... (or --model)",
+        ) from exc
 
 
 async def bench_async(
@@ -88,22 +97,42 @@ async def bench_async(
     if max_concurrency is not None and max_concurrency < 1:
         raise ValueError(f"max_concurrency must be >= 1 (or None for unlimited), got {max_concurrency}")
     if repeats < 1 or not timeout_s > 0:
-        raise ValueError(f"repeats must be >= 1 and timeout_s > 0, got repeats={repeats}, timeout_s={timeout_s}")
+        raise ValueError(
+            f"repeats must be >= 1 and timeout_s > 0, got repeats={repeats}, timeout_s={timeout_s}"
+        )
     url = resolve_url(target)
-    workload = make_workload(num_prompts=num_prompts, input_len=input_len, output_len=output_len,
-                             range_ratio=range_ratio, dataset=dataset, seed=seed)
+    workload = make_workload(
+        num_prompts=num_prompts,
+        input_len=input_len,
+        output_len=output_len,
+        range_ratio=range_ratio,
+        dataset=dataset,
+        seed=seed,
+    )
     offsets = arrival_offsets(num_prompts, request_rate, burstiness, seed)
     slos = parse_goodput_slos(goodput)
-    headers = dict(_HEADERS, **({"Authorization": f"Bearer {api_key}"} if api_key else {}))
+    headers = dict(DEFAULT_HEADERS, **({"Authorization": f"Bearer {api_key}"} if api_key else {}))
     n_warm = (max_concurrency or min(num_prompts, 64)) if warmup is None else warmup
     async with aiohttp.ClientSession() as aux, make_session(max_concurrency) as session:
         if model is None:
             model = await _first_model(aux, url, headers)
         settings = ClientSettings(
-            url=url, model=model, endpoint=endpoint, max_concurrency=max_concurrency, request_rate=request_rate,
-            burstiness=burstiness, warmup=n_warm, ignore_eos=ignore_eos, temperature=temperature,
-            timeout_s=timeout_s, extra_body=tuple((extra_body or {}).items()), goodput_slos_ms=tuple(slos.items()),
-            progress=progress, seed=seed, repeats=repeats)
+            url=url,
+            model=model,
+            endpoint=endpoint,
+            max_concurrency=max_concurrency,
+            request_rate=request_rate,
+            burstiness=burstiness,
+            warmup=n_warm,
+            ignore_eos=ignore_eos,
+            temperature=temperature,
+            timeout_s=timeout_s,
+            extra_body=tuple((extra_body or {}).items()),
+            goodput_slos_ms=tuple(slos.items()),
+            progress=progress,
+            seed=seed,
+            repeats=repeats,
+        )
         warm = warmup_requests(workload, n_warm, output_len_cap=settings.warmup_output_len)
         warm_errors: tuple[str, ...] = ()
         if warm:
@@ -111,31 +140,73 @@ async def bench_async(
             warm_errors = tuple(r.error for r in warm_records if r.error)
         runs = []
         for k in range(repeats):
-            runs.append(await _one_run(session, aux, settings, workload, offsets, headers, slos, server_log,
-                                       warm_errors, label=f"bench {k + 1}/{repeats}" if repeats > 1 else "bench"))
+            runs.append(
+                await _one_run(
+                    session,
+                    aux,
+                    settings,
+                    workload,
+                    offsets,
+                    headers,
+                    slos,
+                    server_log,
+                    warm_errors,
+                    label=f"bench {k + 1}/{repeats}" if repeats > 1 else "bench",
+                )
+            )
     return runs[0] if repeats == 1 else _combine(runs)
 
 
 async def _one_run(
-    session: aiohttp.ClientSession, aux: aiohttp.ClientSession, settings: ClientSettings, workload: Workload,
-    offsets: Sequence[float], headers: Mapping[str, str], slos: Mapping[str, float], server_log: Any,
-    warm_errors: tuple[str, ...], *, label: str,
+    session: aiohttp.ClientSession,
+    aux: aiohttp.ClientSession,
+    settings: ClientSettings,
+    workload: Workload,
+    offsets: Sequence[float],
+    headers: Mapping[str, str],
+    slos: Mapping[str, float],
+    server_log: Any,
+    warm_errors: tuple[str, ...],
+    *,
+    label: str,
 ) -> BenchResult:
     before = await fetch_snapshot(aux, settings.url)
-    bar = tqdm(total=len(workload.requests), desc=label, unit="req", disable=not settings.progress, leave=False)
+    bar = tqdm(
+        total=len(workload.requests), desc=label, unit="req", disable=not settings.progress, leave=False
+    )
     started = time.time()
     try:
-        records, duration = await run_requests(session, settings, workload.requests, offsets_s=offsets,
-                                               on_done=lambda _r: bar.update(1), headers=headers)
+        records, duration = await run_requests(
+            session,
+            settings,
+            workload.requests,
+            offsets_s=offsets,
+            on_done=lambda _r: bar.update(1),
+            headers=headers,
+        )
     finally:
         bar.close()
     ended = time.time()
     after = await fetch_snapshot(aux, settings.url)
-    view = build_server_view(before, after, records, log_source=server_log,
-                             since=datetime.fromtimestamp(started), until=datetime.fromtimestamp(ended))
+    view = build_server_view(
+        before,
+        after,
+        records,
+        log_source=server_log,
+        since=datetime.fromtimestamp(started),
+        until=datetime.fromtimestamp(ended),
+    )
     summary = summarize(records, duration, goodput_slos_ms=slos, accept_length=view.accept_length)
-    return BenchResult(summary=summary, requests=requests_frame(records), workload=workload, settings=settings,
-                       server_view=view, records=tuple(records), started_at=started, warmup_errors=warm_errors)
+    return BenchResult(
+        summary=summary,
+        requests=requests_frame(records),
+        workload=workload,
+        settings=settings,
+        server_view=view,
+        records=tuple(records),
+        started_at=started,
+        warmup_errors=warm_errors,
+    )
 
 
 def _combine(runs: list[BenchResult]) -> BenchResult:
@@ -144,9 +215,17 @@ def _combine(runs: list[BenchResult]) -> BenchResult:
     summary = {k: (spread.at[k, "median"] if k in spread.index else runs[0].summary[k]) for k in SUMMARY_KEYS}
     frames = [r.requests.assign(run=i + 1) for i, r in enumerate(runs)]
     last = runs[-1]
-    return BenchResult(summary=summary, requests=pd.concat(frames, ignore_index=True), workload=last.workload,
-                       settings=last.settings, server_view=last.server_view, started_at=runs[0].started_at,
-                       warmup_errors=runs[0].warmup_errors, runs=tuple(runs), spread=spread)
+    return BenchResult(
+        summary=summary,
+        requests=pd.concat(frames, ignore_index=True),
+        workload=last.workload,
+        settings=last.settings,
+        server_view=last.server_view,
+        started_at=runs[0].started_at,
+        warmup_errors=runs[0].warmup_errors,
+        runs=tuple(runs),
+        spread=spread,
+    )
 
 
 def _run_coroutine(factory: Callable[[], Coroutine[Any, Any, T]]) -> T:

@@ -148,8 +148,11 @@ def vllm_spec_delta(before: VllmSpecCounters, after: VllmSpecCounters) -> dict[s
     if d_tokens <= 0:
         return None
     b, a = dict(before.accepted_per_pos), dict(after.accepted_per_pos)
-    per_pos = [(a.get(p, b.get(p, 0.0)) - b.get(p, 0.0)) / d_drafts for p in sorted(set(a) | set(b))] \
-        if d_drafts > 0 else []
+    per_pos = (
+        [(a.get(p, b.get(p, 0.0)) - b.get(p, 0.0)) / d_drafts for p in sorted(set(a) | set(b))]
+        if d_drafts > 0
+        else []
+    )
     return {
         "num_drafts": int(d_drafts),
         "draft_tokens": int(d_tokens),
@@ -168,7 +171,9 @@ def sglang_accept_length(info: Any) -> float | None:
     if isinstance(decode, list) and decode and isinstance(decode[0], Mapping):
         info = decode[0]
     states = info.get("internal_states")
-    for place in ([states[0]] if isinstance(states, list) and states and isinstance(states[0], Mapping) else []) + [info]:
+    for place in (
+        [states[0]] if isinstance(states, list) and states and isinstance(states[0], Mapping) else []
+    ) + [info]:
         value = place.get("avg_spec_accept_length")
         if isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value):
             return float(value)
@@ -207,13 +212,16 @@ class ServerView:
 
     def to_dict(self) -> dict[str, Any]:
         return {
-            "accept_length": self.accept_length, "accept_length_source": self.accept_length_source,
-            "cumulative": self.cumulative, "per_request_accept_length": self.per_request_accept_length,
+            "accept_length": self.accept_length,
+            "accept_length_source": self.accept_length_source,
+            "cumulative": self.cumulative,
+            "per_request_accept_length": self.per_request_accept_length,
             "vllm_spec_decode": dict(self.vllm_spec_decode) if self.vllm_spec_decode else None,
             "sglang_accept_length_before": self.sglang_accept_length_before,
             "sglang_accept_length_after": self.sglang_accept_length_after,
             "log_metrics": {k: dict(v) for k, v in self.log_metrics.items()} if self.log_metrics else None,
-            "log_rows": self.log_rows, "unavailable": list(self.unavailable),
+            "log_rows": self.log_rows,
+            "unavailable": list(self.unavailable),
         }
 
 
@@ -269,7 +277,9 @@ def build_server_view(
     """Combine the snapshots, the responses' own figures and log rows into one view."""
     unavailable = list(dict.fromkeys(before.errors + after.errors))
     per_request = per_request_accept_length(records)
-    vllm = vllm_spec_delta(before.vllm_spec, after.vllm_spec) if before.vllm_spec and after.vllm_spec else None
+    vllm = (
+        vllm_spec_delta(before.vllm_spec, after.vllm_spec) if before.vllm_spec and after.vllm_spec else None
+    )
     log_metrics: dict[str, dict[str, float]] | None = None
     n_rows = 0
     if log_source is not None and since is not None and until is not None:
@@ -288,11 +298,16 @@ def build_server_view(
     ]
     value, source, cumulative = next(((v, s, c) for v, s, c in candidates if v), (None, None, False))
     return ServerView(
-        accept_length=value, accept_length_source=source, cumulative=cumulative,
-        per_request_accept_length=per_request, vllm_spec_decode=vllm,
+        accept_length=value,
+        accept_length_source=source,
+        cumulative=cumulative,
+        per_request_accept_length=per_request,
+        vllm_spec_decode=vllm,
         sglang_accept_length_before=before.sglang_accept_length,
         sglang_accept_length_after=after.sglang_accept_length,
-        log_metrics=log_metrics, log_rows=n_rows, unavailable=tuple(unavailable),
+        log_metrics=log_metrics,
+        log_rows=n_rows,
+        unavailable=tuple(unavailable),
     )
 
 

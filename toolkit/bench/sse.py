@@ -87,7 +87,9 @@ class SSEDecoder:
                 buf = buf[3:]
         self._buf = _normalise(buf) if b"\r" in buf else buf
 
-    def take(self, prefix: bytes | None = None, suffix: bytes = b"", min_len: int = 0) -> tuple[int, bytes | None]:
+    def take(
+        self, prefix: bytes | None = None, suffix: bytes = b"", min_len: int = 0
+    ) -> tuple[int, bytes | None]:
         """The next event's data, after counting the events that match a template.
 
         With ``prefix``, a one-line event whose data is ``prefix + V + suffix``, where ``V``

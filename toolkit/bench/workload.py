@@ -89,9 +89,15 @@ class Workload:
     def to_dict(self, *, prompts: bool = False) -> dict[str, Any]:
         """JSON-safe; prompt texts only when asked (a ShareGPT run can hold megabytes)."""
         out: dict[str, Any] = {
-            "kind": self.kind, "num_prompts": self.num_prompts, "input_len": self.input_len,
-            "output_len": self.output_len, "range_ratio": self.range_ratio, "seed": self.seed,
-            "dataset": self.dataset, "input_len_unit": "words", "notes": list(self.notes),
+            "kind": self.kind,
+            "num_prompts": self.num_prompts,
+            "input_len": self.input_len,
+            "output_len": self.output_len,
+            "range_ratio": self.range_ratio,
+            "seed": self.seed,
+            "dataset": self.dataset,
+            "input_len_unit": "words",
+            "notes": list(self.notes),
             "prompt_lens": [r.prompt_len for r in self.requests],
             "output_lens": [r.output_len for r in self.requests],
             "prompts_sha256": self.prompts_sha256,
@@ -181,8 +187,17 @@ def make_workload(
         outs = sample_lengths(num_prompts, output_len, range_ratio, _rng(seed, 2))
         prng = _rng(seed, 3)
         reqs = tuple(RequestSpec(_random_prompt(i, prng), i, o) for i, o in zip(ins, outs, strict=True))
-        return Workload("random", num_prompts, input_len, output_len, range_ratio, seed, None, reqs,
-                        ("input_len counted in words (no tokenizer)",))
+        return Workload(
+            "random",
+            num_prompts,
+            input_len,
+            output_len,
+            range_ratio,
+            seed,
+            None,
+            reqs,
+            ("input_len counted in words (no tokenizer)",),
+        )
     if dataset_text is None:
         assert dataset is not None
         with open(dataset, encoding="utf-8") as f:
@@ -192,14 +207,18 @@ def make_workload(
     if is_json:
         pairs = parse_sharegpt(json.loads(dataset_text))
         if not pairs:
-            raise ValueError(f"no usable conversations in {dataset or 'the ShareGPT data'} "
-                             "(each item needs two non-empty turns)")
+            raise ValueError(
+                f"no usable conversations in {dataset or 'the ShareGPT data'} "
+                "(each item needs two non-empty turns)"
+            )
         picks, repeated = _pick(num_prompts, len(pairs), prng)
         if output_len is None:
             outs = [max(len(pairs[i][1].split()), 1) for i in picks]
         else:
             outs = sample_lengths(num_prompts, output_len, range_ratio, _rng(seed, 2))
-        reqs = tuple(RequestSpec(pairs[i][0], len(pairs[i][0].split()), o) for i, o in zip(picks, outs, strict=True))
+        reqs = tuple(
+            RequestSpec(pairs[i][0], len(pairs[i][0].split()), o) for i, o in zip(picks, outs, strict=True)
+        )
         kind: Literal["lines", "sharegpt"] = "sharegpt"
     else:
         prompts = parse_prompt_lines(dataset_text)
@@ -209,7 +228,9 @@ def make_workload(
             raise ValueError("a prompt file has no answers to size outputs from: pass output_len")
         picks, repeated = _pick(num_prompts, len(prompts), prng)
         outs = sample_lengths(num_prompts, output_len, range_ratio, _rng(seed, 2))
-        reqs = tuple(RequestSpec(prompts[i], len(prompts[i].split()), o) for i, o in zip(picks, outs, strict=True))
+        reqs = tuple(
+            RequestSpec(prompts[i], len(prompts[i].split()), o) for i, o in zip(picks, outs, strict=True)
+        )
         kind = "lines"
     if repeated:
         notes.append(f"dataset has fewer prompts than num_prompts={num_prompts}: prompts repeat")
@@ -225,8 +246,11 @@ def warmup_requests(workload: Workload, n: int, *, output_len_cap: int = 32) -> 
     rng = _rng(workload.seed, 5)
     base = workload.requests
     return tuple(
-        RequestSpec(_random_prompt(max(base[i % len(base)].prompt_len, 1), rng), base[i % len(base)].prompt_len,
-                    max(1, min(base[i % len(base)].output_len, output_len_cap)))
+        RequestSpec(
+            _random_prompt(max(base[i % len(base)].prompt_len, 1), rng),
+            base[i % len(base)].prompt_len,
+            max(1, min(base[i % len(base)].output_len, output_len_cap)),
+        )
         for i in range(n)
     )
 
