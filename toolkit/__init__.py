@@ -81,8 +81,7 @@ def __dir__() -> list[str]:
 
 
 if TYPE_CHECKING:
-    from toolkit import errors, logs, plots, report
-    from toolkit import bench
+    from toolkit import bench, errors, logs, plots, report
     from toolkit.bisection import compare_commits, perf_bisect
     from toolkit.errors import ToolkitError
     from toolkit.flagcheck import validate_spec

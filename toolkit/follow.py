@@ -109,7 +109,7 @@ class LogFollower:
             thread.join(timeout=5)
         if self._stream is not None:
             self._stream.close()
-            self._stream: ByteStream | None = None
+            self._stream = None
         self.finished.set()
 
     def __enter__(self) -> LogFollower:

@@ -237,7 +237,7 @@ def wait_ready(
                     follower.flush()
                     for extra in _drain(items):
                         if extra[0] == "events":
-                            for event in extra[1]:  # type: ignore[union-attr]
+                            for event in extra[1]:
                                 tracker.observe(event, now)
                 if caught_up:
                     tracker.process_exited(None, now)
