@@ -402,3 +402,17 @@ def test_live_simulator_help_parses() -> None:
     )
     sim = parse_help(result.stdout, engine="sim")
     assert sim.lookup("--help") is not None and len(sim) > 1
+
+
+def test_metavars_with_commas_and_colons_are_flags_too() -> None:
+    """The simulator's `--sim-drop-env-in-workers VAR,VAR` was once dropped from the table."""
+    text = (
+        "options:\n"
+        "  --sim-drop-env-in-workers VAR,VAR\n"
+        "                        start the TP workers without these variables\n"
+        "  --dist-init-addr HOST:PORT\n"
+        "                        where node 0 listens\n"
+    )
+    table = parse_help(text, engine="sglang")
+    assert table.lookup("--sim-drop-env-in-workers") is not None
+    assert table.lookup("--dist-init-addr") is not None

@@ -52,9 +52,9 @@ _WARNING_KINDS: frozenset[str] = frozenset({"abbreviation"})
 _ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 _NAME = r"-{1,2}[A-Za-z0-9?][A-Za-z0-9_-]*"
 _ALTERNATIVE = re.compile(rf"^(?P<name>{_NAME})(?:[ =](?P<meta>.+))?$")
-# One metavar token: NAME, {a,b}, [X ...], <int>, <on|off>, or the "..." of nargs.
+# One metavar token: NAME (VAR,VAR and HOST:PORT too), {a,b}, [X ...], <int>, <on|off>, or the "..." of nargs.
 _META_TOKEN = re.compile(
-    r"^(?:[A-Za-z_][\w-]*|\{[^{}]*\}|\[[^\[\]]*(?:\[[^\[\]]*\])?[^\[\]]*\]|<[^<>]+>|\.\.\.)$"
+    r"^(?:[A-Za-z_][\w,.:-]*|\{[^{}]*\}|\[[^\[\]]*(?:\[[^\[\]]*\])?[^\[\]]*\]|<[^<>]+>|\.\.\.)$"
 )
 # vLLM: "--tool-call-parser {hermes,...} or name registered in --tool-parser-plugin"
 _OPEN_CHOICES = re.compile(r"^\{(?P<choices>[^{}]*)\}\s+or\s+.+$")
