@@ -9,11 +9,12 @@ from __future__ import annotations
 
 import json
 import sqlite3
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
 import nbformat
-import papermill
 import pytest
 from system.sshd import LoopbackSshd
 
@@ -25,9 +26,12 @@ pytestmark = [pytest.mark.slow]
 
 
 def execute(name: str, out: Path, **parameters: Any) -> nbformat.NotebookNode:
+    """Run papermill as a user would, in its own process (nbclient patches asyncio in-process)."""
     executed = out / name
-    papermill.execute_notebook(str(NOTEBOOKS / name), str(executed), cwd=str(NOTEBOOKS), parameters=parameters,
-                               progress_bar=False, kernel_name="python3")
+    command = [sys.executable, "-m", "papermill", str(NOTEBOOKS / name), str(executed), "--cwd", str(NOTEBOOKS),
+               "--kernel", "python3", "--no-progress-bar", "-y", json.dumps(parameters)]
+    finished = subprocess.run(command, capture_output=True, text=True, timeout=900)
+    assert finished.returncode == 0, finished.stderr[-4000:]
     notebook = nbformat.read(executed, as_version=4)
     errors = [o for c in notebook.cells for o in c.get("outputs", []) if o.get("output_type") == "error"]
     assert not errors, errors
