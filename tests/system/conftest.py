@@ -1,7 +1,7 @@
-"""Fixtures for browser tests: one JupyterLab and one Chromium per session, a page per test.
+"""Fixtures for browser tests: one JupyterLab and one Chromium per test module, a page per test.
 
 Starting JupyterLab and Chromium takes tens of seconds on a small machine, so both live
-for the session; each test gets a fresh tab, its own artifacts folder, and its kernels
+for the module; each test gets a fresh tab, its own artifacts folder, and its kernels
 shut down afterwards. Under `CI=true` a missing chromium fails the test instead of
 skipping it: CI installs it (apt `chromium`), so its absence is a broken image.
 """
@@ -61,7 +61,7 @@ def chromium_path() -> str:
     return path
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def jupyter_lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[JupyterLab]:
     """A JupyterLab on loopback whose root is a temporary folder.
 
@@ -86,9 +86,14 @@ def jupyter_lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[JupyterLab
         lab.stop()
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def browser_context(chromium_path: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrowserContext]:
-    """Headless chromium with a fresh user-data-dir, for the whole session."""
+    """Headless chromium with a fresh user-data-dir, for one test module.
+
+    Not the session: Playwright's sync API keeps its event loop registered as running in the
+    main thread while it is open, and every later `asyncio.run()` (the benchmark client's
+    tests) would fail with "cannot be called from a running event loop".
+    """
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as playwright:
