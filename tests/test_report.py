@@ -136,3 +136,18 @@ def test_html_ids_are_unique(written: tuple[Journal, report.ReportPaths]) -> Non
     _, paths = written
     ids = re.findall(r' id="([^"]+)"', paths.html.read_text(encoding="utf-8"))
     assert len(ids) == len(set(ids)) > 10
+
+
+def test_one_run_per_side_is_not_called_within_noise() -> None:
+    """A single run has no spread: the report says the noise is unknown, not that a 28% drop is noise."""
+    import pandas as pd
+
+    results = pd.DataFrame({
+        "label": ["baseline", "eagle", "decode", "decode"],
+        "seq": [1, 2, 3, 3],
+        "output_throughput": [81.0, 58.3, 117.4, 117.6],
+    })
+    rows = {row["label"]: row for row in report._config_rows(results, "baseline")}
+    assert rows["eagle"]["verdict"] == "noise unknown (one run)"
+    assert rows["decode"]["verdict"] == "noise unknown (one run)"  # the baseline side has one run
+    assert rows["eagle"]["ratio"] == pytest.approx(58.3 / 81.0)

@@ -105,9 +105,11 @@ def _config_rows(results: pd.DataFrame, baseline: str | None) -> list[dict[str, 
             row[column] = runs[column].mean() if column in runs.columns else None
         if base and len(tok_s) and str(label) != baseline:
             comparison = compare_samples(base, tok_s.tolist())
-            row["ratio"], row["verdict"] = comparison.ratio, {
-                "a_faster": "slower than baseline", "b_faster": "faster than baseline",
-                "within_noise": "within noise"}[comparison.verdict]
+            verdict = {"a_faster": "slower than baseline", "b_faster": "faster than baseline",
+                       "within_noise": "within noise"}[comparison.verdict]
+            if min(comparison.n_a, comparison.n_b) < 2:  # one run on a side: no spread, no noise verdict
+                verdict = "noise unknown (one run)"
+            row["ratio"], row["verdict"] = comparison.ratio, verdict
         rows.append(row)
     return rows
 
