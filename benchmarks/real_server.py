@@ -36,12 +36,7 @@ sys.path.insert(0, str(REPO))
 
 from toolkit.bench import bench  # noqa: E402
 from toolkit.realserver import TinyModelConfig, ensure_tiny_model, serve_env, transformers_serve_argv  # noqa: E402
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+from toolkit.sim.testing import free_port  # noqa: E402
 
 
 @contextmanager

@@ -14,10 +14,9 @@ from toolkit.errors import ServerDied
 from toolkit.hosts import Host
 from toolkit.journal import Journal
 from toolkit.launch import Server
+from toolkit.sim import testing  # noqa: E402
 from toolkit.spec import ServerSpec
 from toolkit.sweep import compare, compare_flag
-
-testing = pytest.importorskip("toolkit.sim.testing", reason="the simulator (toolkit.sim) is not in this tree")
 
 pytestmark = pytest.mark.timeout(90)
 BENCH: dict[str, Any] = {"num_prompts": 4, "input_len": 8, "output_len": 16, "max_concurrency": 1}

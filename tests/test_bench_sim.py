@@ -7,23 +7,11 @@ from collections.abc import Iterator
 import pytest
 
 from toolkit.bench.runner import bench
-
-testing = pytest.importorskip("toolkit.sim.testing", reason="the simulator (toolkit.sim) is not in this tree")
+from toolkit.sim import testing  # noqa: E402
 
 pytestmark = pytest.mark.timeout(60)
-READY = "The server is fired up and ready to roll!"
-EAGLE = [
-    "--speculative-algorithm",
-    "EAGLE3",
-    "--speculative-draft-model-path",
-    "d",
-    "--speculative-num-steps",
-    "2",
-    "--speculative-eagle-topk",
-    "1",
-    "--speculative-num-draft-tokens",
-    "3",
-]
+READY = testing.READY_LINE
+EAGLE = list(testing.EAGLE3_ARGS)
 
 
 @pytest.fixture(scope="module")

@@ -13,7 +13,6 @@ import doctest
 import importlib
 import json
 import math
-import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -36,6 +35,7 @@ from toolkit.bisection.references import check_references
 from toolkit.errors import CommandFailed, InvalidFlag, ToolkitError
 from toolkit.hosts import Host
 from toolkit.journal import Journal
+from toolkit.sim.testing import free_port
 from toolkit.spec import ServerSpec
 
 # Short runs keep a probe near 3 s on a 2-core machine; the regression is 20 %, noise ~0.5 %.
@@ -55,12 +55,6 @@ def make_repo(path: Path, *args: str) -> list[dict[str, Any]]:
         check=True, capture_output=True, text=True,
     )
     return json.loads(done.stdout)
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
 
 
 def sim_spec(repo: Path) -> ServerSpec:

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import doctest
 import importlib
-import socket
 import sys
 import time
 from pathlib import Path
@@ -23,6 +22,7 @@ from toolkit.envcheck.nccl import nccl_lines_script
 from toolkit.hosts import Host, ProcessHandle
 from toolkit.journal import Journal
 from toolkit.launch import MultiNodeServer, Server, launch
+from toolkit.sim.testing import free_port
 from toolkit.spec import ServerSpec
 
 LAUNCH_ENV = {"NCCL_ALGO": "Ring", "NCCL_PROTO": "Simple", "NCCL_CUMEM_ENABLE": "1", "NCCL_NVLS_ENABLE": "1"}
@@ -31,12 +31,6 @@ LAUNCH_ENV = {"NCCL_ALGO": "Ring", "NCCL_PROTO": "Simple", "NCCL_CUMEM_ENABLE": 
 @pytest.mark.parametrize("module", ["roles", "overrides", "report", "nccl"])
 def test_docstring_examples_run(module: str) -> None:
     assert doctest.testmod(importlib.import_module(f"toolkit.envcheck.{module}")).failed == 0
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
 
 
 def sim(tp: int = 2, **flags: object) -> ServerSpec:

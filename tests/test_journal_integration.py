@@ -22,7 +22,7 @@ SECRET = "hf_Zq8xP2mK9vL4tR7wY1nB5cD3fG6hJ0sA"
 
 
 def test_a_real_server_spec_is_stored_flattened_and_redacted(tmp_path: Path) -> None:
-    spec_module = pytest.importorskip("toolkit.spec")
+    import toolkit.spec as spec_module
     base = spec_module.ServerSpec.sglang("moonshotai/Kimi-K2.5", tp=8, port=8000)
     spec = base.with_flags({"--speculative-algorithm": "EAGLE3", "--speculative-num-steps": 2}).with_env(
         {"HF_TOKEN": SECRET, "NCCL_ALGO": "Ring"}
@@ -43,7 +43,7 @@ def test_a_real_server_spec_is_stored_flattened_and_redacted(tmp_path: Path) -> 
 
 @pytest.mark.skipif(not REAL_LOG.is_file(), reason=f"{REAL_LOG} is not on this machine")
 def test_real_log_events_and_metric_rows_are_recorded(tmp_path: Path) -> None:
-    logs = pytest.importorskip("toolkit.logs")
+    import toolkit.logs as logs
     events = logs.classify_lines(REAL_LOG.read_text(errors="replace").splitlines(), engine="vllm")
     metric_rows = [e.metric for e in events if e.metric is not None]
     decisive = [e for e in events if e.verdict.value in ("ready", "fatal", "benign")]

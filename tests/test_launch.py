@@ -20,6 +20,7 @@ import toolkit.spec
 from toolkit.errors import InvalidFlag, PortInUse
 from toolkit.hosts import Host
 from toolkit.launch import MISSING, ServerSpec, launch, launch_multinode
+from toolkit.sim.testing import free_port as _free_port
 
 
 @pytest.mark.parametrize("module", [toolkit.spec, toolkit.launch])
@@ -219,12 +220,6 @@ def test_command_line_splits_back_into_the_exact_words(values: list[str], env: d
 
 # -- launch on this machine --------------------------------------------------------------------
 SLEEPER = [sys.executable, "-c", "import time; time.sleep(120)"]
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def test_launch_writes_a_named_log_and_the_context_stops_the_tree(local_host: Host, tmp_path: Path) -> None:

@@ -31,6 +31,7 @@ from toolkit.realserver import (
     serve_env,
     transformers_serve_argv,
 )
+from toolkit.sim.testing import free_port as _free_port
 
 CPU_VENV = Path(__file__).resolve().parents[1] / ".venv-cpu"
 
@@ -143,12 +144,6 @@ class LocalServer:
             except subprocess.TimeoutExpired:
                 os.killpg(self.process.pid, signal.SIGKILL)
                 self.process.wait()
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def _start(venv: Path, model_dir: Path, log_path: Path, *, continuous_batching: bool) -> LocalServer:

@@ -13,6 +13,8 @@ import pytest
 from toolkit.sim.args import parse_server_args
 from toolkit.sim.latency import LatencyModel, PerfParams
 from toolkit.sim.testing import (
+    EAGLE3_ARGS,
+    READY_LINE,
     SimProcess,
     child_pids,
     get_json,
@@ -25,19 +27,8 @@ from toolkit.sim.testing import (
 
 pytestmark = pytest.mark.timeout(90)
 
-READY = "The server is fired up and ready to roll!"
-EAGLE = [
-    "--speculative-algorithm",
-    "EAGLE3",
-    "--speculative-draft-model-path",
-    "d",
-    "--speculative-num-steps",
-    "2",
-    "--speculative-eagle-topk",
-    "1",
-    "--speculative-num-draft-tokens",
-    "3",
-]
+READY = READY_LINE
+EAGLE = list(EAGLE3_ARGS)
 RATE_CASES = {
     "baseline": [],
     "eagle3-prefill": EAGLE,

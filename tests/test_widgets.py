@@ -9,7 +9,6 @@ follows a real file through a real `LogFollower` on `Host.local()`.
 from __future__ import annotations
 
 import re
-import socket
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -28,6 +27,7 @@ from toolkit.journal import Journal
 from toolkit.launch import Server, launch
 from toolkit.logs import LogEvent, MetricRow, Phase, Verdict, classify_lines
 from toolkit.readiness import ReadinessReport, ReadinessTracker
+from toolkit.sim.testing import free_port as _free_port
 from toolkit.spec import ServerSpec
 from toolkit.widgets import EnvMatrix, JournalSteps, LogView, ResultsTable, ServerPanel
 from toolkit.widgets._log_markup import LogFilter, display_text, line_html, log_html
@@ -500,12 +500,6 @@ def test_a_server_stopped_elsewhere_shows_stopped_on_the_next_tick() -> None:
 
 
 # -- end to end: the simulated server, a real follower -----------------------------------------
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def _launch_simulator(tmp_path: Path, fault: str) -> Server:

@@ -22,7 +22,6 @@ import os
 import re
 import secrets
 import shutil
-import socket
 import subprocess
 import sys
 import time
@@ -33,6 +32,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+
+from toolkit.sim.testing import free_port
 
 if TYPE_CHECKING:
     from playwright.sync_api import BrowserContext, Locator, Page, Playwright
@@ -84,13 +85,6 @@ def find_chromium() -> str | None:
     if found:
         return found
     return "/usr/bin/chromium" if Path("/usr/bin/chromium").exists() else None
-
-
-def free_port() -> int:
-    """A loopback port free right now (the server is started with port_retries=0)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def artifacts_dir_for(test_name: str) -> Path:

@@ -12,11 +12,12 @@ import getpass
 import os
 import re
 import shutil
-import socket
 import subprocess
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from toolkit.sim.testing import free_port as _free_port
 
 ADDRESSES = ("127.0.0.1", "127.0.0.2", "127.0.0.3")
 
@@ -39,12 +40,6 @@ def _keygen(path: Path, comment: str) -> str:
         capture_output=True,
     )
     return path.with_suffix(".pub").read_text().strip()
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 _CONFIG = """\

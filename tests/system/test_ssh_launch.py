@@ -17,6 +17,7 @@ from toolkit.errors import PortInUse
 from toolkit.hosts import Host
 from toolkit.launch import ServerSpec, launch, launch_multinode
 from toolkit.shell import quote
+from toolkit.sim.testing import free_port as _free_port
 
 # Dumps what the process received; written to a temp name and renamed, so a reader never sees half.
 DUMP = (
@@ -66,12 +67,6 @@ def test_any_flag_and_env_value_reaches_the_process_exactly(
     assert seen["env"] == env
     if dict_value is not None:
         assert json.loads(seen["argv"][-1]) == dict_value
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 @pytest.mark.ssh

@@ -22,9 +22,18 @@ from dataclasses import dataclass
 from pathlib import Path
 
 __all__ = [
-    "SimProcess", "StreamResult", "child_pids", "free_port", "get_json", "is_alive", "measure_rate", "proc_cmdline",
+    "EAGLE3_ARGS", "READY_LINE", "SimProcess", "StreamResult", "child_pids", "free_port", "get_json", "is_alive", "measure_rate", "proc_cmdline",
     "proc_environ", "stream_completion",
 ]
+
+
+#: SGLang's ready line, which the simulator prints once warm-up has gone through.
+READY_LINE = "The server is fired up and ready to roll!"
+#: The seed's EAGLE-3 configuration: 2 draft steps, top-1, 3 tokens per verify.
+EAGLE3_ARGS = (
+    "--speculative-algorithm", "EAGLE3", "--speculative-draft-model-path", "d", "--speculative-num-steps", "2",
+    "--speculative-eagle-topk", "1", "--speculative-num-draft-tokens", "3",
+)
 
 
 def free_port() -> int:
