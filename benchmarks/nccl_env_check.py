@@ -1,6 +1,6 @@
 """The env check against a real torch.distributed job: NCCL ranks on GPUs, or gloo ranks on CPUs.
 
-Launches `torchrun -m toolkit.nccl_job` through the toolkit's `Host.local()` with NCCL tuning
+Launches `torchrun -m toolkit.testbeds.nccl_job` through the toolkit's `Host.local()` with NCCL tuning
 variables (and `NCCL_DEBUG=INFO`), follows and classifies its log until rank 0 says it is
 ready, then reads every rank's `/proc/<pid>/environ` with `env_report`: the variables that were
 set show `ok` on every rank, the one the job overrides in its workers (as SGLang does with
@@ -25,11 +25,11 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from toolkit.envcheck import env_report  # noqa: E402
-from toolkit.hosts import Host  # noqa: E402
-from toolkit.launch import launch  # noqa: E402
+from toolkit.host.host import Host  # noqa: E402
 from toolkit.logs import Verdict  # noqa: E402
-from toolkit.nccl_job import OVERRIDDEN_VARIABLE  # noqa: E402
-from toolkit.spec import ServerSpec  # noqa: E402
+from toolkit.server.launch import launch  # noqa: E402
+from toolkit.server.spec import ServerSpec  # noqa: E402
+from toolkit.testbeds.nccl_job import OVERRIDDEN_VARIABLE  # noqa: E402
 
 NCCL_TUNING = {
     "NCCL_ALGO": "Ring",
@@ -43,7 +43,7 @@ NCCL_TUNING = {
 
 def job_spec(python: str, nproc: int, backend: str, duration_s: float, port: int) -> ServerSpec:
     argv = [python, "-m", "torch.distributed.run", "--nproc-per-node", str(nproc), "--master-port", str(port),
-            "-m", "toolkit.nccl_job", "--backend", backend, "--duration-s", str(duration_s)]
+            "-m", "toolkit.testbeds.nccl_job", "--backend", backend, "--duration-s", str(duration_s)]
     env = dict(NCCL_TUNING, PYTHONPATH=str(REPO), PYTHONUNBUFFERED="1", OMP_NUM_THREADS="1")
     return ServerSpec.command(argv, port=port).with_env(env)
 

@@ -2,7 +2,7 @@
 
 Writes a make-repo history (``--commits`` commits, the 20 % regression at
 ``--regression-at``, optionally a commit that fails to start), then bisects it with
-:func:`toolkit.bisection.perf_bisect` over a loopback sshd (or on localhost), and prints
+:func:`toolkit.moves.bisect.perf_bisect` over a loopback sshd (or on localhost), and prints
 the probe count against ⌈log2 N⌉, the wall time, the time per probe, and whether the
 planted commit was found. The checkout is checked afterwards: same branch, same HEAD,
 no bisection left.
@@ -26,10 +26,10 @@ sys.path[:0] = [str(REPO), str(REPO / "tests")]
 
 from system.sshd import LoopbackSshd, find_sshd  # noqa: E402
 
-from toolkit.bisection import expected_probes, perf_bisect  # noqa: E402
-from toolkit.hosts import Host  # noqa: E402
+from toolkit.host.host import Host  # noqa: E402
+from toolkit.moves.bisect import expected_probes, perf_bisect  # noqa: E402
+from toolkit.server.spec import ServerSpec  # noqa: E402
 from toolkit.sim.testing import free_port  # noqa: E402
-from toolkit.spec import ServerSpec  # noqa: E402
 
 BENCH = {"num_prompts": 3, "max_concurrency": 1, "input_len": 8, "output_len": 16, "warmup": 0}
 

@@ -37,8 +37,8 @@ sys.path[:0] = [str(REPO), str(REPO / "tests")]
 from system.sshd import LoopbackSshd, find_sshd  # noqa: E402
 
 from toolkit.errors import ToolkitError  # noqa: E402
-from toolkit.hosts import Host  # noqa: E402
-from toolkit.launch import ServerSpec, launch  # noqa: E402
+from toolkit.host.host import Host  # noqa: E402
+from toolkit.server.launch import ServerSpec, launch  # noqa: E402
 from toolkit.sim.testing import free_port  # noqa: E402
 
 SEED_GREP = re.compile(r"error|exception|traceback", re.IGNORECASE)
@@ -139,8 +139,8 @@ def follow_throughput(host_args: dict[str, object] | None, lines: int) -> str:
     code = f"""
 import os, sys, time, tempfile, resource
 sys.path[:0] = {[str(REPO)]!r}
-from toolkit.hosts import Host
-from toolkit.follow import LogFollower
+from toolkit.host.host import Host
+from toolkit.server.follow import LogFollower
 path = tempfile.mktemp(suffix='.log')
 line = '[2026-02-26 20:31:{{:02d}} TP0] Decode batch. #running-req: 8, #token: 5230, token usage: 0.01, accept len: 1.92, cuda graph: True, gen throughput (token/s): 480.12, #queue-req: 0\\n'
 with open(path, 'w') as f:

@@ -3,7 +3,7 @@
 Why: the simulator cannot show that a flag changes a real engine's throughput; this does, in
 about a minute on two cores. It builds the tiny model if needed (in .venv-cpu), starts one
 server per mode on a free loopback port, measures each (mode, concurrency) cell with the
-toolkit's own client (`toolkit.bench.bench`: vLLM's metric definitions, docs/metrics.md),
+toolkit's own client (`toolkit.benchmark.bench`: vLLM's metric definitions, docs/metrics.md),
 round after round, stops the servers, and prints one JSON line per cell and a median table.
 
     .venv/bin/python benchmarks/real_server.py                   # CB off/on x concurrency 1,4, 3 rounds
@@ -34,9 +34,9 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from toolkit.bench import bench  # noqa: E402
-from toolkit.realserver import TinyModelConfig, ensure_tiny_model, serve_env, transformers_serve_argv  # noqa: E402
+from toolkit.benchmark import bench  # noqa: E402
 from toolkit.sim.testing import free_port  # noqa: E402
+from toolkit.testbeds.realserver import TinyModelConfig, ensure_tiny_model, serve_env, transformers_serve_argv  # noqa: E402
 
 
 @contextmanager

@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 from system.sshd import ADDRESSES, LoopbackSshd, find_sshd
 
-from toolkit.hosts import Host
+from toolkit.host.host import Host
 
 
 def _in_ci() -> bool:

@@ -9,14 +9,14 @@ from typing import Any
 import pandas as pd
 import pytest
 
-from toolkit.bench import BenchResult, bench
+from toolkit.benchmark import BenchResult, bench
 from toolkit.errors import ServerDied
-from toolkit.hosts import Host
+from toolkit.host.host import Host
 from toolkit.journal import Journal
-from toolkit.launch import Server
+from toolkit.moves import compare, compare_flag
+from toolkit.server.launch import Server
+from toolkit.server.spec import ServerSpec
 from toolkit.sim import testing  # noqa: E402
-from toolkit.spec import ServerSpec
-from toolkit.sweep import compare, compare_flag
 
 pytestmark = pytest.mark.timeout(90)
 BENCH: dict[str, Any] = {"num_prompts": 4, "input_len": 8, "output_len": 16, "max_concurrency": 1}

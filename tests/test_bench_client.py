@@ -17,9 +17,9 @@ from typing import Any
 import pytest
 from aiohttp import web
 
-from toolkit.bench import BenchResult
-from toolkit.bench.cli import main as cli_main
-from toolkit.bench.runner import bench
+from toolkit.benchmark import BenchResult
+from toolkit.benchmark.runner import bench
+from toolkit.cli.bench import main as cli_main
 from toolkit.errors import ToolkitError
 
 
@@ -175,7 +175,7 @@ def run(server: Loopback, model: str, **kw: Any) -> BenchResult:
 
 
 def test_public_api_is_pinned():
-    package = importlib.import_module("toolkit.bench")  # the package, even once tk.bench is the function
+    package = importlib.import_module("toolkit.benchmark")  # the package, even once tk.bench is the function
     assert package.__all__ == [
         "bench",
         "bench_async",

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from toolkit.bench.metrics import SUMMARY_KEYS, RequestRecord, parse_goodput_slos, summarize
+from toolkit.benchmark.metrics import SUMMARY_KEYS, RequestRecord, parse_goodput_slos, summarize
 
 A = RequestRecord(
     send_time=0.0,
@@ -182,4 +182,4 @@ def test_docstring_examples():
     import doctest
     import importlib
 
-    assert doctest.testmod(importlib.import_module("toolkit.bench.metrics")).failed == 0
+    assert doctest.testmod(importlib.import_module("toolkit.benchmark.metrics")).failed == 0

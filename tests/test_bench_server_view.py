@@ -10,8 +10,8 @@ from typing import Any
 
 import aiohttp
 
-from toolkit.bench.metrics import RequestRecord
-from toolkit.bench.server_view import (
+from toolkit.benchmark.metrics import RequestRecord
+from toolkit.benchmark.server_view import (
     ServerSnapshot,
     build_server_view,
     fetch_snapshot,

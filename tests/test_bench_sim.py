@@ -6,7 +6,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from toolkit.bench.runner import bench
+from toolkit.benchmark.runner import bench
 from toolkit.sim import testing  # noqa: E402
 
 pytestmark = pytest.mark.timeout(60)

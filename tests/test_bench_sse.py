@@ -7,7 +7,7 @@ import re
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from toolkit.bench.sse import SSEDecoder
+from toolkit.benchmark.sse import SSEDecoder
 
 BOM = b"\xef\xbb\xbf"
 
@@ -208,4 +208,4 @@ def test_docstring_examples():
     import doctest
     import importlib
 
-    assert doctest.testmod(importlib.import_module("toolkit.bench.sse")).failed == 0
+    assert doctest.testmod(importlib.import_module("toolkit.benchmark.sse")).failed == 0

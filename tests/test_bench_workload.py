@@ -8,7 +8,7 @@ import math
 import numpy as np
 import pytest
 
-from toolkit.bench.workload import (
+from toolkit.benchmark.workload import (
     arrival_offsets,
     make_workload,
     parse_prompt_lines,

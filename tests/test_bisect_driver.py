@@ -22,7 +22,10 @@ import pandas as pd
 import pytest
 from matplotlib.figure import Figure
 
-from toolkit.bisection import (
+from toolkit.errors import CommandFailed, InvalidFlag, ToolkitError
+from toolkit.host.host import Host
+from toolkit.journal import Journal
+from toolkit.moves.bisect import (
     BisectResult,
     NothingToBisect,
     Probe,
@@ -30,13 +33,10 @@ from toolkit.bisection import (
     expected_probes,
     perf_bisect,
 )
-from toolkit.bisection.checkout import CheckoutBusy, GitCheckout
-from toolkit.bisection.references import check_references
-from toolkit.errors import CommandFailed, InvalidFlag, ToolkitError
-from toolkit.hosts import Host
-from toolkit.journal import Journal
+from toolkit.moves.bisect.checkout import CheckoutBusy, GitCheckout
+from toolkit.moves.bisect.references import check_references
+from toolkit.server.spec import ServerSpec
 from toolkit.sim.testing import free_port
-from toolkit.spec import ServerSpec
 
 # Short runs keep a probe near 3 s on a 2-core machine; the regression is 20 %, noise ~0.5 %.
 BENCH = {"num_prompts": 3, "max_concurrency": 1, "input_len": 8, "output_len": 16, "warmup": 0}
@@ -46,7 +46,7 @@ BENCH = {"num_prompts": 3, "max_concurrency": 1, "input_len": 8, "output_len": 1
     "module", ["planner", "gitparse", "judgement", "references", "worktrees", "result"]
 )
 def test_docstring_examples_run(module: str) -> None:
-    assert doctest.testmod(importlib.import_module(f"toolkit.bisection.{module}")).failed == 0
+    assert doctest.testmod(importlib.import_module(f"toolkit.moves.bisect.{module}")).failed == 0
 
 
 def make_repo(path: Path, *args: str) -> list[dict[str, Any]]:
@@ -145,7 +145,7 @@ def test_a_failing_build_stops_the_bisect_and_restores_the_checkout(ssh_host: Ho
 @pytest.mark.ssh
 @pytest.mark.slow
 def test_an_interrupt_stops_the_server_and_restores_the_checkout(ssh_host: Host, tmp_path: Path) -> None:
-    from toolkit.bench import bench
+    from toolkit.benchmark import bench
 
     commits = make_repo(tmp_path / "repo", "--commits", "8", "--regression-at", "5")
     repo, spec = tmp_path / "repo", sim_spec(tmp_path / "repo")
@@ -173,7 +173,7 @@ def test_a_bisect_left_by_a_dead_kernel_is_reset_first(local_host: Host, tmp_pat
     repo, spec = tmp_path / "repo", sim_spec(tmp_path / "repo")
     head = git(repo, "rev-parse", "HEAD")
     # A kernel that starts a bisection, moves the checkout and dies without cleaning up.
-    script = ("import os, sys; from toolkit.hosts import Host; from toolkit.bisection.checkout import GitCheckout; "
+    script = ("import os, sys; from toolkit.host.host import Host; from toolkit.moves.bisect.checkout import GitCheckout; "
               "c = GitCheckout(Host.local(), sys.argv[1]); c.start_bisect(); c.checkout(sys.argv[2]); os._exit(0)")
     subprocess.run([sys.executable, "-c", script, str(repo), commits[2]["sha"]], check=True)
     assert (repo / ".git" / "BISECT_START").exists() and git(repo, "rev-parse", "HEAD") == commits[2]["sha"]

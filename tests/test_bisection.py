@@ -16,8 +16,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from toolkit import bisection as bisection_module
-from toolkit.bisection import (
+from toolkit.moves import bisect as bisection_module
+from toolkit.moves.bisect import (
     BisectLogEntry,
     BisectState,
     assess,

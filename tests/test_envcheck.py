@@ -36,7 +36,7 @@ from toolkit.envcheck import (
 
 @dataclass(frozen=True)
 class Proc:
-    """The shape of ``toolkit.hosts.ProcessInfo`` (contracts.md), built here from plain data."""
+    """The shape of ``toolkit.host.host.ProcessInfo`` (contracts.md), built here from plain data."""
 
     host: str
     pid: int

@@ -19,11 +19,11 @@ from matplotlib.figure import Figure
 
 from toolkit.envcheck import EnvReport, env_report
 from toolkit.envcheck.nccl import nccl_lines_script
-from toolkit.hosts import Host, ProcessHandle
+from toolkit.host.host import Host, ProcessHandle
 from toolkit.journal import Journal
-from toolkit.launch import MultiNodeServer, Server, launch
+from toolkit.server.launch import MultiNodeServer, Server, launch
+from toolkit.server.spec import ServerSpec
 from toolkit.sim.testing import free_port
-from toolkit.spec import ServerSpec
 
 LAUNCH_ENV = {"NCCL_ALGO": "Ring", "NCCL_PROTO": "Simple", "NCCL_CUMEM_ENABLE": "1", "NCCL_NVLS_ENABLE": "1"}
 
@@ -140,7 +140,7 @@ def test_the_nccl_filter_keeps_one_line_per_process_and_every_echo(any_host: Hos
 
 
 # Captured on an H200 host (NCCL 2.28.9+cuda13.0, torch 2.11): `torchrun --nproc-per-node 1 -m
-# toolkit.nccl_job --backend nccl` with NCCL_DEBUG=INFO NCCL_ALGO=Ring NCCL_PROTO=Simple
+# toolkit.testbeds.nccl_job --backend nccl` with NCCL_DEBUG=INFO NCCL_ALGO=Ring NCCL_PROTO=Simple
 # NCCL_CUMEM_ENABLE=1 NCCL_IB_DISABLE=1; the job's rank sets NCCL_CUMEM_ENABLE=0 as SGLang does.
 # What NCCL 2.28 printed after the awk filter of nccl_lines_script (102 lines in the log):
 NCCL_2_28_LINES = """\
@@ -157,13 +157,13 @@ vm:518:540 [0] NCCL INFO [Proxy Service] Device 0 CPU core 2
 
 def test_real_nccl_2_28_echoes_and_a_torchrun_tree() -> None:
     from toolkit.envcheck import check_env
-    from toolkit.procs import ProcessInfo
+    from toolkit.host.procs import ProcessInfo
 
     launch_env = {"NCCL_ALGO": "Ring", "NCCL_PROTO": "Simple", "NCCL_CUMEM_ENABLE": "1"}
     tree = [
         ProcessInfo("gpu", 492, 1, ("/opt/torch/.venv/bin/python", "/opt/torch/.venv/bin/torchrun",
-                                    "--nproc-per-node", "1", "-m", "toolkit.nccl_job"), launch_env),
-        ProcessInfo("gpu", 518, 492, ("/opt/torch/.venv/bin/python", "-m", "toolkit.nccl_job"),
+                                    "--nproc-per-node", "1", "-m", "toolkit.testbeds.nccl_job"), launch_env),
+        ProcessInfo("gpu", 518, 492, ("/opt/torch/.venv/bin/python", "-m", "toolkit.testbeds.nccl_job"),
                     {**launch_env, "NCCL_CUMEM_ENABLE": "0", "RANK": "0"}),
     ]
     expected = {"NCCL_ALGO": "Ring", "NCCL_PROTO": "Simple", "NCCL_CUMEM_ENABLE": "1", "NCCL_IB_DISABLE": "1"}

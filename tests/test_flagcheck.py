@@ -14,12 +14,12 @@ from pathlib import Path
 
 import pytest
 
-from toolkit import flagcheck
 from toolkit.errors import CommandFailed, InvalidFlag
-from toolkit.flagcheck import help_source, validate_spec
-from toolkit.flags import FlagTableCache
-from toolkit.hosts import Host
-from toolkit.spec import ServerSpec
+from toolkit.host.host import Host
+from toolkit.server import preflight as flagcheck
+from toolkit.server.help_table import FlagTableCache
+from toolkit.server.preflight import help_source, validate_spec
+from toolkit.server.spec import ServerSpec
 
 CPU_VENV = Path(__file__).resolve().parents[1] / ".venv-cpu"
 

@@ -21,9 +21,9 @@ import sys
 
 import pytest
 
-from toolkit import flags as flags_module
 from toolkit.errors import InvalidFlag
-from toolkit.flags import FlagTableCache, check_flags, parse_help, validate
+from toolkit.server import help_table as flags_module
+from toolkit.server.help_table import FlagTableCache, check_flags, parse_help, validate
 
 HELP = pathlib.Path(__file__).parent / "data" / "help"
 CPU_VENV = pathlib.Path(__file__).resolve().parents[1] / ".venv-cpu"

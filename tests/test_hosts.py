@@ -11,17 +11,17 @@ import time
 
 import pytest
 
-import toolkit.hosts
-import toolkit.procs
-import toolkit.shell
-import toolkit.streams
-from toolkit import procs
+import toolkit.host.host
+import toolkit.host.procs
+import toolkit.host.shell
+import toolkit.host.streams
 from toolkit.errors import CommandFailed, CommandNotFound, InvalidFlag, ToolkitError
-from toolkit.hosts import CommandResult, Host, HostGroup
-from toolkit.shell import check_env_name, quote_path
+from toolkit.host import procs
+from toolkit.host.host import CommandResult, Host, HostGroup
+from toolkit.host.shell import check_env_name, quote_path
 
 
-@pytest.mark.parametrize("module", [toolkit.shell, toolkit.procs, toolkit.hosts, toolkit.streams])
+@pytest.mark.parametrize("module", [toolkit.host.shell, toolkit.host.procs, toolkit.host.host, toolkit.host.streams])
 def test_docstring_examples_run(module: object) -> None:
     result = doctest.testmod(module)  # type: ignore[arg-type]
     assert result.failed == 0 and result.attempted > 0

@@ -371,10 +371,10 @@ def test_repeats_become_runs_and_itl_gaps_come_from_chunk_times(journal: Journal
 
 def test_public_names_are_pinned() -> None:
     import toolkit.journal
-    import toolkit.plots
     import toolkit.redaction
-    import toolkit.report
+    import toolkit.report.postmortem
     import toolkit.stats
+    import toolkit.views.plots
 
     assert set(toolkit.journal.__all__) == {
         "Journal",
@@ -390,7 +390,7 @@ def test_public_names_are_pinned() -> None:
         "MetricRowLike",
         "LogEventLike",
     }
-    assert set(toolkit.plots.__all__) == {
+    assert set(toolkit.views.plots.__all__) == {
         "throughput",
         "latency_ecdf",
         "server_metrics",
@@ -400,6 +400,6 @@ def test_public_names_are_pinned() -> None:
         "metric_label",
         "VERDICT_COLORS",
     }
-    assert set(toolkit.report.__all__) == {"ReportPaths", "write", "main"}
+    assert set(toolkit.report.postmortem.__all__) == {"ReportPaths", "write", "main"}
     assert {"redact", "redact_text", "redact_mapping", "redact_spec_dict"} <= set(toolkit.redaction.__all__)
     assert {"compare_samples", "Comparison"} <= set(toolkit.stats.__all__)

@@ -22,7 +22,7 @@ SECRET = "hf_Zq8xP2mK9vL4tR7wY1nB5cD3fG6hJ0sA"
 
 
 def test_a_real_server_spec_is_stored_flattened_and_redacted(tmp_path: Path) -> None:
-    import toolkit.spec as spec_module
+    import toolkit.server.spec as spec_module
     base = spec_module.ServerSpec.sglang("moonshotai/Kimi-K2.5", tp=8, port=8000)
     spec = base.with_flags({"--speculative-algorithm": "EAGLE3", "--speculative-num-steps": 2}).with_env(
         {"HF_TOKEN": SECRET, "NCCL_ALGO": "Ring"}

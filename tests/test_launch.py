@@ -15,15 +15,15 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import toolkit.launch
-import toolkit.spec
+import toolkit.server.launch
+import toolkit.server.spec
 from toolkit.errors import InvalidFlag, PortInUse
-from toolkit.hosts import Host
-from toolkit.launch import MISSING, ServerSpec, launch, launch_multinode
+from toolkit.host.host import Host
+from toolkit.server.launch import MISSING, ServerSpec, launch, launch_multinode
 from toolkit.sim.testing import free_port as _free_port
 
 
-@pytest.mark.parametrize("module", [toolkit.spec, toolkit.launch])
+@pytest.mark.parametrize("module", [toolkit.server.spec, toolkit.server.launch])
 def test_docstring_examples_run(module: object) -> None:
     result = doctest.testmod(module)  # type: ignore[arg-type]
     assert result.failed == 0 and result.attempted > 0

@@ -14,7 +14,7 @@ import toolkit.logs.metrics
 import toolkit.logs.packs
 import toolkit.logs.rules
 import toolkit.logs.summary
-import toolkit.readiness
+import toolkit.server.readiness
 
 
 def test_logs_public_api() -> None:
@@ -53,7 +53,7 @@ def test_logs_public_api() -> None:
 
 
 def test_readiness_public_api() -> None:
-    assert sorted(toolkit.readiness.__all__) == sorted(
+    assert sorted(toolkit.server.readiness.__all__) == sorted(
         ["ReadinessState", "ProbeResult", "PhaseMark", "Failure", "ReadinessReport", "ReadinessTracker"]
     )
 
@@ -68,7 +68,7 @@ def test_readiness_public_api() -> None:
         "toolkit.logs.metrics",
         "toolkit.logs.classify",
         "toolkit.logs.summary",
-        "toolkit.readiness",
+        "toolkit.server.readiness",
     ],
 )
 def test_docstring_examples_run(module: str) -> None:
@@ -87,7 +87,7 @@ def test_pure_modules_do_no_io() -> None:
         toolkit.logs.packs,
         toolkit.logs.metrics,
         toolkit.logs.summary,
-        toolkit.readiness,
+        toolkit.server.readiness,
     ):
         text = Path(module.__file__ or "").read_text(encoding="utf-8")
         for forbidden in (

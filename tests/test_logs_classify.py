@@ -10,6 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from toolkit.cli.logs import main as cli_main
 from toolkit.logs import (
     GENERIC,
     SGLANG,
@@ -24,7 +25,6 @@ from toolkit.logs import (
     parse_metric,
     summarize,
 )
-from toolkit.logs_cli import main as cli_main
 
 # -- parsing -------------------------------------------------------------------
 

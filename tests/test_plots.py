@@ -10,8 +10,8 @@ import pytest
 from matplotlib.figure import Figure
 from test_journal_story import SECRET_TOKEN, build_story
 
-from toolkit import plots
 from toolkit.journal import Journal
+from toolkit.views import plots
 
 matplotlib.use("Agg")
 

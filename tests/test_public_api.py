@@ -39,11 +39,12 @@ def test_unknown_name_is_a_clear_attribute_error() -> None:
         raise AssertionError("expected AttributeError")
 
 
-def test_bench_is_callable_in_any_import_order() -> None:
-    """`import toolkit.bench.client` binds the package name; `tk.bench(...)` must still call bench()."""
+def test_bench_is_the_function_in_any_import_order() -> None:
+    """`tk.bench` is the function `toolkit.benchmark.bench`, whichever module was imported first."""
     code = (
-        "import toolkit.bench.client, toolkit as tk, toolkit.bench.metrics as m; "
-        "print(callable(tk.bench), tk.bench.bench.__name__, m.__name__)"
+        "import toolkit.benchmark.client, toolkit as tk, toolkit.benchmark.metrics as m; "
+        "from toolkit.benchmark.runner import bench; "
+        "print(tk.bench is bench, type(tk.bench).__name__, m.__name__)"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
-    assert out.split() == ["True", "bench", "toolkit.bench.metrics"]
+    assert out.split() == ["True", "function", "toolkit.benchmark.metrics"]

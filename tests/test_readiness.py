@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from toolkit.logs import LogClassifier
-from toolkit.readiness import ReadinessState, ReadinessTracker
+from toolkit.server.readiness import ReadinessState, ReadinessTracker
 
 SGLANG_START = [
     "[2026-02-26 20:25:00] server_args=ServerArgs(model_path='kimi', tp_size=8)",

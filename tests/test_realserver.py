@@ -22,7 +22,8 @@ from typing import Any
 import pytest
 
 from toolkit.errors import CommandNotFound, InvalidFlag, ToolkitError
-from toolkit.realserver import (
+from toolkit.sim.testing import free_port as _free_port
+from toolkit.testbeds.realserver import (
     OTHER_SERVE_OPTIONS,
     SERVE_FLAGS,
     STAMP_NAME,
@@ -31,7 +32,6 @@ from toolkit.realserver import (
     serve_env,
     transformers_serve_argv,
 )
-from toolkit.sim.testing import free_port as _free_port
 
 CPU_VENV = Path(__file__).resolve().parents[1] / ".venv-cpu"
 

@@ -10,10 +10,10 @@ import matplotlib
 import pytest
 from test_journal_story import SECRET_TOKEN, build_story
 
-from toolkit import report
 from toolkit.__main__ import main as toolkit_main
-from toolkit.document import Block, Code, Paragraph, Table, to_html, to_markdown
 from toolkit.journal import Journal
+from toolkit.report import postmortem as report
+from toolkit.report.document import Block, Code, Paragraph, Table, to_html, to_markdown
 
 matplotlib.use("Agg")
 

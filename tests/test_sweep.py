@@ -9,11 +9,11 @@ import pytest
 
 from toolkit.errors import InvalidFlag
 from toolkit.logs import classify_lines
-from toolkit.spec import ServerSpec
+from toolkit.moves import ABSENT, apply_param, expand, spec_differences
+from toolkit.moves.abtest import judge, schedule, side_labels, summarize
+from toolkit.moves.trial import decisive_lines, metric_window
+from toolkit.server.spec import ServerSpec
 from toolkit.stats import compare_samples
-from toolkit.sweep import ABSENT, apply_param, expand, spec_differences
-from toolkit.sweep._abtest import judge, schedule, side_labels, summarize
-from toolkit.sweep._runner import decisive_lines, metric_window
 
 BASE = ServerSpec.sglang("moonshotai/Kimi-K2.5", tp=8, port=8000)
 EAGLE = BASE.with_flags({"--speculative-algorithm": "EAGLE3", "--speculative-num-steps": 2})

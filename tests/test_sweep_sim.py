@@ -8,14 +8,14 @@ from pathlib import Path
 
 import pytest
 
-from toolkit.bench import BenchResult
+from toolkit.benchmark import BenchResult
 from toolkit.errors import ServerDied
-from toolkit.hosts import Host
+from toolkit.host.host import Host
 from toolkit.journal import Journal
-from toolkit.launch import Server
+from toolkit.moves import sweep
+from toolkit.server.launch import Server
+from toolkit.server.spec import ServerSpec
 from toolkit.sim import testing  # noqa: E402
-from toolkit.spec import ServerSpec
-from toolkit.sweep import sweep
 
 pytestmark = [pytest.mark.ssh, pytest.mark.timeout(90)]
 BENCH = {"num_prompts": 4, "input_len": 8, "output_len": 24, "max_concurrency": 1}

@@ -18,20 +18,20 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-import toolkit.widgets as tkw
+import toolkit.views.widgets as tkw
 from toolkit.envcheck import check_env
 from toolkit.errors import ServerDied
-from toolkit.follow import LogFollower
-from toolkit.hosts import Host, ProcessInfo, StopReport
+from toolkit.host.host import Host, ProcessInfo, StopReport
 from toolkit.journal import Journal
-from toolkit.launch import Server, launch
 from toolkit.logs import LogEvent, MetricRow, Phase, Verdict, classify_lines
-from toolkit.readiness import ReadinessReport, ReadinessTracker
+from toolkit.server.follow import LogFollower
+from toolkit.server.launch import Server, launch
+from toolkit.server.readiness import ReadinessReport, ReadinessTracker
+from toolkit.server.spec import ServerSpec
 from toolkit.sim.testing import free_port as _free_port
-from toolkit.spec import ServerSpec
-from toolkit.widgets import EnvMatrix, JournalSteps, LogView, ResultsTable, ServerPanel
-from toolkit.widgets._log_markup import LogFilter, display_text, line_html, log_html
-from toolkit.widgets._throttle import Throttle
+from toolkit.views.widgets import EnvMatrix, JournalSteps, LogView, ResultsTable, ServerPanel
+from toolkit.views.widgets._log_markup import LogFilter, display_text, line_html, log_html
+from toolkit.views.widgets._throttle import Throttle
 
 TP5_BENIGN = (
     "[2026-02-26 20:26:06 TP5] Ignore import error when loading sglang.srt.models.glmasr: "

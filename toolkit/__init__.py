@@ -6,13 +6,15 @@
 >>> spec.with_flags({"--speculative-algorithm": "EAGLE3"}).describe()
 'sim EAGLE3'
 
-Names are imported on first use (PEP 562), so `import toolkit` stays cheap: every
-simulated TP rank imports this package, and a notebook pays only for what it touches.
+Names are imported on first use (PEP 562): every simulated TP rank and the CPU server's venv
+(which has no fabric) import this package, and a notebook pays only for what it touches
+(importing everything eagerly costs seconds: pandas, seaborn, fabric, ipywidgets). The imports
+below are plain `from ... import` statements, one loader per group, so the import graph shows them.
 """
 
 from __future__ import annotations
 
-import importlib
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 __all__ = [
@@ -39,41 +41,77 @@ __all__ = [
     "report",
 ]
 
-# public name -> (module, attribute or None for the module itself)
-_EXPORTS: dict[str, tuple[str, str | None]] = {
-    "Host": ("toolkit.hosts", "Host"),
-    "HostGroup": ("toolkit.hosts", "HostGroup"),
-    "ServerSpec": ("toolkit.spec", "ServerSpec"),
-    "Server": ("toolkit.launch", "Server"),
-    "launch": ("toolkit.launch", "launch"),
-    "launch_multinode": ("toolkit.launch", "launch_multinode"),
-    "Journal": ("toolkit.journal", "Journal"),
-    "bench": ("toolkit.bench", None),  # the package is callable: tk.bench(server, ...) (see its __init__)
-    "sweep": ("toolkit.sweep", "sweep"),
-    "compare": ("toolkit.sweep", "compare"),
-    "compare_flag": ("toolkit.sweep", "compare_flag"),
-    "perf_bisect": ("toolkit.bisection", "perf_bisect"),
-    "compare_commits": ("toolkit.bisection", "compare_commits"),
-    "validate_spec": ("toolkit.flagcheck", "validate_spec"),
-    "LogView": ("toolkit.widgets", "LogView"),
-    "ServerPanel": ("toolkit.widgets", "ServerPanel"),
-    "ToolkitError": ("toolkit.errors", "ToolkitError"),
-    "errors": ("toolkit.errors", None),
-    "logs": ("toolkit.logs", None),
-    "plots": ("toolkit.plots", None),
-    "report": ("toolkit.report", None),
-}
+
+def _hosts() -> dict[str, Any]:
+    from toolkit.host.host import Host, HostGroup
+
+    return {"Host": Host, "HostGroup": HostGroup}
+
+
+def _servers() -> dict[str, Any]:
+    from toolkit.server.launch import Server, launch, launch_multinode
+    from toolkit.server.preflight import validate_spec
+    from toolkit.server.spec import ServerSpec
+
+    return {"ServerSpec": ServerSpec, "Server": Server, "launch": launch, "launch_multinode": launch_multinode,
+            "validate_spec": validate_spec}
+
+
+def _journal() -> dict[str, Any]:
+    from toolkit.journal import Journal
+
+    return {"Journal": Journal}
+
+
+def _benchmark() -> dict[str, Any]:
+    from toolkit.benchmark import bench
+
+    return {"bench": bench}
+
+
+def _moves() -> dict[str, Any]:
+    from toolkit.moves import compare, compare_flag, sweep
+    from toolkit.moves.bisect import compare_commits, perf_bisect
+
+    return {"sweep": sweep, "compare": compare, "compare_flag": compare_flag, "perf_bisect": perf_bisect,
+            "compare_commits": compare_commits}
+
+
+def _views() -> dict[str, Any]:
+    from toolkit.views import plots
+    from toolkit.views.widgets import LogView, ServerPanel
+
+    return {"LogView": LogView, "ServerPanel": ServerPanel, "plots": plots}
+
+
+def _modules() -> dict[str, Any]:
+    # `import a.b as c`, not `from toolkit import b`: the latter would ask this module's __getattr__ again
+    import toolkit.errors as errors
+    import toolkit.logs as logs
+    import toolkit.report as report
+
+    return {"errors": errors, "logs": logs, "report": report, "ToolkitError": errors.ToolkitError}
 
 
 def __getattr__(name: str) -> Any:
-    try:
-        module_name, attribute = _EXPORTS[name]
-    except KeyError:
-        raise AttributeError(f"module 'toolkit' has no attribute {name!r}") from None
-    module = importlib.import_module(module_name)
-    value = module if attribute is None else getattr(module, attribute)
-    globals()[name] = value
-    return value
+    loader = _LOADER_OF.get(name)
+    if loader is None:
+        raise AttributeError(f"module 'toolkit' has no attribute {name!r}")
+    values = loader()
+    globals().update(values)
+    return values[name]
+
+
+# public name -> the loader that imports it (kept beside __all__; tests/test_public_api.py pins both)
+_LOADER_OF: dict[str, Callable[[], dict[str, Any]]] = {
+    **dict.fromkeys(("Host", "HostGroup"), _hosts),
+    **dict.fromkeys(("ServerSpec", "Server", "launch", "launch_multinode", "validate_spec"), _servers),
+    "Journal": _journal,
+    "bench": _benchmark,
+    **dict.fromkeys(("sweep", "compare", "compare_flag", "perf_bisect", "compare_commits"), _moves),
+    **dict.fromkeys(("LogView", "ServerPanel", "plots"), _views),
+    **dict.fromkeys(("errors", "logs", "report", "ToolkitError"), _modules),
+}
 
 
 def __dir__() -> list[str]:
@@ -81,13 +119,15 @@ def __dir__() -> list[str]:
 
 
 if TYPE_CHECKING:
-    from toolkit import bench, errors, logs, plots, report
-    from toolkit.bisection import compare_commits, perf_bisect
+    from toolkit import errors, logs, report
+    from toolkit.benchmark import bench
     from toolkit.errors import ToolkitError
-    from toolkit.flagcheck import validate_spec
-    from toolkit.hosts import Host, HostGroup
+    from toolkit.host.host import Host, HostGroup
     from toolkit.journal import Journal
-    from toolkit.launch import Server, launch, launch_multinode
-    from toolkit.spec import ServerSpec
-    from toolkit.sweep import compare, compare_flag, sweep
-    from toolkit.widgets import LogView, ServerPanel
+    from toolkit.moves import compare, compare_flag, sweep
+    from toolkit.moves.bisect import compare_commits, perf_bisect
+    from toolkit.server.launch import Server, launch, launch_multinode
+    from toolkit.server.preflight import validate_spec
+    from toolkit.server.spec import ServerSpec
+    from toolkit.views import plots
+    from toolkit.views.widgets import LogView, ServerPanel

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 from system.browser import LabPage, write_notebook
 
-from toolkit.hosts import Host
+from toolkit.host.host import Host
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
@@ -36,9 +36,9 @@ widgets.HTML('<span class="tk-probe tk-benign" data-verdict="benign" title="rule
 
 LOGVIEW_CELL = f"""\
 import pathlib, threading, time
-from toolkit.follow import LogFollower
-from toolkit.hosts import Host
-from toolkit.widgets import LogView
+from toolkit.server.follow import LogFollower
+from toolkit.host.host import Host
+from toolkit.views.widgets import LogView
 
 log = pathlib.Path("server.log")
 log.write_text("")
@@ -102,10 +102,10 @@ def test_harness_runs_a_notebook_and_a_live_logview_renders(lab_page: LabPage, l
 
 PANEL_CELL = """\
 import pathlib, socket
-from toolkit.hosts import Host
-from toolkit.launch import launch
-from toolkit.spec import ServerSpec
-from toolkit.widgets import LogView, ServerPanel
+from toolkit.host.host import Host
+from toolkit.server.launch import launch
+from toolkit.server.spec import ServerSpec
+from toolkit.views.widgets import LogView, ServerPanel
 
 with socket.socket() as sock:
     sock.bind(("127.0.0.1", 0))

@@ -26,7 +26,7 @@ from toolkit.errors import (
     ToolkitError,
     UnknownHostKey,
 )
-from toolkit.hosts import Host, HostGroup, ProcessHandle
+from toolkit.host.host import Host, HostGroup, ProcessHandle
 
 MakeSshHost = Callable[..., Host]
 

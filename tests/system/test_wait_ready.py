@@ -15,8 +15,8 @@ from typing import Any
 import pytest
 
 from toolkit.errors import ReadinessTimeout, ServerDied, ServerHung
-from toolkit.hosts import Host
-from toolkit.launch import ServerSpec, launch
+from toolkit.host.host import Host
+from toolkit.server.launch import ServerSpec, launch
 from toolkit.sim.testing import free_port
 
 

@@ -18,7 +18,7 @@ import pandas as pd
 
 from toolkit.envcheck.overrides import override_reason
 from toolkit.envcheck.roles import ProcessRole, Role
-from toolkit.shell import quote_path
+from toolkit.host.shell import quote_path
 
 if TYPE_CHECKING:
     from toolkit.envcheck.report import EnvReport

@@ -18,12 +18,12 @@ from toolkit.envcheck.nccl import nccl_lines_script
 from toolkit.envcheck.report import EnvReport, check_env
 from toolkit.envcheck.roles import Role, classify_tree
 from toolkit.errors import HostError
-from toolkit.procs import ProcessInfo
+from toolkit.host.procs import ProcessInfo
 
 if TYPE_CHECKING:
-    from toolkit.hosts import Host
+    from toolkit.host.host import Host
     from toolkit.journal import Journal
-    from toolkit.launch import MultiNodeServer, Server
+    from toolkit.server.launch import MultiNodeServer, Server
 
 __all__ = ["env_report"]
 
@@ -48,7 +48,7 @@ def env_report(
     """Expected versus actual environment of every process of ``server``, per host, pid and rank.
 
     ``expected`` maps variables to values (``None``: any value, but set), or lists names.
-    A :class:`~toolkit.launch.MultiNodeServer` is read on every node. ``hosts`` adds hosts
+    A :class:`~toolkit.server.launch.MultiNodeServer` is read on every node. ``hosts`` adds hosts
     whose engine processes belong to this server without being in its process tree (vLLM
     workers that Ray started on other nodes): every process there that classifies as one
     of the engine's (a worker, an engine core) is read. With ``nccl_log`` and

@@ -122,8 +122,8 @@ class EnvReport:
         return replace(self, nccl=frame.sort_values(order, kind="stable").reset_index(drop=True))
 
     def plot(self, *, title: str | None = None) -> Figure:
-        """Variables x processes coloured by status, values annotated (:func:`toolkit.plots.env_matrix`)."""
-        from toolkit import plots
+        """Variables x processes coloured by status, values annotated (:func:`toolkit.views.plots.env_matrix`)."""
+        from toolkit.views import plots
 
         return plots.env_matrix(self.frame, title=title)
 

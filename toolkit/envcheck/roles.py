@@ -19,7 +19,7 @@ __all__ = ["ProcessLike", "Role", "ProcessRole", "classify_process", "classify_t
 
 
 class ProcessLike(Protocol):
-    """What :func:`check_env` reads from a process; ``toolkit.hosts.ProcessInfo`` fits."""
+    """What :func:`check_env` reads from a process; ``toolkit.host.host.ProcessInfo`` fits."""
 
     @property
     def host(self) -> str: ...

@@ -1,0 +1,347 @@
+"""The server's own view of a run: speculative accept length and counters, before and after.
+
+A client sees chunks; only the server knows how many draft tokens it accepted. Four
+sources, in the order we trust them (the first that has a figure gives ``accept_length``):
+
+1. **responses**: SGLang returns per-request ``spec_accept_length`` / ``spec_verify_ct``
+   (in ``sglext.spec_tokens_details`` when the request sets
+   ``return_spec_tokens_details``, in ``meta_info`` on its native API, or in ``usage``).
+   Pooled as sum(output tokens) / sum(verify steps), else the mean per request.
+2. **vllm_metrics**: vLLM's Prometheus counters at ``/metrics`` before and after, exactly
+   as ``vllm bench serve``: acceptance length = 1 + d(accepted) / d(drafts), per-position
+   rate = d(accepted at position k) / d(drafts).
+3. **sglang_server_info**: SGLang's ``/server_info`` (``/get_server_info`` on older
+   versions) ``avg_spec_accept_length`` (under ``internal_states[0]``, or ``decode[0]`` when
+   disaggregated). It is the server's running average, not this run's: ``cumulative=True``.
+4. **server_log**: metric rows a log follower parsed from the server's log (SGLang's
+   ``accept len:`` on decode lines), averaged over the run's time window.
+
+An endpoint that is down or absent makes its source unavailable (listed in
+``unavailable``); it never fails the benchmark.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, Protocol
+
+from toolkit.benchmark.metrics import RequestRecord
+
+__all__ = [
+    "PromSample",
+    "parse_prometheus",
+    "VllmSpecCounters",
+    "vllm_spec_counters",
+    "vllm_spec_delta",
+    "sglang_accept_length",
+    "ServerSnapshot",
+    "ServerView",
+    "build_server_view",
+    "LogMetricSource",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class PromSample:
+    name: str
+    labels: tuple[tuple[str, str], ...]
+    value: float
+
+    def label(self, key: str) -> str | None:
+        return next((v for k, v in self.labels if k == key), None)
+
+
+def _parse_labels(text: str) -> tuple[tuple[str, str], ...]:
+    """``a="x",b="y\\"z"`` -> pairs, honouring Prometheus escapes (``\\\\``, ``\\"``, ``\\n``)."""
+    labels, i, n = [], 0, len(text)
+    while i < n:
+        eq = text.find("=", i)
+        if eq < 0:
+            break
+        key = text[i:eq].strip().lstrip(",").strip()
+        j = text.find('"', eq) + 1
+        if j <= 0:
+            break
+        value = []
+        while j < n and text[j] != '"':
+            if text[j] == "\\" and j + 1 < n:
+                j += 1
+                value.append("\n" if text[j] == "n" else text[j])
+            else:
+                value.append(text[j])
+            j += 1
+        labels.append((key, "".join(value)))
+        i = j + 1
+    return tuple(labels)
+
+
+def parse_prometheus(text: str) -> list[PromSample]:
+    """Parse Prometheus text exposition: ``name{labels} value [timestamp]``; skips ``#``."""
+    out = []
+    for raw in text.splitlines():
+        line = raw.strip()
+        if not line or line.startswith("#"):
+            continue
+        brace = line.find("{")
+        space = line.find(" ")
+        if brace >= 0 and (space < 0 or brace < space):
+            close = line.rfind("}")
+            if close < brace:
+                continue
+            name, labels, rest = line[:brace], _parse_labels(line[brace + 1 : close]), line[close + 1 :]
+        else:
+            name, _, rest = line.partition(" ")
+            labels = ()
+        fields = rest.split()
+        if not fields:
+            continue
+        try:
+            value = float(fields[0])
+        except ValueError:
+            continue
+        out.append(PromSample(name, labels, value))
+    return out
+
+
+@dataclass(frozen=True, slots=True)
+class VllmSpecCounters:
+    """vLLM's ``vllm:spec_decode_*_total`` counters, summed over label sets."""
+
+    num_drafts: float
+    num_draft_tokens: float
+    num_accepted_tokens: float
+    accepted_per_pos: tuple[tuple[int, float], ...]
+
+
+def vllm_spec_counters(samples: Iterable[PromSample]) -> VllmSpecCounters | None:
+    """The spec-decode counters, or ``None`` when the server exposes none (no spec decoding)."""
+    drafts = draft_tokens = accepted = 0.0
+    per_pos: dict[int, float] = {}
+    found = False
+    for s in samples:
+        if not (s.name.startswith("vllm:spec_decode") and s.name.endswith("_total")):
+            continue
+        found = True
+        if "num_drafts" in s.name:
+            drafts += s.value
+        elif "num_draft_tokens" in s.name:
+            draft_tokens += s.value
+        elif "num_accepted_tokens_per_pos" in s.name:
+            pos = s.label("position")
+            if pos is not None and pos.isdigit():
+                per_pos[int(pos)] = per_pos.get(int(pos), 0.0) + s.value
+        elif "num_accepted_tokens" in s.name:
+            accepted += s.value
+    if not found:
+        return None
+    return VllmSpecCounters(drafts, draft_tokens, accepted, tuple(sorted(per_pos.items())))
+
+
+def vllm_spec_delta(before: VllmSpecCounters, after: VllmSpecCounters) -> dict[str, Any] | None:
+    """``vllm bench serve``'s spec-decode stats over the run; ``None`` if nothing was drafted."""
+    d_drafts = after.num_drafts - before.num_drafts
+    d_tokens = after.num_draft_tokens - before.num_draft_tokens
+    d_accepted = after.num_accepted_tokens - before.num_accepted_tokens
+    if d_tokens <= 0:
+        return None
+    b, a = dict(before.accepted_per_pos), dict(after.accepted_per_pos)
+    per_pos = (
+        [(a.get(p, b.get(p, 0.0)) - b.get(p, 0.0)) / d_drafts for p in sorted(set(a) | set(b))]
+        if d_drafts > 0
+        else []
+    )
+    return {
+        "num_drafts": int(d_drafts),
+        "draft_tokens": int(d_tokens),
+        "accepted_tokens": int(d_accepted),
+        "acceptance_rate": d_accepted / d_tokens * 100.0,
+        "acceptance_length": 1.0 + d_accepted / d_drafts if d_drafts > 0 else 0.0,
+        "per_position_acceptance_rates": per_pos,
+    }
+
+
+def sglang_accept_length(info: Any) -> float | None:
+    """``avg_spec_accept_length`` from an SGLang ``/server_info`` body, wherever it sits."""
+    if not isinstance(info, Mapping):
+        return None
+    decode = info.get("decode")
+    if isinstance(decode, list) and decode and isinstance(decode[0], Mapping):
+        info = decode[0]
+    states = info.get("internal_states")
+    for place in (
+        [states[0]] if isinstance(states, list) and states and isinstance(states[0], Mapping) else []
+    ) + [info]:
+        value = place.get("avg_spec_accept_length")
+        if isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value):
+            return float(value)
+    return None
+
+
+@dataclass(frozen=True)
+class ServerSnapshot:
+    """What the server's endpoints said at one moment (``None`` = not available)."""
+
+    vllm_spec: VllmSpecCounters | None = None
+    sglang_accept_length: float | None = None
+    metrics_reachable: bool = False
+    server_info_reachable: bool = False
+    errors: tuple[str, ...] = ()
+
+
+class LogMetricSource(Protocol):
+    def metric_rows(self, since: datetime, until: datetime) -> Iterable[Any]: ...
+
+
+@dataclass(frozen=True)
+class ServerView:
+    """The server's figures for a run, and where the accept length came from."""
+
+    accept_length: float | None = None
+    accept_length_source: str | None = None
+    cumulative: bool = False
+    per_request_accept_length: float | None = None
+    vllm_spec_decode: Mapping[str, Any] | None = None
+    sglang_accept_length_before: float | None = None
+    sglang_accept_length_after: float | None = None
+    log_metrics: Mapping[str, Mapping[str, float]] | None = None
+    log_rows: int = 0
+    unavailable: tuple[str, ...] = field(default=())
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "accept_length": self.accept_length,
+            "accept_length_source": self.accept_length_source,
+            "cumulative": self.cumulative,
+            "per_request_accept_length": self.per_request_accept_length,
+            "vllm_spec_decode": dict(self.vllm_spec_decode) if self.vllm_spec_decode else None,
+            "sglang_accept_length_before": self.sglang_accept_length_before,
+            "sglang_accept_length_after": self.sglang_accept_length_after,
+            "log_metrics": {k: dict(v) for k, v in self.log_metrics.items()} if self.log_metrics else None,
+            "log_rows": self.log_rows,
+            "unavailable": list(self.unavailable),
+        }
+
+
+def per_request_accept_length(records: Sequence[RequestRecord]) -> float | None:
+    """Pooled accept length from responses: sum(tokens) / sum(verify steps), else mean."""
+    done = [r for r in records if r.ok]
+    with_ct = [r for r in done if r.spec_verify_ct]
+    if with_ct:
+        return sum(r.output_tokens for r in with_ct) / sum(r.spec_verify_ct or 0 for r in with_ct)
+    lengths = [r.spec_accept_length for r in done if r.spec_accept_length]
+    return sum(lengths) / len(lengths) if lengths else None
+
+
+def _in_window(ts: Any, since: datetime, until: datetime) -> bool:
+    if not isinstance(ts, datetime):
+        return False
+    if (ts.tzinfo is None) != (since.tzinfo is None):  # compare like with like
+        ts = ts.astimezone() if ts.tzinfo is None else ts.astimezone().replace(tzinfo=None)
+    return since <= ts <= until
+
+
+def log_window_metrics(rows: Iterable[Any], since: datetime, until: datetime) -> dict[str, dict[str, float]]:
+    """Mean of every numeric value per row kind, over rows timestamped inside the window."""
+    sums: dict[str, dict[str, list[float]]] = {}
+    for row in rows:
+        if not _in_window(getattr(row, "timestamp", None), since, until):
+            continue
+        per_kind = sums.setdefault(str(getattr(row, "kind", "metric")), {})
+        for key, value in (getattr(row, "values", None) or {}).items():
+            if isinstance(value, int | float) and not isinstance(value, bool):
+                per_kind.setdefault(str(key), []).append(float(value))
+    return {k: {key: sum(v) / len(v) for key, v in vals.items()} for k, vals in sums.items() if vals}
+
+
+def _log_accept_length(metrics: Mapping[str, Mapping[str, float]]) -> float | None:
+    for values in metrics.values():
+        for key, value in values.items():
+            k = key.lower()
+            if "accept" in k and ("len" in k or "length" in k):
+                return value
+    return None
+
+
+def build_server_view(
+    before: ServerSnapshot,
+    after: ServerSnapshot,
+    records: Sequence[RequestRecord] = (),
+    *,
+    log_source: LogMetricSource | Callable[[datetime, datetime], Iterable[Any]] | None = None,
+    since: datetime | None = None,
+    until: datetime | None = None,
+) -> ServerView:
+    """Combine the snapshots, the responses' own figures and log rows into one view."""
+    unavailable = list(dict.fromkeys(before.errors + after.errors))
+    per_request = per_request_accept_length(records)
+    vllm = (
+        vllm_spec_delta(before.vllm_spec, after.vllm_spec) if before.vllm_spec and after.vllm_spec else None
+    )
+    log_metrics: dict[str, dict[str, float]] | None = None
+    n_rows = 0
+    if log_source is not None and since is not None and until is not None:
+        try:
+            fetch = log_source.metric_rows if hasattr(log_source, "metric_rows") else log_source
+            rows = list(fetch(since, until))
+            n_rows = sum(1 for r in rows if _in_window(getattr(r, "timestamp", None), since, until))
+            log_metrics = log_window_metrics(rows, since, until)
+        except Exception as exc:  # the log hook belongs to someone else: report, never crash
+            unavailable.append(f"server log metrics: {type(exc).__name__}: {exc}")
+    candidates: list[tuple[float | None, str, bool]] = [
+        (per_request, "responses", False),
+        (vllm["acceptance_length"] if vllm else None, "vllm_metrics", False),
+        (after.sglang_accept_length, "sglang_server_info", True),
+        (_log_accept_length(log_metrics) if log_metrics else None, "server_log", False),
+    ]
+    value, source, cumulative = next(((v, s, c) for v, s, c in candidates if v), (None, None, False))
+    return ServerView(
+        accept_length=value,
+        accept_length_source=source,
+        cumulative=cumulative,
+        per_request_accept_length=per_request,
+        vllm_spec_decode=vllm,
+        sglang_accept_length_before=before.sglang_accept_length,
+        sglang_accept_length_after=after.sglang_accept_length,
+        log_metrics=log_metrics,
+        log_rows=n_rows,
+        unavailable=tuple(unavailable),
+    )
+
+
+async def fetch_snapshot(session: Any, base_url: str, *, timeout_s: float = 5.0) -> ServerSnapshot:
+    """GET ``/metrics`` and ``/server_info`` (or ``/get_server_info``); errors become notes."""
+    import aiohttp  # I/O lives here only; the rest of this module is pure
+
+    timeout = aiohttp.ClientTimeout(total=timeout_s)
+    errors: list[str] = []
+    vllm = None
+    sgl = None
+    metrics_ok = info_ok = False
+    try:
+        async with session.get(f"{base_url}/metrics", timeout=timeout) as resp:
+            if resp.status == 200:
+                metrics_ok = True
+                vllm = vllm_spec_counters(parse_prometheus(await resp.text()))
+            else:
+                errors.append(f"{base_url}/metrics: HTTP {resp.status}")
+    except Exception as exc:
+        errors.append(f"{base_url}/metrics: {type(exc).__name__}: {exc}")
+    for path in ("/server_info", "/get_server_info"):
+        try:
+            async with session.get(f"{base_url}{path}", timeout=timeout) as resp:
+                if resp.status == 200:
+                    info_ok = True
+                    sgl = sglang_accept_length(await resp.json(content_type=None))
+                    break
+                if resp.status != 404:
+                    errors.append(f"{base_url}{path}: HTTP {resp.status}")
+                    break
+        except Exception as exc:
+            errors.append(f"{base_url}{path}: {type(exc).__name__}: {exc}")
+            break
+    else:
+        errors.append(f"{base_url}/server_info: not served (not SGLang)")
+    return ServerSnapshot(vllm, sgl, metrics_ok, info_ok, tuple(errors))

@@ -1,0 +1,1 @@
+"""`python -m toolkit SUBCOMMAND`: thin command-line shells over the notebook vocabulary."""

@@ -1,0 +1,426 @@
+"""Host: one API for this machine and for SSH hosts, with host keys checked.
+
+The same calls launch, inspect and stop processes locally (subprocess) or on a GPU host
+(one fabric connection), so every notebook and test runs unchanged on either. Commands run
+with ``bash -c`` semantics on both. Decisions about processes live in :mod:`toolkit.host.procs`;
+this module only moves their scripts and output.
+
+Why detached processes are stopped by group *and* tree: SGLang starts one process per TP
+rank plus helpers; killing only the launcher leaves ranks holding GPU memory, and the next
+launch fails with CUDA out-of-memory far from the cause.
+
+>>> host = Host.local()
+>>> host.run("echo hello").stdout
+'hello\\n'
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Iterable, Mapping
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+
+from fabric import ThreadingGroup
+from fabric.exceptions import GroupException
+
+from toolkit.errors import CommandFailed, CommandNotFound, HostError, ToolkitError
+from toolkit.host import procs
+from toolkit.host import ssh as _ssh
+from toolkit.host.procs import ProcessInfo
+from toolkit.host.shell import quote, quote_path
+from toolkit.host.streams import ByteStream
+from toolkit.host.transport import TIMED_OUT, Completed, LocalTransport, SshTransport, Transport
+
+__all__ = ["Host", "HostGroup", "CommandResult", "ProcessHandle", "ProcessInfo", "StopReport", "ByteStream"]
+
+
+@dataclass(frozen=True)
+class CommandResult:
+    """What a command printed and how it exited, on which host."""
+
+    host: str
+    command: str
+    exit_code: int
+    stdout: str
+    stderr: str
+
+    @property
+    def ok(self) -> bool:
+        return self.exit_code == 0
+
+
+@dataclass(frozen=True)
+class ProcessHandle:
+    """A detached process: the leader of its own process group, writing ``log_path``.
+
+    ``start_ticks`` (from ``/proc/PID/stat``) tells this process from a later one that
+    reuses its pid, so a stale handle never signals a stranger.
+    """
+
+    host: str
+    pid: int
+    log_path: str
+    command: str
+    started_at: float
+    start_ticks: int | None = None
+
+
+@dataclass(frozen=True)
+class StopReport:
+    """How a stop went. ``survivors`` is always () on return: if anything survives, stop raises."""
+
+    host: str
+    pid: int
+    already_stopped: bool
+    sigkill_sent: bool
+    survivors: tuple[int, ...] = ()
+    signalled: tuple[int, ...] = ()
+    elapsed_s: float = 0.0
+
+
+def _short(command: str, limit: int = 120) -> str:
+    one_line = " ".join(command.split())
+    return one_line if len(one_line) <= limit else one_line[: limit - 3] + "..."
+
+
+class Host:
+    """A machine to run commands and servers on: ``Host.local()`` or ``Host("gpu-a", user="root")``.
+
+    SSH hosts honour ``~/.ssh/config`` (or ``ssh_config``): HostName, User, Port,
+    IdentityFile, ProxyJump, UserKnownHostsFile. Host keys are checked against ``known_hosts``
+    (default ``~/.ssh/known_hosts`` plus ``/etc/ssh/ssh_known_hosts``); an unknown key raises
+    :class:`~toolkit.errors.UnknownHostKey` unless ``trust_on_first_use=True``, which records
+    it; a changed key always raises :class:`~toolkit.errors.ChangedHostKey`. ``gateway`` is a jump host (a Host
+    or a ``user@host:port`` string). The connection opens on first use and reopens if it
+    dropped.
+
+    >>> with Host.local() as host:
+    ...     host.run("exit 3", check=False).exit_code
+    3
+    """
+
+    def __init__(
+        self,
+        hostname: str,
+        *,
+        user: str | None = None,
+        port: int | None = None,
+        key_filename: str | None = None,
+        gateway: Host | str | None = None,
+        known_hosts: str | None = None,
+        trust_on_first_use: bool = False,
+        connect_timeout_s: float = 10.0,
+        ssh_config: str | None = None,
+    ) -> None:
+        settings = _ssh.SshSettings(
+            hostname, user, port, key_filename, known_hosts, trust_on_first_use, connect_timeout_s, ssh_config
+        )
+        if isinstance(gateway, str):
+            gateway = Host(
+                gateway,
+                key_filename=key_filename,
+                known_hosts=known_hosts,
+                trust_on_first_use=trust_on_first_use,
+                connect_timeout_s=connect_timeout_s,
+                ssh_config=ssh_config,
+            )
+        hop = None
+        if gateway is not None:
+            if not isinstance(gateway._transport, SshTransport):
+                raise ToolkitError("gateway must be an SSH host: Host.local() cannot forward connections")
+            hop = gateway._transport.connection
+        self.gateway = gateway
+        self._transport: Transport = SshTransport(settings, hop)
+
+    @classmethod
+    def local(cls) -> Host:
+        """This machine, through subprocess: no SSH, same API."""
+        host = cls.__new__(cls)
+        host.gateway = None
+        host._transport = LocalTransport()
+        return host
+
+    # -- identity -------------------------------------------------------------------------
+    @property
+    def name(self) -> str:
+        """``localhost`` or ``user@host:port``: how errors and journals name this host."""
+        return self._transport.name
+
+    @property
+    def address(self) -> str:
+        """Where HTTP reaches servers on this host: 127.0.0.1 or the SSH HostName."""
+        return self._transport.address
+
+    @property
+    def is_local(self) -> bool:
+        return self._transport.is_local
+
+    def __repr__(self) -> str:
+        return f"Host({self.name!r})" if not self.is_local else "Host.local()"
+
+    # -- commands -------------------------------------------------------------------------
+    def connect(self) -> Host:
+        """Open the SSH connection now (it otherwise opens on first use); raises HostError kinds."""
+        if isinstance(self._transport, SshTransport):
+            self._transport.transport()
+        return self
+
+    def run(self, command: str, *, check: bool = True, timeout_s: float | None = None) -> CommandResult:
+        """Run ``command`` with ``bash -c``; raise CommandFailed/CommandNotFound if ``check`` and it fails.
+
+        ``timeout_s`` is enforced on the host (coreutils ``timeout``, exit 124), so a hung
+        command does not outlive the call.
+        """
+        done = self._transport.execute(command, timeout_s=timeout_s)
+        result = CommandResult(
+            self.name,
+            command,
+            done.exit_code,
+            done.stdout.decode("utf-8", "replace"),
+            done.stderr.decode("utf-8", "replace"),
+        )
+        if check and not result.ok:
+            raise self._failure(result, timeout_s)
+        return result
+
+    def _failure(self, result: CommandResult, timeout_s: float | None) -> CommandFailed:
+        shown = _short(result.command)
+        kind: type[CommandFailed] = CommandFailed
+        if result.exit_code == 127:
+            kind = CommandNotFound
+            message = f"`{shown}` on {self.name}: command not found (exit 127)"
+            hint = (
+                "the program is not on the PATH of a non-interactive shell on that host: use its absolute "
+                "path (e.g. /root/venv/bin/python), or set PATH before the interactive guard of ~/.bashrc"
+            )
+        elif result.exit_code == TIMED_OUT and timeout_s is not None:
+            message = f"`{shown}` on {self.name} did not finish within {timeout_s:g} s and was stopped"
+            hint = "raise timeout_s, or start long-running work with start_detached()"
+        else:
+            message = f"`{shown}` on {self.name} exited with status {result.exit_code}"
+            hint = "the evidence is the end of its stderr; run it with check=False to inspect the result"
+        return kind(
+            message,
+            host=self.name,
+            command=result.command,
+            exit_code=result.exit_code,
+            stderr=result.stderr,
+            hint=hint,
+        )
+
+    def _checked(self, label: str, done: Completed) -> bytes:
+        if done.exit_code != 0:
+            stderr = done.stderr.decode("utf-8", "replace")
+            raise self._failure(CommandResult(self.name, label, done.exit_code, "", stderr), None)
+        return done.stdout
+
+    def read_file(self, path: str) -> bytes:
+        """The bytes of a file on the host (``~/`` means the remote home)."""
+        return self._checked(f"cat {path}", self._transport.execute(f"cat -- {quote_path(path)}"))
+
+    def write_file(self, path: str, data: bytes | str) -> None:
+        """Write a file atomically (temp file + rename), creating its directory."""
+        payload = data.encode("utf-8") if isinstance(data, str) else data
+        target = quote_path(path)
+        tmp = quote_path(f"{path}.tmp-{os.getpid()}-{time.monotonic_ns()}")
+        parent = quote_path(path.rsplit("/", 1)[0]) if "/" in path.lstrip("/") else "."
+        script = f"mkdir -p -- {parent} && cat > {tmp} && mv -f -- {tmp} {target}"
+        self._checked(f"write {path}", self._transport.execute(script, stdin=payload))
+
+    def open_stream(self, command: str) -> ByteStream:
+        """One long-lived stream of ``command``'s stdout+stderr; closing it ends the command."""
+        return self._transport.open_stream(command)
+
+    # -- processes ------------------------------------------------------------------------
+    def start_detached(
+        self,
+        command: str,
+        *,
+        log_path: str,
+        env: Mapping[str, str] | None = None,
+        cwd: str | None = None,
+    ) -> ProcessHandle:
+        """Start ``command`` (bash) in its own session, output to ``log_path``; it outlives this connection.
+
+        The returned pid leads the process group of everything the command starts.
+        """
+        started_at = time.time()
+        result = self.run(procs.detach_script(command, log_path=log_path, env=env, cwd=cwd))
+        pid, ticks = procs.parse_detached(result.stdout)
+        return ProcessHandle(self.name, pid, log_path, command, started_at, ticks)
+
+    def _table(self, pids: Iterable[int] | None = None) -> dict[int, procs.ProcRow]:
+        script = procs.PROCESS_TABLE_SCRIPT if pids is None else procs.stat_script(pids)
+        return procs.parse_process_table(self.run(script).stdout)
+
+    def is_alive(self, handle_or_pid: ProcessHandle | int) -> bool:
+        """Whether the process (not a zombie, not a later process with the same pid) still runs."""
+        pid, ticks = self._pid_ticks(handle_or_pid)
+        row = self._table([pid]).get(pid)
+        return row is not None and row.alive and (ticks is None or row.start_ticks == ticks)
+
+    def stop(self, handle: ProcessHandle | int, *, grace_s: float = 10.0) -> StopReport:
+        """SIGTERM the process group and every descendant, SIGKILL after ``grace_s``, verify none is left.
+
+        Idempotent: stopping a stopped process returns ``already_stopped=True``. Raises
+        HostError naming the survivors if anything outlives SIGKILL.
+        """
+        pid, ticks = self._pid_ticks(handle)
+        self._refuse_own(pid)
+        t0 = time.monotonic()
+        table = self._table()
+        plan = procs.plan_stop(table, pid, ticks)
+        alive = procs.survivors(table, plan)
+        if not alive:
+            return StopReport(self.name, pid, True, False, elapsed_s=time.monotonic() - t0)
+        signalled = tuple(row.pid for row in alive)
+        left = self._signal_until_gone(plan, "TERM", grace_s)
+        sigkill = bool(left)
+        if left:
+            left = self._signal_until_gone(plan, "KILL", 5.0)
+        if left:
+            raise HostError(
+                f"{len(left)} process(es) of pid {pid} on {self.name} survived SIGKILL",
+                host=self.name,
+                evidence=[f"pid {row.pid} ppid {row.ppid} pgid {row.pgid} state {row.state}" for row in left],
+                hint="a process in state D waits on the kernel (often a GPU driver or NFS); check `ps -o pid,stat,wchan`",
+            )
+        return StopReport(self.name, pid, False, sigkill, (), signalled, time.monotonic() - t0)
+
+    def _signal_until_gone(
+        self, plan: procs.StopPlan, signal: str, wait_s: float
+    ) -> tuple[procs.ProcRow, ...]:
+        deadline = time.monotonic() + wait_s
+        sent: set[int] = set()
+        pause = 0.05
+        while True:
+            alive = procs.survivors(self._table(), plan)
+            if not alive:
+                return ()
+            fresh = tuple(row.pid for row in alive if row.pid not in sent)
+            if fresh:  # first round, and children forked during shutdown
+                groups = plan.pgids | {row.pid for row in alive if row.pgid == row.pid}
+                self.run(procs.kill_script(signal, fresh, frozenset(groups)))
+                sent.update(fresh)
+            elif time.monotonic() >= deadline:
+                return alive
+            time.sleep(min(pause, max(deadline - time.monotonic(), 0)))
+            pause = min(pause * 1.5, 0.5)
+
+    def _refuse_own(self, pid: int) -> None:
+        if pid <= 1 or (self.is_local and pid in (os.getpid(), os.getpgid(0))):
+            raise ToolkitError(
+                f"refusing to stop pid {pid} on {self.name}: it is init or this Python process",
+                hint="pass the handle returned by start_detached() or launch()",
+            )
+
+    def process_tree(self, pid: int) -> list[ProcessInfo]:
+        """``pid`` and all its descendants with their argv and exec-time environment, in one round trip.
+
+        A process that cannot be read carries ``error`` (exited, permission denied, zombie).
+        """
+        return procs.parse_process_tree(self.run(procs.process_tree_script(pid)).stdout, host=self.name)
+
+    def port_holder(self, port: int) -> tuple[int, str] | None:
+        """``(pid, command line)`` of the process listening on TCP ``port``, or None if the port is free."""
+        return procs.parse_port_holder(self.run(procs.port_holder_script(port)).stdout)
+
+    def _pid_ticks(self, handle_or_pid: ProcessHandle | int) -> tuple[int, int | None]:
+        if not isinstance(handle_or_pid, ProcessHandle):
+            return int(handle_or_pid), None
+        if handle_or_pid.host != self.name:  # a pid means nothing on another machine
+            raise ToolkitError(
+                f"process {handle_or_pid.pid} was started on {handle_or_pid.host}, not on {self.name}",
+                hint=f"use the Host that started it ({handle_or_pid.host})",
+            )
+        return handle_or_pid.pid, handle_or_pid.start_ticks
+
+    # -- lifetime -------------------------------------------------------------------------
+    def close(self) -> None:
+        """Close the SSH connection (detached processes keep running). Reopens on next use."""
+        self._transport.close()
+        if self.gateway is not None:
+            self.gateway.close()
+
+    def __enter__(self) -> Host:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+
+class HostGroup:
+    """Run one command on several hosts at once (fabric ``ThreadingGroup`` for the SSH ones).
+
+    Hosts are keyed by name; a host given twice runs once.
+
+    >>> HostGroup([Host.local()]).run("echo hi")["localhost"].stdout
+    'hi\\n'
+    """
+
+    def __init__(self, hosts: Iterable[Host]) -> None:
+        unique: dict[str, Host] = {}
+        for host in hosts:
+            unique.setdefault(host.name, host)
+        self.hosts = tuple(unique.values())
+
+    def run(
+        self, command: str, *, check: bool = True, timeout_s: float | None = None
+    ) -> dict[str, CommandResult]:
+        """``{host.name: CommandResult}`` in host order; with ``check``, CommandFailed names every failure."""
+        remote = [h for h in self.hosts if isinstance(h._transport, SshTransport)]
+        local = [h for h in self.hosts if not isinstance(h._transport, SshTransport)]
+        with ThreadPoolExecutor(max_workers=max(len(self.hosts), 1)) as pool:
+            # open SSH connections first so their errors are ours, not a GroupException
+            for future in [pool.submit(h.connect) for h in remote]:
+                future.result()
+            local_futures = {
+                h.name: pool.submit(h.run, command, check=False, timeout_s=timeout_s) for h in local
+            }
+            results = self._run_remote(remote, command, timeout_s)
+            results.update({name: f.result() for name, f in local_futures.items()})
+        ordered = {h.name: results[h.name] for h in self.hosts}
+        failed = [r for r in ordered.values() if not r.ok]
+        if check and failed:
+            first = failed[0]
+            raise CommandFailed(
+                f"`{_short(command)}` failed on {len(failed)} of {len(ordered)} hosts: "
+                + ", ".join(f"{r.host} (exit {r.exit_code})" for r in failed),
+                host=first.host,
+                command=command,
+                exit_code=first.exit_code,
+                stderr=first.stderr,
+                hint="the evidence is the stderr of the first failing host; run with check=False to see all",
+            )
+        return ordered
+
+    @staticmethod
+    def _run_remote(hosts: list[Host], command: str, timeout_s: float | None) -> dict[str, CommandResult]:
+        if not hosts:
+            return {}
+        transports = [h._transport for h in hosts]
+        connections = [t.connection for t in transports if isinstance(t, SshTransport)]
+        line = f"bash -c {quote(command)}" if timeout_s is None else procs.timeout_script(command, timeout_s)
+        try:
+            group_result = ThreadingGroup.from_connections(connections).run(
+                line, warn=True, hide=True, in_stream=False
+            )
+        except GroupException as exc:  # a connection dropped between connect() and run
+            for connection, outcome in exc.result.items():
+                if isinstance(outcome, BaseException):
+                    timeout_s = connection.connect_kwargs.get("timeout", 10.0)
+                    raise _ssh.translate_connect_error(outcome, connection, timeout_s) from outcome
+            raise
+        by_connection = {id(c): r for c, r in group_result.items()}
+        return {
+            h.name: CommandResult(
+                h.name,
+                command,
+                by_connection[id(c)].exited,
+                by_connection[id(c)].stdout,
+                by_connection[id(c)].stderr,
+            )
+            for h, c in zip(hosts, connections, strict=True)
+        }

@@ -1,0 +1,364 @@
+"""Processes on a Linux host as data: the table, a server's tree, and the bash that reads them.
+
+Pure. :class:`toolkit.host.host.Host` runs the scripts built here (on this machine or over
+SSH) and hands the printed text back to the parsers here; every decision about which
+processes belong to a server and which survived a stop is a function of that data.
+
+The scripts read ``/proc`` with bash builtins and coreutils only (no ``ps``, ``ss`` or
+python on the host), because a bare GPU container may lack procps and iproute2.
+
+Why process groups *and* trees: ``setsid`` makes the server the leader of its own group, so
+one signal reaches every rank; a rank that calls ``setsid`` itself escapes the group, so the
+tree is captured before signalling and walked as well. Zombies count as gone: they hold no
+GPU memory and only their parent (or init) can reap them.
+
+>>> table = parse_process_table("10 1 10 S 500\\n11 10 10 S 501\\n12 11 12 S 502\\n")
+>>> [row.pid for row in descendants(table, 10)]
+[10, 11, 12]
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+
+from toolkit.host.shell import check_env_name, check_word, quote, quote_path
+
+__all__ = [
+    "ProcRow",
+    "ProcessInfo",
+    "StopPlan",
+    "PROCESS_TABLE_SCRIPT",
+    "stat_script",
+    "parse_process_table",
+    "descendants",
+    "plan_stop",
+    "survivors",
+    "kill_script",
+    "process_tree_script",
+    "parse_process_tree",
+    "port_holder_script",
+    "parse_port_holder",
+    "quote_argv",
+    "detach_script",
+    "parse_detached",
+    "stream_script",
+    "timeout_script",
+]
+
+# Print "pid ppid pgid state starttime" for every process. Fields after "(comm) " start at
+# field 3 of proc(5): $1=state $2=ppid $3=pgrp ... ${20}=starttime. `${l##*) }` strips a
+# comm that itself contains ") ".
+_STAT_LOOP = r"""for d in /proc/[0-9]*; do
+  IFS= read -r l < "$d/stat" || continue
+  p=${d#/proc/}; r=${l##*) }
+  set -f; set -- $r; set +f
+  BODY
+done 2>/dev/null"""
+
+_ROW = 'printf "%s %s %s %s %s\\n" "$p" "$2" "$3" "$1" "${20}"'
+PROCESS_TABLE_SCRIPT = _STAT_LOOP.replace("BODY", _ROW)
+
+
+def stat_script(pids: Iterable[int]) -> str:
+    """Like :data:`PROCESS_TABLE_SCRIPT` for a few pids only (absent ones print nothing)."""
+    paths = " ".join(f"/proc/{int(p)}" for p in pids) or "/proc/0"
+    return _STAT_LOOP.replace("/proc/[0-9]*", paths).replace("BODY", _ROW)
+
+
+@dataclass(frozen=True)
+class ProcRow:
+    """One line of the process table. ``(pid, start_ticks)`` names a process even after pid reuse."""
+
+    pid: int
+    ppid: int
+    pgid: int
+    state: str
+    start_ticks: int
+
+    @property
+    def alive(self) -> bool:
+        """False for zombies (Z) and dead tasks (X): exited, only waiting to be reaped."""
+        return self.state not in ("Z", "X")
+
+    @property
+    def identity(self) -> tuple[int, int]:
+        return (self.pid, self.start_ticks)
+
+
+@dataclass(frozen=True)
+class ProcessInfo:
+    """A process of a server's tree with what it was started with.
+
+    ``environ`` is the environment the process was *exec'd* with (``/proc/PID/environ``);
+    variables a program sets in itself later do not appear. ``error`` says why a part
+    could not be read (``environ`` is then ``None``).
+    """
+
+    host: str
+    pid: int
+    ppid: int
+    cmdline: tuple[str, ...]
+    environ: Mapping[str, str] | None
+    error: str | None = None
+    state: str = "?"
+
+
+@dataclass(frozen=True)
+class StopPlan:
+    """What a stop must make disappear: known processes and the groups to signal."""
+
+    members: frozenset[tuple[int, int]]
+    pgids: frozenset[int]
+
+
+def parse_process_table(text: str) -> dict[int, ProcRow]:
+    """Parse the output of :data:`PROCESS_TABLE_SCRIPT`; malformed lines are skipped."""
+    table: dict[int, ProcRow] = {}
+    for line in text.splitlines():
+        parts = line.split()
+        if len(parts) != 5 or not all(p.isdigit() for i, p in enumerate(parts) if i != 3):
+            continue
+        pid, ppid, pgid, state, start = parts
+        table[int(pid)] = ProcRow(int(pid), int(ppid), int(pgid), state, int(start))
+    return table
+
+
+def descendants(table: Mapping[int, ProcRow], root: int) -> list[ProcRow]:
+    """``root`` and every process below it (by parent pid), breadth first; [] if root is absent."""
+    if root not in table:
+        return []
+    children: dict[int, list[int]] = {}
+    for row in table.values():
+        children.setdefault(row.ppid, []).append(row.pid)
+    order, queue, seen = [], [root], {root}
+    while queue:
+        pid = queue.pop(0)
+        order.append(table[pid])
+        for child in sorted(children.get(pid, ())):
+            if child not in seen:
+                seen.add(child)
+                queue.append(child)
+    return order
+
+
+def plan_stop(table: Mapping[int, ProcRow], pid: int, start_ticks: int | None = None) -> StopPlan:
+    """Everything a stop of the group led by ``pid`` must end, captured before any signal.
+
+    If ``pid`` now names another process (``start_ticks`` differs) our group is gone: the
+    kernel never reuses a pid while a process group of that id exists.
+    """
+    leader = table.get(pid)
+    if leader is not None and start_ticks is not None and leader.start_ticks != start_ticks:
+        return StopPlan(frozenset(), frozenset())
+    tree = descendants(table, pid)
+    pgids = {pid} | {row.pid for row in tree if row.pgid == row.pid}  # escaped group leaders
+    members = {row.identity for row in tree} | {row.identity for row in table.values() if row.pgid in pgids}
+    return StopPlan(frozenset(members), frozenset(pgids))
+
+
+def survivors(table: Mapping[int, ProcRow], plan: StopPlan) -> tuple[ProcRow, ...]:
+    """Live processes of the plan now: known members, members of its groups, and their children."""
+    found = {row.pid for row in table.values() if row.identity in plan.members or row.pgid in plan.pgids}
+    grew = True
+    while grew:  # children forked during shutdown (reparented or not) belong to the stop too
+        extra = {row.pid for row in table.values() if row.ppid in found and row.pid not in found}
+        found |= extra
+        grew = bool(extra)
+    return tuple(sorted((table[p] for p in found if table[p].alive), key=lambda row: row.pid))
+
+
+def kill_script(signal: str, pids: tuple[int, ...], pgids: frozenset[int]) -> str:
+    """``kill`` every group and pid; a target that already exited is not an error."""
+    targets = [f"-{g}" for g in sorted(pgids) if g > 1] + [str(p) for p in pids if p > 1]
+    if not targets:
+        return "true"
+    return f"kill -s {signal} -- {' '.join(targets)} 2>/dev/null; true"
+
+
+def process_tree_script(pid: int) -> str:
+    """Bash that prints ``pid ppid state cmdline-b64 environ-b64`` (tab-separated) for a tree.
+
+    One round trip for the whole tree; base64 keeps NUL-separated values intact; a field
+    that cannot be read is ``!`` plus the reason (e.g. ``!Permission denied``).
+    """
+    collect = _STAT_LOOP.replace("BODY", 'st[$p]=$1; pp[$p]=$2; kids[$2]+=" $p"')
+    return f"""declare -A st pp kids
+{collect}
+root={int(pid)}
+if [[ -z ${{st[$root]:-}} ]]; then printf '%s\\t0\\t?\\t!gone\\t!gone\\n' "$root"; exit 0; fi
+q=($root)
+while ((${{#q[@]}})); do
+  p=${{q[0]}}; q=("${{q[@]:1}}")
+  c=$(base64 -w0 "/proc/$p/cmdline" 2>&1) || c="!${{c##*: }}"
+  e=$(base64 -w0 "/proc/$p/environ" 2>&1) || e="!${{e##*: }}"
+  printf '%s\\t%s\\t%s\\t%s\\t%s\\n' "$p" "${{pp[$p]}}" "${{st[$p]}}" "${{c:--}}" "${{e:--}}"
+  q+=(${{kids[$p]:-}})
+done"""
+
+
+def _decode(field: str) -> tuple[bytes | None, str | None]:
+    if field == "-":
+        return b"", None
+    if field.startswith("!"):
+        return None, field[1:]
+    try:
+        return base64.b64decode(field, validate=True), None
+    except (binascii.Error, ValueError):
+        return None, "unreadable output"
+
+
+def _split_cmdline(raw: bytes) -> tuple[str, ...]:
+    """Split ``/proc/PID/cmdline`` exactly: one NUL ends each word (so empty words survive)."""
+    if not raw:
+        return ()
+    if raw.endswith(b"\0"):
+        raw = raw[:-1]
+    return tuple(word.decode("utf-8", "replace") for word in raw.split(b"\0"))
+
+
+def _why(pid: int, what: str, reason: str) -> str:
+    if reason == "gone" or "No such file" in reason or "No such process" in reason:
+        return f"process {pid} does not exist (it exited, or never started)"
+    if "Permission denied" in reason:
+        return (
+            f"permission denied reading /proc/{pid}/{what}: the process belongs to another user; "
+            "connect as that user or as root"
+        )
+    return f"/proc/{pid}/{what} could not be read: {reason}"
+
+
+def parse_process_tree(text: str, *, host: str) -> list[ProcessInfo]:
+    """Parse :func:`process_tree_script` output into :class:`ProcessInfo` records."""
+    infos = []
+    for line in text.splitlines():
+        parts = line.split("\t")
+        if len(parts) != 5 or not parts[0].isdigit():
+            continue
+        pid, ppid, state = int(parts[0]), int(parts[1]) if parts[1].isdigit() else 0, parts[2]
+        raw_cmd, cmd_err = _decode(parts[3])
+        raw_env, env_err = _decode(parts[4])
+        cmdline = _split_cmdline(raw_cmd or b"")
+        environ = None
+        if raw_env is not None:
+            pairs = (item.decode("utf-8", "replace").partition("=") for item in raw_env.split(b"\0") if item)
+            environ = {k: v for k, _, v in pairs}
+        error = None
+        if cmd_err is not None:
+            error = _why(pid, "cmdline", cmd_err)
+        elif env_err is not None:
+            error = _why(pid, "environ", env_err)
+        elif state in ("Z", "X"):
+            error = f"process {pid} is a zombie: it exited and waits to be reaped by its parent"
+        infos.append(ProcessInfo(host, pid, ppid, cmdline, environ, error, state))
+    return infos
+
+
+def port_holder_script(port: int) -> str:
+    """Bash that prints ``listen INODE`` for a TCP listener on ``port`` and ``holder PID CMDLINE-B64``.
+
+    Reads ``/proc/net/tcp{,6}`` (state 0A = LISTEN) and finds the socket inode among
+    ``/proc/*/fd``: works without ``ss`` and, for our own processes, without root.
+    """
+    return f"""inodes=$(awk -v p=":{int(port):04X}" '$4 == "0A" && substr($2, length($2) - 4) == p {{ print $10 }}' \\
+  /proc/net/tcp /proc/net/tcp6 2>/dev/null | sort -u)
+for i in $inodes; do
+  echo "listen $i"
+  for f in $(find /proc/[0-9]*/fd -maxdepth 1 -lname "socket:\\[$i\\]" 2>/dev/null); do
+    p=${{f#/proc/}}; p=${{p%%/*}}
+    echo "holder $p $(base64 -w0 /proc/$p/cmdline 2>/dev/null)"
+  done
+done"""
+
+
+def parse_port_holder(text: str) -> tuple[int, str] | None:
+    """``(pid, command line)`` of the lowest pid holding the listener; ``(0, why)`` if none is visible.
+
+    Several pids share a listener when a server forks workers after ``bind``; the lowest
+    is the parent. pid 0 means something listens but this user cannot see which process.
+    """
+    listening, holders = False, []
+    for line in text.splitlines():
+        kind, _, rest = line.partition(" ")
+        if kind == "listen":
+            listening = True
+        elif kind == "holder":
+            pid, _, b64 = rest.partition(" ")
+            raw, _ = _decode(b64 or "-")
+            holders.append((int(pid), quote_argv(_split_cmdline(raw or b""))))
+    if holders:
+        return min(holders)
+    if listening:
+        return (0, "a process this user cannot see (connect as root to name it)")
+    return None
+
+
+def quote_argv(argv: Iterable[str]) -> str:
+    """A command line for humans, quoted so that it can be pasted into a shell."""
+    return " ".join(quote(word) for word in argv) or "?"
+
+
+def detach_script(
+    command: str, *, log_path: str, env: Mapping[str, str] | None = None, cwd: str | None = None
+) -> str:
+    """Bash that starts ``command`` detached and prints ``PID STARTTIME``.
+
+    ``setsid`` makes the command the leader of a new session and process group, so it
+    survives the SSH session (no SIGHUP) and one signal to the group reaches its children;
+    ``nohup`` and ``</dev/null`` cut it from the terminal and our channel. With job control
+    off a background job is never a group leader, so ``setsid`` does not fork and ``$!``
+    is the leader itself.
+    """
+    log_dir = log_path.rsplit("/", 1)[0] if "/" in log_path.lstrip("/") else ""
+    lines = ["set +m"]
+    if log_dir:
+        lines.append(f"mkdir -p -- {quote_path(log_dir)} || exit 1")
+    if cwd is not None:
+        lines.append(f"cd -- {quote_path(cwd)} || exit 1")
+    assignments = "".join(
+        f"{quote(check_env_name(k) + '=' + check_word(v, what=f'environment value of {k}'))} "
+        for k, v in (env or {}).items()
+    )
+    prefix = f"env {assignments}" if assignments else ""
+    lines.append(f"setsid nohup {prefix}bash -c {quote(command)} </dev/null >{quote_path(log_path)} 2>&1 &")
+    lines.append("p=$!")
+    lines.append(
+        'if IFS= read -r l < "/proc/$p/stat"; then r=${l##*) }; set -f; set -- $r; echo "$p ${20}"; '
+        'else echo "$p"; fi 2>/dev/null'
+    )
+    return "\n".join(lines)
+
+
+def parse_detached(text: str) -> tuple[int, int | None]:
+    """``(pid, start_ticks)`` from :func:`detach_script` output; ValueError if there is no pid."""
+    words = text.split()
+    if not words or not words[0].isdigit():
+        raise ValueError(f"no pid in {text!r}")
+    ticks = int(words[1]) if len(words) > 1 and words[1].isdigit() else None
+    return int(words[0]), ticks
+
+
+def stream_script(command: str) -> str:
+    """Bash that runs ``command`` and ends it when our channel closes.
+
+    Closing an SSH channel does not signal a command run without a pty: a ``tail -F`` on a
+    quiet log would live on the GPU host forever. A watcher blocks reading stdin (ours, never
+    written); EOF means the channel or the whole connection went away, and it ends the
+    command's process group (``setsid`` gave the command one of its own).
+    """
+    return f"""exec 3<&0
+setsid bash -c {quote(command)} </dev/null 2>&1 &
+p=$!
+( while IFS= read -r -u 3 _; do :; done; kill -s TERM -- -$p $p ) </dev/null >/dev/null 2>&1 &
+w=$!
+wait $p
+rc=$?
+kill $w 2>/dev/null
+exit $rc"""
+
+
+def timeout_script(command: str, timeout_s: float) -> str:
+    """``command`` under coreutils ``timeout``: the host itself ends it (exit 124), group and all."""
+    return f"timeout -k 2 {max(timeout_s, 0.001):.3f} bash -c {quote(command)}"

@@ -1,0 +1,118 @@
+"""Is there anything to bisect? The good and bad ends, measured, must differ beyond noise: pure.
+
+The seed's "an old commit gave the same baseline" is exactly the case where a bisection
+would be a waste: every probe would land within noise of both ends, and a noise-driven
+search names a random commit. So the two ends are measured first and checked twice:
+
+- with at least two samples a side, Welch's interval of the difference
+  (:func:`toolkit.stats.compare_samples`) must exclude zero, in the bad direction, and
+  the change must reach ``min_effect`` (as in :func:`toolkit.moves.compare`);
+- the judge that will rule on every probe must call the good end good and the bad end
+  bad (a ``threshold``/``relative_drop`` beyond the real regression would not).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass
+
+from toolkit.errors import ToolkitError
+from toolkit.moves.bisect.judgement import assess
+from toolkit.moves.bisect.result import NothingToBisect, Probe
+from toolkit.stats import compare_samples
+
+__all__ = ["References", "check_references"]
+
+
+@dataclass(frozen=True)
+class References:
+    """The two ends as the judge will use them, and the ends' probes with their verdicts."""
+
+    good_ref: float
+    bad_ref: float
+    threshold: float
+    margin: float
+    probes: tuple[Probe, Probe]
+
+
+def check_references(
+    good: Probe,
+    bad: Probe,
+    *,
+    metric: str,
+    threshold: float | None = None,
+    relative_drop: float | None = None,
+    lower_is_better: bool = False,
+    min_effect: float = 0.01,
+) -> References:
+    """The references for the judge, or :class:`NothingToBisect` / :class:`ToolkitError` saying why not.
+
+    A change under ``min_effect`` (relative) counts as noise whatever the interval says:
+    a 1 % step is not one a benchmark of a few runs can place commit by commit.
+
+    >>> def end(samples, role):
+    ...     return Probe(0, 0, "c0ffee", "s", role, tuple(samples), "skip", "")
+    >>> refs = check_references(end([82.4, 82.9], "good_ref"), end([60.1, 60.8], "bad_ref"), metric="tok/s")
+    >>> round(refs.threshold, 2), refs.probes[1].verdict
+    (71.55, 'bad')
+    """
+    for probe, which in ((good, "good"), (bad, "bad")):
+        finite = [x for x in probe.samples if not math.isnan(x)]
+        if probe.error is not None or not finite:
+            raise ToolkitError(
+                f"the {which} end {probe.commit[:12]} ({probe.subject}) could not be measured: "
+                f"{probe.error or 'no benchmark run gave a value'}",
+                hint="a bisection needs both ends to run; check the spec and the build on that commit",
+            )
+    good_ref, bad_ref = good.median, bad.median
+    change = (bad_ref - good_ref) / good_ref if good_ref else math.inf
+    worse = change > 0 if lower_is_better else change < 0
+    numbers = [
+        f"good {good.commit[:12]}: {metric} {_list(good.samples)} (median {good_ref:.4g})",
+        f"bad  {bad.commit[:12]}: {metric} {_list(bad.samples)} (median {bad_ref:.4g})",
+    ]
+    noise = None
+    if len(good.samples) >= 2 and len(bad.samples) >= 2:
+        comparison = compare_samples(good.samples, bad.samples, higher_is_better=not lower_is_better)
+        numbers.append(f"95% interval of bad - good: {comparison.ci_low:+.4g} .. {comparison.ci_high:+.4g}")
+        if comparison.verdict == "within_noise":
+            noise = comparison.reason
+    if noise is None and abs(change) < min_effect:
+        noise = f"{abs(change):.2%} is under min_effect={min_effect:g}"
+    if noise is not None:
+        raise NothingToBisect(
+            f"the good and bad ends differ by {bad_ref - good_ref:+.4g} {metric} ({change:+.1%}), within noise "
+            f"({noise}): there is no regression to bisect",
+            good_samples=good.samples, bad_samples=bad.samples, evidence=numbers,
+            hint="the slowdown is not in this commit range (the seed's 'old commit, same baseline'); "
+                 "look at flags, environment or the workload instead, or raise repeats=",
+        )
+    if not worse:
+        raise NothingToBisect(
+            f"the bad end is better than the good end ({metric} {bad_ref:.4g} vs {good_ref:.4g}): "
+            "nothing to bisect",
+            good_samples=good.samples, bad_samples=bad.samples, evidence=numbers,
+            hint="check that good= and bad= are the right way round (and lower_is_better= for latencies)",
+        )
+    judged = []
+    for probe, expected in ((good, "good"), (bad, "bad")):
+        judgement = assess(probe.samples, good_ref=good_ref, bad_ref=bad_ref, threshold=threshold,
+                           relative_drop=relative_drop, lower_is_better=lower_is_better)
+        if judgement.verdict != expected:
+            raise NothingToBisect(
+                f"the judge would not call the {expected} end {expected}: {judgement.reason}",
+                good_samples=good.samples, bad_samples=bad.samples, evidence=numbers,
+                hint="the threshold lies beyond the measured regression; lower relative_drop= or threshold=, "
+                     "or leave both out to split the difference",
+            )
+        judged.append(dataclasses.replace(probe, verdict=judgement.verdict, reason=judgement.reason,
+                                          judgement=judgement))
+    first = judged[0].judgement
+    if first is None or first.threshold is None or first.margin is None:  # assess always sets both
+        raise RuntimeError(f"the judge gave no threshold for {good.commit[:12]}")
+    return References(good_ref, bad_ref, first.threshold, first.margin, (judged[0], judged[1]))
+
+
+def _list(samples: tuple[float, ...]) -> str:
+    return "[" + ", ".join(f"{x:.4g}" for x in samples) + "]"

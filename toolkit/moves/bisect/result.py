@@ -1,0 +1,174 @@
+"""What a performance bisection found, with every probe as evidence: :class:`BisectResult`.
+
+A first-bad commit alone invites the question "how sure are we?". The result keeps each
+probe's samples, median, verdict and reason (and the journal step that holds the runs),
+so the table shows why each half was discarded, and :meth:`BisectResult.plot` shows the
+step in the metric along the history.
+"""
+
+from __future__ import annotations
+
+import html
+import math
+import statistics
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Literal
+
+import pandas as pd
+
+from toolkit.errors import ToolkitError
+from toolkit.moves.bisect.judgement import Judgement
+from toolkit.moves.bisect.planner import Verdict
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
+
+__all__ = ["Probe", "BisectResult", "NothingToBisect"]
+
+ProbeRole = Literal["good_ref", "bad_ref", "probe"]
+FRAME_COLUMNS = ["probe", "order", "commit", "subject", "role", "samples", "median", "verdict", "reason", "error"]
+
+
+class NothingToBisect(ToolkitError):
+    """The good and bad ends measure the same within noise (or the "bad" one is faster)."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        good_samples: Sequence[float],
+        bad_samples: Sequence[float],
+        evidence: Sequence[str] = (),
+        hint: str | None = None,
+    ) -> None:
+        self.good_samples = tuple(good_samples)
+        self.bad_samples = tuple(bad_samples)
+        super().__init__(message, evidence=evidence, hint=hint)
+
+
+@dataclass(frozen=True)
+class Probe:
+    """One measured commit: a reference end or a bisection probe.
+
+    ``order`` is the commit's place in the history (0 = good, N = bad); ``probe`` the
+    order in which it was measured. ``samples`` hold one value per benchmark repeat (NaN
+    for a run that failed); ``error`` says why a commit could not be measured.
+    """
+
+    probe: int
+    order: int
+    commit: str
+    subject: str
+    role: ProbeRole
+    samples: tuple[float, ...]
+    verdict: Verdict
+    reason: str
+    error: str | None = None
+    judgement: Judgement | None = None
+    step_id: int | None = None
+    wall_s: float = 0.0
+
+    @property
+    def median(self) -> float:
+        finite = [x for x in self.samples if not math.isnan(x)]
+        return statistics.median(finite) if finite else math.nan
+
+    def row(self) -> dict[str, object]:
+        return {
+            "probe": self.probe,
+            "order": self.order,
+            "commit": self.commit,
+            "subject": self.subject,
+            "role": self.role,
+            "samples": list(self.samples),
+            "median": self.median,
+            "verdict": self.verdict,
+            "reason": self.reason,
+            "error": self.error,
+        }
+
+
+@dataclass(frozen=True, eq=False)
+class BisectResult:
+    """The first bad commit (or the candidates skips left), the probes behind it, and git's log.
+
+    ``frame`` has one row per measured commit, in the order measured: probe, order (place
+    in the history), commit, subject, role, samples, median, verdict, reason, error.
+    """
+
+    metric: str
+    good: str
+    bad: str
+    first_bad: str | None
+    candidates: tuple[str, ...]
+    probes: tuple[Probe, ...]
+    threshold: float
+    margin: float
+    lower_is_better: bool
+    git_log: str = ""
+    notes: tuple[str, ...] = ()
+    wall_s: float = 0.0
+    subjects: tuple[tuple[str, str], ...] = ()
+
+    @property
+    def found(self) -> bool:
+        return self.first_bad is not None
+
+    @property
+    def first_bad_subject(self) -> str | None:
+        return dict(self.subjects).get(self.first_bad) if self.first_bad else None
+
+    @property
+    def probe_count(self) -> int:
+        """Commits probed between the ends (the two reference measurements not counted)."""
+        return sum(1 for p in self.probes if p.role == "probe")
+
+    @property
+    def skipped(self) -> tuple[Probe, ...]:
+        return tuple(p for p in self.probes if p.verdict == "skip")
+
+    @property
+    def frame(self) -> pd.DataFrame:
+        return pd.DataFrame([p.row() for p in self.probes], columns=FRAME_COLUMNS)
+
+    def plot(self, *, title: str | None = None) -> Figure:
+        """The metric per probed commit (oldest left), good/bad/skip coloured, threshold dashed."""
+        from toolkit.views import plots
+
+        data = self.frame.rename(columns={"median": self.metric})
+        shown = title or (
+            f"Bisection: first bad {self.first_bad[:8]} {self.first_bad_subject or ''}".strip()
+            if self.first_bad
+            else None
+        )
+        return plots.bisect(data, self.threshold, y=self.metric, status="verdict", title=shown)
+
+    def summary(self) -> str:
+        references = {p.role: p for p in self.probes if p.role != "probe"}
+        good, bad = references.get("good_ref"), references.get("bad_ref")
+        ends = (
+            f"{self.metric} {good.median:.4g} at good {self.good[:8]}, {bad.median:.4g} at bad {self.bad[:8]}"
+            if good is not None and bad is not None
+            else self.metric
+        )
+        skips = f", {len(self.skipped)} skipped" if self.skipped else ""
+        probes = f"{self.probe_count} probes{skips} in {self.wall_s:.0f} s"
+        if self.first_bad:
+            head = f"first bad commit: {self.first_bad[:12]} {self.first_bad_subject or ''}".rstrip()
+        else:
+            head = f"no single first bad commit: it is one of {', '.join(c[:12] for c in self.candidates)}"
+        return f"{head} ({ends}; threshold {self.threshold:.4g} ± {self.margin:.2g}; {probes})"
+
+    def __str__(self) -> str:
+        columns = ["probe", "order", "commit", "subject", "median", "verdict", "reason"]
+        table = self.frame[columns].assign(
+            commit=lambda f: f["commit"].str[:10], subject=lambda f: f["subject"].str[:48]
+        )
+        lines = [self.summary(), *self.notes, table.to_string(index=False)]
+        return "\n".join(lines)
+
+    def _repr_html_(self) -> str:
+        notes = "".join(f"<p>{html.escape(n)}</p>" for n in self.notes)
+        table = self.frame.drop(columns=["samples"]).to_html(index=False, float_format=lambda x: f"{x:.4g}")
+        return f"<p><b>{html.escape(self.summary())}</b></p>{notes}{table}"

@@ -1,0 +1,140 @@
+"""Does the old commit show the same baseline? Two commits, A/B-tested from temporary git worktrees.
+
+The seed ruled out a ``git pull`` by reverting to the old commit and re-measuring. Done
+by hand that moves the user's checkout (and leaves it moved when something fails).
+:func:`compare_commits` checks each commit out into its own ``git worktree`` in a
+temporary directory on the host instead, so the checkout the user works in never moves,
+and both sides can even be built side by side. The price: the spec must reach the code
+through a path (``workdir``, ``PYTHONPATH``, ``--source-dir``), which is rewritten from
+``repo_dir`` to each worktree. An engine imported from an installed package would run
+the same code on both sides, so a spec that never mentions ``repo_dir`` is refused.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any
+
+from toolkit.errors import InvalidFlag
+from toolkit.host.shell import quote_path
+from toolkit.moves.bisect.checkout import GitCheckout
+
+if TYPE_CHECKING:
+    from toolkit.host.host import Host
+    from toolkit.journal import Journal
+    from toolkit.moves.abtest import ABResult
+    from toolkit.server.launch import Server
+    from toolkit.server.spec import FlagValue, ServerSpec
+
+__all__ = ["compare_commits", "retarget"]
+
+
+def _moved(value: str, old: str, new: str) -> str:
+    """``value`` with each ``:``-separated path under ``old`` moved under ``new`` (PYTHONPATH-style lists too)."""
+    root = old.rstrip("/")
+    parts = []
+    for part in value.split(":"):
+        if part == root or part.startswith(root + "/"):
+            part = new.rstrip("/") + part[len(root):]
+        parts.append(part)
+    return ":".join(parts)
+
+
+def retarget(spec: ServerSpec, repo_dir: str, worktree: str) -> ServerSpec:
+    """``spec`` with every path inside ``repo_dir`` moved into ``worktree``: workdir, flag values, env values.
+
+    The launcher's interpreter is left alone: a venv inside the checkout is untracked, so a
+    worktree does not have one.
+
+    >>> from toolkit.server.spec import ServerSpec
+    >>> spec = ServerSpec.simulator(tp=1, source_dir="/src/sglang").with_env({"PYTHONPATH": "/src/sglang/python"})
+    >>> moved = retarget(spec, "/src/sglang", "/tmp/wt1")
+    >>> moved.flag("--source-dir"), dict(moved.env)["PYTHONPATH"]
+    ('/tmp/wt1', '/tmp/wt1/python')
+    """
+
+    def move_flag(value: FlagValue) -> FlagValue:
+        if isinstance(value, tuple):
+            return tuple(_moved(v, repo_dir, worktree) for v in value)
+        return None if value is None else _moved(value, repo_dir, worktree)
+
+    return dataclasses.replace(
+        spec,
+        launcher=(spec.launcher[0], *(_moved(w, repo_dir, worktree) for w in spec.launcher[1:])),
+        flags=tuple((name, move_flag(value)) for name, value in spec.flags),
+        env=tuple((name, _moved(value, repo_dir, worktree)) for name, value in spec.env),
+        workdir=_moved(spec.workdir, repo_dir, worktree) if spec.workdir else None,
+    )
+
+
+def compare_commits(
+    host: Host,
+    repo_dir: str,
+    a: str,
+    b: str,
+    *,
+    spec: ServerSpec,
+    repeats: int = 3,
+    bench: Mapping[str, Any] | Callable[[Server], Any] | None = None,
+    journal: Journal | None = None,
+    build: str | None = None,
+    build_timeout_s: float | None = 3600.0,
+    kind: str = "commit",
+    title: str | None = None,
+    hypothesis: str | None = None,
+    metric: str = "output_throughput",
+    label_a: str | None = None,
+    label_b: str | None = None,
+    **compare_options: Any,
+) -> ABResult:
+    """A/B-test commit ``a`` (the reference, e.g. the old one) against ``b``, each from its own worktree.
+
+    ``spec`` points at ``repo_dir`` (``workdir=``, ``PYTHONPATH=<repo>/python``, the
+    simulator's ``--source-dir``); each side gets a copy pointing at a temporary worktree of
+    its commit, with ``commit=`` set. ``build`` runs in each worktree first. The comparison
+    itself is :func:`toolkit.moves.compare` (fresh launches, A B B A order, Welch interval,
+    ``within_noise`` under a 1 % effect); ``compare_options`` go to it. The worktrees are
+    removed on every way out; ``repo_dir`` itself is never checked out or modified.
+
+    >>> ab = compare_commits(Host.local(), "/src/sglang", "v0.5.8", "main",  # doctest: +SKIP
+    ...                      spec=ServerSpec.simulator(tp=8, source_dir="/src/sglang"), repeats=3)
+    >>> ab.comparison.verdict  # doctest: +SKIP
+    'within_noise'
+    """
+    from toolkit.moves import compare
+
+    checkout = GitCheckout(host, repo_dir)
+    shas = checkout.resolve(a), checkout.resolve(b)
+    subjects = [checkout.subject(sha) for sha in shas]
+    _require_checkout_paths(spec, repo_dir)
+    worktrees: list[str] = []
+    try:
+        specs = []
+        for sha in shas:
+            worktrees.append(checkout.add_worktree(sha))
+            if build:
+                host.run(f"cd {quote_path(worktrees[-1])} && {build}", timeout_s=build_timeout_s)
+            specs.append(dataclasses.replace(retarget(spec, repo_dir, worktrees[-1]), commit=sha))
+        labels = [f"{sha[:8]} {subject[:40]}" for sha, subject in zip(shas, subjects, strict=True)]
+        return compare(
+            host, specs[0], specs[1], repeats=repeats, bench=bench, journal=journal, kind=kind,
+            title=title or f"commit {shas[1][:8]} vs {shas[0][:8]}",
+            hypothesis=hypothesis or f"{metric} changed between {shas[0][:8]} and {shas[1][:8]}",
+            metric=metric, label_a=label_a or labels[0], label_b=label_b or labels[1],
+            **{"expect": None, **compare_options},
+        )
+    finally:
+        for path in worktrees:
+            checkout.remove_worktree(path)
+
+
+def _require_checkout_paths(spec: ServerSpec, repo_dir: str) -> None:
+    probe = "/toolkit-worktree-probe"
+    if retarget(spec, repo_dir, probe) == spec:
+        raise InvalidFlag(
+            f"the spec never mentions {repo_dir}: both commits would run the same installed code",
+            evidence=[spec.command()],
+            hint=f"point the spec at the checkout: workdir='{repo_dir}', "
+                 f"with_env({{'PYTHONPATH': '{repo_dir}/python'}}), or the simulator's source_dir='{repo_dir}'",
+        )

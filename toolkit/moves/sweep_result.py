@@ -1,0 +1,150 @@
+"""What a sweep returns: a tidy DataFrame of runs, the failures with their evidence, a plot, a repr."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from toolkit.errors import ToolkitError
+from toolkit.moves.params import Variant
+from toolkit.moves.trial import RunOutcome
+
+if TYPE_CHECKING:
+    import pandas as pd
+    from matplotlib.figure import Figure
+
+__all__ = ["SweepResult", "SweepFailure", "outcome_row", "failure_row", "runs_frame", "mean_ci"]
+
+
+@dataclass(frozen=True, eq=False)
+class SweepFailure:
+    """A combination that failed: its launch, readiness or benchmark error, with the evidence."""
+
+    variant: Variant
+    error: BaseException
+    step_id: int | None
+    runs_done: int
+
+    @property
+    def evidence(self) -> tuple[str, ...]:
+        return tuple(getattr(self.error, "evidence", ()) or ())
+
+    @property
+    def hint(self) -> str | None:
+        return getattr(self.error, "hint", None)
+
+    @property
+    def message(self) -> str:
+        text = self.error.message if isinstance(self.error, ToolkitError) else str(self.error)
+        return f"{type(self.error).__name__}: {text}"
+
+    def __repr__(self) -> str:
+        where = f" (journal step {self.step_id})" if self.step_id is not None else ""
+        return f"FAILED {self.variant.title}{where}: {self.message}"
+
+
+def outcome_row(outcome: RunOutcome, **columns: object) -> dict[str, object]:
+    """One tidy row for a run: ``columns`` first, then run facts, then every summary metric."""
+    summary = dict(getattr(outcome.result, "summary", {}) or {})
+    ok = bool(summary.get("completed", 1))
+    return {**columns, "repeat": outcome.repeat, "launch": outcome.launch, "status": "ok" if ok else "failed",
+            "error": None if ok else getattr(outcome.result, "first_error", None),
+            "time_to_ready_s": outcome.time_to_ready_s, "server_pid": outcome.server_pid,
+            "step_id": outcome.step_id, "run_id": outcome.run_id, "metric_lines": outcome.metric_lines, **summary}
+
+
+def failure_row(error: BaseException, step_id: int | None, repeat: int, **columns: object) -> dict[str, object]:
+    """The row a failed launch or run leaves in a tidy frame: no metrics, the error text."""
+    text = error.message if isinstance(error, ToolkitError) else str(error)
+    return {**columns, "repeat": repeat, "launch": None, "status": "failed",
+            "error": f"{type(error).__name__}: {text.splitlines()[0] if text else ''}", "step_id": step_id}
+
+
+def mean_ci(values: Sequence[float]) -> tuple[float, float, float]:
+    """Mean and 95 % Student-t interval of the mean (NaN bounds for fewer than two values)."""
+    from toolkit.stats import t_quantile
+
+    xs = [float(v) for v in values if v is not None and not math.isnan(float(v))]
+    if not xs:
+        return (math.nan, math.nan, math.nan)
+    mean = sum(xs) / len(xs)
+    if len(xs) < 2:
+        return (mean, math.nan, math.nan)
+    sd = math.sqrt(sum((x - mean) ** 2 for x in xs) / (len(xs) - 1))
+    half = t_quantile(0.975, len(xs) - 1) * sd / math.sqrt(len(xs))
+    return (mean, mean - half, mean + half)
+
+
+@dataclass(frozen=True, eq=False)
+class SweepResult:
+    """Every run of a sweep as one tidy DataFrame (``frame``), the failures, and the journal steps.
+
+    ``frame``: one row per benchmark run (plus one ``status == "failed"`` row per failure),
+    the varied parameters as columns (named as in ``vary``), then run facts and every
+    summary metric (``output_throughput``, ``mean_ttft_ms``, ..., ``accept_length``).
+    """
+
+    variants: tuple[Variant, ...]
+    frame: pd.DataFrame
+    failures: tuple[SweepFailure, ...]
+    step_ids: tuple[int | None, ...]
+    params: tuple[str, ...]
+
+    def table(self, metric: str = "output_throughput") -> pd.DataFrame:
+        """Per combination: runs, mean, 95 % CI and the ratio to the first combination that ran."""
+        import pandas as pd
+
+        rows, reference = [], None
+        for variant in self.variants:
+            runs = self.frame[(self.frame["combination"] == variant.index) & (self.frame["status"] == "ok")]
+            values = list(runs[metric]) if metric in runs else []
+            mean, low, high = mean_ci(values)
+            failed = any(f.variant.index == variant.index for f in self.failures)
+            if reference is None and not math.isnan(mean):
+                reference = mean
+            rows.append({"label": variant.label, "runs": len(values), "mean": mean, "ci95_low": low,
+                         "ci95_high": high, "ratio": mean / reference if reference else math.nan,
+                         "status": "failed" if failed else "ok"})
+        return pd.DataFrame(rows)
+
+    def plot(self, metric: str = "output_throughput", *, baseline: float | str | None = None) -> Figure:
+        """Every run as a dot and each combination's mean ± 95 % CI (:func:`toolkit.views.plots.throughput`)."""
+        from toolkit.views import plots
+
+        data = self.frame[self.frame["status"] == "ok"] if "status" in self.frame else self.frame
+        varied = ", ".join(self.params) or "configuration"
+        return plots.throughput(data, x="label", y=metric, baseline=baseline,
+                                title=f"{plots.metric_label(metric).capitalize()} by {varied}")
+
+    def __repr__(self) -> str:
+        ok = len(self.variants) - len({f.variant.index for f in self.failures})
+        lines = [f"SweepResult: {len(self.variants)} combinations, {ok} ran, {len(self.failures)} failed"
+                 f" (output tok/s: mean [95% CI] over runs, ratio to the first)"]
+        table = self.table()
+        width = max([len(v.label) for v in self.variants] + [5])
+        for row in table.itertuples():
+            ci = "" if math.isnan(row.ci95_low) else f" [{row.ci95_low:.1f}, {row.ci95_high:.1f}]"
+            mean = "-" if math.isnan(row.mean) else f"{row.mean:.1f}{ci}"
+            ratio = "" if math.isnan(row.ratio) else f"  {row.ratio:.2f}x"
+            lines.append(f"  {row.label:<{width}}  {row.runs} run{'s' if row.runs != 1 else ' '}  {mean}{ratio}"
+                         + ("  FAILED" if row.status == "failed" else ""))
+        lines += [f"  {failure!r}" for failure in self.failures]
+        return "\n".join(lines)
+
+
+def runs_frame(rows: list[dict[str, object]], leading: Sequence[str]) -> pd.DataFrame:
+    """Rows as a DataFrame: ``leading`` columns, then run facts (ids as nullable integers), then metrics."""
+    import pandas as pd
+
+    first = [*leading, "repeat", "launch", "status", "error", "time_to_ready_s", "server_pid", "step_id", "run_id",
+             "metric_lines"]
+    frame = pd.DataFrame(rows)
+    for column in first:
+        if column not in frame:
+            frame[column] = None
+    frame = frame[first + [c for c in frame.columns if c not in first]]
+    for column in ("repeat", "launch", "server_pid", "step_id", "run_id", "metric_lines"):
+        frame[column] = frame[column].astype("Int64")
+    return frame

@@ -1,0 +1,336 @@
+"""Journal -> post-mortem: ``postmortem.md`` with PNG plots beside it, and a self-contained ``postmortem.html``.
+
+The write-up a person would otherwise assemble by hand after an investigation: what was
+believed at each step, what changed, what the numbers said, what the logs said, what the
+root cause was, and the exact command lines to reproduce each step. All of it comes from
+the journal (already redacted) and passes redaction again in the renderers.
+
+    python -m toolkit report journals/eagle3.sqlite --out out/
+"""
+
+from __future__ import annotations
+
+import argparse
+import io
+import math
+import sys
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from toolkit.journal._coerce import env_pairs
+from toolkit.journal._frames import SWITCH, flatten_spec
+from toolkit.report.document import (
+    Block,
+    Bullets,
+    Code,
+    Figure,
+    Heading,
+    Paragraph,
+    Table,
+    to_html,
+    to_markdown,
+)
+from toolkit.stats import compare_samples
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from toolkit.journal import Journal
+
+__all__ = ["ReportPaths", "write", "main"]
+
+THROUGHPUT = "output_throughput"
+_MAX_LOG_LINES = 40
+
+
+@dataclass(frozen=True)
+class ReportPaths:
+    """Where the post-mortem was written, and how long it took."""
+
+    markdown: Path
+    html: Path
+    figures: tuple[Path, ...]
+    seconds: float
+
+
+def _text(value: Any) -> str:
+    if value is None or (isinstance(value, float) and math.isnan(value)) or repr(value) in ("<NA>", "NaT"):
+        return ""
+    return str(value)
+
+
+def _num(value: Any, digits: int = 1) -> str:
+    return "" if _text(value) == "" else f"{float(value):.{digits}f}"
+
+
+def _changes(before: dict[str, Any] | None, after: dict[str, Any] | None) -> str:
+    """``add --flag=v; drop env:X; commit: a -> b`` for every spec field that differs."""
+    if after is None:
+        return ""
+    if before is None:
+        return "(first spec)"
+    old, new = flatten_spec(before), flatten_spec(after)
+    parts = []
+    for name in sorted(set(old) | set(new), key=lambda n: (n.startswith("env:"), n)):
+        a, b = old.get(name), new.get(name)
+        if a == b:
+            continue
+        shown = name.removeprefix("flag:")
+        if name == "commit":
+            a, b = (str(v)[:10] if v else v for v in (a, b))
+        if a is None:
+            parts.append(f"add {shown}" if b == SWITCH else f"add {shown}={b}")
+        else:
+            parts.append(f"drop {shown}" if b is None else f"{shown}: {a} → {b}")
+    return "; ".join(parts) if parts else "(same spec)"
+
+
+def _baseline_label(steps: pd.DataFrame, results: pd.DataFrame) -> str | None:
+    if results.empty or THROUGHPUT not in results.columns:
+        return None
+    ids = list(steps.loc[steps["kind"] == "baseline", "step_id"]) + list(steps["step_id"])
+    for step_id in ids:
+        runs = results[results["step_id"] == step_id]
+        if not runs.empty:
+            return str(runs.iloc[0]["label"])
+    return None
+
+
+def _config_rows(results: pd.DataFrame, baseline: str | None) -> list[dict[str, Any]]:
+    """One row per configuration label: mean ± sd over runs, ratio and noise verdict vs the baseline."""
+    if results.empty or THROUGHPUT not in results.columns:
+        return []
+    base = results.loc[results["label"] == baseline, THROUGHPUT].dropna().tolist() if baseline else []
+    rows = []
+    for label, runs in results.groupby("label", sort=False):
+        tok_s = runs[THROUGHPUT].dropna().astype("float64")
+        row: dict[str, Any] = {"label": str(label), "steps": ", ".join(f"#{s}" for s in dict.fromkeys(runs["seq"])),
+                               "runs": len(runs), "mean": tok_s.mean(), "sd": tok_s.std() if len(tok_s) > 1 else None,
+                               "is_baseline": str(label) == baseline}
+        for column in ("median_ttft_ms", "median_itl_ms", "median_tpot_ms", "accept_length"):
+            row[column] = runs[column].mean() if column in runs.columns else None
+        if base and len(tok_s) and str(label) != baseline:
+            comparison = compare_samples(base, tok_s.tolist())
+            verdict = {"a_faster": "slower than baseline", "b_faster": "faster than baseline",
+                       "within_noise": "within noise"}[comparison.verdict]
+            if min(comparison.n_a, comparison.n_b) < 2:  # one run on a side: no spread, no noise verdict
+                verdict = "noise unknown (one run)"
+            row["ratio"], row["verdict"] = comparison.ratio, verdict
+        rows.append(row)
+    return rows
+
+
+def _render(fig: Any, name: str, alt: str, dpi: int) -> Figure:
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format="png", dpi=dpi)
+    return Figure(f"{name}.png", alt, buffer.getvalue())
+
+
+def _figures(steps: pd.DataFrame, results: pd.DataFrame, requests: pd.DataFrame, metrics: pd.DataFrame,
+             baseline: str | None, dpi: int) -> list[Figure]:
+    from toolkit.views import plots
+
+    out = [_render(plots.timeline(steps), "timeline", "timeline of the investigation's steps", dpi)]
+    if not results.empty and THROUGHPUT in results.columns:
+        out.append(_render(plots.throughput(results, baseline=baseline), "throughput",
+                           "output tokens per second per configuration", dpi))
+    for metric, name in (("ttft_ms", "TTFT"), ("itl_ms", "ITL")):
+        if metric in requests.columns and requests[metric].notna().any():
+            out.append(_render(plots.latency_ecdf(requests, metric), f"{metric.removesuffix('_ms')}_ecdf",
+                               f"ECDF of {name} per configuration", dpi))
+    for column in ("gen_throughput", "accept_len"):
+        if column in metrics.columns and metrics[column].notna().any():
+            out.append(_render(plots.server_metrics(metrics, column), f"server_{column}",
+                               f"{column} from the server log over time", dpi))
+    return out
+
+
+def _summary(name: str, steps: pd.DataFrame, configs: list[dict[str, Any]], baseline: str | None,
+             root_cause: str | None) -> list[Block]:
+    counts = steps["verdict"].value_counts().to_dict() if len(steps) else {}
+    failed = int((steps["status"] == "failed").sum()) if len(steps) else 0
+    tally = ", ".join(f"{counts.get(v, 0)} {v}" for v in ("confirmed", "refuted", "inconclusive"))
+    items = [f"Investigation: {name}. {len(steps)} steps ({tally}, {failed} failed)."]
+    base = next((c for c in configs if c["label"] == baseline), None)
+    if base is not None:
+        items.append(f"Baseline ({baseline}): {_num(base['mean'])} output tok/s over {base['runs']} run(s).")
+    for config in configs:
+        if config.get("ratio") is not None:
+            items.append(f"{config['label']}: {_num(config['mean'])} output tok/s, {config['ratio']:.2f}x the "
+                         f"baseline ({config['verdict']}, {config['runs']} run(s)).")
+    items.append(f"Root cause: {root_cause}" if root_cause else
+                 "Root cause: not recorded yet (journal.root_cause(...) records it).")
+    return [Heading("Summary"), Bullets(tuple(items))]
+
+
+def _timeline_table(steps: pd.DataFrame) -> Table:
+    rows, previous = [], None
+    for row in steps.itertuples():
+        outcome = row.status if row.status in ("failed", "interrupted", "running") else _text(row.verdict)
+        rows.append((f"#{row.seq}", row.kind, row.title, _text(row.hypothesis), _changes(previous, row.spec),
+                     outcome or "—", _num(row.duration_s, 0)))
+        previous = row.spec if row.spec else previous
+    columns = ("#", "kind", "title", "hypothesis", "change vs previous step", "verdict", "duration (s)")
+    return Table(columns, tuple(rows))
+
+
+def _results_table(configs: list[dict[str, Any]]) -> Table:
+    def cells(c: dict[str, Any]) -> tuple[str, ...]:
+        tok_s = f"{_num(c['mean'])} ± {_num(c['sd'])}" if c["sd"] else _num(c["mean"])
+        ratio = f"{c['ratio']:.2f}x" if c.get("ratio") is not None else "—"
+        verdict = "baseline" if c["is_baseline"] else c.get("verdict", "")
+        return (c["label"], c["steps"], str(c["runs"]), tok_s, ratio, verdict, _num(c["median_ttft_ms"]),
+                _num(c["median_itl_ms"], 2), _num(c["median_tpot_ms"], 2), _num(c["accept_length"], 2))
+
+    return Table(("configuration", "steps", "runs", "output tok/s (mean ± sd)", "vs baseline", "noise verdict",
+                  "median TTFT (ms)", "median ITL (ms)", "median TPOT (ms)", "accept length"),
+                 tuple(cells(c) for c in configs))
+
+
+def _readiness_facts(readiness: dict[str, Any] | None) -> list[str]:
+    if not readiness:
+        return []
+    if readiness.get("ready"):
+        took = readiness.get("time_to_ready_s")
+        return [f"Server ready{f' in {float(took):.0f} s' if took is not None else ''}."]
+    failure = readiness.get("failure") or {}
+    reason = failure.get("message") if isinstance(failure, dict) else None
+    return [f"Server never became ready{f': {reason}' if reason else ''}."]
+
+
+def _step_details(steps: pd.DataFrame, baseline_spec: dict[str, Any] | None) -> list[Block]:
+    blocks: list[Block] = [Heading("Steps")]
+    previous = None
+    for row in steps.itertuples():
+        outcome = row.status if row.status != "done" else _text(row.verdict) or (
+            "note" if row.kind == "note" else "no verdict")
+        blocks.append(Heading(f"#{row.seq} {row.title} ({row.kind}): {outcome}", 3))
+        facts = [f"Hypothesis: {row.hypothesis}"] if _text(row.hypothesis) else []
+        facts += [f"Verdict: {row.verdict}" + (f" ({row.verdict_note})" if _text(row.verdict_note) else "")
+                  ] if _text(row.verdict) else []
+        if row.spec:
+            facts.append(f"Change vs previous step: {_changes(previous, row.spec)}")
+            if baseline_spec is not None and row.spec is not baseline_spec:
+                facts.append(f"Change vs baseline: {_changes(baseline_spec, row.spec)}")
+            previous = row.spec
+        facts += _readiness_facts(row.readiness)
+        facts += [f"Started {row.started_at:%Y-%m-%d %H:%M:%S} UTC, status {row.status}, {row.n_runs} run(s)."]
+        blocks.append(Bullets(tuple(facts)))
+        if _text(row.notes):
+            blocks += [Paragraph("Notes:"), Code(row.notes)]
+        if _text(row.error):
+            evidence, error = row.evidence or {}, str(row.error)
+            # A ToolkitError's text already quotes its evidence and hint; add only what it lacks.
+            lines = [error] + [f"  | {line}" for line in evidence.get("evidence", []) if str(line) not in error]
+            hint = evidence.get("hint")
+            lines += [f"what to do: {hint}"] if hint and str(hint) not in error else []
+            blocks += [Paragraph("Error and evidence:"), Code("\n".join(lines))]
+    return blocks
+
+
+def _log_section(steps: pd.DataFrame, logs: pd.DataFrame) -> list[Block]:
+    blocks: list[Block] = [Heading("Decisive log lines")]
+    if logs.empty:
+        return blocks + [Paragraph("No log lines were recorded (step.record_log_lines(...) records them).", True)]
+    for row in steps.itertuples():
+        lines = logs.loc[logs["step_id"] == row.step_id, "text"].tolist()
+        if lines:
+            more = len(lines) - _MAX_LOG_LINES
+            shown = lines[:_MAX_LOG_LINES] + ([f"... {more} more line(s) in the journal"] if more > 0 else [])
+            blocks += [Heading(f"#{row.seq} {row.title}", 3), Code("\n".join(shown))]
+    return blocks
+
+
+def _reproduce(steps: pd.DataFrame) -> list[Block]:
+    blocks: list[Block] = [Heading("How to reproduce each step"),
+                           Paragraph("Values shown as [REDACTED] were secrets; put your own back before running.", True)]
+    for row in steps.itertuples():
+        if not row.spec and not _text(row.command):
+            continue
+        spec = row.spec or {}
+        where = [f"host {row.hosts}" if _text(row.hosts) else "", f"commit {spec['commit']}" if spec.get("commit")
+                 else "", f"workdir {spec['workdir']}" if spec.get("workdir") else ""]
+        blocks.append(Heading(f"#{row.seq} {row.title}", 3))
+        if any(where):
+            blocks.append(Paragraph(", ".join(w for w in where if w) + "."))
+        command = _text(row.command)
+        exports = [f"export {k}={v}" for k, v in env_pairs(spec.get("env")) if f"{k}=" not in command]
+        blocks.append(Code("\n".join(exports + [command]), "bash"))
+    return blocks
+
+
+def build(journal: Journal, *, dpi: int = 100) -> tuple[str, list[Block]]:
+    """The post-mortem as a title and document blocks (pure apart from reading the journal)."""
+    steps, results = journal.steps(), journal.results()
+    requests, metrics, logs = journal.requests(), journal.metric_lines(), journal.log_lines()
+    baseline = _baseline_label(steps, results)
+    configs = _config_rows(results, baseline)
+    title = f"Post-mortem: {journal.investigation}"
+    base_rows = results[results["label"] == baseline] if baseline else results.iloc[0:0]
+    base_step = steps[steps["step_id"] == base_rows.iloc[0]["step_id"]] if len(base_rows) else steps.iloc[0:0]
+    baseline_spec = base_step.iloc[0]["spec"] if len(base_step) else None
+    root_cause = journal.root_cause_text()
+    figures = {f.filename.removesuffix(".png"): f for f in _figures(steps, results, requests, metrics, baseline,
+                                                                      dpi)}
+    generated = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
+    blocks: list[Block] = [Heading(title, 1), Paragraph(f"Generated {generated} from {journal.path.name}.", True)]
+    blocks += _summary(journal.investigation, steps, configs, baseline, root_cause)
+    blocks += [Heading("Timeline"), figures["timeline"], _timeline_table(steps)]
+    blocks += [Heading("Results")]
+    blocks += [_results_table(configs)] if configs else [Paragraph("No benchmark runs were recorded.", True)]
+    blocks += [figures[name] for name in figures if name != "timeline"]
+    blocks += _step_details(steps, baseline_spec)
+    blocks += _log_section(steps, logs)
+    blocks += [Heading("Root cause"), Paragraph(root_cause or "Not recorded yet.", not root_cause)]
+    blocks += _reproduce(steps)
+    return title, blocks
+
+
+def write(journal: Journal, out_dir: str | Path, *, dpi: int = 100) -> ReportPaths:
+    """Write ``postmortem.md`` (+ PNGs) and a self-contained ``postmortem.html`` into ``out_dir``.
+
+    >>> paths = write(Journal("journals/eagle3.sqlite"), "out/")  # doctest: +SKIP
+    >>> paths.html  # doctest: +SKIP
+    PosixPath('out/postmortem.html')
+    """
+    started = time.perf_counter()
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    title, blocks = build(journal, dpi=dpi)
+    figures = []
+    for block in blocks:
+        if isinstance(block, Figure):
+            (out / block.filename).write_bytes(block.png)
+            figures.append(out / block.filename)
+    markdown, html_path = out / "postmortem.md", out / "postmortem.html"
+    markdown.write_text(to_markdown(blocks), encoding="utf-8")
+    html_path.write_text(to_html(blocks, title=title), encoding="utf-8")
+    return ReportPaths(markdown, html_path, tuple(figures), time.perf_counter() - started)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``python -m toolkit report JOURNAL --out DIR [--investigation NAME]``."""
+    from toolkit.journal import Journal
+
+    parser = argparse.ArgumentParser(prog="python -m toolkit report", description=__doc__.splitlines()[0])
+    parser.add_argument("journal", type=Path, help="the journal .sqlite file")
+    parser.add_argument("--out", type=Path, default=Path("out"), help="output directory (default: out)")
+    parser.add_argument("--investigation", help="which investigation (default: the most recent one)")
+    args = parser.parse_args(list(sys.argv[1:] if argv is None else argv))
+    if not args.journal.is_file():
+        print(f"error: no journal at {args.journal}; pass the path of an existing .sqlite journal", file=sys.stderr)
+        return 2
+    with Journal(args.journal) as journal:
+        names = list(journal.investigations()["name"])
+    if args.investigation is not None and args.investigation not in names:
+        print(f"error: {args.journal} holds no investigation {args.investigation!r}; it holds {names}",
+              file=sys.stderr)
+        return 2
+    with Journal(args.journal, investigation=args.investigation) as journal:
+        paths = write(journal, args.out)
+    print(f"wrote {paths.markdown} and {paths.html} ({len(paths.figures)} figures) in {paths.seconds:.1f} s")
+    return 0

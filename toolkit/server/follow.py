@@ -1,0 +1,220 @@
+"""Follow a server log live, on any host, through one long-lived `tail -F` channel.
+
+The seed's wait loop re-ran `ssh ... grep` every 75 s: each look cost a new SSH
+session and saw the log up to a minute late. A follower opens ONE channel running
+`tail -F` (which survives truncation, rotation and a relaunch that recreates the
+file), classifies each line as it arrives, keeps the last `capacity` events in a
+ring buffer (memory does not grow with the log), and hands batches to subscribers.
+"""
+
+from __future__ import annotations
+
+import shlex
+import threading
+import time
+from collections import deque
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from toolkit.logs import LogClassifier, LogEvent
+
+if TYPE_CHECKING:
+    from toolkit.host.host import Host
+    from toolkit.host.streams import ByteStream
+
+__all__ = ["LogFollower", "FollowStats"]
+
+Subscriber = Callable[[list[LogEvent]], None]
+
+_READ_TIMEOUT_S = 0.05  # how long one read waits: bounds the latency of stop() and of idle flushes
+# A traceback is grouped into one event, decided on its last line. When the log goes quiet
+# this long with a group still open (a process killed mid-traceback), close it as it is.
+_FLUSH_AFTER_QUIET_S = 0.3
+
+
+@dataclass(frozen=True)
+class FollowStats:
+    """Counters a benchmark or a widget shows: what went through, and how fast."""
+
+    lines: int
+    bytes: int
+    dropped_from_buffer: int
+    started_at: float
+    last_line_at: float | None
+
+    @property
+    def seconds_since_output(self) -> float | None:
+        return None if self.last_line_at is None else time.time() - self.last_line_at
+
+
+class LogFollower:
+    """Stream `path` on `host` into classified events.
+
+    >>> follower = LogFollower(tk.Host.local(), "/tmp/server.log")   # doctest: +SKIP
+    >>> with follower:                                               # doctest: +SKIP
+    ...     follower.subscribe(lambda events: print(events[-1].text))
+
+    Subscribers run on the reader thread: they must be quick and must not block
+    (widgets assign traits; the readiness driver sets an event).
+    """
+
+    def __init__(
+        self,
+        host: Host,
+        path: str,
+        *,
+        engine: str = "auto",
+        classifier: LogClassifier | None = None,
+        capacity: int = 20_000,
+        from_start: bool = True,
+    ) -> None:
+        self.host = host
+        self.path = path
+        self.capacity = capacity
+        self._classifier = classifier if classifier is not None else LogClassifier(engine=engine)
+        self._from_start = from_start
+        self._events: deque[LogEvent] = deque(maxlen=capacity)
+        self._subscribers: list[Subscriber] = []
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._stream: ByteStream | None = None
+        self._lines = 0
+        self._bytes = 0
+        self._dropped = 0
+        self._started_at = time.time()
+        self._last_line_at: float | None = None
+        self._error: BaseException | None = None
+        self.finished = threading.Event()  # set when the stream ended or the follower stopped
+
+    # -- lifecycle -------------------------------------------------------------------------
+    def start(self) -> LogFollower:
+        """Open the channel and start the reader thread (idempotent)."""
+        if self._thread is not None:
+            return self
+        start = "+1" if self._from_start else "0"
+        # -F: follow by name, so truncation, rotation and a re-created file are all picked up.
+        command = f"exec tail -n {start} -F {shlex.quote(self.path)} 2>/dev/null"
+        self._stream = self.host.open_stream(command)
+        self._thread = threading.Thread(target=self._run, name=f"follow:{self.path}", daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        """Close the channel and join the reader thread (idempotent)."""
+        self._stop.set()
+        thread, self._thread = self._thread, None
+        if thread is not None:
+            thread.join(timeout=5)
+        if self._stream is not None:
+            self._stream.close()
+            self._stream = None
+        self.finished.set()
+
+    def __enter__(self) -> LogFollower:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    # -- reading ---------------------------------------------------------------------------
+    def subscribe(self, callback: Subscriber, *, replay: bool = True) -> Callable[[], None]:
+        """Call `callback(batch)` for each new batch of events; returns an unsubscribe function.
+
+        With `replay`, the callback first receives what the buffer already holds, so a
+        widget opened late still shows the start of the log.
+        """
+        with self._lock:
+            self._subscribers.append(callback)
+            backlog = list(self._events) if replay else []
+        if backlog:
+            callback(backlog)
+
+        def unsubscribe() -> None:
+            with self._lock:
+                if callback in self._subscribers:
+                    self._subscribers.remove(callback)
+
+        return unsubscribe
+
+    def events(self) -> list[LogEvent]:
+        """A snapshot of the ring buffer, oldest first."""
+        with self._lock:
+            return list(self._events)
+
+    def tail(self, n: int = 20) -> list[LogEvent]:
+        with self._lock:
+            return list(self._events)[-n:]
+
+    @property
+    def stats(self) -> FollowStats:
+        return FollowStats(self._lines, self._bytes, self._dropped, self._started_at, self._last_line_at)
+
+    def flush(self) -> None:
+        """Close what the classifier still holds open (a traceback cut short) and publish it."""
+        with self._lock:
+            pending = self._classifier.finish()
+        self._publish(pending)
+
+    @property
+    def error(self) -> BaseException | None:
+        """Why the reader stopped, when it stopped on an error (a lost SSH channel, say)."""
+        return self._error
+
+    # -- the reader thread -----------------------------------------------------------------
+    def _run(self) -> None:
+        stream = self._stream
+        pending = b""
+        flushed = True
+        try:
+            while not self._stop.is_set() and stream is not None:
+                chunk = stream.read(_READ_TIMEOUT_S)
+                if chunk is None:
+                    quiet_for = time.time() - (self._last_line_at or self._started_at)
+                    if not flushed and quiet_for >= _FLUSH_AFTER_QUIET_S:
+                        self.flush()
+                        flushed = True
+                    continue
+                if chunk == b"":
+                    break
+                self._bytes += len(chunk)
+                pending += chunk
+                cut = pending.rfind(b"\n")
+                if cut < 0:
+                    continue
+                complete, pending = pending[: cut + 1], pending[cut + 1 :]
+                self._ingest(complete.decode("utf-8", errors="replace").split("\n")[:-1])
+                flushed = False
+            if pending:
+                self._ingest([pending.decode("utf-8", errors="replace")])
+            self.flush()
+        except BaseException as exc:  # the owner reads .error; the thread must not die silently
+            self._error = exc
+        finally:
+            self.finished.set()
+
+    def _ingest(self, lines: Iterable[str]) -> None:
+        feed = self._classifier.feed
+        batch: list[LogEvent] = []
+        count = 0
+        with self._lock:  # the classifier is stateful: flush() from another thread must not interleave
+            for line in lines:
+                count += 1
+                batch.extend(feed(line))
+        if count:
+            self._lines += count
+            self._last_line_at = time.time()
+        self._publish(batch)
+
+    def _publish(self, batch: list[LogEvent]) -> None:
+        if not batch:
+            return
+        with self._lock:
+            overflow = len(self._events) + len(batch) - self.capacity
+            if overflow > 0:
+                self._dropped += overflow
+            self._events.extend(batch)
+            subscribers = list(self._subscribers)
+        for callback in subscribers:
+            callback(batch)

@@ -1,0 +1,439 @@
+"""ServerSpec: what to launch, as an immutable value that renders its own command line.
+
+Pure. A spec is data (engine, launcher argv, ordered flags, env, workdir, commit), so a
+sweep is a list of specs, the journal stores them, and ``describe()`` names them in plots.
+Rendering quotes every word (:mod:`toolkit.host.shell`): a flag value with a space or ``$``
+reaches the engine exactly, which hand-written ``ssh host "python ... $FLAGS"`` lines do not.
+
+>>> base = ServerSpec.sglang("moonshotai/Kimi-K2.5", tp=8, port=8000)
+>>> eagle = base.with_flags({"--speculative-algorithm": "EAGLE3", "--speculative-num-steps": 2})
+>>> eagle.describe()
+'EAGLE3 steps=2'
+>>> eagle.command()
+'exec python -m sglang.launch_server --model-path moonshotai/Kimi-K2.5 --tp 8 --port 8000 --host 0.0.0.0 --speculative-algorithm EAGLE3 --speculative-num-steps 2'
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import json
+import os
+import sys
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Final, overload
+
+from toolkit.errors import InvalidFlag
+from toolkit.host.shell import check_env_name, check_word, quote, quote_path
+
+__all__ = ["ServerSpec", "FlagValue", "MISSING", "ENGINES"]
+
+ENGINES: Final = ("sglang", "vllm", "transformers", "command")
+FlagValue = str | tuple[str, ...] | None  # None: a switch; a tuple: an nargs flag (--cuda-graph-bs 1 2 4)
+
+
+class _Missing:
+    """The value of a flag a spec does not have (distinct from None, which is a switch)."""
+
+    def __repr__(self) -> str:
+        return "MISSING"
+
+    def __bool__(self) -> bool:
+        return False
+
+
+MISSING: Final = _Missing()
+
+# Flags a preset sets; describe() leaves them out because every launch has them.
+_PRESET_FLAGS = frozenset(
+    {
+        "--model-path",
+        "--model",
+        "--tp",
+        "--port",
+        "--host",
+        "--tensor-parallel-size",
+        "--engine",
+        "--nnodes",
+        "--node-rank",
+        "--dist-init-addr",
+    }
+)
+# How describe() abbreviates common flags ("" = show the value alone).
+_SHORT = {
+    "--speculative-algorithm": "",
+    "--speculative-num-steps": "steps",
+    "--speculative-eagle-topk": "topk",
+    "--speculative-num-draft-tokens": "draft-tokens",
+    "--speculative-attention-mode": "attn",
+    "--speculative-draft-model-path": "draft",
+    "--attention-backend": "attn-backend",
+    "--cuda-graph-max-bs": "cg-max-bs",
+    "--mem-fraction-static": "mem",
+}
+
+
+def _render(name: str, value: object) -> FlagValue | _Missing:
+    """A Python value as a flag value: True/None switch, False drops the flag, dict -> JSON."""
+    if value is None or value is True:
+        return None
+    if value is False:
+        return MISSING
+    if isinstance(value, str):
+        return check_word(value, what=f"the value of {name}")
+    if isinstance(value, int | float):
+        return str(value)
+    if isinstance(value, os.PathLike):
+        return check_word(os.fspath(value), what=f"the value of {name}")
+    if isinstance(value, bytes | bytearray):
+        raise InvalidFlag(f"{name}: pass text, not bytes", evidence=[repr(value)], hint="decode it first")
+    if isinstance(value, Mapping):
+        return check_word(json.dumps(value, separators=(",", ":")), what=f"the value of {name}")
+    if isinstance(value, Sequence):
+        words = tuple(_render(name, item) for item in value)
+        if not all(isinstance(w, str) for w in words):
+            raise InvalidFlag(
+                f"{name}: every item of a list value must be a string or a number", evidence=[repr(value)]
+            )
+        return words  # type: ignore[return-value]
+    raise InvalidFlag(
+        f"{name}: a flag value must be str, int, float, bool, dict (JSON) or a list, not {type(value).__name__}",
+        evidence=[repr(value)],
+        hint="True makes a switch, False removes the flag, a dict becomes compact JSON",
+    )
+
+
+def _check_name(name: str) -> str:
+    if not isinstance(name, str) or not name.startswith("-") or name.strip("-") == "" or " " in name:
+        raise InvalidFlag(
+            f"{name!r} is not a flag name",
+            hint="spell flags as on the command line, e.g. '--speculative-num-steps' (or a keyword: "
+            "speculative_num_steps=2)",
+        )
+    return name
+
+
+def _tool(tool: str, python: str | None) -> str:
+    """Where an engine's console script lives: next to ``python``, or in a venv directory."""
+    if python is None:
+        return tool
+    base = python.rstrip("/")
+    if os.path.basename(base).startswith("python"):
+        directory = os.path.dirname(base)
+        return f"{directory}/{tool}" if directory else tool
+    return f"{base}/bin/{tool}"
+
+
+def _interpreter(python: str) -> str:
+    base = python.rstrip("/")
+    return base if os.path.basename(base).startswith("python") else f"{base}/bin/python"
+
+
+def _keyword_flags(flags: Mapping[str, object]) -> dict[str, object]:
+    return {("--" + k.replace("_", "-") if not k.startswith("-") else k): v for k, v in flags.items()}
+
+
+def _command_preset(
+    cls: type[ServerSpec],
+    argv: Sequence[str],
+    *,
+    port: int,
+    model: str | None = None,
+    env: Mapping[str, object] | None = None,
+    label: str | None = None,
+) -> ServerSpec:
+    """``ServerSpec.command(argv, port=...)``: any program, argv as given; with_flags appends flags."""
+    return cls("command", tuple(argv), model, port, label=label).with_env(env or {})
+
+
+def _render_command(spec: ServerSpec) -> str:
+    """``spec.command()``: the bash line ``cd WORKDIR && exec env K=V ... ARGV``, every word quoted.
+
+    ``exec`` makes the engine the very process a launch tracks (no shell in between).
+    """
+    argv = spec.argv()
+    first = quote_path(argv[0]) if argv[0].startswith("~/") else quote(argv[0])
+    line = " ".join([first, *(quote(w) for w in argv[1:])])
+    if spec.env:
+        line = "env " + " ".join(quote(f"{k}={v}") for k, v in spec.env) + " " + line
+    line = "exec " + line
+    return f"cd {quote_path(spec.workdir)} && {line}" if spec.workdir else line
+
+
+class _BuildOrRender:
+    """``ServerSpec.command(argv, port=...)`` builds a spec; ``spec.command()`` renders one.
+
+    Both spellings are in the module contract; one descriptor serves the class and its instances.
+    """
+
+    @overload
+    def __get__(self, obj: None, owner: type[ServerSpec]) -> Callable[..., ServerSpec]: ...
+    @overload
+    def __get__(self, obj: ServerSpec, owner: type[ServerSpec]) -> Callable[[], str]: ...
+    def __get__(self, obj: ServerSpec | None, owner: type[ServerSpec]) -> Callable[..., Any]:
+        if obj is None:
+            return functools.partial(_command_preset, owner)
+        return functools.partial(_render_command, obj)
+
+
+@dataclass(frozen=True)
+class ServerSpec:
+    """An immutable description of one server launch; ``with_*`` methods return new specs.
+
+    ``flags`` keep their order; a flag set again keeps its place. ``port`` and ``model``
+    follow ``--port`` and ``--model-path``/``--model`` when those are set through with_flags.
+    """
+
+    engine: str
+    launcher: tuple[str, ...]
+    model: str | None = None
+    port: int = 8000
+    flags: tuple[tuple[str, FlagValue], ...] = ()
+    env: tuple[tuple[str, str], ...] = ()
+    workdir: str | None = None
+    python: str | None = None
+    commit: str | None = None
+    label: str | None = None
+    simulated: bool = False
+
+    def __post_init__(self) -> None:
+        if self.engine not in ENGINES:
+            raise InvalidFlag(f"unknown engine {self.engine!r}", hint=f"valid engines: {', '.join(ENGINES)}")
+        launcher = tuple(check_word(str(w), what="the launcher") for w in self.launcher)
+        if not launcher:
+            raise InvalidFlag(
+                "a ServerSpec needs a launcher argv, e.g. ('python', '-m', 'sglang.launch_server')"
+            )
+        if not isinstance(self.port, int) or isinstance(self.port, bool) or not 0 < self.port < 65536:
+            raise InvalidFlag(f"port must be an integer 1-65535, not {self.port!r}")
+        flags = tuple((_check_name(n), tuple(v) if isinstance(v, list) else v) for n, v in self.flags)
+        names = [n for n, _ in flags]
+        if len(set(names)) != len(names):
+            raise InvalidFlag(
+                "a flag appears twice", evidence=names, hint="use with_flags() to change a flag"
+            )
+        env = tuple((check_env_name(k), check_word(str(v), what=f"the value of {k}")) for k, v in self.env)
+        object.__setattr__(self, "launcher", launcher)
+        object.__setattr__(self, "flags", flags)
+        object.__setattr__(self, "env", env)
+        port_flag = dict(flags).get("--port")
+        if isinstance(port_flag, str) and port_flag != str(self.port):
+            raise InvalidFlag(
+                f"--port {port_flag} disagrees with port={self.port}", hint="set the port with with_flags"
+            )
+
+    # -- presets ----------------------------------------------------------------------------
+    @classmethod
+    def sglang(
+        cls,
+        model: str,
+        *,
+        tp: int = 1,
+        port: int = 30000,
+        host: str = "0.0.0.0",
+        python: str = "python",
+        **flags: object,
+    ) -> ServerSpec:
+        """``python -m sglang.launch_server --model-path M --tp N --port P --host H`` plus ``flags``.
+
+        Keyword flags use underscores: ``speculative_num_steps=2`` -> ``--speculative-num-steps 2``.
+        """
+        base = cls("sglang", (_interpreter(python), "-m", "sglang.launch_server"), model, port, python=python)
+        preset = {"--model-path": model, "--tp": tp, "--port": port, "--host": host}
+        return base.with_flags({**preset, **_keyword_flags(flags)})
+
+    @classmethod
+    def vllm(
+        cls,
+        model: str,
+        *,
+        tp: int = 1,
+        port: int = 8000,
+        host: str | None = None,
+        speculative_config: Mapping[str, object] | None = None,
+        python: str | None = None,
+        **flags: object,
+    ) -> ServerSpec:
+        """``vllm serve MODEL --tensor-parallel-size N --port P [--speculative-config JSON]``."""
+        base = cls("vllm", (_tool("vllm", python), "serve", model), model, port, python=python)
+        preset: dict[str, object] = {"--tensor-parallel-size": tp, "--port": port}
+        if host is not None:
+            preset["--host"] = host
+        if speculative_config is not None:
+            preset["--speculative-config"] = dict(speculative_config)
+        return base.with_flags({**preset, **_keyword_flags(flags)})
+
+    @classmethod
+    def transformers(
+        cls,
+        *,
+        port: int = 8000,
+        host: str = "0.0.0.0",
+        model: str | None = None,
+        python: str | None = None,
+        **flags: object,
+    ) -> ServerSpec:
+        """``transformers serve [MODEL] --port P --host H``; ``python`` may be a venv (``.venv-cpu``).
+
+        In transformers 5.x the model is a positional argument right after ``serve``: it is
+        loaded before the port opens (so an open port means loaded), and requests must name
+        it as given. Without it the server starts empty and loads whatever a request names.
+        """
+        launcher = (_tool("transformers", python), "serve") + ((model,) if model else ())
+        base = cls("transformers", launcher, model, port, python=python)
+        return base.with_flags({"--port": port, "--host": host, **_keyword_flags(flags)})
+
+    @classmethod
+    def simulator(
+        cls,
+        engine: str = "sglang",
+        *,
+        model: str = "sim-model",
+        tp: int = 8,
+        port: int | None = None,
+        host: str = "0.0.0.0",
+        python: str = sys.executable,
+        **flags: object,
+    ) -> ServerSpec:
+        """The simulated server (``python -m toolkit.sim``), speaking and logging like ``engine``.
+
+        It takes the engine's own flags (``--model-path --tp`` for SGLang, ``--model
+        --tensor-parallel-size`` for vLLM), so a flag sweep is written once for both.
+        ``engine`` stays "sglang"/"vllm" so that that engine's log rules apply;
+        ``simulated`` marks it everywhere.
+        """
+        if engine not in ("sglang", "vllm"):
+            raise InvalidFlag(
+                f"the simulator imitates sglang or vllm, not {engine!r}", hint="engine='sglang' or 'vllm'"
+            )
+        chosen = port if port is not None else (30000 if engine == "sglang" else 8000)
+        if engine == "vllm":
+            launcher: tuple[str, ...] = (python, "-m", "toolkit.sim", "--engine", "vllm")
+            preset: dict[str, object] = {"--model": model, "--tensor-parallel-size": tp}
+        else:
+            launcher = (python, "-m", "toolkit.sim")
+            preset = {"--model-path": model, "--tp": tp}
+        base = cls(engine, launcher, model, chosen, python=python, simulated=True)
+        preset.update({"--port": chosen, "--host": host})
+        return base.with_flags({**preset, **_keyword_flags(flags)})
+
+    # -- changes -----------------------------------------------------------------------------
+    def with_flags(self, flags: Mapping[str, object] | None = None, /, **keyword_flags: object) -> ServerSpec:
+        """A new spec with flags set (True: switch, False: removed, dict: JSON, list: nargs)."""
+        current = dict(self.flags)
+        changes: dict[str, Any] = {}
+        for name, value in {**(flags or {}), **_keyword_flags(keyword_flags)}.items():
+            rendered = _render(_check_name(name), value)
+            if rendered is MISSING:
+                current.pop(name, None)
+                continue
+            current[name] = rendered  # type: ignore[assignment]
+            if name == "--port":
+                if not isinstance(rendered, str) or not rendered.isdigit():
+                    raise InvalidFlag(f"--port must be a number, not {value!r}")
+                changes["port"] = int(rendered)
+            if name in ("--model-path", "--model") and isinstance(rendered, str):
+                changes["model"] = rendered
+        return dataclasses.replace(self, flags=tuple(current.items()), **changes)
+
+    def without_flags(self, *names: str) -> ServerSpec:
+        """A new spec without the named flags (absent names are ignored)."""
+        return dataclasses.replace(self, flags=tuple((n, v) for n, v in self.flags if n not in names))
+
+    def with_env(self, env: Mapping[str, object] | None = None, /, **keyword_env: object) -> ServerSpec:
+        """A new spec with environment variables set; a value of None removes the variable."""
+        current = dict(self.env)
+        for name, value in {**(env or {}), **keyword_env}.items():
+            if value is None:
+                current.pop(name, None)
+            elif isinstance(value, str | int | float) and not isinstance(value, bool):
+                current[check_env_name(name)] = str(value)
+            else:
+                raise InvalidFlag(
+                    f"environment value of {name} must be str, int or float, not {type(value).__name__}"
+                )
+        return dataclasses.replace(self, env=tuple(current.items()))
+
+    def flag(self, name: str) -> FlagValue | _Missing:
+        """The value of ``name``: a string, a tuple (nargs), None (a switch), or MISSING."""
+        return dict(self.flags).get(name, MISSING)
+
+    # -- rendering ---------------------------------------------------------------------------
+    def argv(self) -> list[str]:
+        """The exact argv the engine receives."""
+        words = list(self.launcher)
+        for name, value in self.flags:
+            words.append(name)
+            if isinstance(value, tuple):
+                words.extend(value)
+            elif value is not None:
+                words.append(value)
+        return words
+
+    command = _BuildOrRender()
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-safe; env is NOT redacted here (the journal redacts). Reversible with from_dict."""
+        return {
+            "engine": self.engine,
+            "launcher": list(self.launcher),
+            "model": self.model,
+            "port": self.port,
+            "flags": [[n, list(v) if isinstance(v, tuple) else v] for n, v in self.flags],
+            "env": dict(self.env),
+            "workdir": self.workdir,
+            "python": self.python,
+            "commit": self.commit,
+            "label": self.label,
+            "simulated": self.simulated,
+            "describe": self.describe(),
+            "command": self.command(),
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> ServerSpec:
+        """Rebuild a spec from :meth:`to_dict` output (derived keys are ignored)."""
+        fields = {f.name for f in dataclasses.fields(cls)}
+        values = {k: v for k, v in data.items() if k in fields}
+        values["launcher"] = tuple(values.get("launcher", ()))
+        values["flags"] = tuple(
+            (n, tuple(v) if isinstance(v, list) else v) for n, v in values.get("flags", ())
+        )
+        values["env"] = tuple(dict(values.get("env", {})).items())
+        return cls(**values)
+
+    def describe(self) -> str:
+        """A short label of what differs from a plain launch, for tables and plot legends."""
+        if self.label:
+            return self.label
+        parts = [_describe_flag(n, v) for n, v in self.flags if n not in _PRESET_FLAGS]
+        parts += [f"{k}={_clip(v)}" for k, v in self.env]
+        if self.commit:
+            parts.append(f"@{self.commit[:8]}")
+        text = " ".join(p for p in parts if p) or "baseline"
+        return f"sim {text}" if self.simulated else text
+
+
+def _clip(text: str, limit: int = 24) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _describe_flag(name: str, value: FlagValue) -> str:
+    short = _SHORT.get(name, name.lstrip("-").removeprefix("speculative-"))
+    if value is None:
+        return short
+    if isinstance(value, tuple):
+        return f"{short}={','.join(value)}"
+    if value.startswith("{"):
+        try:
+            config = json.loads(value)
+        except ValueError:
+            config = None
+        if isinstance(config, dict):
+            if "method" in config:  # vLLM --speculative-config
+                k = config.get("num_speculative_tokens")
+                return f"{config['method']}" + (f" k={k}" if k is not None else "")
+            return " ".join(f"{k}={_clip(str(v), 12)}" for k, v in config.items())
+    shown = os.path.basename(value.rstrip("/")) if "/" in value else value
+    return _clip(shown) if short == "" else f"{short}={_clip(shown)}"

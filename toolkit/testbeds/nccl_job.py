@@ -1,0 +1,106 @@
+"""A real torch.distributed job that logs like a server: the env check's proving ground.
+
+Run under torchrun, one process per rank::
+
+    torchrun --nproc-per-node 2 -m toolkit.testbeds.nccl_job --backend nccl --duration-s 60
+
+Each rank initialises the process group, all-reduces in a loop and writes SGLang-style
+lines (`[TIME TPn] ...`, then `The server is fired up and ready to roll!`) so that the
+toolkit's follower and classifier treat it like an engine. Like SGLang, which sets
+`NCCL_CUMEM_ENABLE` in its scheduler processes whatever the user exported, every rank
+overrides that one variable: it re-executes itself with the changed environment, so the
+override is visible in `/proc/<pid>/environ` exactly as an engine's worker would show it.
+With `--backend gloo` the same job runs on CPUs (the CI path).
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import os
+import signal
+import sys
+import time
+
+__all__ = ["OVERRIDDEN_VARIABLE", "OVERRIDE_VALUE", "main"]
+
+OVERRIDDEN_VARIABLE = "NCCL_CUMEM_ENABLE"
+OVERRIDE_VALUE = "0"
+_REEXEC_MARK = "TOOLKIT_NCCL_JOB_REEXEC"
+
+
+def _log(rank: int, message: str) -> None:
+    stamp = dt.datetime.now().strftime("%Y-%m-%d %H:%M:%S")
+    print(f"[{stamp} TP{rank}] {message}", flush=True)
+
+
+def _override_env_like_an_engine() -> None:
+    """Re-exec this rank with the engine's override; same pid, new /proc environ."""
+    if os.environ.get(_REEXEC_MARK) == "1":
+        return
+    env = dict(os.environ, **{OVERRIDDEN_VARIABLE: OVERRIDE_VALUE, _REEXEC_MARK: "1"})
+    os.execve(sys.executable, [sys.executable, "-m", "toolkit.testbeds.nccl_job", *sys.argv[1:]], env)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m toolkit.testbeds.nccl_job", description=__doc__.splitlines()[0])
+    parser.add_argument("--backend", choices=["nccl", "gloo"], default="nccl")
+    parser.add_argument("--duration-s", type=float, default=30.0, help="stop after this long (SIGTERM stops sooner)")
+    parser.add_argument("--numel", type=int, default=1 << 20, help="elements in the all-reduced tensor")
+    parser.add_argument("--log-every-s", type=float, default=1.0)
+    args = parser.parse_args(argv)
+
+    _override_env_like_an_engine()
+    import torch
+    import torch.distributed as dist
+
+    rank = int(os.environ.get("RANK", "0"))
+    world = int(os.environ.get("WORLD_SIZE", "1"))
+    local_rank = int(os.environ.get("LOCAL_RANK", "0"))
+    stopping = False
+
+    def _stop(*_: object) -> None:
+        nonlocal stopping
+        stopping = True
+
+    signal.signal(signal.SIGTERM, _stop)
+    _log(rank, f"Init torch distributed begin. backend={args.backend} world_size={world} "
+               f"{OVERRIDDEN_VARIABLE}={os.environ.get(OVERRIDDEN_VARIABLE)}")
+    if args.backend == "nccl":
+        # More ranks than GPUs share GPUs round-robin, so that NCCL itself reports the clash
+        # ("Duplicate GPU detected"): a real fatal line for the classifier, not a CUDA ordinal error.
+        gpu = local_rank % max(torch.cuda.device_count(), 1)
+        torch.cuda.set_device(gpu)
+        device = torch.device("cuda", gpu)
+    else:
+        device = torch.device("cpu")
+    dist.init_process_group(backend=args.backend)
+    _log(rank, "Init torch distributed ends.")
+    tensor = torch.ones(args.numel, device=device)
+    for _ in range(3):  # warm-up: the first all-reduce builds the communicator (NCCL prints its env here)
+        dist.all_reduce(tensor)
+    if device.type == "cuda":
+        torch.cuda.synchronize()
+    if rank == 0:
+        _log(rank, "The server is fired up and ready to roll!")
+    started = time.monotonic()
+    last_log = started
+    steps = 0
+    while not stopping and time.monotonic() - started < args.duration_s:
+        dist.all_reduce(tensor)
+        steps += 1
+        now = time.monotonic()
+        if now - last_log >= args.log_every_s:
+            if device.type == "cuda":
+                torch.cuda.synchronize()
+            rate = steps / (now - last_log)
+            gbytes = rate * args.numel * tensor.element_size() * 2 * (world - 1) / max(world, 1) / 1e9
+            _log(rank, f"all-reduce steps: {steps}, rate: {rate:.1f}/s, bus bandwidth (GB/s): {gbytes:.2f}")
+            steps, last_log = 0, now
+    dist.destroy_process_group()
+    _log(rank, "Shutting down.")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

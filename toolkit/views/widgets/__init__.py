@@ -1,0 +1,42 @@
+"""Widgets: views over the toolkit's core state, never a second source of truth.
+
+Each widget holds its state in traits and bounded buffers, redraws from a throttle thread
+of its own at most ~10 times a second (data arrives on reader threads; from threads we
+only assign traits), does no SSH or HTTP in a callback (the one exception is the Stop
+button, a person's explicit request, run on a thread), answers `repr()` with a useful
+text summary for executed notebooks, and releases its threads in `close()`.
+
+    >>> import toolkit.views.widgets as tkw                                     # doctest: +SKIP
+    >>> display(tkw.ServerPanel(server), tkw.LogView(server))             # doctest: +SKIP
+
+Long loops (benchmarks, sweeps) show progress with `tqdm.auto.tqdm`: a bar in JupyterLab,
+text under papermill. No widget of ours is needed for that.
+
+DOM contract (what browser tests and a person's CSS may rely on)
+----------------------------------------------------------------
+LogView (`.tk-logview`)
+    `.tk-count[data-total][data-benign][data-fatal]`  "12,345 lines, 3 benign, 0 fatal"
+    `.tk-log[data-lines]`           the scroller; `data-lines` = line elements shown
+    `.tk-line.tk-<verdict>[data-verdict=<verdict>][data-line=<n>][data-rank][data-rule][title]`
+        one per event, verdict in fatal|warning|benign|ready|metric|progress|info; `title`
+        reads "benign · rule: <rule> · phase: ... · line <n>". Styles: `.tk-fatal` red,
+        `.tk-warning` amber, `.tk-benign` opacity 0.5, `.tk-ready` green, `.tk-metric` a
+        blue left bar (its parsed values in the title). A grouped traceback's lines are
+        in a child `.tk-context`.
+    `.tk-filter-<verdict>` toggle buttons; the rank dropdown; the regex text box.
+ServerPanel (`.tk-server-panel`)
+    `.tk-status[data-state=starting|ready|failed|stopping|stopped][data-phase][data-elapsed-s]`
+        containing `.tk-badge`, `.tk-elapsed`, `.tk-phase`, `a.tk-url`, `.tk-host`, `.tk-pid`,
+        and when failed `.tk-error` > `.tk-error-kind`, `.tk-error-message`,
+        `pre.tk-evidence` (the quoted lines), `.tk-hint`.
+    `.tk-stop` the Stop button.
+ResultsTable `.tk-results[data-rows] table.tk-table`; JournalSteps `.tk-steps[data-rows]`;
+EnvMatrix `.tk-env[data-rows][data-columns]` with `td[data-status][title]`. Status-like
+cells carry `data-status` and class `tk-status-<status>`.
+"""
+
+from toolkit.views.widgets._log_view import LogView
+from toolkit.views.widgets._server_panel import ServerPanel
+from toolkit.views.widgets._tables import EnvMatrix, JournalSteps, ResultsTable
+
+__all__ = ["LogView", "ServerPanel", "ResultsTable", "EnvMatrix", "JournalSteps"]

@@ -1,0 +1,197 @@
+"""Pure: which log events a view shows, and the HTML and text it shows them as.
+
+No ipywidgets here, so the DOM contract is tested as exact strings. The markup is one
+`<style>` block plus one element per line; see `toolkit.views.widgets` for the contract that
+browser tests rely on.
+"""
+
+from __future__ import annotations
+
+import html
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Protocol
+
+if TYPE_CHECKING:
+    from datetime import datetime
+
+__all__ = [
+    "VERDICTS",
+    "EventLike",
+    "LogFilter",
+    "LOG_CSS",
+    "select",
+    "verdict_of",
+    "display_text",
+    "line_html",
+    "log_html",
+    "count_text",
+    "natural_key",
+]
+
+# Display order of the verdict filters: what a person looks for first comes first.
+VERDICTS: tuple[str, ...] = ("fatal", "warning", "benign", "ready", "metric", "progress", "info")
+
+_ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
+MAX_LINE_CHARS = 2_000  # one minified JSON config line must not make a frame megabytes long
+MAX_CONTEXT_LINES = 40  # a traceback's last frames and its message; the full text is in the log
+
+
+class EventLike(Protocol):
+    """The attributes of `toolkit.logs.LogEvent` that a view reads."""
+
+    line_no: int
+    raw: str
+    text: str
+    timestamp: datetime | None
+    rank: str | None
+    level: str | None
+    verdict: object  # toolkit.logs.Verdict, a StrEnum
+    rule: str | None
+    phase: str | None
+    metric: object | None
+    context: tuple[str, ...]
+
+
+def verdict_of(event: EventLike) -> str:
+    """The verdict as its plain string ("benign"), whatever enum or string carries it."""
+    verdict = event.verdict
+    return str(getattr(verdict, "value", verdict))
+
+
+@dataclass(frozen=True)
+class LogFilter:
+    """What the view shows: a set of verdicts, one rank or all, and an optional regex."""
+
+    verdicts: frozenset[str] = frozenset(VERDICTS)
+    rank: str | None = None
+    pattern: re.Pattern[str] | None = None
+
+    def matches(self, event: EventLike) -> bool:
+        if verdict_of(event) not in self.verdicts:
+            return False
+        if self.rank is not None and event.rank != self.rank:
+            return False
+        return self.pattern is None or self.pattern.search(event.raw) is not None
+
+    @property
+    def is_default(self) -> bool:
+        return self.verdicts == frozenset(VERDICTS) and self.rank is None and self.pattern is None
+
+    def describe(self) -> str:
+        parts = []
+        if self.verdicts != frozenset(VERDICTS):
+            parts.append("verdict in " + "/".join(v for v in VERDICTS if v in self.verdicts))
+        if self.rank is not None:
+            parts.append(f"rank {self.rank}")
+        if self.pattern is not None:
+            parts.append(f"/{self.pattern.pattern}/")
+        return ", ".join(parts) or "none"
+
+
+def select(events: Sequence[EventLike], log_filter: LogFilter, limit: int) -> list[EventLike]:
+    """The last `limit` events that pass the filter, oldest first."""
+    if log_filter.is_default:
+        return list(events[-limit:]) if limit else []
+    chosen: list[EventLike] = []
+    for event in reversed(events):
+        if len(chosen) >= limit:
+            break
+        if log_filter.matches(event):
+            chosen.append(event)
+    chosen.reverse()
+    return chosen
+
+
+def display_text(raw: str, max_chars: int = MAX_LINE_CHARS) -> str:
+    """What a person would have seen in a terminal: no colour codes, the last `\\r` redraw."""
+    text = _ANSI.sub("", raw).rstrip("\r\n")
+    if "\r" in text:  # a progress bar redrawn in place: the terminal shows the last frame
+        frames = [frame for frame in text.split("\r") if frame.strip()]
+        text = frames[-1] if frames else ""
+    if len(text) > max_chars:
+        text = text[:max_chars] + f"… [{len(text) - max_chars:,} more characters]"
+    return text
+
+
+def _title(event: EventLike, verdict: str) -> str:
+    parts = [verdict]
+    if event.rule:
+        parts.append(f"rule: {event.rule}")
+    if event.phase:
+        parts.append(f"phase: {event.phase}")
+    metric = event.metric
+    values = getattr(metric, "values", None)
+    if isinstance(values, Mapping):
+        shown = ", ".join(f"{key}={value}" for key, value in values.items())
+        parts.append(f"{getattr(metric, 'kind', 'metric')}: {shown}")
+    parts.append(f"line {event.line_no}")
+    return " · ".join(parts)
+
+
+def line_html(event: EventLike) -> str:
+    """One line element; every piece of log text is escaped, in content and in attributes."""
+    verdict = verdict_of(event)
+    attrs = [
+        f'class="tk-line tk-{html.escape(verdict)}"',
+        f'data-verdict="{html.escape(verdict)}"',
+        f'data-line="{int(event.line_no)}"',
+    ]
+    if event.rank:
+        attrs.append(f'data-rank="{html.escape(event.rank)}"')
+    if event.rule:
+        attrs.append(f'data-rule="{html.escape(event.rule)}"')
+    attrs.append(f'title="{html.escape(_title(event, verdict))}"')
+    body = html.escape(display_text(event.raw), quote=False)
+    if event.context:  # a grouped traceback: its earlier lines, then the decisive line, as printed
+        context = list(event.context)
+        hidden = len(context) - MAX_CONTEXT_LINES
+        if hidden > 0:
+            context = [f"… {hidden:,} earlier lines"] + context[-MAX_CONTEXT_LINES:]
+        quoted = "\n".join(html.escape(display_text(line), quote=False) for line in context)
+        body = f'<div class="tk-context">{quoted}</div>{body}'
+    return f"<div {' '.join(attrs)}>{body}</div>"
+
+
+# Theme variables first, so JupyterLab's dark theme keeps the log readable; the literal
+# colours are the fallback in exported HTML. Red/amber/green carry meaning; benign lines are
+# dimmed, not hidden, because "benign" is our judgement and the person may disagree.
+# Progress and info lines stay plain, so that a dimmed line stands out as benign.
+LOG_CSS = """<style>
+.tk-log{font-family:var(--jp-code-font-family,monospace);font-size:var(--jp-code-font-size,12px);
+ max-height:28em;overflow-y:auto;display:flex;flex-direction:column-reverse;
+ border:1px solid var(--jp-border-color2,#ddd);padding:2px 6px;line-height:1.35}
+.tk-log .tk-line{white-space:pre-wrap;overflow-wrap:anywhere}
+.tk-log .tk-fatal{color:var(--jp-error-color1,#d32f2f);font-weight:600}
+.tk-log .tk-warning{color:var(--jp-warn-color1,#b26a00)}
+.tk-log .tk-benign{opacity:0.5}
+.tk-log .tk-ready{color:var(--jp-success-color1,#2e7d32);font-weight:600}
+.tk-log .tk-metric{border-left:3px solid var(--jp-brand-color1,#1976d2);padding-left:4px}
+.tk-log .tk-context{padding-left:2em;font-weight:normal}
+.tk-log .tk-empty{color:var(--jp-content-font-color2,#666);font-style:italic}
+</style>"""
+
+
+def log_html(events: Iterable[EventLike], *, empty: str = "no log lines yet") -> str:
+    """The whole frame: the style block and a scroller that stays pinned to the newest line.
+
+    `flex-direction: column-reverse` pins the scroll position to the bottom without any
+    JavaScript (the HTML widget runs none), so the view follows the log like `tail -f`.
+    """
+    lines = [line_html(event) for event in events]
+    body = "".join(lines) if lines else f'<div class="tk-empty">{html.escape(empty)}</div>'
+    return f'{LOG_CSS}<div class="tk-log" data-lines="{len(lines)}"><div class="tk-lines">{body}</div></div>'
+
+
+def count_text(total: int, counts: Mapping[str, int]) -> str:
+    """ "12,345 lines, 3 benign, 0 fatal" and any warnings: the numbers a person checks first."""
+    text = f"{total:,} lines, {counts.get('benign', 0):,} benign, {counts.get('fatal', 0):,} fatal"
+    if counts.get("warning"):
+        text += f", {counts['warning']:,} warning"
+    return text
+
+
+def natural_key(rank: str) -> tuple[object, ...]:
+    """Sort TP2 before TP10."""
+    return tuple(int(part) if part.isdigit() else part for part in re.split(r"(\d+)", rank))

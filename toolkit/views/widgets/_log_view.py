@@ -1,0 +1,271 @@
+"""LogView: a live, filterable, coloured view of a server log that never freezes the notebook.
+
+The follower's reader thread hands us batches; we append them to a bounded deque and poke
+a throttle. The throttle's thread rebuilds one HTML widget from the last `max_lines`
+matching events at most `rate_hz` times a second. Memory is bounded by `history`, the
+frame by `max_lines`, and the kernel's traffic by `rate_hz`, however fast the log runs:
+`Output.append_stdout` would re-send every earlier line on each append (quadratic).
+"""
+
+from __future__ import annotations
+
+import html
+import re
+import threading
+from collections import Counter, deque
+from typing import TYPE_CHECKING, Any
+
+import ipywidgets as widgets
+from traitlets import Bool, Dict, Int
+
+from toolkit.views.widgets._log_markup import (
+    VERDICTS,
+    EventLike,
+    LogFilter,
+    count_text,
+    display_text,
+    log_html,
+    natural_key,
+    select,
+    verdict_of,
+)
+from toolkit.views.widgets._text_repr import TextRepr
+from toolkit.views.widgets._throttle import Throttle
+
+if TYPE_CHECKING:
+    from toolkit.server.follow import LogFollower
+    from toolkit.server.launch import Server
+
+__all__ = ["LogView"]
+
+_ALL_RANKS = ""
+
+
+class LogView(TextRepr, widgets.VBox):
+    """Live log lines coloured by verdict, with verdict, rank and regex filters and a pause.
+
+    >>> view = LogView(server)            # or LogView(follower)       # doctest: +SKIP
+    >>> display(view)                                                   # doctest: +SKIP
+    >>> view.close()                      # unsubscribes; joins its thread # doctest: +SKIP
+
+    Fatal lines are red, warnings amber, ready lines green, metric lines carry a blue bar,
+    and benign lines are dimmed with the rule that judged them in their tooltip. The view
+    keeps the last `history` events and shows the last `max_lines` that pass the filters.
+    Filters and pause act when the kernel is idle: a cell that blocks (`wait_ready`) holds
+    the widget messages from the browser until it returns, while lines keep arriving.
+
+    Given a Server, the view subscribes to the server's one shared follower
+    (`server.follow()`, stopped with the server); `close()` unsubscribes and never stops
+    a follower, which belongs to the server or to whoever passed it in.
+    """
+
+    total_lines = Int(0, help="lines read from the log so far (the follower's count when it has one)")
+    counts = Dict(help="events received per verdict, e.g. {'benign': 3, 'fatal': 0}")
+    paused = Bool(False, help="while True the line frame is frozen; counts keep updating")
+
+    def __init__(
+        self,
+        source: Server | LogFollower,
+        *,
+        max_lines: int = 500,
+        history: int = 5_000,
+        rate_hz: float = 10.0,
+    ) -> None:
+        if max_lines <= 0 or history < max_lines:
+            raise ValueError(
+                f"LogView needs 0 < max_lines <= history, got max_lines={max_lines}, history={history}."
+            )
+        self.max_lines = max_lines
+        self._buffer: deque[EventLike] = deque(maxlen=history)
+        self._lock = threading.Lock()
+        self._counter: Counter[str] = Counter()
+        self._received = 0
+        self._ranks: set[str] = set()
+        self._filter = LogFilter()
+        self._pattern_error: str | None = None
+        self._closed = True  # nothing to release until the throttle and follower exist
+
+        self.verdict_toggles = {
+            verdict: widgets.ToggleButton(
+                value=True,
+                description=verdict,
+                tooltip=f"show {verdict} lines",
+                layout=widgets.Layout(width="auto"),
+            )
+            for verdict in VERDICTS
+        }
+        for verdict, toggle in self.verdict_toggles.items():
+            toggle.add_class(f"tk-filter-{verdict}")
+        self.rank = widgets.Dropdown(
+            options=[("all ranks", _ALL_RANKS)], value=_ALL_RANKS, layout=widgets.Layout(width="9em")
+        )
+        self.pattern = widgets.Text(placeholder="regex (smart case)", layout=widgets.Layout(width="14em"))
+        self.pause = widgets.ToggleButton(
+            value=False, description="pause", icon="pause", tooltip="freeze the view; lines are still counted"
+        )
+        self.count_label = widgets.HTML(value=self._count_html(0, {}))
+        self.lines = widgets.HTML(value=log_html([]))
+        self.lines.add_class("tk-logview-lines")
+        controls = widgets.HBox(
+            [*self.verdict_toggles.values(), self.rank, self.pattern, self.pause],
+            layout=widgets.Layout(flex_flow="row wrap"),
+        )
+        super().__init__(children=(controls, self.count_label, self.lines))
+        self.add_class("tk-logview")
+
+        for toggle in self.verdict_toggles.values():
+            toggle.observe(self._on_filter_change, "value")
+        self.rank.observe(self._on_filter_change, "value")
+        self.pattern.observe(self._on_filter_change, "value")
+        self.pause.observe(self._on_pause, "value")
+
+        self._follower = _follower_of(source)
+        self._stats = getattr(self._follower, "stats", None) is not None
+        self._throttle = Throttle(self._render, rate_hz=rate_hz, name="LogView-redraw")
+        self._closed = False
+        self._unsubscribe = self._follower.subscribe(self._on_events, replay=True)
+        self._throttle.poke()
+
+    # -- the reader thread's side: cheap, no widget traffic -----------------------------------
+    def _on_events(self, batch: list[EventLike]) -> None:
+        with self._lock:
+            self._buffer.extend(batch)
+            self._received += len(batch)
+            for event in batch:
+                self._counter[verdict_of(event)] += 1
+                if event.rank:
+                    self._ranks.add(event.rank)
+        self._throttle.poke()
+
+    # -- the redraw thread's side ----------------------------------------------------------
+    def _render(self) -> None:
+        with self._lock:
+            events = list(self._buffer)
+            counts = dict(self._counter)
+            received = self._received
+            ranks = sorted(self._ranks, key=natural_key)
+        stats = getattr(self._follower, "stats", None) if self._stats else None
+        total = max(received, int(getattr(stats, "lines", 0) or 0))
+        self.total_lines = total
+        self.counts = counts
+        options = [("all ranks", _ALL_RANKS), *((rank, rank) for rank in ranks)]
+        if len(options) != len(self.rank.options):
+            self.rank.options = options
+        shown = select(events, self._filter, self.max_lines)
+        if not self.paused:
+            frame = log_html(shown)
+            if frame != self.lines.value:
+                self.lines.value = frame
+        label = self._count_html(total, counts, shown=len(shown), buffered=len(events))
+        if label != self.count_label.value:
+            self.count_label.value = label
+
+    def _count_html(self, total: int, counts: dict[str, int], *, shown: int = 0, buffered: int = 0) -> str:
+        notes = []
+        if buffered > shown or not self._filter.is_default:
+            notes.append(f"showing {shown:,} of the last {buffered:,}")
+        if not self._filter.is_default:
+            notes.append(f"filter: {self._filter.describe()}")
+        if self.paused:
+            notes.append("paused")
+        if self._pattern_error:
+            notes.append(f'<span class="tk-filter-error">{html.escape(self._pattern_error)}</span>')
+        extra = "".join(f" · {note}" for note in notes)
+        return (
+            f'<span class="tk-count" data-total="{total}" data-benign="{counts.get("benign", 0)}"'
+            f' data-fatal="{counts.get("fatal", 0)}">{html.escape(count_text(total, counts))}</span>{extra}'
+        )
+
+    # -- the kernel's side: browser events --------------------------------------------------
+    def _on_filter_change(self, _change: dict[str, Any] | None = None) -> None:
+        verdicts = frozenset(v for v, toggle in self.verdict_toggles.items() if toggle.value)
+        text = self.pattern.value
+        pattern = self._filter.pattern
+        self._pattern_error = None
+        if not text:
+            pattern = None
+        else:
+            # Smart case, as ripgrep: lower-case patterns ignore case, "TP5" means TP5.
+            flags = 0 if any(ch.isupper() for ch in text) else re.IGNORECASE
+            try:
+                pattern = re.compile(text, flags)
+            except re.error as exc:
+                self._pattern_error = f"invalid regex {text!r}: {exc}; still showing the previous filter"
+        self._filter = LogFilter(verdicts=verdicts, rank=self.rank.value or None, pattern=pattern)
+        self._throttle.poke()
+
+    def _on_pause(self, change: dict[str, Any]) -> None:
+        self.paused = bool(change["new"])
+        self.pause.description = "resume" if self.paused else "pause"
+        self.pause.icon = "play" if self.paused else "pause"
+        self._throttle.poke()
+
+    # -- public -----------------------------------------------------------------------------
+    @property
+    def follower(self) -> Any:
+        return self._follower
+
+    @property
+    def redraws(self) -> int:
+        """Frames rendered so far (each is at most one update of each HTML widget)."""
+        return self._throttle.renders
+
+    def visible_events(self) -> list[EventLike]:
+        """The events the current filters select, oldest first (what the frame shows)."""
+        with self._lock:
+            events = list(self._buffer)
+        return select(events, self._filter, self.max_lines)
+
+    def flush(self) -> None:
+        """Redraw now on this thread; for tests and for a final frame before a report."""
+        self._throttle.flush()
+
+    def summary(self, last: int = 10) -> str:
+        """The counts and the last lines, as text: what an executed notebook records."""
+        with self._lock:
+            counts = dict(self._counter)
+            received = self._received
+        stats = getattr(self._follower, "stats", None) if self._stats else None
+        total = max(received, int(getattr(stats, "lines", 0) or 0))
+        where = getattr(self._follower, "path", None)
+        head = f"LogView{f' of {where}' if where else ''}: {count_text(total, counts)}"
+        if not self._filter.is_default:
+            head += f" (filter: {self._filter.describe()})"
+        if self._closed:
+            head += " (closed)"
+        shown = self.visible_events()[-last:] if last else []
+        width = max((len(verdict_of(e)) for e in shown), default=0)
+        body = [f"  {verdict_of(e):<{width}} | {display_text(e.raw, 300)}" for e in shown]
+        return "\n".join([head, *body])
+
+    def close(self) -> None:
+        """Unsubscribe, stop and join the redraw thread, close the widgets (idempotent)."""
+        if not getattr(self, "_closed", True):  # False only once __init__ got this far
+            self._closed = True
+            unsubscribe = getattr(self, "_unsubscribe", None)
+            if unsubscribe is not None:
+                unsubscribe()
+            self._throttle.close()
+            for child in (*self.verdict_toggles.values(), self.rank, self.pattern, self.pause):
+                child.close()
+            for child in self.children:
+                child.close()
+        super().close()
+
+    def __enter__(self) -> LogView:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def _follower_of(source: Server | LogFollower) -> Any:
+    """The follower to subscribe to: the source itself, or a Server's shared one."""
+    if hasattr(source, "subscribe"):
+        return source
+    if hasattr(source, "follow"):
+        return source.follow()  # the server's one follower, started; it stops with the server
+    raise TypeError(
+        f"LogView needs a Server (with .follow()) or a LogFollower (with .subscribe()), "
+        f"got {type(source).__name__}; pass server or server.follow()."
+    )
