@@ -24,12 +24,13 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from toolkit.envcheck import env_report  # noqa: E402
 from toolkit.host.host import Host  # noqa: E402
 from toolkit.logs import Verdict  # noqa: E402
+from toolkit.moves.envcheck import env_report  # noqa: E402
 from toolkit.server.launch import launch  # noqa: E402
 from toolkit.server.spec import ServerSpec  # noqa: E402
 from toolkit.testbeds.nccl_job import OVERRIDDEN_VARIABLE  # noqa: E402
+from toolkit.views import plots  # noqa: E402
 
 NCCL_TUNING = {
     "NCCL_ALGO": "Ring",
@@ -84,7 +85,7 @@ def run(python: str, nproc: int, backend: str, out: Path, *, duration_s: float =
                                                           f"\nNCCL echoes:\n{_nccl_text(report)}\n")
     (out / f"job_{backend}_{nproc}.log").write_text(log_text)
     try:
-        report.plot().savefig(out / f"env_matrix_{backend}_{nproc}.png", dpi=90, bbox_inches="tight")
+        plots.env(report).savefig(out / f"env_matrix_{backend}_{nproc}.png", dpi=90, bbox_inches="tight")
     except Exception as exc:  # noqa: BLE001 - the figure is a bonus; the frame is the result
         print(f"(no heatmap: {exc})")
     workers = frame[frame["role"] == "worker"]

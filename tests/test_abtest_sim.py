@@ -14,9 +14,10 @@ from toolkit.errors import ServerDied
 from toolkit.host.host import Host
 from toolkit.journal import Journal
 from toolkit.moves import compare, compare_flag
-from toolkit.server.launch import Server
+from toolkit.server.server import Server
 from toolkit.server.spec import ServerSpec
 from toolkit.sim import testing  # noqa: E402
+from toolkit.views import plots as tk_plots
 
 pytestmark = pytest.mark.timeout(90)
 BENCH: dict[str, Any] = {"num_prompts": 4, "input_len": 8, "output_len": 16, "max_concurrency": 1}
@@ -61,7 +62,7 @@ def test_decode_vs_prefill_is_beyond_noise_and_confirms_the_hypothesis(ssh_host:
     assert sorted(runs["flag:--speculative-attention-mode"]) == ["decode", "decode", "prefill", "prefill"]
 
     png = tmp_path / "ab.png"
-    ab.plot().savefig(png, dpi=72)
+    tk_plots.ab(ab).savefig(png, dpi=72)
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 3_000
     assert "-> confirmed (expected b_faster)" in repr(ab)
     assert _nothing_left(ssh_host, frame["server_pid"])

@@ -103,7 +103,7 @@ def test_precedence_and_log_window():
     ]
     follower = LogFollower(rows)
     view = build_server_view(
-        ServerSnapshot(), ServerSnapshot(), log_source=follower, since=t0, until=t0 + timedelta(seconds=10)
+        ServerSnapshot(), ServerSnapshot(), log_source=follower.metric_rows, since=t0, until=t0 + timedelta(seconds=10)
     )
     assert follower.asked == (t0, t0 + timedelta(seconds=10))
     assert view.log_rows == 2 and view.log_metrics == {"decode": {"accept_len": 2.5, "gen_throughput": 85.0}}

@@ -37,6 +37,7 @@ from toolkit.moves.bisect.checkout import CheckoutBusy, GitCheckout
 from toolkit.moves.bisect.references import check_references
 from toolkit.server.spec import ServerSpec
 from toolkit.sim.testing import free_port
+from toolkit.views import plots as tk_plots
 
 # Short runs keep a probe near 3 s on a 2-core machine; the regression is 20 %, noise ~0.5 %.
 BENCH = {"num_prompts": 3, "max_concurrency": 1, "input_len": 8, "output_len": 16, "warmup": 0}
@@ -99,7 +100,7 @@ def test_finds_the_planted_regression_in_log2_probes(ssh_host: Host, tmp_path: P
     slow = frame[frame["order"] >= 10]
     assert set(slow["verdict"]) == {"bad"} and set(frame[frame["order"] < 10]["verdict"]) == {"good"}
     assert "first bad commit" in str(result) and result.first_bad[:12] in str(result)
-    assert isinstance(result.plot(), Figure)
+    assert isinstance(tk_plots.bisection(result), Figure)
     probes = steps[steps["kind"] == "bisect_probe"]
     assert len(probes) == len(result.probes) and set(probes["status"]) == {"done"}
     assert set(probes["verdict"]) == {"confirmed", "refuted"}
@@ -271,7 +272,7 @@ def test_result_frame_and_text_from_plain_probes() -> None:
     assert list(result.frame["median"].isna()) == [False, False, True]
     assert result.probe_count == 1 and not result.found
     assert "no single first bad commit: it is one of cccccccccccc, bbbbbbbbbbbb" in str(result)
-    assert isinstance(result.frame, pd.DataFrame) and isinstance(result.plot(), Figure)
+    assert isinstance(result.frame, pd.DataFrame) and isinstance(tk_plots.bisection(result), Figure)
 
 
 def test_checkout_reads_git_on_the_host(any_host: Host, tmp_path: Path) -> None:

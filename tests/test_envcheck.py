@@ -22,8 +22,8 @@ from dataclasses import dataclass
 
 import pytest
 
-from toolkit import envcheck as envcheck_module
-from toolkit.envcheck import (
+from toolkit.moves import envcheck as envcheck_module
+from toolkit.moves.envcheck import (
     KNOWN_OVERRIDES,
     STATUS_CODES,
     Role,

@@ -17,20 +17,22 @@ from pathlib import Path
 import pytest
 from matplotlib.figure import Figure
 
-from toolkit.envcheck import EnvReport, env_report
-from toolkit.envcheck.nccl import nccl_lines_script
 from toolkit.host.host import Host, ProcessHandle
 from toolkit.journal import Journal
-from toolkit.server.launch import MultiNodeServer, Server, launch
+from toolkit.moves.envcheck import EnvReport, env_report
+from toolkit.moves.envcheck.nccl import nccl_lines_script
+from toolkit.server.launch import launch
+from toolkit.server.server import MultiNodeServer, Server
 from toolkit.server.spec import ServerSpec
 from toolkit.sim.testing import free_port
+from toolkit.views import plots as tk_plots
 
 LAUNCH_ENV = {"NCCL_ALGO": "Ring", "NCCL_PROTO": "Simple", "NCCL_CUMEM_ENABLE": "1", "NCCL_NVLS_ENABLE": "1"}
 
 
 @pytest.mark.parametrize("module", ["roles", "overrides", "report", "nccl"])
 def test_docstring_examples_run(module: str) -> None:
-    assert doctest.testmod(importlib.import_module(f"toolkit.envcheck.{module}")).failed == 0
+    assert doctest.testmod(importlib.import_module(f"toolkit.moves.envcheck.{module}")).failed == 0
 
 
 def sim(tp: int = 2, **flags: object) -> ServerSpec:
@@ -47,7 +49,7 @@ def test_sim_ranks_launch_env_overrides_and_a_dropped_variable(ssh_host: Host, t
     spec = sim(sim_drop_env_in_workers="NCCL_ALGO").with_env(LAUNCH_ENV)
     with Journal(tmp_path / "journal.sqlite") as journal, launch(ssh_host, spec, log_dir=str(tmp_path)) as server:
         server.wait_ready(timeout_s=60)
-        report = server.env_report(LAUNCH_ENV, journal=journal)  # Server delegates to envcheck.env_report
+        report = env_report(server, LAUNCH_ENV, journal=journal)
         steps = journal.steps()
     print(f"\n{report}")
     assert set(report.frame["host"]) == {ssh_host.name}
@@ -59,7 +61,7 @@ def test_sim_ranks_launch_env_overrides_and_a_dropped_variable(ssh_host: Host, t
     assert status(report, "NCCL_ALGO") == {"server": "ok", "TP0": "missing", "TP1": "missing"}
     assert report.nccl is None  # the simulator runs no NCCL
     assert not report.ok and "NCCL_CUMEM_ENABLE overridden in 2 of 3" in report.summary()
-    assert isinstance(report.plot(), Figure)
+    assert isinstance(tk_plots.env(report), Figure)
     step = steps.iloc[-1]
     assert (step["kind"], step["verdict"], step["hosts"]) == ("nccl_env", "refuted", ssh_host.name)
     assert "NCCL_ALGO" in step["notes"] and "_set_envs_and_config" in step["notes"]
@@ -156,8 +158,8 @@ vm:518:540 [0] NCCL INFO [Proxy Service] Device 0 CPU core 2
 
 
 def test_real_nccl_2_28_echoes_and_a_torchrun_tree() -> None:
-    from toolkit.envcheck import check_env
     from toolkit.host.procs import ProcessInfo
+    from toolkit.moves.envcheck import check_env
 
     launch_env = {"NCCL_ALGO": "Ring", "NCCL_PROTO": "Simple", "NCCL_CUMEM_ENABLE": "1"}
     tree = [

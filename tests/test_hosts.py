@@ -17,7 +17,8 @@ import toolkit.host.shell
 import toolkit.host.streams
 from toolkit.errors import CommandFailed, CommandNotFound, InvalidFlag, ToolkitError
 from toolkit.host import procs
-from toolkit.host.host import CommandResult, Host, HostGroup
+from toolkit.host.group import HostGroup
+from toolkit.host.host import CommandResult, Host
 from toolkit.host.shell import check_env_name, quote_path
 
 

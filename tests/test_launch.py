@@ -19,7 +19,8 @@ import toolkit.server.launch
 import toolkit.server.spec
 from toolkit.errors import InvalidFlag, PortInUse
 from toolkit.host.host import Host
-from toolkit.server.launch import MISSING, ServerSpec, launch, launch_multinode
+from toolkit.server.launch import launch, launch_multinode
+from toolkit.server.spec import MISSING, ServerSpec
 from toolkit.sim.testing import free_port as _free_port
 
 

@@ -9,7 +9,7 @@ import toolkit
 
 EXPECTED = {
     "Host", "HostGroup", "ServerSpec", "Server", "launch", "launch_multinode", "Journal", "bench", "sweep",
-    "compare", "compare_flag", "perf_bisect", "compare_commits", "validate_spec", "LogView", "ServerPanel",
+    "compare", "compare_flag", "perf_bisect", "compare_commits", "env_report", "validate_spec", "LogView", "ServerPanel",
     "ToolkitError", "errors", "logs", "plots", "report",
 }
 

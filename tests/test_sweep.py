@@ -10,7 +10,7 @@ import pytest
 from toolkit.errors import InvalidFlag
 from toolkit.logs import classify_lines
 from toolkit.moves import ABSENT, apply_param, expand, spec_differences
-from toolkit.moves.abtest import judge, schedule, side_labels, summarize
+from toolkit.moves.abtest import ab_sentence, ab_verdict, schedule, side_labels
 from toolkit.moves.trial import decisive_lines, metric_window
 from toolkit.server.spec import ServerSpec
 from toolkit.stats import compare_samples
@@ -87,27 +87,27 @@ def test_sides_are_named_by_what_differs() -> None:
 
 def test_the_verdict_sentence_says_ratio_interval_and_noise() -> None:
     faster = compare_samples([59.4, 60.8, 61.0], [122.0, 123.5, 121.9])
-    verdict, reason = judge(faster, 0.01)
-    text = summarize(faster, verdict, reason, "prefill", "decode", "output_throughput")
+    verdict, reason = ab_verdict(faster, 0.01)
+    text = ab_sentence(faster, verdict, reason, "prefill", "decode", "output_throughput")
     assert verdict == "b_faster"
     assert text.startswith("decode is 2.03x prefill on output tok/s (122.5 vs 60.4; 95% CI of the ratio 1.9")
     assert text.endswith("3+3 runs): decode better beyond noise")
 
     same = compare_samples([82.1, 83.0, 82.6], [82.4, 82.9, 82.2])
-    verdict, reason = judge(same, 0.01)
+    verdict, reason = ab_verdict(same, 0.01)
     assert verdict == "within_noise"
-    assert "within noise (the 95% interval of the difference includes zero)" in summarize(
+    assert "within noise (the 95% interval of the difference includes zero)" in ab_sentence(
         same, verdict, reason, "A", "B", "output_throughput")
 
     tiny = compare_samples([100.0, 100.01, 100.02], [100.5, 100.51, 100.52])  # beyond noise, below 1 %
     assert tiny.verdict == "b_faster"
-    verdict, reason = judge(tiny, 0.01)
+    verdict, reason = ab_verdict(tiny, 0.01)
     assert verdict == "within_noise" and "below min_effect=1%" in reason
 
     single = compare_samples([60.0], [120.0])
-    verdict, reason = judge(single, 0.01)
+    verdict, reason = ab_verdict(single, 0.01)
     assert verdict == "within_noise"
-    assert "one run per side: noise unknown" in summarize(single, verdict, reason, "A", "B", "output_throughput")
+    assert "one run per side: noise unknown" in ab_sentence(single, verdict, reason, "A", "B", "output_throughput")
 
 
 LOG = [

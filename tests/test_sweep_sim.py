@@ -13,9 +13,10 @@ from toolkit.errors import ServerDied
 from toolkit.host.host import Host
 from toolkit.journal import Journal
 from toolkit.moves import sweep
-from toolkit.server.launch import Server
+from toolkit.server.server import Server
 from toolkit.server.spec import ServerSpec
 from toolkit.sim import testing  # noqa: E402
+from toolkit.views import plots as tk_plots
 
 pytestmark = [pytest.mark.ssh, pytest.mark.timeout(90)]
 BENCH = {"num_prompts": 4, "input_len": 8, "output_len": 24, "max_concurrency": 1}
@@ -71,7 +72,7 @@ def test_attention_mode_sweep_over_ssh_records_every_step_and_plots(ssh_host: Ho
     assert set(benign["verdict"]) == {"benign"}
 
     png = tmp_path / "sweep.png"
-    result.plot().savefig(png, dpi=72)
+    tk_plots.sweep(result).savefig(png, dpi=72)
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 3_000
     assert "decode" in repr(result) and "2 ran, 0 failed" in repr(result)
     _assert_nothing_left(ssh_host, port, list(frame["server_pid"]))

@@ -9,6 +9,7 @@ follows a real file through a real `LogFollower` on `Host.local()`.
 from __future__ import annotations
 
 import re
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -19,15 +20,16 @@ import pandas as pd
 import pytest
 
 import toolkit.views.widgets as tkw
-from toolkit.envcheck import check_env
 from toolkit.errors import ServerDied
 from toolkit.host.host import Host, ProcessInfo, StopReport
 from toolkit.journal import Journal
 from toolkit.logs import LogEvent, MetricRow, Phase, Verdict, classify_lines
+from toolkit.moves.envcheck import check_env
 from toolkit.server.follow import LogFollower
-from toolkit.server.launch import Server, launch
-from toolkit.server.readiness import ReadinessReport, ReadinessTracker
+from toolkit.server.launch import launch
+from toolkit.server.server import Server
 from toolkit.server.spec import ServerSpec
+from toolkit.server.state import ServerState
 from toolkit.sim.testing import free_port as _free_port
 from toolkit.views.widgets import EnvMatrix, JournalSteps, LogView, ResultsTable, ServerPanel
 from toolkit.views.widgets._log_markup import LogFilter, display_text, line_html, log_html
@@ -98,7 +100,7 @@ class Feed:
 
 @dataclass
 class StandInServer:
-    """A Server's attributes as plain data; `stop()` records the thread it ran on."""
+    """A Server's attributes with a real ServerState; the feed plays its follower, `stop()` records its thread."""
 
     feed: Feed = field(default_factory=Feed)
     url: str = "http://127.0.0.1:30000"
@@ -109,18 +111,25 @@ class StandInServer:
     stop_error: Exception | None = None
     stopped_on: list[str] = field(default_factory=list)
     stop_report: StopReport | None = None
-
+    spec: ServerSpec = field(default_factory=lambda: ServerSpec.simulator(tp=8, port=30000))
     host: Host = field(default_factory=Host.local)
+    state: ServerState = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.state = ServerState(started_at=self.started_at)
+        self.feed.subscribe(lambda batch: self.state.observe(batch, time.time()))
 
     def follow(self) -> Feed:
         return self.feed
 
     def stop(self) -> StopReport:
+        self.state.stop_requested(time.time())
         time.sleep(self.stop_delay_s)
         self.stopped_on.append(threading.current_thread().name)
         if self.stop_error is not None:
             raise self.stop_error
         self.stop_report = StopReport("localhost", self.pid, already_stopped=False, sigkill_sent=True)
+        self.state.stopped(sigkill_sent=True, at=time.time())
         return self.stop_report
 
 
@@ -328,14 +337,19 @@ def test_close_unsubscribes_and_joins_its_thread(feed: Feed) -> None:
     view.close()  # idempotent
 
 
-def test_a_view_over_a_server_follows_its_log() -> None:
-    server = StandInServer()
-    view = LogView(server)
-    server.feed.publish([event(1, READY, Verdict.READY)])
-    view.flush()
-    assert 'data-verdict="ready"' in view.lines.value
-    view.close()
-    assert server.feed.subscribers == 0 and not server.feed.stopped  # shared: it stops with the server
+def test_a_view_over_a_server_follows_its_shared_log(tmp_path: Path) -> None:
+    script = f"import time; print({READY!r}, flush=True); time.sleep(60)"
+    spec = ServerSpec.command([sys.executable, "-c", script], port=_free_port())
+    with launch(Host.local(), spec, log_dir=str(tmp_path), validate=False) as server:
+        view = LogView(server)
+        try:
+            _wait(lambda: view.counts.get("ready", 0) >= 1, timeout_s=30)
+            view.flush()
+            assert 'data-verdict="ready"' in view.lines.value
+            assert view.follower is server.follow()  # one follower per server, shared by every view
+        finally:
+            view.close()
+        assert not server.follow().finished.is_set()  # closing a view never stops the server's follower
 
 
 def test_a_source_without_a_log_is_refused_with_the_fix() -> None:
@@ -353,13 +367,10 @@ def _state(panel: ServerPanel) -> str:
     return match.group(1)
 
 
-def _ready_report(started_at: float, ready_at: float, lines: list[str]) -> ReadinessReport:
-    """What wait_ready returns: the pure tracker fed the log and one passing probe."""
-    tracker = ReadinessTracker(started_at=started_at)
-    for logged in classify_lines(lines, engine="sglang"):
-        tracker.observe(logged, at=ready_at)
-    tracker.probe(True, "POST /generate 200", proves_generation=True, at=ready_at)
-    return tracker.report()
+def _make_ready(server: StandInServer, ready_at: float, lines: list[str]) -> None:
+    """What wait_ready does to the server's state: the log, then one passing probe."""
+    server.state.observe(classify_lines(lines, engine="sglang"), ready_at)
+    server.state.probe(ok=True, detail="POST /generate 200", proves_generation=True, at=ready_at)
 
 
 def test_the_log_moves_the_phase_but_only_a_readiness_report_makes_it_ready() -> None:
@@ -373,20 +384,19 @@ def test_the_log_moves_the_phase_but_only_a_readiness_report_makes_it_ready() ->
         server.feed.publish(classify_lines([READY], engine="sglang"))
         assert _state(panel) == "starting"  # a ready line is not proof: readiness wants a probe
         assert "the log says ready" in panel.status.value
-        panel.set_ready(_ready_report(1000.0, 1073.25, [TP5_BENIGN, READY]))
+        _make_ready(server, 1073.25, [TP5_BENIGN, READY])
         assert _state(panel) == "ready"
         assert 'data-phase="ready"' in panel.status.value
         assert 'href="http://127.0.0.1:30000"' in panel.status.value
         assert 'pid <code class="tk-pid">4242</code>' in panel.status.value
         assert repr(panel) == (
-            "ServerPanel: ready after 1 min 13 s · phase 'ready' · http://127.0.0.1:30000 · host localhost"
+            "ServerPanel: ready after 1 min 13 s · phase 'ready' · sim baseline · http://127.0.0.1:30000 · host localhost"
             " · pid 4242 · 1 benign error lines ignored"
         )
     finally:
         panel.close()
-    assert (
-        server.feed.subscribers == 0 and not server.feed.stopped
-    )  # the server's follower: the server stops it
+    # the panel subscribed to the server's state, not to its log: only the state's own subscription remains
+    assert server.feed.subscribers == 1 and not server.feed.stopped
 
 
 def test_a_fatal_line_fails_the_panel_with_wait_readys_message_and_quotes() -> None:
@@ -439,11 +449,10 @@ def test_set_failed_shows_the_errors_evidence_and_hint() -> None:
     panel.close()
 
 
-def test_a_not_ready_report_shows_its_failure() -> None:
-    tracker = ReadinessTracker(started_at=0.0)
-    tracker.process_exited(-9, at=5.0)
-    panel = ServerPanel(StandInServer(started_at=0.0), follow=False)
-    panel.set_ready(tracker.report())
+def test_a_process_exit_shows_as_a_failure() -> None:
+    server = StandInServer(started_at=0.0)
+    panel = ServerPanel(server, follow=False)
+    server.state.process_exited(-9, at=5.0)
     assert _state(panel) == "failed"
     assert (
         repr(panel).splitlines()[1]
@@ -475,6 +484,28 @@ def test_stop_button_stops_off_the_kernel_thread() -> None:
     assert "SIGKILL was needed" in repr(panel)
     server.feed.publish([event(99, "Traceback: killed", Verdict.FATAL)])
     assert _state(panel) == "stopped"  # a killed server's tracebacks do not fail the panel
+
+def test_a_stop_the_toolkit_asked_for_ends_clean_and_its_shutdown_lines_are_not_fatal() -> None:
+    server = StandInServer(started_at=100.0)
+    panel = ServerPanel(server, follow=False)
+    _make_ready(server, 103.0, [READY])
+    server.state.stop_requested(at=130.0)
+    server.feed.publish([event(50, "Child process unexpectedly failed with an exit code 15", Verdict.FATAL)])
+    server.state.stopped(sigkill_sent=False, at=131.0)
+    assert _state(panel) == "stopped"
+    assert "clean exit (stopped by the toolkit after 30.0 s)" in repr(panel)
+    panel.close()
+
+
+def test_a_server_that_died_before_the_stop_stays_failed() -> None:
+    server = StandInServer(started_at=100.0)
+    panel = ServerPanel(server, follow=False)
+    server.feed.publish([event(12, "RuntimeError: CUDA error: out of memory", Verdict.FATAL, rank="TP3", rule="cuda_oom")])
+    server.state.stop_requested(at=130.0)
+    server.state.stopped(sigkill_sent=False, at=131.0)
+    assert _state(panel) == "failed"
+    assert "out of memory" in panel.status.value
+    panel.close()
     panel.close()
 
 
@@ -488,10 +519,10 @@ def test_a_failed_stop_is_shown() -> None:
     panel.close()
 
 
-def test_a_server_stopped_elsewhere_shows_stopped_on_the_next_tick() -> None:
+def test_a_server_stopped_elsewhere_shows_stopped() -> None:
     server = StandInServer()
     panel = ServerPanel(server, follow=False, tick_s=0.05)
-    server.stop_report = StopReport("localhost", 4242, already_stopped=False, sigkill_sent=False)
+    server.stop()  # a `with launch(...)` block ended, on another thread of the program
     deadline = time.monotonic() + 5
     while panel.state != "stopped" and time.monotonic() < deadline:
         time.sleep(0.02)
@@ -543,7 +574,7 @@ def test_a_simulated_start_turns_ready_from_wait_ready_and_the_stop_button_stops
         view = LogView(server)
         try:
             assert _state(panel) == "starting"
-            panel.set_ready(server.wait_ready(timeout_s=60))
+            server.wait_ready(timeout_s=60)
             assert _state(panel) == "ready"
             assert 'data-phase="ready"' in panel.status.value
             view.flush()

@@ -31,6 +31,7 @@ __all__ = [
     "compare_flag",
     "perf_bisect",
     "compare_commits",
+    "env_report",
     "validate_spec",
     "LogView",
     "ServerPanel",
@@ -43,14 +44,16 @@ __all__ = [
 
 
 def _hosts() -> dict[str, Any]:
-    from toolkit.host.host import Host, HostGroup
+    from toolkit.host.group import HostGroup
+    from toolkit.host.host import Host
 
     return {"Host": Host, "HostGroup": HostGroup}
 
 
 def _servers() -> dict[str, Any]:
-    from toolkit.server.launch import Server, launch, launch_multinode
+    from toolkit.server.launch import launch, launch_multinode
     from toolkit.server.preflight import validate_spec
+    from toolkit.server.server import Server
     from toolkit.server.spec import ServerSpec
 
     return {"ServerSpec": ServerSpec, "Server": Server, "launch": launch, "launch_multinode": launch_multinode,
@@ -72,9 +75,10 @@ def _benchmark() -> dict[str, Any]:
 def _moves() -> dict[str, Any]:
     from toolkit.moves import compare, compare_flag, sweep
     from toolkit.moves.bisect import compare_commits, perf_bisect
+    from toolkit.moves.envcheck import env_report
 
     return {"sweep": sweep, "compare": compare, "compare_flag": compare_flag, "perf_bisect": perf_bisect,
-            "compare_commits": compare_commits}
+            "compare_commits": compare_commits, "env_report": env_report}
 
 
 def _views() -> dict[str, Any]:
@@ -108,7 +112,7 @@ _LOADER_OF: dict[str, Callable[[], dict[str, Any]]] = {
     **dict.fromkeys(("ServerSpec", "Server", "launch", "launch_multinode", "validate_spec"), _servers),
     "Journal": _journal,
     "bench": _benchmark,
-    **dict.fromkeys(("sweep", "compare", "compare_flag", "perf_bisect", "compare_commits"), _moves),
+    **dict.fromkeys(("sweep", "compare", "compare_flag", "perf_bisect", "compare_commits", "env_report"), _moves),
     **dict.fromkeys(("LogView", "ServerPanel", "plots"), _views),
     **dict.fromkeys(("errors", "logs", "report", "ToolkitError"), _modules),
 }
@@ -122,12 +126,15 @@ if TYPE_CHECKING:
     from toolkit import errors, logs, report
     from toolkit.benchmark import bench
     from toolkit.errors import ToolkitError
-    from toolkit.host.host import Host, HostGroup
+    from toolkit.host.group import HostGroup
+    from toolkit.host.host import Host
     from toolkit.journal import Journal
     from toolkit.moves import compare, compare_flag, sweep
     from toolkit.moves.bisect import compare_commits, perf_bisect
-    from toolkit.server.launch import Server, launch, launch_multinode
+    from toolkit.moves.envcheck import env_report
+    from toolkit.server.launch import launch, launch_multinode
     from toolkit.server.preflight import validate_spec
+    from toolkit.server.server import Server
     from toolkit.server.spec import ServerSpec
     from toolkit.views import plots
     from toolkit.views.widgets import LogView, ServerPanel

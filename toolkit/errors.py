@@ -8,6 +8,10 @@ lines) so that a notebook shows the cause without a second look at the host.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # a type only: the readiness report an error carries (no import at run time)
+    from toolkit.server.readiness import ReadinessReport
 
 __all__ = [
     "ToolkitError",
@@ -107,11 +111,24 @@ class ProcessDied(HostError):
 
 
 class ServerDied(ProcessDied):
-    """The server failed during start-up or serving; the evidence quotes the decisive log lines."""
+    """The server failed during start-up or serving; the evidence quotes the decisive log lines.
+
+    ``report`` is the readiness report at the failure (phases reached, benign lines, probes).
+    """
+
+    def __init__(self, message: str, *, host: str, evidence: Sequence[str] = (), hint: str | None = None,
+                 report: ReadinessReport | None = None) -> None:
+        self.report = report
+        super().__init__(message, host=host, evidence=evidence, hint=hint)
 
 
 class ReadinessTimeout(HostError):
-    """The server neither became ready nor failed within the time allowed."""
+    """The server neither became ready nor failed within the time allowed (``report``: how far it got)."""
+
+    def __init__(self, message: str, *, host: str, evidence: Sequence[str] = (), hint: str | None = None,
+                 report: ReadinessReport | None = None) -> None:
+        self.report = report
+        super().__init__(message, host=host, evidence=evidence, hint=hint)
 
 
 class ServerHung(ReadinessTimeout):

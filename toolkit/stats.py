@@ -19,7 +19,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-__all__ = ["Comparison", "ComparisonVerdict", "compare_samples", "metric_direction", "t_cdf", "t_quantile"]
+__all__ = ["Comparison", "ComparisonVerdict", "compare_samples", "metric_direction", "mean_interval", "t_cdf",
+           "t_quantile"]
 
 ComparisonVerdict = Literal["a_faster", "b_faster", "within_noise"]
 
@@ -113,6 +114,26 @@ def t_quantile(p: float, df: float) -> float:
         mid = (low + high) / 2.0
         low, high = (mid, high) if t_cdf(mid, df) < p else (low, mid)
     return (low + high) / 2.0
+
+
+def mean_interval(values: Sequence[float | None], confidence: float = 0.95) -> tuple[float, float, float]:
+    """Mean and Student-t interval of the mean: ``mean +- t((1+c)/2, n-1) * s / sqrt(n)``.
+
+    NaN and None values are dropped; NaN bounds for fewer than two values (one run says
+    nothing of the noise). The one t-interval of the toolkit: tables, plots and bench repeats.
+
+    >>> [round(v, 2) for v in mean_interval([80.0, 82.0, 81.0])]
+    [81.0, 78.52, 83.48]
+    """
+    xs = [float(v) for v in values if v is not None and not math.isnan(float(v))]
+    if not xs:
+        return (math.nan, math.nan, math.nan)
+    mean = sum(xs) / len(xs)
+    if len(xs) < 2:
+        return (mean, math.nan, math.nan)
+    sd = math.sqrt(sum((x - mean) ** 2 for x in xs) / (len(xs) - 1))
+    half = t_quantile((1 + confidence) / 2, len(xs) - 1) * sd / math.sqrt(len(xs))
+    return (mean, mean - half, mean + half)
 
 
 def metric_direction(name: str) -> bool | None:

@@ -115,7 +115,7 @@ server = launch(Host.local(), spec, log_dir=str(pathlib.Path("logs").resolve()))
 pathlib.Path("server.pid").write_text(str(server.pid))  # the test's safety net
 panel, view = ServerPanel(server), LogView(server)
 display(panel, view)
-panel.set_ready(server.wait_ready(timeout_s=60))  # blocks; the badge and the log update meanwhile
+server.wait_ready(timeout_s=60)  # blocks; the badge and the log update meanwhile
 """
 
 

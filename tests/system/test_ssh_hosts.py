@@ -26,7 +26,8 @@ from toolkit.errors import (
     ToolkitError,
     UnknownHostKey,
 )
-from toolkit.host.host import Host, HostGroup, ProcessHandle
+from toolkit.host.group import HostGroup
+from toolkit.host.host import Host, ProcessHandle
 
 MakeSshHost = Callable[..., Host]
 

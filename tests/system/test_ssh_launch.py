@@ -16,7 +16,8 @@ from hypothesis import strategies as st
 from toolkit.errors import PortInUse
 from toolkit.host.host import Host
 from toolkit.host.shell import quote
-from toolkit.server.launch import ServerSpec, launch, launch_multinode
+from toolkit.server.launch import launch, launch_multinode
+from toolkit.server.spec import ServerSpec
 from toolkit.sim.testing import free_port as _free_port
 
 # Dumps what the process received; written to a temp name and renamed, so a reader never sees half.

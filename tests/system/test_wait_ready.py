@@ -16,7 +16,8 @@ import pytest
 
 from toolkit.errors import ReadinessTimeout, ServerDied, ServerHung
 from toolkit.host.host import Host
-from toolkit.server.launch import ServerSpec, launch
+from toolkit.server.launch import launch
+from toolkit.server.spec import ServerSpec
 from toolkit.sim.testing import free_port
 
 

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import json
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -97,7 +98,7 @@ class ClientSettings:
         return self.url + _PATHS[self.endpoint]
 
     def to_dict(self) -> dict[str, Any]:
-        out = {k: getattr(self, k) for k in self.__dataclass_fields__}
+        out = {f.name: self.__dict__[f.name] for f in dataclasses.fields(self)}
         out["extra_body"] = dict(self.extra_body)
         out["goodput_slos_ms"] = dict(self.goodput_slos_ms)
         out["request_rate"] = "inf" if self.request_rate == float("inf") else self.request_rate

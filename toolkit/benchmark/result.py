@@ -29,52 +29,9 @@ from toolkit.benchmark.client import ClientSettings
 from toolkit.benchmark.metrics import SUMMARY_KEYS, RequestRecord
 from toolkit.benchmark.server_view import ServerView
 from toolkit.benchmark.workload import Workload
+from toolkit.stats import mean_interval
 
-__all__ = ["BenchResult", "requests_frame", "spread_frame", "t_quantile_975"]
-
-# Student's t, 0.975 quantile, for 1..30 degrees of freedom.
-_T975 = (
-    12.706,
-    4.303,
-    3.182,
-    2.776,
-    2.571,
-    2.447,
-    2.365,
-    2.306,
-    2.262,
-    2.228,
-    2.201,
-    2.179,
-    2.160,
-    2.145,
-    2.131,
-    2.120,
-    2.110,
-    2.101,
-    2.093,
-    2.086,
-    2.080,
-    2.074,
-    2.069,
-    2.064,
-    2.060,
-    2.056,
-    2.052,
-    2.048,
-    2.045,
-    2.042,
-)
-
-
-def t_quantile_975(df: int) -> float:
-    """t(0.975, df): table to 30, then the Cornish-Fisher term z + (z^3 + z) / (4 df)."""
-    if df < 1:
-        return math.nan
-    if df <= len(_T975):
-        return _T975[df - 1]
-    z = 1.959964
-    return z + (z**3 + z) / (4 * df)
+__all__ = ["BenchResult", "requests_frame", "spread_frame"]
 
 
 def requests_frame(records: Sequence[RequestRecord]) -> pd.DataFrame:
@@ -116,16 +73,15 @@ def spread_frame(summaries: Sequence[Mapping[str, Any]]) -> pd.DataFrame:
         )
         if xs.size == 0:
             continue
-        mean = float(xs.mean())
+        mean, low, high = mean_interval(xs.tolist())
         std = float(xs.std(ddof=1)) if xs.size > 1 else math.nan
-        half = t_quantile_975(xs.size - 1) * std / math.sqrt(xs.size) if xs.size > 1 else math.nan
         rows[key] = {
             "n": int(xs.size),
             "median": float(np.median(xs)),
             "mean": mean,
             "std": std,
-            "ci95_low": mean - half,
-            "ci95_high": mean + half,
+            "ci95_low": low,
+            "ci95_high": high,
             **{f"run_{i + 1}": v for i, v in enumerate(vals)},
         }
     return pd.DataFrame.from_dict(rows, orient="index")

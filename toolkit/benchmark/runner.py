@@ -8,12 +8,13 @@ cancels the run). uvloop drives that loop when it is installed.
 from __future__ import annotations
 
 import asyncio
+import functools
 import math
 import threading
 import time
 from collections.abc import Callable, Coroutine, Iterable, Mapping, Sequence
 from datetime import datetime
-from typing import Any, TypeVar
+from typing import Any, ParamSpec, TypeVar
 
 import aiohttp
 import pandas as pd
@@ -25,16 +26,18 @@ from toolkit.benchmark.result import BenchResult, requests_frame, spread_frame
 from toolkit.benchmark.server_view import LogMetricSource, build_server_view, fetch_snapshot
 from toolkit.benchmark.workload import Workload, arrival_offsets, make_workload, warmup_requests
 from toolkit.errors import ToolkitError
+from toolkit.server.server import MultiNodeServer, Server
 
 __all__ = ["bench", "bench_async", "resolve_url"]
 
 T = TypeVar("T")
+P = ParamSpec("P")
 ENDPOINTS = ("completions", "chat")
 
 
-def resolve_url(target: Any) -> str:
-    """A base URL from a string or anything with ``.url`` (a toolkit ``Server``)."""
-    url = getattr(target, "url", target)
+def resolve_url(target: Server | MultiNodeServer | str) -> str:
+    """A base URL from a string or a toolkit ``Server``."""
+    url = target.url if isinstance(target, Server | MultiNodeServer) else target
     if not isinstance(url, str) or not url.startswith(("http://", "https://")):
         raise ValueError(
             f"bench() needs a URL like 'http://127.0.0.1:8000' or a Server with .url, got {target!r}"
@@ -91,7 +94,27 @@ async def bench_async(
     server_log: LogMetricSource | Callable[[datetime, datetime], Iterable[Any]] | None = None,
     api_key: str | None = None,
 ) -> BenchResult:
-    """The coroutine behind :func:`bench` (same arguments), for callers already in async code."""
+    """Benchmark an OpenAI-compatible server as ``vllm bench serve`` would; return a BenchResult.
+
+    ``target`` is a URL or a toolkit ``Server``; ``model=None`` takes the first id from
+    ``/v1/models``. ``endpoint`` is ``"completions"`` or ``"chat"``. Lengths: ``input_len``
+    in *words* (no tokenizer), ``output_len`` in tokens (``max_tokens``, with ``ignore_eos``);
+    ``range_ratio`` follows vLLM (0 = fixed; SGLang's 0 would mean uniform in [1, N]).
+    ``request_rate`` (req/s, ``inf`` = all at once) with ``burstiness`` (gamma shape, 1 =
+    Poisson). ``warmup=None`` first sends a full batch (``max_concurrency`` requests of at
+    most 32 tokens, fresh prompts), outside the results. ``dataset``: a prompt file (one
+    per line) or ShareGPT ``.json``. ``repeats=N``: ``.runs`` and ``.spread`` (95 % t
+    intervals); ``summary`` is then the median. ``goodput="ttft:200 tpot:50"``: vLLM's
+    request goodput. ``server_log``: a callable or object with ``.metric_rows(since,
+    until)``, read for the run's window. Failed requests are counted with their error
+    (``result.errors``); only bad arguments, or no model name to be had, raise.
+
+    Example (``bench`` is the blocking twin; ``await bench_async(...)`` in async code)::
+
+        r = bench("http://127.0.0.1:8000", num_prompts=64, max_concurrency=8,
+                  input_len=32, output_len=512, progress=False)
+        r.summary["median_itl_ms"], r.requests.head()
+    """
     if endpoint not in ENDPOINTS:
         raise ValueError(f"endpoint must be one of {', '.join(ENDPOINTS)}, got {endpoint!r}")
     if max_concurrency is not None and max_concurrency < 1:
@@ -165,7 +188,7 @@ async def _one_run(
     offsets: Sequence[float],
     headers: Mapping[str, str],
     slos: Mapping[str, float],
-    server_log: Any,
+    server_log: LogMetricSource | None,
     warm_errors: tuple[str, ...],
     *,
     label: str,
@@ -271,52 +294,17 @@ async def _await(task: asyncio.Task[T]) -> T:
     return await task
 
 
-def bench(
-    target: Any,
-    *,
-    model: str | None = None,
-    endpoint: Endpoint = "completions",
-    num_prompts: int = 100,
-    max_concurrency: int | None = 1,
-    input_len: int | None = 1024,
-    output_len: int | None = 128,
-    range_ratio: float = 0.0,
-    request_rate: float = math.inf,
-    burstiness: float = 1.0,
-    warmup: int | None = None,
-    ignore_eos: bool = True,
-    timeout_s: float = 600.0,
-    dataset: str | None = None,
-    progress: bool = True,
-    repeats: int = 1,
-    seed: int = 0,
-    goodput: str | Sequence[str] | Mapping[str, float] | None = None,
-    extra_body: Mapping[str, Any] | None = None,
-    temperature: float = 0.0,
-    server_log: LogMetricSource | Callable[[datetime, datetime], Iterable[Any]] | None = None,
-    api_key: str | None = None,
-) -> BenchResult:
-    """Benchmark an OpenAI-compatible server as ``vllm bench serve`` would; return a BenchResult.
+def blocking(coroutine_function: Callable[P, Coroutine[Any, Any, T]]) -> Callable[P, T]:
+    """The blocking twin of a coroutine function, with the same signature (shown by ``help``)."""
 
-    ``target`` is a URL or a toolkit ``Server``; ``model=None`` takes the first id from
-    ``/v1/models``. ``endpoint`` is ``"completions"`` or ``"chat"``. Lengths: ``input_len``
-    in *words* (no tokenizer), ``output_len`` in tokens (``max_tokens``, with ``ignore_eos``);
-    ``range_ratio`` follows vLLM (0 = fixed; SGLang's 0 would mean uniform in [1, N]).
-    ``request_rate`` (req/s, ``inf`` = all at once) with ``burstiness`` (gamma shape, 1 =
-    Poisson). ``warmup=None`` first sends a full batch (``max_concurrency`` requests of at
-    most 32 tokens, fresh prompts), outside the results. ``dataset``: a prompt file (one
-    per line) or ShareGPT ``.json``. ``repeats=N``: ``.runs`` and ``.spread`` (95 % t
-    intervals); ``summary`` is then the median. ``goodput="ttft:200 tpot:50"``: vLLM's
-    request goodput. ``server_log``: a callable or object with ``.metric_rows(since,
-    until)``, read for the run's window. Failed requests are counted with their error
-    (``result.errors``); only bad arguments, or no model name to be had, raise.
+    @functools.wraps(coroutine_function)
+    def run(*args: P.args, **kwargs: P.kwargs) -> T:
+        return _run_coroutine(lambda: coroutine_function(*args, **kwargs))
 
-    Example::
+    return run
 
-        r = bench("http://127.0.0.1:8000", num_prompts=64, max_concurrency=8,
-                  input_len=32, output_len=512, progress=False)
-        r.summary["median_itl_ms"], r.requests.head()
-    """
-    kwargs = dict(locals())
-    del kwargs["target"]
-    return _run_coroutine(lambda: bench_async(target, **kwargs))
+
+#: :func:`bench_async` for notebooks and scripts: the same arguments, declared once there.
+bench = blocking(bench_async)
+bench.__name__ = bench.__qualname__ = "bench"
+

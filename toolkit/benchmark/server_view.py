@@ -26,9 +26,10 @@ import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Protocol
+from typing import Any
 
 from toolkit.benchmark.metrics import RequestRecord
+from toolkit.logs import MetricRow
 
 __all__ = [
     "PromSample",
@@ -191,8 +192,8 @@ class ServerSnapshot:
     errors: tuple[str, ...] = ()
 
 
-class LogMetricSource(Protocol):
-    def metric_rows(self, since: datetime, until: datetime) -> Iterable[Any]: ...
+#: metric rows of the server's log between two instants (a follower's parsed lines)
+LogMetricSource = Callable[[datetime, datetime], Iterable[MetricRow]]
 
 
 @dataclass(frozen=True)
@@ -243,14 +244,14 @@ def _in_window(ts: Any, since: datetime, until: datetime) -> bool:
     return since <= ts <= until
 
 
-def log_window_metrics(rows: Iterable[Any], since: datetime, until: datetime) -> dict[str, dict[str, float]]:
+def log_window_metrics(rows: Iterable[MetricRow], since: datetime, until: datetime) -> dict[str, dict[str, float]]:
     """Mean of every numeric value per row kind, over rows timestamped inside the window."""
     sums: dict[str, dict[str, list[float]]] = {}
     for row in rows:
-        if not _in_window(getattr(row, "timestamp", None), since, until):
+        if not _in_window(row.timestamp, since, until):
             continue
-        per_kind = sums.setdefault(str(getattr(row, "kind", "metric")), {})
-        for key, value in (getattr(row, "values", None) or {}).items():
+        per_kind = sums.setdefault(row.kind, {})
+        for key, value in row.values.items():
             if isinstance(value, int | float) and not isinstance(value, bool):
                 per_kind.setdefault(str(key), []).append(float(value))
     return {k: {key: sum(v) / len(v) for key, v in vals.items()} for k, vals in sums.items() if vals}
@@ -270,7 +271,7 @@ def build_server_view(
     after: ServerSnapshot,
     records: Sequence[RequestRecord] = (),
     *,
-    log_source: LogMetricSource | Callable[[datetime, datetime], Iterable[Any]] | None = None,
+    log_source: LogMetricSource | None = None,
     since: datetime | None = None,
     until: datetime | None = None,
 ) -> ServerView:
@@ -284,9 +285,8 @@ def build_server_view(
     n_rows = 0
     if log_source is not None and since is not None and until is not None:
         try:
-            fetch = log_source.metric_rows if hasattr(log_source, "metric_rows") else log_source
-            rows = list(fetch(since, until))
-            n_rows = sum(1 for r in rows if _in_window(getattr(r, "timestamp", None), since, until))
+            rows = list(log_source(since, until))
+            n_rows = sum(1 for r in rows if _in_window(r.timestamp, since, until))
             log_metrics = log_window_metrics(rows, since, until)
         except Exception as exc:  # the log hook belongs to someone else: report, never crash
             unavailable.append(f"server log metrics: {type(exc).__name__}: {exc}")

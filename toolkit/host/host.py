@@ -19,21 +19,17 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Iterable, Mapping
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-
-from fabric import ThreadingGroup
-from fabric.exceptions import GroupException
 
 from toolkit.errors import CommandFailed, CommandNotFound, HostError, ToolkitError
 from toolkit.host import procs
 from toolkit.host import ssh as _ssh
 from toolkit.host.procs import ProcessInfo
-from toolkit.host.shell import quote, quote_path
+from toolkit.host.shell import quote_path
 from toolkit.host.streams import ByteStream
 from toolkit.host.transport import TIMED_OUT, Completed, LocalTransport, SshTransport, Transport
 
-__all__ = ["Host", "HostGroup", "CommandResult", "ProcessHandle", "ProcessInfo", "StopReport", "ByteStream"]
+__all__ = ["Host", "CommandResult", "ProcessHandle", "ProcessInfo", "StopReport", "ByteStream"]
 
 
 @dataclass(frozen=True)
@@ -80,7 +76,7 @@ class StopReport:
     elapsed_s: float = 0.0
 
 
-def _short(command: str, limit: int = 120) -> str:
+def short_command(command: str, limit: int = 120) -> str:
     one_line = " ".join(command.split())
     return one_line if len(one_line) <= limit else one_line[: limit - 3] + "..."
 
@@ -133,6 +129,7 @@ class Host:
             hop = gateway._transport.connection
         self.gateway = gateway
         self._transport: Transport = SshTransport(settings, hop)
+        self._home: str | None = None
 
     @classmethod
     def local(cls) -> Host:
@@ -140,6 +137,7 @@ class Host:
         host = cls.__new__(cls)
         host.gateway = None
         host._transport = LocalTransport()
+        host._home = None
         return host
 
     # -- identity -------------------------------------------------------------------------
@@ -159,6 +157,18 @@ class Host:
 
     def __repr__(self) -> str:
         return f"Host({self.name!r})" if not self.is_local else "Host.local()"
+
+    def expand_user(self, path: str) -> str:
+        """``~`` and ``~/x`` as absolute paths on this host; other paths unchanged.
+
+        A path handed to several commands (a log written by one, tailed and counted by others)
+        must mean the same file to all of them, however each quotes it.
+        """
+        if path != "~" and not path.startswith("~/"):
+            return path
+        if self._home is None:
+            self._home = self.run('printf %s "$HOME"').stdout.rstrip("/") or "/"
+        return self._home + path[1:]
 
     # -- commands -------------------------------------------------------------------------
     def connect(self) -> Host:
@@ -186,7 +196,7 @@ class Host:
         return result
 
     def _failure(self, result: CommandResult, timeout_s: float | None) -> CommandFailed:
-        shown = _short(result.command)
+        shown = short_command(result.command)
         kind: type[CommandFailed] = CommandFailed
         if result.exit_code == 127:
             kind = CommandNotFound
@@ -349,78 +359,3 @@ class Host:
 
     def __exit__(self, *exc_info: object) -> None:
         self.close()
-
-
-class HostGroup:
-    """Run one command on several hosts at once (fabric ``ThreadingGroup`` for the SSH ones).
-
-    Hosts are keyed by name; a host given twice runs once.
-
-    >>> HostGroup([Host.local()]).run("echo hi")["localhost"].stdout
-    'hi\\n'
-    """
-
-    def __init__(self, hosts: Iterable[Host]) -> None:
-        unique: dict[str, Host] = {}
-        for host in hosts:
-            unique.setdefault(host.name, host)
-        self.hosts = tuple(unique.values())
-
-    def run(
-        self, command: str, *, check: bool = True, timeout_s: float | None = None
-    ) -> dict[str, CommandResult]:
-        """``{host.name: CommandResult}`` in host order; with ``check``, CommandFailed names every failure."""
-        remote = [h for h in self.hosts if isinstance(h._transport, SshTransport)]
-        local = [h for h in self.hosts if not isinstance(h._transport, SshTransport)]
-        with ThreadPoolExecutor(max_workers=max(len(self.hosts), 1)) as pool:
-            # open SSH connections first so their errors are ours, not a GroupException
-            for future in [pool.submit(h.connect) for h in remote]:
-                future.result()
-            local_futures = {
-                h.name: pool.submit(h.run, command, check=False, timeout_s=timeout_s) for h in local
-            }
-            results = self._run_remote(remote, command, timeout_s)
-            results.update({name: f.result() for name, f in local_futures.items()})
-        ordered = {h.name: results[h.name] for h in self.hosts}
-        failed = [r for r in ordered.values() if not r.ok]
-        if check and failed:
-            first = failed[0]
-            raise CommandFailed(
-                f"`{_short(command)}` failed on {len(failed)} of {len(ordered)} hosts: "
-                + ", ".join(f"{r.host} (exit {r.exit_code})" for r in failed),
-                host=first.host,
-                command=command,
-                exit_code=first.exit_code,
-                stderr=first.stderr,
-                hint="the evidence is the stderr of the first failing host; run with check=False to see all",
-            )
-        return ordered
-
-    @staticmethod
-    def _run_remote(hosts: list[Host], command: str, timeout_s: float | None) -> dict[str, CommandResult]:
-        if not hosts:
-            return {}
-        transports = [h._transport for h in hosts]
-        connections = [t.connection for t in transports if isinstance(t, SshTransport)]
-        line = f"bash -c {quote(command)}" if timeout_s is None else procs.timeout_script(command, timeout_s)
-        try:
-            group_result = ThreadingGroup.from_connections(connections).run(
-                line, warn=True, hide=True, in_stream=False
-            )
-        except GroupException as exc:  # a connection dropped between connect() and run
-            for connection, outcome in exc.result.items():
-                if isinstance(outcome, BaseException):
-                    timeout_s = connection.connect_kwargs.get("timeout", 10.0)
-                    raise _ssh.translate_connect_error(outcome, connection, timeout_s) from outcome
-            raise
-        by_connection = {id(c): r for c, r in group_result.items()}
-        return {
-            h.name: CommandResult(
-                h.name,
-                command,
-                by_connection[id(c)].exited,
-                by_connection[id(c)].stdout,
-                by_connection[id(c)].stderr,
-            )
-            for h, c in zip(hosts, connections, strict=True)
-        }

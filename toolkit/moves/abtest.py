@@ -28,22 +28,22 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
+from toolkit.benchmark.labels import metric_label
 from toolkit.moves.params import ENV_PREFIX, apply_param, param_text, spec_differences, value_text
 from toolkit.moves.sweep_result import outcome_row, runs_frame
 from toolkit.moves.trial import RunOutcome, make_bench_call, run_launch
-from toolkit.server.launch import Server
+from toolkit.server.server import Server
 from toolkit.server.spec import ServerSpec
 from toolkit.stats import Comparison, compare_samples, metric_direction
 
 if TYPE_CHECKING:
     import pandas as pd
-    from matplotlib.figure import Figure
 
     from toolkit.benchmark import BenchResult
     from toolkit.host.host import Host
     from toolkit.journal import Journal, StepVerdict
 
-__all__ = ["compare", "compare_flag", "ABResult", "ABVerdict", "schedule", "judge", "side_labels"]
+__all__ = ["compare", "compare_flag", "ABResult", "ABVerdict", "schedule", "ab_verdict", "side_labels"]
 
 ABVerdict = Literal["a_faster", "b_faster", "within_noise"]  # "faster": better on the metric
 Side = Literal["a", "b"]
@@ -66,7 +66,7 @@ def schedule(repeats: int, *, interleave: bool, reuse_launch: bool) -> list[tupl
     return rounds
 
 
-def judge(comparison: Comparison, min_effect: float) -> tuple[ABVerdict, str]:
+def ab_verdict(comparison: Comparison, min_effect: float) -> tuple[ABVerdict, str]:
     """The verdict and why: beyond noise only if the interval excludes no change and the change is >= min_effect."""
     if comparison.verdict == "within_noise":
         return "within_noise", comparison.reason
@@ -117,14 +117,6 @@ class ABResult:
     def ratio(self) -> float:
         return self.comparison.ratio
 
-    def plot(self, metric: str | None = None) -> Figure:
-        """Both sides' runs as dots with mean ± 95 % CI, A as the baseline line, ratios annotated."""
-        from toolkit.views import plots
-
-        data = self.frame[self.frame["status"] == "ok"]
-        return plots.throughput(data, x="label", y=metric or self.metric, baseline=self.label_a,
-                                title=self.summary_text if len(self.summary_text) < 110 else None)
-
     def __repr__(self) -> str:
         def runs(side: str) -> str:
             rows = self.frame[(self.frame["side"] == side) & (self.frame["status"] == "ok")]
@@ -135,11 +127,9 @@ class ABResult:
                 f"  B {self.label_b}: {runs('b')}\n  verdict {self.verdict}: {self.reason}")
 
 
-def summarize(comparison: Comparison, verdict: ABVerdict, reason: str, label_a: str, label_b: str,
+def ab_sentence(comparison: Comparison, verdict: ABVerdict, reason: str, label_a: str, label_b: str,
               metric: str) -> str:
     """One sentence: ``decode is 2.06x prefill on output tok/s (...; 95% CI of the ratio ...): beyond noise``."""
-    from toolkit.views.plots import metric_label
-
     c = comparison
     low, high = c.ratio_ci
     ci = ("one run per side: noise unknown" if math.isnan(low)
@@ -237,7 +227,7 @@ def compare(
         raise
     finally:
         bar.close()
-    text = summarize(comparison, verdict, reason, labels["a"], labels["b"], metric)
+    text = ab_sentence(comparison, verdict, reason, labels["a"], labels["b"], metric)
     journal_verdict = _journal_verdict(verdict, expect)
     if steps["a"] is not None and steps["b"] is not None:
         if journal_verdict is not None:
@@ -249,7 +239,7 @@ def compare(
         steps["b"].finish("done")
     return ABResult(labels["a"], labels["b"], spec_a, spec_b, metric, comparison, verdict, reason, text,
                     runs_frame(rows, ("side", "label")), expect, journal_verdict,
-                    (getattr(steps["a"], "id", None), getattr(steps["b"], "id", None)))
+                    (steps["a"].id if steps["a"] is not None else None, steps["b"].id if steps["b"] is not None else None))
 
 
 def _judge_runs(outcomes: Mapping[Side, list[RunOutcome]], metric: str, confidence: float, higher_is_better: bool,
@@ -259,7 +249,7 @@ def _judge_runs(outcomes: Mapping[Side, list[RunOutcome]], metric: str, confiden
         raise ValueError(f"no run reported {metric!r} (A: {len(values['a'])}, B: {len(values['b'])} values); "
                          "choose a metric of BenchResult.summary, e.g. 'output_throughput'")
     comparison = compare_samples(values["a"], values["b"], confidence=confidence, higher_is_better=higher_is_better)
-    return (comparison, *judge(comparison, min_effect))
+    return (comparison, *ab_verdict(comparison, min_effect))
 
 
 def _close_after_failure(steps: Mapping[Side, Any], failed: Side | None, labels: Mapping[Side, str],
@@ -278,7 +268,7 @@ def _close_after_failure(steps: Mapping[Side, Any], failed: Side | None, labels:
 def _metric_values(outcomes: list[RunOutcome], metric: str) -> list[float]:
     values = []
     for outcome in outcomes:
-        value = dict(getattr(outcome.result, "summary", {}) or {}).get(metric)
+        value = outcome.result.summary.get(metric)
         if isinstance(value, int | float) and not isinstance(value, bool) and not math.isnan(value):
             values.append(float(value))
     return values

@@ -4,18 +4,16 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
+from toolkit.benchmark import BenchResult
+from toolkit.host.host import Host
+from toolkit.journal import Journal
 from toolkit.moves.params import expand
 from toolkit.moves.sweep_result import SweepFailure, SweepResult, failure_row, outcome_row, runs_frame
 from toolkit.moves.trial import RunOutcome, make_bench_call, run_launch
-from toolkit.server.launch import Server
+from toolkit.server.server import Server
 from toolkit.server.spec import ServerSpec
-
-if TYPE_CHECKING:
-    from toolkit.benchmark import BenchResult
-    from toolkit.host.host import Host
-    from toolkit.journal import Journal
 
 __all__ = ["sweep", "OnFailure"]
 
@@ -50,7 +48,7 @@ def sweep(
 
     >>> result = sweep(tk.Host.local(), tk.ServerSpec.simulator(tp=2, port=30000), journal=journal,
     ...                vary={"env:NCCL_ALGO": [None, "Ring"]}, bench={"num_prompts": 8, "output_len": 32})  # doctest: +SKIP
-    >>> result.plot()  # doctest: +SKIP
+    >>> tk.plots.sweep(result)  # doctest: +SKIP
     """
     if repeats < 1:
         raise ValueError(f"repeats must be >= 1, got {repeats}")
@@ -87,7 +85,7 @@ def sweep(
             step_id = None
             try:
                 with step_cm as step:
-                    step_id = getattr(step, "id", None)
+                    step_id = None if step is None else step.id
                     for launch_no in range(launches):
                         run_launch(host, variant.spec, step=step, benches=per_launch, bench_call=bench_call,
                                    timeout_s=timeout_s, log_dir=log_dir, run_label=variant.label,

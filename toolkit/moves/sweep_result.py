@@ -10,12 +10,12 @@ from typing import TYPE_CHECKING
 from toolkit.errors import ToolkitError
 from toolkit.moves.params import Variant
 from toolkit.moves.trial import RunOutcome
+from toolkit.stats import mean_interval
 
 if TYPE_CHECKING:
     import pandas as pd
-    from matplotlib.figure import Figure
 
-__all__ = ["SweepResult", "SweepFailure", "outcome_row", "failure_row", "runs_frame", "mean_ci"]
+__all__ = ["SweepResult", "SweepFailure", "outcome_row", "failure_row", "runs_frame"]
 
 
 @dataclass(frozen=True, eq=False)
@@ -29,11 +29,11 @@ class SweepFailure:
 
     @property
     def evidence(self) -> tuple[str, ...]:
-        return tuple(getattr(self.error, "evidence", ()) or ())
+        return self.error.evidence if isinstance(self.error, ToolkitError) else ()
 
     @property
     def hint(self) -> str | None:
-        return getattr(self.error, "hint", None)
+        return self.error.hint if isinstance(self.error, ToolkitError) else None
 
     @property
     def message(self) -> str:
@@ -47,10 +47,10 @@ class SweepFailure:
 
 def outcome_row(outcome: RunOutcome, **columns: object) -> dict[str, object]:
     """One tidy row for a run: ``columns`` first, then run facts, then every summary metric."""
-    summary = dict(getattr(outcome.result, "summary", {}) or {})
+    summary = dict(outcome.result.summary)
     ok = bool(summary.get("completed", 1))
     return {**columns, "repeat": outcome.repeat, "launch": outcome.launch, "status": "ok" if ok else "failed",
-            "error": None if ok else getattr(outcome.result, "first_error", None),
+            "error": None if ok else outcome.result.first_error,
             "time_to_ready_s": outcome.time_to_ready_s, "server_pid": outcome.server_pid,
             "step_id": outcome.step_id, "run_id": outcome.run_id, "metric_lines": outcome.metric_lines, **summary}
 
@@ -60,21 +60,6 @@ def failure_row(error: BaseException, step_id: int | None, repeat: int, **column
     text = error.message if isinstance(error, ToolkitError) else str(error)
     return {**columns, "repeat": repeat, "launch": None, "status": "failed",
             "error": f"{type(error).__name__}: {text.splitlines()[0] if text else ''}", "step_id": step_id}
-
-
-def mean_ci(values: Sequence[float]) -> tuple[float, float, float]:
-    """Mean and 95 % Student-t interval of the mean (NaN bounds for fewer than two values)."""
-    from toolkit.stats import t_quantile
-
-    xs = [float(v) for v in values if v is not None and not math.isnan(float(v))]
-    if not xs:
-        return (math.nan, math.nan, math.nan)
-    mean = sum(xs) / len(xs)
-    if len(xs) < 2:
-        return (mean, math.nan, math.nan)
-    sd = math.sqrt(sum((x - mean) ** 2 for x in xs) / (len(xs) - 1))
-    half = t_quantile(0.975, len(xs) - 1) * sd / math.sqrt(len(xs))
-    return (mean, mean - half, mean + half)
 
 
 @dataclass(frozen=True, eq=False)
@@ -100,7 +85,7 @@ class SweepResult:
         for variant in self.variants:
             runs = self.frame[(self.frame["combination"] == variant.index) & (self.frame["status"] == "ok")]
             values = list(runs[metric]) if metric in runs else []
-            mean, low, high = mean_ci(values)
+            mean, low, high = mean_interval(values)
             failed = any(f.variant.index == variant.index for f in self.failures)
             if reference is None and not math.isnan(mean):
                 reference = mean
@@ -108,15 +93,6 @@ class SweepResult:
                          "ci95_high": high, "ratio": mean / reference if reference else math.nan,
                          "status": "failed" if failed else "ok"})
         return pd.DataFrame(rows)
-
-    def plot(self, metric: str = "output_throughput", *, baseline: float | str | None = None) -> Figure:
-        """Every run as a dot and each combination's mean ± 95 % CI (:func:`toolkit.views.plots.throughput`)."""
-        from toolkit.views import plots
-
-        data = self.frame[self.frame["status"] == "ok"] if "status" in self.frame else self.frame
-        varied = ", ".join(self.params) or "configuration"
-        return plots.throughput(data, x="label", y=metric, baseline=baseline,
-                                title=f"{plots.metric_label(metric).capitalize()} by {varied}")
 
     def __repr__(self) -> str:
         ok = len(self.variants) - len({f.variant.index for f in self.failures})

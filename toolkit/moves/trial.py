@@ -8,25 +8,25 @@ version. The server is stopped on every way out, because ``with launch(...)`` ow
 
 from __future__ import annotations
 
-import json
 import time
-import urllib.request
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from toolkit.errors import ServerDied, ToolkitError
-from toolkit.host.shell import quote_path
+from toolkit.benchmark import BenchResult
+from toolkit.benchmark import bench as run_bench
+from toolkit.errors import ReadinessTimeout, ServerDied, ToolkitError
+from toolkit.host.host import Host
+from toolkit.journal import StepRecorder
 from toolkit.logs import LogEvent, MetricRow, Verdict
-from toolkit.server.launch import Server, launch
+from toolkit.server.http import engine_versions
+from toolkit.server.launch import launch
+from toolkit.server.logfile import count_lines
+from toolkit.server.server import Server
 from toolkit.server.spec import ServerSpec
 
-if TYPE_CHECKING:
-    from toolkit.benchmark import BenchResult
-    from toolkit.host.host import Host
-
-__all__ = ["RunOutcome", "run_launch", "make_bench_call", "metric_window", "decisive_lines", "server_versions"]
+__all__ = ["RunOutcome", "run_launch", "make_bench_call", "metric_window", "decisive_lines"]
 
 
 @dataclass(frozen=True, eq=False)
@@ -60,8 +60,6 @@ def make_bench_call(
     kwargs.setdefault("progress", progress)
 
     def call(server: Server) -> BenchResult:
-        from toolkit.benchmark import bench as run_bench
-
         follower = server.follow()
 
         def log_rows(since: datetime, until: datetime) -> list[MetricRow]:
@@ -99,62 +97,36 @@ def decisive_lines(events: Sequence[LogEvent], *, benign_limit: int = 100, fatal
     return sorted(benign + fatal, key=lambda e: e.line_no)
 
 
-def server_versions(server: Server, *, timeout_s: float = 2.0) -> dict[str, str]:
-    """The engine version the server reports (SGLang ``/get_server_info``, vLLM ``/version``); {} if unknown."""
-    engine = server.spec.engine
-    path = {"sglang": "/get_server_info", "vllm": "/version"}.get(engine)
-    if path is None:
-        return {}
-    try:
-        with urllib.request.urlopen(server.url + path, timeout=timeout_s) as response:  # noqa: S310 (http only)
-            data = json.loads(response.read(1 << 20))
-    except (OSError, ValueError):
-        return {}
-    if not isinstance(data, dict):
-        return {}
-    versions = {engine: str(data["version"])} if data.get("version") else {}
-    if data.get("simulator"):
-        versions["simulator"] = str(data["simulator"])
-    return versions
-
-
-def _log_line_count(server: Server) -> int:
-    out = server.host.run(f"wc -l < {quote_path(server.log_path)}", check=False).stdout.strip()
-    return int(out) if out.isdigit() else 0
-
-
-def _catch_up(server: Server, lines: int, timeout_s: float = 3.0) -> None:
-    """Wait until the follower has read ``lines`` lines of the log (it trails the file by milliseconds)."""
+def _catch_up(server: Server) -> None:
+    """Read the log to its current end, and close what the classifier still holds (a cut traceback)."""
+    lines = count_lines(server.host, server.log_path)
     follower = server.follow()
-    deadline = time.monotonic() + timeout_s
-    while follower.stats.lines < lines and time.monotonic() < deadline and not follower.finished.is_set():
-        time.sleep(0.02)
+    if lines is not None:
+        follower.wait_for_lines(lines)
+    follower.flush()
 
 
-def _check_run(server: Server, result: Any) -> None:
+def _check_run(server: Server, result: BenchResult) -> None:
     """A run after which the server is gone, or in which no request completed, fails its combination."""
     where = f"{server.spec.describe()} on {server.host.name} (pid {server.pid}, log {server.log_path})"
     alive = server.is_alive()
     deadline = time.monotonic() + 1.0
     # Cut streams come a moment before the exit (SGLang kills its tree after the sigquit line):
     # a run with failed requests waits for the server to finish dying before it is judged alive.
-    while alive and dict(getattr(result, "summary", {}) or {}).get("failed") and time.monotonic() < deadline:
+    while alive and result.summary.get("failed") and time.monotonic() < deadline:
         time.sleep(0.1)
         alive = server.is_alive()
     if not alive:
-        _catch_up(server, _log_line_count(server))
-        server.follow().flush()
+        _catch_up(server)
         fatal = [e for e in server.follow().events() if e.verdict is Verdict.FATAL]
         evidence = [*fatal[-1].context[-8:], *(f"line {e.line_no}: {e.text.strip()}" for e in fatal[-3:])] \
             if fatal else server.log_tail(12)
         raise ServerDied(f"the server died during the benchmark: {where}", host=server.host.name, evidence=evidence,
                          hint=(fatal[-1].hint if fatal and fatal[-1].hint else
                                "read the quoted lines; the journal step holds the run up to the crash"))
-    if not getattr(result, "ok", True):
-        errors = dict(getattr(result, "errors", {}) or {})
-        raise ToolkitError(f"no request of the benchmark completed: {where}; first error: "
-                           f"{getattr(result, 'first_error', None)}",
-                           evidence=[f"{count} x {error}" for error, count in list(errors.items())[:5]],
+    if not result.ok:
+        raise ToolkitError(f"no request of the benchmark completed: {where}; first error: {result.first_error}",
+                           evidence=[f"{count} x {error}" for error, count in list(result.errors.items())[:5]],
                            hint="check bench= against the server (model=..., endpoint='chat'), or read its log")
 
 
@@ -162,7 +134,7 @@ def run_launch(
     host: Host,
     spec: ServerSpec,
     *,
-    step: Any,
+    step: StepRecorder | None,
     benches: int,
     bench_call: Callable[[Server], BenchResult],
     timeout_s: float,
@@ -187,21 +159,21 @@ def run_launch(
                     step.record_readiness(report)
                 else:
                     step.note(f"launch {launch_no + 1}: ready in {report.time_to_ready_s:.1f} s ({report.ready_reason})")
-                if versions := server_versions(server):
+                if versions := engine_versions(server.url, server.spec.engine):
                     step.set_versions(versions)
             for k in range(benches):
-                before = _log_line_count(server)
+                before = count_lines(server.host, server.log_path) or 0
                 result = bench_call(server)
-                after = _log_line_count(server)
-                _catch_up(server, after)
-                rows = metric_window(server.follow().events(), before, after, getattr(result, "started_at", None))
+                after = count_lines(server.host, server.log_path) or 0
+                server.follow().wait_for_lines(after)
+                rows = metric_window(server.follow().events(), before, after, result.started_at)
                 run_id = None
                 if step is not None:
                     run_id = step.record_bench(result, run_label=run_label, repeat=first_repeat + k)
                     if rows:
                         step.record_metrics(rows, run_id=run_id)
                 outcome = RunOutcome(result, first_repeat + k, launch_no, server.pid, report.time_to_ready_s,
-                                     getattr(step, "id", None), run_id, len(rows))
+                                     None if step is None else step.id, run_id, len(rows))
                 outcomes.append(outcome)
                 if on_run is not None:
                     on_run(outcome)
@@ -209,12 +181,10 @@ def run_launch(
         except BaseException as exc:
             if step is not None:
                 try:  # never hide the launch's own error behind a journal write
-                    failed_report = getattr(exc, "report", None)
-                    if failed_report is not None:
-                        step.record_readiness(failed_report)
+                    if isinstance(exc, ServerDied | ReadinessTimeout) and exc.report is not None:
+                        step.record_readiness(exc.report)
                     if isinstance(exc, Exception):  # the fatal lines may still be on their way: read to the end
-                        _catch_up(server, _log_line_count(server))
-                        server.follow().flush()
+                        _catch_up(server)
                     step.record_log_lines(decisive_lines(server.follow().events()))
                 except Exception as journal_exc:
                     exc.add_note(f"the journal could not store this launch's log lines: {journal_exc}")

@@ -15,7 +15,7 @@ import time
 from collections import deque
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 from toolkit.logs import LogClassifier, LogEvent
 
@@ -23,9 +23,16 @@ if TYPE_CHECKING:
     from toolkit.host.host import Host
     from toolkit.host.streams import ByteStream
 
-__all__ = ["LogFollower", "FollowStats"]
+__all__ = ["LogFollower", "FollowStats", "EventSource"]
 
 Subscriber = Callable[[list[LogEvent]], None]
+
+
+@runtime_checkable
+class EventSource(Protocol):
+    """What a view subscribes to: a follower, or in a test a list of events played by hand."""
+
+    def subscribe(self, callback: Subscriber, *, replay: bool = True) -> Callable[[], None]: ...
 
 _READ_TIMEOUT_S = 0.05  # how long one read waits: bounds the latency of stop() and of idle flushes
 # A traceback is grouped into one event, decided on its last line. When the log goes quiet
@@ -150,6 +157,18 @@ class LogFollower:
     @property
     def stats(self) -> FollowStats:
         return FollowStats(self._lines, self._bytes, self._dropped, self._started_at, self._last_line_at)
+
+    def wait_for_lines(self, lines: int, timeout_s: float = 3.0) -> bool:
+        """Wait until ``lines`` lines of the file were read (the follower trails it by milliseconds).
+
+        True when caught up; False after ``timeout_s`` or once the stream ended short of it.
+        """
+        deadline = time.monotonic() + timeout_s
+        while self._lines < lines:
+            if self.finished.is_set() or time.monotonic() >= deadline:
+                return False
+            time.sleep(0.02)
+        return True
 
     def flush(self) -> None:
         """Close what the classifier still holds open (a traceback cut short) and publish it."""

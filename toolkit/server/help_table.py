@@ -380,8 +380,8 @@ def _split_choices(text: str, sep: str) -> tuple[str, ...]:
 
 # --- validation ------------------------------------------------------------------
 
-FlagValue = str | int | float | bool | None
-Flags = Mapping[str, FlagValue] | Iterable[tuple[str, FlagValue]]
+HelpValue = str | int | float | bool | None
+Flags = Mapping[str, HelpValue] | Iterable[tuple[str, HelpValue]]
 
 
 def validate(flags: Flags, table: FlagTable) -> list[FlagProblem]:

@@ -218,6 +218,25 @@ class ReadinessTracker:
         self.state = ReadinessState.FAILED
         return self.state
 
+    def limits(self, *, timeout_s: float | None = None, hang_after_s: float | None = None) -> None:
+        """Set the limits of the current wait (None keeps the current one).
+
+        A later wait with a longer ``timeout_s`` (or ``hang_after_s``) takes up a start that an
+        earlier wait gave up on: a timeout or hang is the waiter's verdict, not the server's.
+        """
+        if timeout_s is not None and timeout_s != self.timeout_s:
+            if timeout_s <= 0:
+                raise ValueError(f"timeout_s must be positive, got {timeout_s}")
+            self.timeout_s = timeout_s
+            if self.failure is not None and self.failure.kind == "timeout" and self._now - self.started_at < timeout_s:
+                self.state, self.failure = ReadinessState.STARTING, None
+        if hang_after_s is not None and hang_after_s != self.hang_after_s:
+            if hang_after_s <= 0:
+                raise ValueError(f"hang_after_s must be positive, got {hang_after_s}")
+            self.hang_after_s = hang_after_s
+            if self.state is ReadinessState.HUNG and self._now - self._last_output_at < hang_after_s:
+                self.state, self.failure = ReadinessState.STARTING, None
+
     def tick(self, now: float) -> ReadinessState:
         """Let time pass: timeout and hang detection."""
         self._now = max(self._now, now)

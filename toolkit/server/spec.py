@@ -27,9 +27,9 @@ from typing import Any, Final, overload
 from toolkit.errors import InvalidFlag
 from toolkit.host.shell import check_env_name, check_word, quote, quote_path
 
-__all__ = ["ServerSpec", "FlagValue", "MISSING", "ENGINES"]
+__all__ = ["ServerSpec", "FlagValue", "MISSING", "SPEC_ENGINES"]
 
-ENGINES: Final = ("sglang", "vllm", "transformers", "command")
+SPEC_ENGINES: Final = ("sglang", "vllm", "transformers", "command")
 FlagValue = str | tuple[str, ...] | None  # None: a switch; a tuple: an nargs flag (--cuda-graph-bs 1 2 4)
 
 
@@ -198,8 +198,8 @@ class ServerSpec:
     simulated: bool = False
 
     def __post_init__(self) -> None:
-        if self.engine not in ENGINES:
-            raise InvalidFlag(f"unknown engine {self.engine!r}", hint=f"valid engines: {', '.join(ENGINES)}")
+        if self.engine not in SPEC_ENGINES:
+            raise InvalidFlag(f"unknown engine {self.engine!r}", hint=f"valid engines: {', '.join(SPEC_ENGINES)}")
         launcher = tuple(check_word(str(w), what="the launcher") for w in self.launcher)
         if not launcher:
             raise InvalidFlag(

@@ -1,11 +1,13 @@
-"""`wait_ready`: the I/O driver of the readiness tracker, watching three signals at once.
+"""`wait_ready`: watch three signals at once and feed them to the server's one state.
 
 The seed's loop polled `/v1/models` every 15 s and grepped the log every 75 s; it was
 blind for a minute at a time and took a benign TP5 import line for a failure. Here three
-watchers feed one pure :class:`toolkit.server.readiness.ReadinessTracker` through one queue:
+signals reach the server's :class:`~toolkit.server.state.ServerState` (the same one its
+widgets draw):
 
-- the log, through the server's one `tail -F` follower: every classified line arrives
-  within milliseconds, so a fatal line is known as soon as it is written;
+- the log, through the server's one `tail -F` follower, which feeds the state itself:
+  every classified line arrives within milliseconds, so a fatal line is known as soon as
+  it is written;
 - an HTTP prober that proves generation (`/health_generate` for SGLang, else a one-token
   completion); `/v1/models` alone is not proof. It probes once a second while the server
   loads and every 0.1 s once the log says the HTTP server is up or the ready line came;
@@ -15,96 +17,49 @@ watchers feed one pure :class:`toolkit.server.readiness.ReadinessTracker` throug
 
 from __future__ import annotations
 
-import json
-import queue
-import shlex
 import threading
 import time
-import urllib.error
-import urllib.request
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Literal
 
-from toolkit.errors import ReadinessTimeout, ServerDied, ServerHung, ToolkitError
-from toolkit.logs import LogEvent, Verdict
-from toolkit.server.readiness import ReadinessReport, ReadinessState, ReadinessTracker
+from toolkit.errors import ReadinessTimeout, ServerDied, ServerHung
+from toolkit.server.follow import LogFollower
+from toolkit.server.http import ProbeOutcome
+from toolkit.server.readiness import ReadinessReport, ReadinessState
+from toolkit.server.state import ServerState, ServerStatus
 
-if TYPE_CHECKING:
-    from toolkit.server.launch import Server
-
-__all__ = ["wait_ready", "probe_generation", "ProbeOutcome"]
+__all__ = ["StartupWatch", "wait_ready"]
 
 _FAST_PHASES = frozenset({"http_up", "warmup", "ready"})
+_EXIT_CATCH_UP_S = 2.0
 
 
 @dataclass(frozen=True)
-class ProbeOutcome:
-    """One probe: did it pass, what it said, and did it prove that the server generates."""
+class StartupWatch:
+    """What a wait needs of a server: its state and follower, and how to probe, check and count it."""
 
-    ok: bool
-    detail: str
-    proves_generation: bool
-
-
-def _http(url: str, *, body: dict[str, object] | None = None, timeout_s: float) -> tuple[int, bytes]:
-    data = None if body is None else json.dumps(body).encode()
-    request = urllib.request.Request(url, data=data, headers={"Content-Type": "application/json"})
-    try:
-        with urllib.request.urlopen(request, timeout=timeout_s) as response:  # noqa: S310 (http only)
-            return response.status, response.read(65536)
-    except urllib.error.HTTPError as exc:
-        return exc.code, exc.read(2048) if exc.fp is not None else b""
-
-
-def probe_generation(url: str, engine: str, *, timeout_s: float = 5.0, model: str | None = None) -> ProbeOutcome:
-    """Ask the server to prove it generates; never raises (a refused connection is a failed probe).
-
-    SGLang: `GET /health_generate` runs one decode step through the scheduler. Others:
-    `GET /v1/models` (proves only that HTTP is up), then a one-token completion.
-    """
-    base = url.rstrip("/")
-    try:
-        if engine == "sglang":
-            status, _ = _http(f"{base}/health_generate", timeout_s=timeout_s)
-            return ProbeOutcome(status == 200, f"GET /health_generate {status}", status == 200)
-        if model is None:
-            status, payload = _http(f"{base}/v1/models", timeout_s=timeout_s)
-            if status != 200:
-                return ProbeOutcome(False, f"GET /v1/models {status}", False)
-            models = json.loads(payload).get("data") or []
-            if not models:
-                return ProbeOutcome(True, "GET /v1/models 200 (no model listed)", False)
-            model = str(models[0]["id"])
-        body: dict[str, object] = {"model": model, "prompt": "ping", "max_tokens": 1, "temperature": 0}
-        status, _ = _http(f"{base}/v1/completions", body=body, timeout_s=timeout_s)
-        if status == 404:  # a chat-only server
-            chat = {"model": model, "messages": [{"role": "user", "content": "ping"}], "max_tokens": 1}
-            status, _ = _http(f"{base}/v1/chat/completions", body=chat, timeout_s=timeout_s)
-            return ProbeOutcome(status == 200, f"POST /v1/chat/completions (1 token) {status}", status == 200)
-        return ProbeOutcome(status == 200, f"POST /v1/completions (1 token) {status}", status == 200)
-    except (OSError, ValueError, KeyError, json.JSONDecodeError) as exc:
-        reason = getattr(exc, "reason", exc)
-        return ProbeOutcome(False, f"{type(exc).__name__}: {reason}", False)
-
-
-Item = tuple[Literal["events"], list[LogEvent]] | tuple[Literal["probe"], ProbeOutcome] | tuple[Literal["exit"], None]
+    state: ServerState
+    follower: LogFollower
+    probe: Callable[[float], ProbeOutcome]  # timeout_s -> one probe
+    is_alive: Callable[[], bool]
+    count_log_lines: Callable[[], int | None]
+    where: str  # "sim EAGLE3 on localhost (pid 4242, log /tmp/...)", for the error
+    host_name: str
 
 
 class _Watchers:
     """The prober and liveness threads of one wait; both joined before wait_ready returns."""
 
-    def __init__(self, server: Server, items: queue.SimpleQueue[Item], *, probe_interval_s: float,
-                 fast_probe_interval_s: float, probe_timeout_s: float, alive_interval_s: float) -> None:
-        self.server = server
-        self.items = items
+    def __init__(self, watch: StartupWatch, *, probe_interval_s: float, fast_probe_interval_s: float,
+                 probe_timeout_s: float, alive_interval_s: float) -> None:
+        self.watch = watch
         self.done = threading.Event()
         self.fast = threading.Event()
         self.wake = threading.Event()
+        self.exited_at: float | None = None
         self.intervals = (probe_interval_s, fast_probe_interval_s)
         self.probe_timeout_s = probe_timeout_s
         self.alive_interval_s = alive_interval_s
-        engine = server.spec.engine
-        self.engine = engine if engine in ("sglang", "vllm") else "generic"
         self.threads = [
             threading.Thread(target=self._probe_loop, name="wait_ready:probe", daemon=True),
             threading.Thread(target=self._alive_loop, name="wait_ready:alive", daemon=True),
@@ -120,61 +75,47 @@ class _Watchers:
         for thread in self.threads:
             thread.join(timeout=self.probe_timeout_s + 1)
 
-    def hurry(self) -> None:
+    def on_status(self, status: ServerStatus) -> None:
         """The log says HTTP is up (or ready): probe now and often."""
-        self.fast.set()
-        self.wake.set()
+        if not self.fast.is_set() and (status.log_says_ready or (status.phase or "") in _FAST_PHASES):
+            self.fast.set()
+            self.wake.set()
 
     def _probe_loop(self) -> None:
-        model = self.server.spec.model if self.engine == "generic" and self.server.spec.engine == "transformers" else None
         while not self.done.is_set():
-            self.items.put(("probe", probe_generation(self.server.url, self.engine, timeout_s=self.probe_timeout_s,
-                                                      model=model)))
+            outcome = self.watch.probe(self.probe_timeout_s)
+            if self.done.is_set():
+                return
+            self.watch.state.probe(ok=outcome.ok, detail=outcome.detail,
+                                   proves_generation=outcome.proves_generation, at=time.time())
             self.wake.wait(self.intervals[1] if self.fast.is_set() else self.intervals[0])
             self.wake.clear()
 
     def _alive_loop(self) -> None:
         while not self.done.wait(self.alive_interval_s):
             try:
-                alive = self.server.is_alive()
+                alive = self.watch.is_alive()
             except Exception:  # noqa: BLE001 - a lost SSH channel is not a dead server; the next check says
                 continue
             if not alive:
-                self.items.put(("exit", None))
+                self.exited_at = time.time()
                 return
 
 
-def _line_count(server: Server) -> int:
-    """Lines in the log file now (0 when it cannot be read: then we wait out the cap)."""
-    try:
-        out = server.host.run(f"wc -l < {shlex.quote(server.log_path)}", check=False).stdout.strip()
-        return int(out or 0)
-    except (ToolkitError, ValueError):
-        return 1 << 62
-
-
-def _drain(items: queue.SimpleQueue[Item]) -> list[Item]:
-    drained: list[Item] = []
-    while True:
-        try:
-            drained.append(items.get_nowait())
-        except queue.Empty:
-            return drained
-
-
-def _raise_for(report: ReadinessReport, server: Server) -> None:
+def _error_for(report: ReadinessReport, watch: StartupWatch) -> ServerDied | ReadinessTimeout:
     failure = report.failure
-    assert failure is not None  # FAILED/HUNG always carry one
-    where = f"{server.spec.describe()} on {server.host.name} (pid {server.pid}, log {server.log_path})"
-    message = f"{failure.message} [{where}]"
-    error_type = {"died": ServerDied, "fatal": ServerDied, "timeout": ReadinessTimeout, "hung": ServerHung}[failure.kind]
-    error = error_type(message, host=server.host.name, evidence=failure.evidence(), hint=failure.hint)
-    error.report = report  # type: ignore[attr-defined]
-    raise error
+    if failure is None:  # FAILED and HUNG always carry one; say so rather than assert
+        return ServerDied(f"the server failed without a recorded cause [{watch.where}]", host=watch.host_name,
+                          report=report)
+    message = f"{failure.message} [{watch.where}]"
+    kinds: dict[str, type[ServerDied] | type[ReadinessTimeout]] = {
+        "died": ServerDied, "fatal": ServerDied, "timeout": ReadinessTimeout, "hung": ServerHung}
+    return kinds[failure.kind](message, host=watch.host_name, evidence=failure.evidence(), hint=failure.hint,
+                               report=report)
 
 
 def wait_ready(
-    server: Server,
+    watch: StartupWatch,
     *,
     timeout_s: float = 900.0,
     hang_after_s: float = 300.0,
@@ -182,9 +123,10 @@ def wait_ready(
     fast_probe_interval_s: float = 0.1,
     probe_timeout_s: float = 5.0,
     alive_interval_s: float = 0.25,
-    settle_s: float = 2.0,
 ) -> ReadinessReport:
-    """Block until `server` is proven ready; raise the error that explains why it never will be.
+    """Block until the server is proven ready; raise the error that explains why it never will be.
+
+    Called as ``server.wait_ready(...)``, which builds the watch:
 
     >>> server = tk.launch(tk.Host.local(), tk.ServerSpec.simulator(tp=8, port=30000))  # doctest: +SKIP
     >>> report = server.wait_ready(timeout_s=120)                                       # doctest: +SKIP
@@ -193,62 +135,51 @@ def wait_ready(
 
     Raises :class:`~toolkit.errors.ServerDied` (a fatal line, quoted with its rank and
     traceback, or the process gone), :class:`~toolkit.errors.ReadinessTimeout` (not ready
-    within `timeout_s`) or :class:`~toolkit.errors.ServerHung` (no log output for
-    `hang_after_s`). The server keeps running either way: stop it, or use `with launch(...)`.
+    within `timeout_s` of the launch) or :class:`~toolkit.errors.ServerHung` (no log output
+    for `hang_after_s`). The server keeps running either way: stop it, or use `with launch(...)`.
     """
-    tracker = ReadinessTracker(started_at=server.started_at, hang_after_s=hang_after_s, timeout_s=timeout_s,
-                               settle_s=settle_s)
-    items: queue.SimpleQueue[Item] = queue.SimpleQueue()
-    follower = server.follow()
-    unsubscribe = follower.subscribe(lambda batch: items.put(("events", batch)), replay=True)
-    watchers = _Watchers(server, items, probe_interval_s=probe_interval_s, fast_probe_interval_s=fast_probe_interval_s,
+    state = watch.state
+    watchers = _Watchers(watch, probe_interval_s=probe_interval_s, fast_probe_interval_s=fast_probe_interval_s,
                          probe_timeout_s=probe_timeout_s, alive_interval_s=alive_interval_s)
+    changed = threading.Event()
+
+    def on_change(status: ServerStatus) -> None:
+        watchers.on_status(status)
+        changed.set()
+
+    unsubscribe = state.subscribe(on_change)
+    watchers.on_status(state.status())
     watchers.start()
-    exited_at: float | None = None
     lines_at_exit: int | None = None
     exit_decided = False
     try:
         while True:
-            try:
-                item = items.get(timeout=0.05)
-            except queue.Empty:
-                item = None
+            changed.wait(0.05)
+            changed.clear()
             now = time.time()
-            if item is not None:
-                kind, payload = item
-                if kind == "events":
-                    for event in payload:  # type: ignore[union-attr]
-                        tracker.observe(event, now)
-                        if event.verdict is Verdict.READY or (event.phase is not None and event.phase in _FAST_PHASES):
-                            watchers.hurry()
-                elif kind == "probe":
-                    outcome: ProbeOutcome = payload  # type: ignore[assignment]
-                    tracker.probe(outcome.ok, outcome.detail, outcome.proves_generation, at=now)
-                elif kind == "exit" and exited_at is None:
-                    exited_at = now
             # The process is gone. The traceback that explains the death is usually the last
             # thing it wrote, and may not have reached us yet: count the file's lines once,
             # wait (at most 2 s) until the follower has read that many, then decide.
+            exited_at = watchers.exited_at
             if exited_at is not None and not exit_decided:
                 if lines_at_exit is None:
-                    lines_at_exit = _line_count(server)
-                caught_up = follower.stats.lines >= lines_at_exit or now - exited_at >= 2.0
-                if caught_up and tracker.state is not ReadinessState.FAILED:
-                    follower.flush()
-                    for extra in _drain(items):
-                        if extra[0] == "events":
-                            for event in extra[1]:
-                                tracker.observe(event, now)
-                if caught_up:
-                    tracker.process_exited(None, now)
+                    counted = watch.count_log_lines()
+                    lines_at_exit = (1 << 62) if counted is None else counted
+                if watch.follower.stats.lines >= lines_at_exit or now - exited_at >= _EXIT_CATCH_UP_S:
+                    watch.follower.flush()
+                    state.process_exited(None, now)
                     exit_decided = True
-            state = tracker.tick(now)
-            if state is ReadinessState.READY:
-                server.readiness = tracker.report()
-                return server.readiness
-            if state is ReadinessState.HUNG or (state is ReadinessState.FAILED and tracker.settled):
-                server.readiness = tracker.report()
-                _raise_for(server.readiness, server)
+            status = state.tick(now, timeout_s=timeout_s, hang_after_s=hang_after_s)
+            report = status.readiness
+            if report.state is ReadinessState.READY:
+                return report
+            if report.state is ReadinessState.HUNG or (report.state is ReadinessState.FAILED and state.settled):
+                raise _error_for(report, watch)
+            if status.stop_requested_at is not None:
+                raise ServerDied(f"the server was stopped while waiting for it to be ready [{watch.where}]",
+                                 host=watch.host_name, report=report,
+                                 hint="something stopped it (a Stop button, another thread); launch it again")
     finally:
         watchers.stop()
         unsubscribe()
+

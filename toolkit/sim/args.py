@@ -19,7 +19,7 @@ from toolkit.sim.latency import DecodeSetup, Speculation
 __all__ = ["FAULTS", "SimConfig", "build_parser", "engine_of", "parse_server_args"]
 
 FAULTS = ("none", "oom", "nccl", "port-in-use", "scheduler-traceback", "crash-while-serving", "hang", "slow-start")
-ENGINES = ("sglang", "vllm")
+SIM_ENGINES = ("sglang", "vllm")
 VLLM_SPEC_METHODS = ("eagle", "eagle3", "mtp", "deepseek_mtp", "medusa", "ngram", "draft_model")
 
 
@@ -66,16 +66,16 @@ class SimConfig:
 def engine_of(argv: Sequence[str]) -> str:
     """The `--engine` value before full parsing (it picks which parser applies); default sglang."""
     for i, arg in enumerate(argv):
-        if arg == "--engine" and i + 1 < len(argv) and argv[i + 1] in ENGINES:
+        if arg == "--engine" and i + 1 < len(argv) and argv[i + 1] in SIM_ENGINES:
             return argv[i + 1]
-        if arg.startswith("--engine=") and arg.split("=", 1)[1] in ENGINES:
+        if arg.startswith("--engine=") and arg.split("=", 1)[1] in SIM_ENGINES:
             return arg.split("=", 1)[1]
     return "sglang"
 
 
 def _add_sim_flags(parser: argparse.ArgumentParser, engine: str) -> None:
     g = parser.add_argument_group("simulator (toolkit.sim only; not engine flags)")
-    g.add_argument("--engine", choices=ENGINES, default=engine,
+    g.add_argument("--engine", choices=SIM_ENGINES, default=engine,
                    help="which server to imitate: sglang (python -m sglang.launch_server) or vllm (vllm serve)")
     g.add_argument("--sim-startup-s", type=float, default=3.0,
                    help="seconds from launch to the ready line (default 3.0; tests use ~0.5)")

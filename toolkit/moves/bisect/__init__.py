@@ -14,32 +14,25 @@ and repeat.
   benchmark samples into good, bad or skip.
 - :mod:`~toolkit.moves.bisect.driver`: :func:`perf_bisect` and :func:`compare_commits`,
   which check out, build, launch, benchmark and always put the checkout back.
-
-The driver's names are imported on first use, so that the pure modules stay importable
-without SSH or HTTP libraries.
 """
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
-
+from toolkit.moves.bisect.driver import compare_commits, perf_bisect
 from toolkit.moves.bisect.gitparse import (
     BisectLogEntry,
     BisectStep,
+    CommitVerdict,
     parse_bisect_log,
     parse_bisect_step,
     parse_rev_list,
 )
 from toolkit.moves.bisect.judgement import Judgement, assess, judge
-from toolkit.moves.bisect.planner import BisectOutcome, BisectState, Verdict, expected_probes
-
-if TYPE_CHECKING:
-    from toolkit.moves.bisect.driver import compare_commits, perf_bisect
-    from toolkit.moves.bisect.result import BisectResult, NothingToBisect, Probe
+from toolkit.moves.bisect.planner import BisectOutcome, BisectState, expected_probes
+from toolkit.moves.bisect.result import BisectResult, NothingToBisect, Probe
 
 __all__ = [
-    "Verdict",
+    "CommitVerdict",
     "BisectState",
     "BisectOutcome",
     "BisectStep",
@@ -57,19 +50,3 @@ __all__ = [
     "Probe",
     "NothingToBisect",
 ]
-
-_LAZY = {
-    "perf_bisect": "toolkit.moves.bisect.driver",
-    "compare_commits": "toolkit.moves.bisect.driver",
-    "BisectResult": "toolkit.moves.bisect.result",
-    "Probe": "toolkit.moves.bisect.result",
-    "NothingToBisect": "toolkit.moves.bisect.result",
-}
-
-
-def __getattr__(name: str) -> Any:
-    if name in _LAZY:
-        value = getattr(importlib.import_module(_LAZY[name]), name)
-        globals()[name] = value
-        return value
-    raise AttributeError(f"module 'toolkit.moves.bisect' has no attribute {name!r}")

@@ -21,8 +21,9 @@ import time
 import warnings
 from collections.abc import Callable, Iterator, Mapping
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from toolkit.benchmark import BenchResult
 from toolkit.errors import (
     AuthenticationFailed,
     ChangedHostKey,
@@ -34,21 +35,20 @@ from toolkit.errors import (
     ToolkitError,
     UnknownHostKey,
 )
+from toolkit.host.host import Host
 from toolkit.host.shell import quote_path
+from toolkit.journal import Journal, StepRecorder
 from toolkit.moves.bisect.checkout import GitCheckout
-from toolkit.moves.bisect.gitparse import parse_bisect_step, parse_rev_list
+from toolkit.moves.bisect.gitparse import CommitVerdict, parse_bisect_step, parse_rev_list
 from toolkit.moves.bisect.judgement import Judgement, assess
-from toolkit.moves.bisect.planner import BisectState, Verdict, expected_probes
+from toolkit.moves.bisect.planner import BisectState, expected_probes
 from toolkit.moves.bisect.references import References, check_references
 from toolkit.moves.bisect.result import BisectResult, NothingToBisect, Probe, ProbeRole
 from toolkit.moves.bisect.worktrees import compare_commits
+from toolkit.moves.trial import make_bench_call, run_launch
+from toolkit.server.server import Server
+from toolkit.server.spec import ServerSpec
 from toolkit.stats import metric_direction
-
-if TYPE_CHECKING:
-    from toolkit.host.host import Host
-    from toolkit.journal import Journal, StepRecorder
-    from toolkit.server.launch import Server
-    from toolkit.server.spec import ServerSpec
 
 __all__ = ["perf_bisect", "compare_commits", "DEFAULT_BENCH"]
 
@@ -94,8 +94,6 @@ class _Prober:
 
     def measure(self, sha: str, role: ProbeRole, judge: Callable[[list[float]], Judgement] | None) -> Probe:
         """One commit, as checked out now; ``judge`` None for the reference ends (judged together later)."""
-        from toolkit.moves import run_launch
-
         started = time.monotonic()
         subject = self.subjects.get(sha) or self.checkout.subject(sha)
         spec = dataclasses.replace(self.spec, commit=sha)
@@ -120,11 +118,11 @@ class _Prober:
             except ToolkitError as exc:  # ServerDied, ReadinessTimeout, no request completed, ...
                 error = f"{type(exc).__name__}: {exc.message}" + (f" [{exc.evidence[-1].strip()}]" if exc.evidence else "")
             judgement = judge(samples) if judge is not None and error is None else None
-            verdict: Verdict = judgement.verdict if judgement is not None else "skip"
+            verdict: CommitVerdict = judgement.verdict if judgement is not None else "skip"
             reason = judgement.reason if judgement is not None else (error or "reference: judged with its pair")
             probe = Probe(
                 self.count, self.order.get(sha, -1), sha, subject, role, tuple(samples), verdict, reason,
-                error, judgement, getattr(step, "id", None), time.monotonic() - started,
+                error, judgement, None if step is None else step.id, time.monotonic() - started,
             )
             self.count += 1
             if step is not None:
@@ -181,8 +179,8 @@ def record_verdict(step: StepRecorder, probe: Probe) -> None:
         step.finish("failed", error=probe.error)
 
 
-def _sample(result: Any, metric: str) -> float:
-    value = (getattr(result, "summary", None) or {}).get(metric)
+def _sample(result: BenchResult, metric: str) -> float:
+    value = result.summary.get(metric)
     try:
         return float(value) if value is not None else math.nan
     except (TypeError, ValueError):
@@ -234,8 +232,6 @@ def perf_bisect(
     ('[Perf] Use NCCL all-reduce for small batches instead of the custom all-reduce kernel', 4)
     """
     from tqdm.auto import tqdm
-
-    from toolkit.moves import make_bench_call
 
     if repeats < 1:
         raise ValueError(f"repeats must be >= 1, got {repeats}")

@@ -10,9 +10,10 @@ import re
 from dataclasses import dataclass
 from typing import Literal
 
-from toolkit.moves.bisect.planner import Verdict
+__all__ = ["CommitVerdict", "BisectLogEntry", "BisectStep", "parse_rev_list", "parse_bisect_log", "parse_bisect_step"]
 
-__all__ = ["BisectLogEntry", "BisectStep", "parse_rev_list", "parse_bisect_log", "parse_bisect_step"]
+#: What a probe says of a commit, in git bisect's own terms.
+CommitVerdict = Literal["good", "bad", "skip"]
 
 _SHA = re.compile(r"^[0-9a-f]{4,64}$")
 
@@ -38,7 +39,7 @@ def parse_rev_list(text: str) -> tuple[str, ...]:
 class BisectLogEntry:
     """One ``git bisect good|bad|skip SHA`` line of ``git bisect log``."""
 
-    verdict: Verdict
+    verdict: CommitVerdict
     commit: str
 
 
@@ -64,7 +65,7 @@ def parse_bisect_log(text: str) -> tuple[BisectLogEntry, ...]:
             continue
         mark = _LOG_MARK.match(line)
         if mark and mark.group("term") in terms:
-            verdict: Verdict = terms[mark.group("term")]  # type: ignore[assignment]
+            verdict: CommitVerdict = terms[mark.group("term")]  # type: ignore[assignment]
             entries.extend(BisectLogEntry(verdict, sha) for sha in mark.group("shas").split())
     return tuple(entries)
 

@@ -13,7 +13,7 @@ import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from toolkit.moves.bisect.planner import Verdict
+from toolkit.moves.bisect.gitparse import CommitVerdict
 
 __all__ = ["Judgement", "judge", "assess"]
 
@@ -22,7 +22,7 @@ __all__ = ["Judgement", "judge", "assess"]
 class Judgement:
     """A verdict and the numbers behind it, for the journal."""
 
-    verdict: Verdict
+    verdict: CommitVerdict
     reason: str
     median: float | None = None
     threshold: float | None = None
@@ -40,7 +40,7 @@ def judge(
     margin: float | None = None,
     lower_is_better: bool = False,
     min_samples: int = 1,
-) -> Verdict:
+) -> CommitVerdict:
     """good, bad or skip for one commit's benchmark samples (see :func:`assess`).
 
     >>> judge([82.1, 81.7, 82.4], good_ref=82.5, bad_ref=60.0)
@@ -117,7 +117,7 @@ def assess(
         return Judgement("skip", reason, median, limit, band, len(values))
     better = median <= low_edge if lower_is_better else median >= high_edge
     side = "below" if median < limit else "above"
-    verdict: Verdict = "good" if better else "bad"
+    verdict: CommitVerdict = "good" if better else "bad"
     return Judgement(
         verdict, f"median {median:g} is {side} {limit:g} ± {band:g}", median, limit, band, len(values)
     )

@@ -14,16 +14,13 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Literal
 
 import pandas as pd
 
-if TYPE_CHECKING:
-    from toolkit.moves.bisect.gitparse import BisectLogEntry
+from toolkit.moves.bisect.gitparse import BisectLogEntry, CommitVerdict
 
-__all__ = ["Verdict", "BisectState", "BisectOutcome", "expected_probes"]
+__all__ = ["CommitVerdict", "BisectState", "BisectOutcome", "expected_probes"]
 
-Verdict = Literal["good", "bad", "skip"]
 _VERDICTS: frozenset[str] = frozenset({"good", "bad", "skip"})
 
 
@@ -68,7 +65,7 @@ class BisectState:
 
     commits: tuple[str, ...]
     good: str | None = None
-    history: tuple[tuple[str, Verdict], ...] = ()
+    history: tuple[tuple[str, CommitVerdict], ...] = ()
 
     def __post_init__(self) -> None:
         if not self.commits:
@@ -85,7 +82,7 @@ class BisectState:
 
     # --- recording -----------------------------------------------------------------
 
-    def apply(self, commit: str, verdict: Verdict) -> BisectState:
+    def apply(self, commit: str, verdict: CommitVerdict) -> BisectState:
         """A new state with ``verdict`` for ``commit`` (a full or unique abbreviated sha).
 
         A later verdict for the same commit replaces the earlier one (a re-run after
@@ -115,7 +112,7 @@ class BisectState:
         raise ValueError(f"{commit} is ambiguous: it could be {', '.join(matches)}")
 
     @property
-    def verdicts(self) -> dict[str, Verdict]:
+    def verdicts(self) -> dict[str, CommitVerdict]:
         """The latest verdict per commit."""
         return dict(self.history)
 

@@ -18,11 +18,11 @@ from typing import TYPE_CHECKING, Literal
 import pandas as pd
 
 from toolkit.errors import ToolkitError
+from toolkit.moves.bisect.gitparse import CommitVerdict
 from toolkit.moves.bisect.judgement import Judgement
-from toolkit.moves.bisect.planner import Verdict
 
 if TYPE_CHECKING:
-    from matplotlib.figure import Figure
+    pass
 
 __all__ = ["Probe", "BisectResult", "NothingToBisect"]
 
@@ -62,7 +62,7 @@ class Probe:
     subject: str
     role: ProbeRole
     samples: tuple[float, ...]
-    verdict: Verdict
+    verdict: CommitVerdict
     reason: str
     error: str | None = None
     judgement: Judgement | None = None
@@ -131,18 +131,6 @@ class BisectResult:
     @property
     def frame(self) -> pd.DataFrame:
         return pd.DataFrame([p.row() for p in self.probes], columns=FRAME_COLUMNS)
-
-    def plot(self, *, title: str | None = None) -> Figure:
-        """The metric per probed commit (oldest left), good/bad/skip coloured, threshold dashed."""
-        from toolkit.views import plots
-
-        data = self.frame.rename(columns={"median": self.metric})
-        shown = title or (
-            f"Bisection: first bad {self.first_bad[:8]} {self.first_bad_subject or ''}".strip()
-            if self.first_bad
-            else None
-        )
-        return plots.bisect(data, self.threshold, y=self.metric, status="verdict", title=shown)
 
     def summary(self) -> str:
         references = {p.role: p for p in self.probes if p.role != "probe"}

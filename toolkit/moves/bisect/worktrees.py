@@ -14,18 +14,16 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from toolkit.errors import InvalidFlag
+from toolkit.host.host import Host
 from toolkit.host.shell import quote_path
+from toolkit.journal import Journal
+from toolkit.moves.abtest import ABResult, compare
 from toolkit.moves.bisect.checkout import GitCheckout
-
-if TYPE_CHECKING:
-    from toolkit.host.host import Host
-    from toolkit.journal import Journal
-    from toolkit.moves.abtest import ABResult
-    from toolkit.server.launch import Server
-    from toolkit.server.spec import FlagValue, ServerSpec
+from toolkit.server.server import Server
+from toolkit.server.spec import FlagValue, ServerSpec
 
 __all__ = ["compare_commits", "retarget"]
 
@@ -102,8 +100,6 @@ def compare_commits(
     >>> ab.comparison.verdict  # doctest: +SKIP
     'within_noise'
     """
-    from toolkit.moves import compare
-
     checkout = GitCheckout(host, repo_dir)
     shas = checkout.resolve(a), checkout.resolve(b)
     subjects = [checkout.subject(sha) for sha in shas]

@@ -11,14 +11,11 @@ import html
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Protocol
 
-if TYPE_CHECKING:
-    from datetime import datetime
+from toolkit.logs import LogEvent
 
 __all__ = [
     "VERDICTS",
-    "EventLike",
     "LogFilter",
     "LOG_CSS",
     "select",
@@ -38,26 +35,9 @@ MAX_LINE_CHARS = 2_000  # one minified JSON config line must not make a frame me
 MAX_CONTEXT_LINES = 40  # a traceback's last frames and its message; the full text is in the log
 
 
-class EventLike(Protocol):
-    """The attributes of `toolkit.logs.LogEvent` that a view reads."""
-
-    line_no: int
-    raw: str
-    text: str
-    timestamp: datetime | None
-    rank: str | None
-    level: str | None
-    verdict: object  # toolkit.logs.Verdict, a StrEnum
-    rule: str | None
-    phase: str | None
-    metric: object | None
-    context: tuple[str, ...]
-
-
-def verdict_of(event: EventLike) -> str:
-    """The verdict as its plain string ("benign"), whatever enum or string carries it."""
-    verdict = event.verdict
-    return str(getattr(verdict, "value", verdict))
+def verdict_of(event: LogEvent) -> str:
+    """The verdict as its plain string ("benign")."""
+    return event.verdict.value
 
 
 @dataclass(frozen=True)
@@ -68,7 +48,7 @@ class LogFilter:
     rank: str | None = None
     pattern: re.Pattern[str] | None = None
 
-    def matches(self, event: EventLike) -> bool:
+    def matches(self, event: LogEvent) -> bool:
         if verdict_of(event) not in self.verdicts:
             return False
         if self.rank is not None and event.rank != self.rank:
@@ -90,11 +70,11 @@ class LogFilter:
         return ", ".join(parts) or "none"
 
 
-def select(events: Sequence[EventLike], log_filter: LogFilter, limit: int) -> list[EventLike]:
+def select(events: Sequence[LogEvent], log_filter: LogFilter, limit: int) -> list[LogEvent]:
     """The last `limit` events that pass the filter, oldest first."""
     if log_filter.is_default:
         return list(events[-limit:]) if limit else []
-    chosen: list[EventLike] = []
+    chosen: list[LogEvent] = []
     for event in reversed(events):
         if len(chosen) >= limit:
             break
@@ -115,22 +95,21 @@ def display_text(raw: str, max_chars: int = MAX_LINE_CHARS) -> str:
     return text
 
 
-def _title(event: EventLike, verdict: str) -> str:
+def _title(event: LogEvent, verdict: str) -> str:
     parts = [verdict]
     if event.rule:
         parts.append(f"rule: {event.rule}")
     if event.phase:
         parts.append(f"phase: {event.phase}")
     metric = event.metric
-    values = getattr(metric, "values", None)
-    if isinstance(values, Mapping):
-        shown = ", ".join(f"{key}={value}" for key, value in values.items())
-        parts.append(f"{getattr(metric, 'kind', 'metric')}: {shown}")
+    if metric is not None:
+        shown = ", ".join(f"{key}={value}" for key, value in metric.values.items())
+        parts.append(f"{metric.kind}: {shown}")
     parts.append(f"line {event.line_no}")
     return " · ".join(parts)
 
 
-def line_html(event: EventLike) -> str:
+def line_html(event: LogEvent) -> str:
     """One line element; every piece of log text is escaped, in content and in attributes."""
     verdict = verdict_of(event)
     attrs = [
@@ -173,7 +152,7 @@ LOG_CSS = """<style>
 </style>"""
 
 
-def log_html(events: Iterable[EventLike], *, empty: str = "no log lines yet") -> str:
+def log_html(events: Iterable[LogEvent], *, empty: str = "no log lines yet") -> str:
     """The whole frame: the style block and a scroller that stays pinned to the newest line.
 
     `flex-direction: column-reverse` pins the scroll position to the bottom without any

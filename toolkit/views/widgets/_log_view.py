@@ -13,14 +13,16 @@ import html
 import re
 import threading
 from collections import Counter, deque
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import ipywidgets as widgets
 from traitlets import Bool, Dict, Int
 
+from toolkit.logs import LogEvent
+from toolkit.server.follow import EventSource, LogFollower
+from toolkit.server.server import MultiNodeServer, Server
 from toolkit.views.widgets._log_markup import (
     VERDICTS,
-    EventLike,
     LogFilter,
     count_text,
     display_text,
@@ -31,10 +33,6 @@ from toolkit.views.widgets._log_markup import (
 )
 from toolkit.views.widgets._text_repr import TextRepr
 from toolkit.views.widgets._throttle import Throttle
-
-if TYPE_CHECKING:
-    from toolkit.server.follow import LogFollower
-    from toolkit.server.launch import Server
 
 __all__ = ["LogView"]
 
@@ -65,7 +63,7 @@ class LogView(TextRepr, widgets.VBox):
 
     def __init__(
         self,
-        source: Server | LogFollower,
+        source: Server | MultiNodeServer | LogFollower | EventSource,
         *,
         max_lines: int = 500,
         history: int = 5_000,
@@ -76,7 +74,7 @@ class LogView(TextRepr, widgets.VBox):
                 f"LogView needs 0 < max_lines <= history, got max_lines={max_lines}, history={history}."
             )
         self.max_lines = max_lines
-        self._buffer: deque[EventLike] = deque(maxlen=history)
+        self._buffer: deque[LogEvent] = deque(maxlen=history)
         self._lock = threading.Lock()
         self._counter: Counter[str] = Counter()
         self._received = 0
@@ -120,14 +118,13 @@ class LogView(TextRepr, widgets.VBox):
         self.pause.observe(self._on_pause, "value")
 
         self._follower = _follower_of(source)
-        self._stats = getattr(self._follower, "stats", None) is not None
         self._throttle = Throttle(self._render, rate_hz=rate_hz, name="LogView-redraw")
         self._closed = False
         self._unsubscribe = self._follower.subscribe(self._on_events, replay=True)
         self._throttle.poke()
 
     # -- the reader thread's side: cheap, no widget traffic -----------------------------------
-    def _on_events(self, batch: list[EventLike]) -> None:
+    def _on_events(self, batch: list[LogEvent]) -> None:
         with self._lock:
             self._buffer.extend(batch)
             self._received += len(batch)
@@ -144,8 +141,7 @@ class LogView(TextRepr, widgets.VBox):
             counts = dict(self._counter)
             received = self._received
             ranks = sorted(self._ranks, key=natural_key)
-        stats = getattr(self._follower, "stats", None) if self._stats else None
-        total = max(received, int(getattr(stats, "lines", 0) or 0))
+        total = max(received, self._follower.stats.lines) if isinstance(self._follower, LogFollower) else received
         self.total_lines = total
         self.counts = counts
         options = [("all ranks", _ALL_RANKS), *((rank, rank) for rank in ranks)]
@@ -202,7 +198,7 @@ class LogView(TextRepr, widgets.VBox):
 
     # -- public -----------------------------------------------------------------------------
     @property
-    def follower(self) -> Any:
+    def follower(self) -> EventSource:
         return self._follower
 
     @property
@@ -210,7 +206,7 @@ class LogView(TextRepr, widgets.VBox):
         """Frames rendered so far (each is at most one update of each HTML widget)."""
         return self._throttle.renders
 
-    def visible_events(self) -> list[EventLike]:
+    def visible_events(self) -> list[LogEvent]:
         """The events the current filters select, oldest first (what the frame shows)."""
         with self._lock:
             events = list(self._buffer)
@@ -225,9 +221,8 @@ class LogView(TextRepr, widgets.VBox):
         with self._lock:
             counts = dict(self._counter)
             received = self._received
-        stats = getattr(self._follower, "stats", None) if self._stats else None
-        total = max(received, int(getattr(stats, "lines", 0) or 0))
-        where = getattr(self._follower, "path", None)
+        total = max(received, self._follower.stats.lines) if isinstance(self._follower, LogFollower) else received
+        where = self._follower.path if isinstance(self._follower, LogFollower) else None
         head = f"LogView{f' of {where}' if where else ''}: {count_text(total, counts)}"
         if not self._filter.is_default:
             head += f" (filter: {self._filter.describe()})"
@@ -240,11 +235,9 @@ class LogView(TextRepr, widgets.VBox):
 
     def close(self) -> None:
         """Unsubscribe, stop and join the redraw thread, close the widgets (idempotent)."""
-        if not getattr(self, "_closed", True):  # False only once __init__ got this far
+        if not self._closed:  # False only once __init__ got this far
             self._closed = True
-            unsubscribe = getattr(self, "_unsubscribe", None)
-            if unsubscribe is not None:
-                unsubscribe()
+            self._unsubscribe()
             self._throttle.close()
             for child in (*self.verdict_toggles.values(), self.rank, self.pattern, self.pause):
                 child.close()
@@ -259,13 +252,12 @@ class LogView(TextRepr, widgets.VBox):
         self.close()
 
 
-def _follower_of(source: Server | LogFollower) -> Any:
+def _follower_of(source: Server | MultiNodeServer | LogFollower | EventSource) -> EventSource:
     """The follower to subscribe to: the source itself, or a Server's shared one."""
-    if hasattr(source, "subscribe"):
-        return source
-    if hasattr(source, "follow"):
+    if isinstance(source, Server | MultiNodeServer):
         return source.follow()  # the server's one follower, started; it stops with the server
+    if isinstance(source, LogFollower | EventSource):
+        return source
     raise TypeError(
-        f"LogView needs a Server (with .follow()) or a LogFollower (with .subscribe()), "
-        f"got {type(source).__name__}; pass server or server.follow()."
+        f"LogView needs a Server or a LogFollower, got {type(source).__name__}; pass server or server.follow()."
     )

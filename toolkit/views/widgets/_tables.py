@@ -9,18 +9,19 @@ from __future__ import annotations
 import threading
 from collections import deque
 from collections.abc import Iterable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 import ipywidgets as widgets
 import pandas as pd
 from traitlets import Int
 
+from toolkit.journal import Journal
 from toolkit.views.widgets._table_markup import env_pivot_html, format_value, frame_html, frame_text
 from toolkit.views.widgets._text_repr import TextRepr
 from toolkit.views.widgets._throttle import Throttle
 
 if TYPE_CHECKING:
-    from toolkit.envcheck import EnvReport
+    from toolkit.moves.envcheck import EnvReport
 
 __all__ = ["ResultsTable", "EnvMatrix", "JournalSteps"]
 
@@ -35,6 +36,8 @@ class ResultsTable(TextRepr, widgets.VBox):
     Rows are kept up to `history` (oldest dropped) and the last `max_rows` are drawn, at
     most `rate_hz` times a second however fast rows come.
     """
+
+    _closed = True  # until __init__ finished: ipywidgets calls close() from __del__ too
 
     row_count = Int(0, help="rows appended so far (including any dropped from the history)")
 
@@ -98,7 +101,7 @@ class ResultsTable(TextRepr, widgets.VBox):
         return f"ResultsTable: {self._appended:,} rows\n{frame_text(frame)}"
 
     def close(self) -> None:
-        if not getattr(self, "_closed", True):
+        if not self._closed:
             self._closed = True
             self._throttle.close()
             self.table.close()
@@ -108,13 +111,15 @@ class ResultsTable(TextRepr, widgets.VBox):
 class EnvMatrix(TextRepr, widgets.VBox):
     """Expected vs actual environment: one row per variable, one column per process.
 
-    >>> display(EnvMatrix(server.env_report({"NCCL_ALGO": "Ring"})))       # doctest: +SKIP
+    >>> display(EnvMatrix(tk.env_report(server, {"NCCL_ALGO": "Ring"})))       # doctest: +SKIP
 
-    Takes a `toolkit.envcheck.EnvReport` (its `frame`) or any long DataFrame with one row
+    Takes a `toolkit.moves.envcheck.EnvReport` (its `frame`) or any long DataFrame with one row
     per (process, variable); `rows`, `columns`, `value`, `status` and `expected` name its
     columns. Cells are coloured by status (ok green, overridden amber, missing red,
     unreadable grey) and their tooltip says what was expected and why it differs.
     """
+
+    _built = False  # until __init__ made its children: ipywidgets calls close() from __del__ too
 
     def __init__(
         self,
@@ -131,6 +136,7 @@ class EnvMatrix(TextRepr, widgets.VBox):
         self.matrix = widgets.HTML()
         self.matrix.add_class("tk-env-widget")
         super().__init__(children=(self.matrix,))
+        self._built = True
         self.frame = pd.DataFrame()
         self.report: EnvReport | None = None
         self.update(report)
@@ -175,14 +181,9 @@ class EnvMatrix(TextRepr, widgets.VBox):
         return "\n".join(lines)
 
     def close(self) -> None:
-        matrix = getattr(self, "matrix", None)
-        if matrix is not None:
-            matrix.close()
+        if self._built:
+            self.matrix.close()
         super().close()
-
-
-class JournalLike(Protocol):
-    def steps(self) -> pd.DataFrame: ...
 
 
 # The columns a person scans; the spec, evidence and traceback are in the journal and report.
@@ -201,8 +202,10 @@ class JournalSteps(TextRepr, widgets.VBox):
     `columns=None` shows every column `journal.steps()` returns.
     """
 
+    _built = False  # until __init__ made its children: ipywidgets calls close() from __del__ too
+
     def __init__(
-        self, journal: JournalLike, *, columns: Sequence[str] | None = STEP_COLUMNS, max_rows: int = 100
+        self, journal: Journal, *, columns: Sequence[str] | None = STEP_COLUMNS, max_rows: int = 100
     ) -> None:
         self.journal = journal
         self.columns = None if columns is None else tuple(columns)
@@ -214,6 +217,7 @@ class JournalSteps(TextRepr, widgets.VBox):
         )
         self.refresh_button.on_click(lambda _button: self.refresh())
         super().__init__(children=(self.refresh_button, self.table))
+        self._built = True
         self.frame = pd.DataFrame()
         self.refresh()
 
@@ -229,7 +233,7 @@ class JournalSteps(TextRepr, widgets.VBox):
         return f"JournalSteps: {len(self.frame):,} steps\n{frame_text(self.frame, max_rows=20)}"
 
     def close(self) -> None:
-        for child in (getattr(self, "table", None), getattr(self, "refresh_button", None)):
-            if child is not None:
-                child.close()
+        if self._built:
+            self.table.close()
+            self.refresh_button.close()
         super().close()

@@ -8,7 +8,7 @@ was read. :func:`check_env` turns the process tree of a server (each process's
 
 Statuses: ``ok`` (equal to expected, or present when any value is expected),
 ``missing``, ``overridden`` (present with another value; the ``reason`` names the engine
-code when it is a known override, see :mod:`~toolkit.envcheck.overrides`) and
+code when it is a known override, see :mod:`~toolkit.moves.envcheck.overrides`) and
 ``unreadable`` (the process could not be read: it exited, or belongs to another user).
 An ``ok`` launcher beside ``overridden`` workers is the signature of an engine that
 rewrote its own ``os.environ`` before spawning them.
@@ -23,12 +23,12 @@ from typing import TYPE_CHECKING
 
 import pandas as pd
 
-from toolkit.envcheck.nccl import nccl_env_frame
-from toolkit.envcheck.overrides import override_reason
-from toolkit.envcheck.roles import ProcessLike, ProcessRole, Role, classify_tree
+from toolkit.moves.envcheck.nccl import nccl_env_frame
+from toolkit.moves.envcheck.overrides import override_reason
+from toolkit.moves.envcheck.roles import ProcessLike, ProcessRole, Role, classify_tree
 
 if TYPE_CHECKING:
-    from matplotlib.figure import Figure
+    pass
 
 __all__ = ["EnvReport", "STATUS_CODES", "check_env"]
 
@@ -103,29 +103,35 @@ class EnvReport:
         )
 
     def with_nccl_log(self, lines: Iterable[str], *, host: str | None = None) -> EnvReport:
-        """This report plus the NCCL log comparison (see :func:`~toolkit.envcheck.nccl.nccl_env_frame`).
+        """This report plus the NCCL log comparison (see :func:`~toolkit.moves.envcheck.nccl.nccl_env_frame`).
 
         ``host`` names the host whose log this is, as the report names it: NCCL prints the
         machine's own hostname, which is rarely the ``user@host:port`` the toolkit uses.
         """
-        return replace(self, nccl=nccl_env_frame(lines, dict(self.expected), report=self, host=host))
+        return replace(self, nccl=nccl_env_frame(lines, dict(self.expected), roles=self.roles(), host=host))
+
+    def roles(self) -> dict[tuple[str, int], ProcessRole]:
+        """Each process's role, engine and rank, keyed by (host, pid)."""
+        rows = self.frame.drop_duplicates(["host", "pid"])
+        return {
+            (row.host, int(row.pid)): ProcessRole(
+                Role(row.role),
+                row.engine if isinstance(row.engine, str) else None,  # pandas stores a missing string as NaN
+                row.rank if isinstance(row.rank, str) else None,
+            )
+            for row in rows.itertuples(index=False)
+        }
 
     def with_nccl_logs(self, logs: Mapping[str, Iterable[str]]) -> EnvReport:
         """Like :meth:`with_nccl_log` for several nodes: ``{host name: that host's log lines}``."""
         frames = [
-            nccl_env_frame(lines, dict(self.expected), report=self, host=host) for host, lines in logs.items()
+            nccl_env_frame(lines, dict(self.expected), roles=self.roles(), host=host) for host, lines in logs.items()
         ]
         if not frames:
             return self
         frame = pd.concat(frames, ignore_index=True) if len(frames) > 1 else frames[0]
         order = ["host", "device", "pid", "variable"]
         return replace(self, nccl=frame.sort_values(order, kind="stable").reset_index(drop=True))
-
-    def plot(self, *, title: str | None = None) -> Figure:
-        """Variables x processes coloured by status, values annotated (:func:`toolkit.views.plots.env_matrix`)."""
-        from toolkit.views import plots
-
-        return plots.env_matrix(self.frame, title=title)
 
     def summary(self) -> str:
         """One line: counts by status and the worst finding."""

@@ -1,6 +1,6 @@
 """Read a running server's environment where it runs: every process of every node, and NCCL's echoes.
 
-The pure check (:func:`~toolkit.envcheck.report.check_env`) needs each process's
+The pure check (:func:`~toolkit.moves.envcheck.report.check_env`) needs each process's
 exec-time environment. This driver collects it with one ``Host.process_tree`` round
 trip per node (all nodes at once), filters the ``NCCL_DEBUG=INFO`` lines out of each
 node's log on the host itself, and returns the :class:`EnvReport`. A node that cannot
@@ -12,18 +12,16 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from toolkit.envcheck.nccl import nccl_lines_script
-from toolkit.envcheck.report import EnvReport, check_env
-from toolkit.envcheck.roles import Role, classify_tree
 from toolkit.errors import HostError
+from toolkit.host.host import Host
 from toolkit.host.procs import ProcessInfo
-
-if TYPE_CHECKING:
-    from toolkit.host.host import Host
-    from toolkit.journal import Journal
-    from toolkit.server.launch import MultiNodeServer, Server
+from toolkit.journal import Journal
+from toolkit.moves.envcheck.nccl import nccl_lines_script
+from toolkit.moves.envcheck.report import EnvReport, check_env
+from toolkit.moves.envcheck.roles import Role, classify_tree
+from toolkit.server.server import MultiNodeServer, Server
 
 __all__ = ["env_report"]
 
@@ -64,7 +62,7 @@ def env_report(
     'env check of 3 processes x 2 variables on localhost: 4 ok, 2 overridden, 0 missing, 0 unreadable; ...'
     """
     wanted = _expected(expected)
-    nodes: list[Server] = list(getattr(server, "nodes", None) or [server])
+    nodes: list[Server] = list(server.nodes) if isinstance(server, MultiNodeServer) else [server]
     engine = nodes[0].spec.engine
     jobs = [(node.host, lambda node=node: _tree(node.host, node.pid)) for node in nodes]
     jobs += [(host, lambda host=host: _search(host, engine)) for host in hosts or ()]

@@ -12,16 +12,12 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 import pandas as pd
 
-from toolkit.envcheck.overrides import override_reason
-from toolkit.envcheck.roles import ProcessRole, Role
 from toolkit.host.shell import quote_path
-
-if TYPE_CHECKING:
-    from toolkit.envcheck.report import EnvReport
+from toolkit.moves.envcheck.overrides import override_reason
+from toolkit.moves.envcheck.roles import ProcessRole, Role
 
 __all__ = ["NcclEnvEcho", "parse_nccl_env", "nccl_env_frame", "nccl_lines_script"]
 
@@ -84,7 +80,7 @@ def nccl_env_frame(
     lines: Iterable[str],
     expected: Mapping[str, str | None],
     *,
-    report: EnvReport | None = None,
+    roles: Mapping[tuple[str, int], ProcessRole] | None = None,
     host: str | None = None,
 ) -> pd.DataFrame:
     """Compare each NCCL process's echoed variables with ``expected``.
@@ -92,7 +88,7 @@ def nccl_env_frame(
     One row per (process that logged NCCL INFO, expected ``NCCL_*`` variable), with
     columns host, pid, device, nccl_rank, role, rank, variable, log_value, expected,
     status, reason. ``not_logged`` means the process logged NCCL INFO lines but never
-    echoed the variable: NCCL did not see it. ``report`` (an :class:`EnvReport`) adds
+    echoed the variable: NCCL did not see it. ``roles`` (``EnvReport.roles()``) adds
     role and rank by host and pid, and override reasons. ``host`` names the host the
     lines came from (as the report names it) instead of the hostname NCCL printed.
 
@@ -119,7 +115,7 @@ def nccl_env_frame(
             process["nccl_rank"] = f"{comm.group('rank')}/{comm.group('nranks')}"
         for echo in parse_nccl_env([text]):
             values.setdefault((host or echo.host, echo.pid, echo.variable), echo.value)
-    known = _report_roles(report)
+    known = dict(roles or {})
     records = []
     for (host, pid), process in seen.items():
         role = known.get((host, pid), ProcessRole(Role.OTHER))
@@ -163,23 +159,6 @@ def nccl_env_frame(
     ]
     frame = pd.DataFrame(records, columns=columns)
     return frame.sort_values(["host", "device", "pid", "variable"], kind="stable").reset_index(drop=True)
-
-
-def _report_roles(report: EnvReport | None) -> dict[tuple[str, int], ProcessRole]:
-    if report is None:
-        return {}
-    rows = report.frame.drop_duplicates(["host", "pid"])
-    return {
-        (row.host, int(row.pid)): ProcessRole(
-            Role(row.role), _text_or_none(row.engine), _text_or_none(row.rank)
-        )
-        for row in rows.itertuples(index=False)
-    }
-
-
-def _text_or_none(value: object) -> str | None:
-    """pandas stores a missing string as NaN; give it back as None."""
-    return value if isinstance(value, str) else None
 
 
 # One line per process (its first NCCL INFO line) plus every echo and communicator line:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from toolkit.envcheck.roles import ProcessRole, Role
+from toolkit.moves.envcheck.roles import ProcessRole, Role
 
 __all__ = ["KnownOverride", "KNOWN_OVERRIDES", "override_reason"]
 

@@ -1,0 +1,37 @@
+"""Human labels with units for metric names: one table, used by tables, plots and the post-mortem.
+
+>>> metric_label("median_ttft_ms")
+'median TTFT (ms)'
+>>> metric_label("output_throughput")
+'output tok/s'
+"""
+
+from __future__ import annotations
+
+__all__ = ["metric_label", "LATENCY_NAMES", "ALIASES"]
+
+LATENCY_NAMES = {"ttft": "TTFT", "tpot": "TPOT", "itl": "ITL", "e2el": "end-to-end latency"}
+LABELS = {
+    "output_throughput": "output tok/s", "total_token_throughput": "total tok/s (in + out)",
+    "request_throughput": "requests/s", "accept_length": "accept length (tokens/step)",
+    "accept_len": "accept length (tokens/step)", "gen_throughput": "generation tok/s",
+    "t_s": "seconds since the run's first metric line", "time_to_ready_s": "time to ready (s)",
+}
+# Names the log parser may use for the same server metric.
+ALIASES = {
+    "gen_throughput": ("gen_throughput_tok_s", "generation_throughput", "avg_generation_throughput"),
+    "accept_len": ("accept_length", "mean_acceptance_length", "accept_len_tokens"),
+}
+
+
+def metric_label(name: str) -> str:
+    """An axis label with units for a metric column: ``median_ttft_ms`` -> ``median TTFT (ms)``."""
+    if name in LABELS:
+        return LABELS[name]
+    if name.endswith("_ms"):
+        stem = name.removesuffix("_ms")
+        stat, _, base = stem.partition("_") if "_" in stem else ("", "", stem)
+        if base in LATENCY_NAMES:
+            return f"{stat} {LATENCY_NAMES[base]} (ms)".strip()
+        return f"{LATENCY_NAMES.get(stem, stem)} (ms)"
+    return name.replace("_", " ")

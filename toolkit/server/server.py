@@ -1,0 +1,186 @@
+"""A launched server: where it answers, its process tree, its log, and its one state.
+
+A `Server` owns one :class:`~toolkit.server.follow.LogFollower` (one `tail -F` channel,
+however many views watch) and one :class:`~toolkit.server.state.ServerState` that the
+follower, `wait_ready` and `stop` feed. Widgets, sweeps and the journal read that state;
+nobody keeps a second copy. Leaving the ``with`` block stops every process the server
+started, TP ranks included.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+
+from toolkit.host.host import Host, ProcessHandle, StopReport
+from toolkit.logs import LogEvent
+from toolkit.server.follow import LogFollower
+from toolkit.server.http import ProbeOutcome, probe_generation
+from toolkit.server.logfile import count_lines, tail_lines
+from toolkit.server.readiness import ReadinessReport
+from toolkit.server.spec import ServerSpec
+from toolkit.server.state import ServerState, ServerStatus
+from toolkit.server.wait import StartupWatch, wait_ready
+
+__all__ = ["Server", "MultiNodeServer"]
+
+_ENGINES_WITH_PACKS = ("sglang", "vllm")
+
+
+@dataclass(eq=False)
+class Server:
+    """A launched server: where it answers (``url``), its process, its log. Stops on ``with`` exit."""
+
+    host: Host
+    spec: ServerSpec
+    process: ProcessHandle
+    url: str
+    log_path: str
+    state: ServerState = field(init=False, repr=False)
+    stop_report: StopReport | None = field(default=None, init=False, repr=False)
+    _follower: LogFollower | None = field(default=None, init=False, repr=False)
+    _lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        self.state = ServerState(started_at=self.process.started_at)
+
+    @property
+    def pid(self) -> int:
+        return self.process.pid
+
+    @property
+    def started_at(self) -> float:
+        return self.process.started_at
+
+    @property
+    def where(self) -> str:
+        """`sim EAGLE3 on localhost (pid 4242, log /tmp/...)`: what an error says of this server."""
+        return f"{self.spec.describe()} on {self.host.name} (pid {self.pid}, log {self.log_path})"
+
+    def status(self) -> ServerStatus:
+        """The server's state now (starting, ready, failed, stopping, stopped, and why)."""
+        return self.state.status()
+
+    @property
+    def readiness(self) -> ReadinessReport:
+        """The readiness report as the server's state has it now."""
+        return self.state.readiness()
+
+    def is_alive(self) -> bool:
+        """Whether the launched process still runs (it may still be loading, or hung)."""
+        return self.host.is_alive(self.process)
+
+    def log_tail(self, lines: int = 50) -> list[str]:
+        """The last ``lines`` lines of the server log."""
+        return tail_lines(self.host, self.log_path, lines)
+
+    def follow(self) -> LogFollower:
+        """The server's one log follower, started; it feeds the server's state and is stopped with the server."""
+        with self._lock:
+            follower = self._follower
+            if follower is None or follower.finished.is_set():
+                engine = self.spec.engine if self.spec.engine in _ENGINES_WITH_PACKS else "auto"
+                follower = self._follower = LogFollower(self.host, self.log_path, engine=engine)
+                follower.subscribe(self._observe, replay=True)
+                follower.start()
+            return follower
+
+    def _observe(self, events: list[LogEvent]) -> None:
+        self.state.observe(events, time.time())
+
+    def probe(self, timeout_s: float = 5.0) -> ProbeOutcome:
+        """One readiness probe of this server (see :func:`toolkit.server.http.probe_generation`)."""
+        engine = self.spec.engine if self.spec.engine in _ENGINES_WITH_PACKS else "generic"
+        model = self.spec.model if self.spec.engine == "transformers" else None
+        return probe_generation(self.url, engine, timeout_s=timeout_s, model=model)
+
+    def wait_ready(self, *, timeout_s: float = 900.0, hang_after_s: float = 300.0, probe_interval_s: float = 1.0,
+                   fast_probe_interval_s: float = 0.1, probe_timeout_s: float = 5.0,
+                   alive_interval_s: float = 0.25) -> ReadinessReport:
+        """Block until the server is ready or has failed: see :func:`toolkit.server.wait.wait_ready`."""
+        watch = StartupWatch(
+            state=self.state, follower=self.follow(), probe=self.probe, is_alive=self.is_alive,
+            count_log_lines=lambda: count_lines(self.host, self.log_path), where=self.where,
+            host_name=self.host.name,
+        )
+        return wait_ready(watch, timeout_s=timeout_s, hang_after_s=hang_after_s, probe_interval_s=probe_interval_s,
+                          fast_probe_interval_s=fast_probe_interval_s, probe_timeout_s=probe_timeout_s,
+                          alive_interval_s=alive_interval_s)
+
+    def stop(self, *, grace_s: float = 10.0) -> StopReport:
+        """Stop the server's whole process tree (SIGTERM, SIGKILL after ``grace_s``); idempotent.
+
+        The lines the ranks write while dying are shutdown noise: the state stops judging them.
+        """
+        self.state.stop_requested(time.time())
+        report = self.host.stop(self.process, grace_s=grace_s)
+        follower = self._follower
+        if follower is not None:
+            follower.stop()
+        if self.stop_report is None:
+            self.stop_report = report
+            self.state.stopped(sigkill_sent=report.sigkill_sent, already_stopped=report.already_stopped,
+                               at=time.time())
+        return report
+
+    def __enter__(self) -> Server:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.stop()
+
+
+@dataclass(eq=False)
+class MultiNodeServer:
+    """One server spread over several hosts (SGLang ``--nnodes``); node 0 serves HTTP."""
+
+    nodes: tuple[Server, ...]
+
+    @property
+    def head(self) -> Server:
+        return self.nodes[0]
+
+    @property
+    def url(self) -> str:
+        return self.head.url
+
+    @property
+    def spec(self) -> ServerSpec:
+        return self.head.spec
+
+    @property
+    def host(self) -> Host:
+        return self.head.host
+
+    @property
+    def pid(self) -> int:
+        return self.head.pid
+
+    @property
+    def state(self) -> ServerState:
+        """Node 0's state: it serves HTTP once every node has joined."""
+        return self.head.state
+
+    def follow(self) -> LogFollower:
+        return self.head.follow()
+
+    def is_alive(self) -> bool:
+        """True only if every node still runs: one dead node stalls the others' collectives."""
+        return all(node.is_alive() for node in self.nodes)
+
+    def stop(self, *, grace_s: float = 10.0) -> tuple[StopReport, ...]:
+        """Stop every node, in parallel (each may wait ``grace_s`` for SIGTERM); idempotent."""
+        with ThreadPoolExecutor(max_workers=len(self.nodes)) as pool:
+            return tuple(pool.map(lambda node: node.stop(grace_s=grace_s), self.nodes))
+
+    def wait_ready(self, **kwargs: float) -> ReadinessReport:
+        """Wait for node 0, which serves HTTP once all nodes joined: see :meth:`Server.wait_ready`."""
+        return self.head.wait_ready(**kwargs)
+
+    def __enter__(self) -> MultiNodeServer:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.stop()

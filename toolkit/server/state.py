@@ -1,0 +1,237 @@
+"""The one state of a launched server: its readiness tracker, how it ended, and who watches it.
+
+Before, `wait_ready` ran one `ReadinessTracker` and every `ServerPanel` ran a second one,
+polling the server for what the first had concluded. Now a `Server` owns one `ServerState`:
+its log follower feeds it every classified line, `wait_ready` feeds it probes, the process
+exit and the passing of time, `Server.stop` tells it a stop began and how it ended. Views,
+the journal and errors read one immutable `ServerStatus` from it, or subscribe to changes.
+
+Lines written after the toolkit asked the server to stop are shutdown noise (SGLang logs
+`Child process unexpectedly failed with an exit code 15` for the SIGTERM we sent): they no
+longer change the verdict. A server that failed before the stop still ends failed.
+
+>>> state = ServerState(started_at=0.0)
+>>> state.probe(ok=True, detail="GET /health_generate 200", proves_generation=True, at=2.5).lifecycle
+'ready'
+>>> state.stop_requested(at=10.0).lifecycle
+'stopping'
+>>> state.stopped(sigkill_sent=False, at=11.0).note
+'clean exit (stopped by the toolkit after 10.0 s)'
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Literal
+
+from toolkit.logs import LogEvent, Verdict
+from toolkit.server.readiness import Failure, ReadinessReport, ReadinessState, ReadinessTracker
+
+__all__ = ["Lifecycle", "ServerStatus", "ServerState", "ErrorSummary"]
+
+Lifecycle = Literal["starting", "ready", "failed", "stopping", "stopped"]
+
+# Failure.kind -> the error class wait_ready raises for it (toolkit.errors), named on the badge.
+FAILURE_ERRORS = {"fatal": "ServerDied", "died": "ServerDied", "timeout": "ReadinessTimeout", "hung": "ServerHung"}
+
+
+@dataclass(frozen=True)
+class ErrorSummary:
+    """A failure as a person reads it: the error's kind, message, the quoted lines and what to do."""
+
+    kind: str | None
+    message: str
+    evidence: tuple[str, ...]
+    hint: str | None
+
+    @classmethod
+    def of_failure(cls, failure: Failure) -> ErrorSummary:
+        return cls(FAILURE_ERRORS.get(failure.kind, failure.kind), failure.message, failure.evidence(), failure.hint)
+
+
+@dataclass(frozen=True)
+class ServerStatus:
+    """The server at one instant: what every view draws and what the journal records."""
+
+    lifecycle: Lifecycle
+    started_at: float
+    at: float
+    phase: str | None
+    readiness: ReadinessReport
+    error: ErrorSummary | None
+    note: str | None
+    log_says_ready: bool
+    stop_requested_at: float | None
+    stopped_at: float | None
+
+    @property
+    def elapsed_s(self) -> float:
+        """Seconds from launch to now, to readiness, or to the end."""
+        if self.lifecycle == "ready" and self.readiness.time_to_ready_s is not None:
+            return self.readiness.time_to_ready_s
+        end = self.stopped_at if self.stopped_at is not None else self.at
+        if self.lifecycle == "failed" and self.readiness.failure is not None:
+            end = min(end, self.readiness.failure.at)
+        return max(0.0, end - self.started_at)
+
+
+Listener = Callable[[ServerStatus], None]
+
+
+class ServerState:
+    """Thread-safe: the follower's reader thread, `wait_ready` and a Stop button all feed it."""
+
+    def __init__(self, *, started_at: float, hang_after_s: float = 300.0) -> None:
+        self._lock = threading.RLock()
+        self._tracker = ReadinessTracker(started_at=started_at, hang_after_s=hang_after_s, timeout_s=None)
+        self.started_at = started_at
+        self._now = started_at
+        self._phase: str | None = None
+        self._log_says_ready = False
+        self._error: ErrorSummary | None = None
+        self._stop_requested_at: float | None = None
+        self._stopped_at: float | None = None
+        self._stop_note: str | None = None
+        self._failed_before_stop = False
+        self._listeners: list[Listener] = []
+
+    # -- inputs ----------------------------------------------------------------------------
+    def observe(self, events: Iterable[LogEvent], at: float) -> ServerStatus:
+        """Classified log lines (from the server's follower)."""
+        with self._lock:
+            self._now = max(self._now, at)
+            if self._stop_requested_at is None:
+                for event in events:
+                    self._tracker.observe(event, at)
+                    if event.phase is not None and self._tracker.state is ReadinessState.STARTING:
+                        self._phase = event.phase.value
+                    if event.verdict is Verdict.READY:
+                        self._log_says_ready = True
+        return self._changed()
+
+    def probe(self, *, ok: bool, detail: str, proves_generation: bool, at: float) -> ServerStatus:
+        """One HTTP probe's outcome (from `wait_ready`)."""
+        with self._lock:
+            self._now = max(self._now, at)
+            self._tracker.probe(ok, detail, proves_generation, at=at)
+        return self._changed()
+
+    def process_exited(self, code: int | None, at: float) -> ServerStatus:
+        """The process is gone. After a stop we asked for, that is the expected end, not a death."""
+        with self._lock:
+            self._now = max(self._now, at)
+            if self._stop_requested_at is None:
+                self._tracker.process_exited(code, at)
+        return self._changed()
+
+    def tick(self, now: float, *, timeout_s: float | None = None, hang_after_s: float | None = None) -> ServerStatus:
+        """Let time pass; `wait_ready` passes its own limits (seconds from launch)."""
+        with self._lock:
+            self._now = max(self._now, now)
+            if self._stop_requested_at is None:
+                self._tracker.limits(timeout_s=timeout_s, hang_after_s=hang_after_s)
+                self._tracker.tick(now)
+        return self._changed()
+
+    def record_error(self, error: ErrorSummary, at: float) -> ServerStatus:
+        """An error raised about this server elsewhere (a benchmark that found it dead, say)."""
+        with self._lock:
+            self._now = max(self._now, at)
+            if self._error is None and self._stop_requested_at is None:
+                self._error = error
+        return self._changed()
+
+    def stop_requested(self, at: float) -> ServerStatus:
+        """The toolkit is stopping the server: from now on its log lines are shutdown noise."""
+        with self._lock:
+            if self._stop_requested_at is None:
+                self._stop_requested_at = at
+                self._failed_before_stop = self._failed()
+            self._now = max(self._now, at)
+        return self._changed()
+
+    def stopped(self, *, sigkill_sent: bool, at: float, already_stopped: bool = False) -> ServerStatus:
+        """The stop finished and nothing of the server survived."""
+        with self._lock:
+            if self._stopped_at is None:
+                self.stop_requested(at)
+                self._stopped_at = at
+                ran = (self._stop_requested_at or at) - self.started_at
+                if already_stopped and not self._failed_before_stop:
+                    self._stop_note = "the process had already exited"
+                elif sigkill_sent:
+                    self._stop_note = f"stopped by the toolkit after {ran:.1f} s; SIGKILL was needed"
+                else:
+                    self._stop_note = f"clean exit (stopped by the toolkit after {ran:.1f} s)"
+            self._now = max(self._now, at)
+        return self._changed()
+
+    # -- outputs ---------------------------------------------------------------------------
+    @property
+    def tracker(self) -> ReadinessTracker:
+        return self._tracker
+
+    @property
+    def settled(self) -> bool:
+        with self._lock:
+            return self._tracker.settled
+
+    def readiness(self) -> ReadinessReport:
+        with self._lock:
+            return self._tracker.report()
+
+    def status(self) -> ServerStatus:
+        with self._lock:
+            report = self._tracker.report()
+            failed = self._failed_before_stop if self._stop_requested_at is not None else self._failed()
+            error = self._error
+            if report.failure is not None and report.state in (ReadinessState.FAILED, ReadinessState.HUNG):
+                error = ErrorSummary.of_failure(report.failure)
+            lifecycle: Lifecycle
+            if failed:
+                lifecycle = "failed"
+            elif self._stopped_at is not None:
+                lifecycle = "stopped"
+            elif self._stop_requested_at is not None:
+                lifecycle = "stopping"
+            elif report.ready:
+                lifecycle = "ready"
+            else:
+                lifecycle = "starting"
+            note = self._stop_note
+            if note is None and lifecycle == "ready" and report.benign:
+                note = f"{len(report.benign)} benign error lines ignored"
+            if note is None and lifecycle == "starting" and self._log_says_ready:
+                note = "the log says ready; wait_ready() proves it with a probe"
+            phase = report.phases[-1].phase if lifecycle == "ready" and report.phases else self._phase
+            return ServerStatus(
+                lifecycle=lifecycle, started_at=self.started_at, at=self._now, phase=phase, readiness=report,
+                error=error if lifecycle == "failed" else None, note=note, log_says_ready=self._log_says_ready,
+                stop_requested_at=self._stop_requested_at, stopped_at=self._stopped_at,
+            )
+
+    def subscribe(self, listener: Listener) -> Callable[[], None]:
+        """Call `listener(status)` after every change (on the thread that changed it); returns unsubscribe."""
+        with self._lock:
+            self._listeners.append(listener)
+
+        def unsubscribe() -> None:
+            with self._lock:
+                if listener in self._listeners:
+                    self._listeners.remove(listener)
+
+        return unsubscribe
+
+    # -- internals -------------------------------------------------------------------------
+    def _failed(self) -> bool:
+        return self._tracker.state in (ReadinessState.FAILED, ReadinessState.HUNG) or self._error is not None
+
+    def _changed(self) -> ServerStatus:
+        status = self.status()
+        with self._lock:
+            listeners = list(self._listeners)
+        for listener in listeners:
+            listener(status)
+        return status

@@ -1,0 +1,98 @@
+"""The figure every plot draws on, and the small helpers they share (private to views.plots)."""
+
+from __future__ import annotations
+
+import functools
+import math
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from toolkit.redaction import redact_text
+from toolkit.stats import mean_interval
+
+if TYPE_CHECKING:
+    import pandas as pd
+    from matplotlib.axes import Axes
+    from matplotlib.figure import Figure
+
+VERDICT_COLORS = {
+    "confirmed": "#2e7d32", "refuted": "#9e9e9e", "inconclusive": "#f5a623", "failed": "#c62828",
+    "interrupted": "#8e24aa", "running": "#90caf9", "no verdict": "#1f77b4", "note": "#90a4ae",
+}
+
+
+@functools.cache
+def figure_class() -> type[Figure]:
+    """A Figure that shows itself in a notebook as a PNG.
+
+    The plots never touch pyplot (no global figure registry, nothing left open, headless by
+    construction), so IPython's inline backend, which pyplot's import installs, is never
+    there to display them: the figure renders itself instead.
+    """
+    import io
+
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    class NotebookFigure(Figure):
+        def _repr_png_(self) -> bytes:
+            buffer = io.BytesIO()
+            FigureCanvasAgg(self).print_png(buffer)
+            return buffer.getvalue()
+
+    return NotebookFigure
+
+
+def new_figure(width: float, height: float, style: str = "whitegrid") -> tuple[Figure, Axes]:
+    import seaborn as sns
+
+    fig = figure_class()(figsize=(width, height), dpi=100, layout="constrained")
+    with sns.axes_style(style):
+        ax = fig.add_subplot()
+    return fig, ax
+
+
+def require(frame: pd.DataFrame, columns: Sequence[str | None], what: str) -> None:
+    missing = [c for c in columns if c is not None and c not in frame.columns]
+    if missing:
+        raise ValueError(f"{what} needs the column(s) {missing}; the DataFrame has {list(frame.columns)}")
+
+
+def empty(ax: Axes, message: str) -> None:
+    ax.text(0.5, 0.5, message, ha="center", va="center", transform=ax.transAxes, color="#757575")
+
+
+def t_interval(values: Any) -> tuple[float, float]:
+    """seaborn's errorbar: the 95 % Student-t interval of the mean (a point for one value)."""
+    mean, low, high = mean_interval([float(v) for v in values])
+    return (mean, mean) if math.isnan(low) else (low, high)
+
+
+def rotate_long_ticks(ax: Axes, labels: Sequence[str]) -> None:
+    if sum(len(s) for s in labels) > 60:
+        for tick in ax.get_xticklabels():
+            tick.set_rotation(20)
+            tick.set_horizontalalignment("right")
+
+
+def cell_text(value: Any) -> str:
+    """'' for None/NaN/NA, else the redacted string: DataFrame cells are often missing."""
+    if value is None or (isinstance(value, float) and math.isnan(value)) or repr(value) in ("<NA>", "NaT"):
+        return ""
+    return redact_text(str(value))
+
+
+def step_outcome(row: Any) -> str:
+    if row.get("status") in ("failed", "interrupted", "running"):
+        return str(row["status"])
+    verdict = cell_text(row.get("verdict"))
+    if verdict in VERDICT_COLORS:
+        return verdict
+    return "note" if row.get("kind") == "note" else "no verdict"
+
+
+def short(value: Any, limit: int) -> str:
+    shown = " ".join(cell_text(value).split())
+    return shown if len(shown) <= limit else shown[: limit - 1] + "…"
+
+

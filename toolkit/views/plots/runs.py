@@ -1,0 +1,143 @@
+"""Runs as pictures: throughput per configuration, latency distributions, server metrics over time."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from toolkit.benchmark.labels import ALIASES, LATENCY_NAMES, metric_label
+from toolkit.views.plots._figure import empty, new_figure, require, rotate_long_ticks, t_interval
+
+if TYPE_CHECKING:
+    import pandas as pd
+    from matplotlib.figure import Figure
+
+__all__ = ["throughput", "latency_ecdf", "server_metrics"]
+
+
+def throughput(
+    results: pd.DataFrame, x: str = "label", hue: str | None = None, *, y: str = "output_throughput",
+    baseline: float | str | None = None, title: str | None = None,
+) -> Figure:
+    """Output tok/s per configuration: every repeat as a dot, mean ± 95 % CI, a baseline line.
+
+    ``baseline`` is a number (tok/s) or a value of ``x`` whose mean becomes the line; each
+    mean is then annotated with its ratio to it (0.73x).
+    """
+    import seaborn as sns
+
+    require(results, [x, y, hue], "throughput()")
+    data = results.dropna(subset=[y]).copy()
+    data[x] = data[x].astype(str)
+    order = list(dict.fromkeys(data[x]))
+    fig, ax = new_figure(max(6.0, 1.3 * len(order) + 2.5), 4.8)
+    ax.set_title(title or f"{metric_label(y).capitalize()} per configuration (dots: repeats; bars: 95% CI)")
+    if data.empty:
+        empty(ax, "no benchmark runs recorded")
+    else:
+        n_hue = data[hue].nunique() if hue else 1
+        sns.stripplot(data=data, x=x, y=y, hue=hue, order=order, dodge=bool(hue), jitter=0.08, size=6,
+                      alpha=0.55, ax=ax, legend=False, **({} if hue else {"color": "#1f77b4"}))
+        sns.pointplot(data=data, x=x, y=y, hue=hue, order=order, errorbar=t_interval, linestyle="none",
+                      markers="D", capsize=0.12, dodge=(0.8 - 0.8 / n_hue) if hue else False, ax=ax,
+                      **({} if hue else {"color": "black"}))
+    reference = None
+    if isinstance(baseline, str):
+        rows = data[data[x] == baseline]
+        if rows.empty:
+            raise ValueError(f"baseline {baseline!r} is not a value of column {x!r}; values are {order}")
+        reference = float(rows[y].mean())
+    elif baseline is not None:
+        reference = float(baseline)
+    if reference is not None:
+        ax.axhline(reference, color="#c62828", linestyle="--", linewidth=1.2,
+                   label=f"baseline {reference:.1f} {metric_label(y)}")
+        if not hue and reference:
+            means = data.groupby(x, sort=False)[y].mean()
+            for position, name in enumerate(order):
+                ax.annotate(f"{means[name]:.1f} ({means[name] / reference:.2f}x)", (position, means[name]),
+                            xytext=(18, 0), textcoords="offset points", va="center", fontsize=8)
+        ax.legend(loc="best", fontsize=8, title=hue)
+    ax.set_xlabel("configuration" if x == "label" else x)
+    ax.set_ylabel(metric_label(y))
+    ax.set_ylim(bottom=0)
+    rotate_long_ticks(ax, order)
+    return fig
+
+
+def latency_ecdf(
+    requests: pd.DataFrame, metric: str = "ttft_ms", hue: str | None = "label", *, log_x: bool = False,
+    title: str | None = None,
+) -> Figure:
+    """ECDF of a per-request latency (``ttft_ms``, ``tpot_ms``, ``e2el_ms``) or of pooled ``itl_ms`` gaps.
+
+    ITL cells hold one list of gaps per request (vLLM/SGLang definition: gaps between streamed
+    chunks, pooled over requests); they are exploded so every gap counts once.
+    """
+    import seaborn as sns
+
+    require(requests, [metric, hue], "latency_ecdf()")
+    data = requests[[c for c in (metric, hue) if c is not None]].copy()
+    if data[metric].map(lambda v: isinstance(v, list | tuple)).any():
+        data = data.explode(metric)
+    data[metric] = data[metric].astype("float64")
+    data = data.dropna(subset=[metric])
+    if hue:
+        data[hue] = data[hue].astype(str)
+    fig, ax = new_figure(7.0, 4.5)
+    name = LATENCY_NAMES.get(metric.removesuffix("_ms"), metric)
+    pooled = metric == "itl_ms"
+    ax.set_title(title or f"{name} distribution per configuration" + (" (all gaps pooled)" if pooled else ""))
+    if data.empty:
+        empty(ax, f"no {name} values recorded")
+    else:
+        sns.ecdfplot(data=data, x=metric, hue=hue, ax=ax, log_scale=log_x or None)
+        legend = ax.get_legend()
+        if legend is not None:
+            legend.set_title("configuration")
+    ax.set_xlabel(metric_label(metric))
+    ax.set_ylabel("fraction of inter-token gaps" if pooled else "fraction of requests")
+    return fig
+
+
+def _resolve_alias(frame: pd.DataFrame, y: str) -> str:
+    if y in frame.columns:
+        return y
+    for alias in ALIASES.get(y, ()):
+        if alias in frame.columns:
+            return alias
+    numeric = [c for c in frame.columns if c not in ("step_id", "run_id", "line_no", "t_s")
+               and str(frame[c].dtype) in ("float64", "int64", "Float64", "Int64")]
+    raise ValueError(f"server_metrics() has no column {y!r}; numeric columns are {numeric}")
+
+
+def server_metrics(
+    metric_rows: pd.DataFrame, y: str = "gen_throughput", *, hue: str | None = "label", x: str = "t_s",
+    title: str | None = None,
+) -> Figure:
+    """A server-side metric (``gen_throughput``, ``accept_len``) over the run, one line per run."""
+    import seaborn as sns
+
+    fig, ax = new_figure(7.5, 4.2)
+    if metric_rows.empty:
+        empty(ax, "no metric lines recorded")
+        ax.set_title(title or f"{metric_label(y)} over time (server log)")
+        ax.set_xlabel(metric_label(x))
+        ax.set_ylabel(metric_label(y))
+        return fig
+    column = _resolve_alias(metric_rows, y)
+    data = metric_rows.copy()
+    if x not in data.columns:
+        x = "line_no"
+    data = data.dropna(subset=[column])
+    if hue in data.columns:
+        data[hue] = data[hue].astype(str)
+    sns.lineplot(data=data, x=x, y=column, hue=hue if hue in data.columns else None, marker="o", markersize=4,
+                 errorbar=None, ax=ax)
+    ax.set_title(title or f"{metric_label(y).capitalize()} over time (server log)")
+    ax.set_xlabel(metric_label(x) if x == "t_s" else "log line")
+    ax.set_ylabel(metric_label(y))
+    if ax.get_legend() is not None:
+        sns.move_legend(ax, "upper left", bbox_to_anchor=(1.01, 1.0), title="run", fontsize=8)
+    return fig
+
+
