@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from toolkit.errors import CommandFailed, CommandNotFound, HostError, ToolkitError
@@ -27,7 +27,14 @@ from toolkit.host import ssh as _ssh
 from toolkit.host.procs import ProcessInfo
 from toolkit.host.shell import quote_path
 from toolkit.host.streams import ByteStream
-from toolkit.host.transport import TIMED_OUT, Completed, LocalTransport, SshTransport, Transport
+from toolkit.host.transport import (
+    TIMED_OUT,
+    Completed,
+    LocalTransport,
+    SshTransport,
+    Transport,
+    WrappedTransport,
+)
 
 __all__ = ["Host", "CommandResult", "ProcessHandle", "ProcessInfo", "StopReport", "ByteStream"]
 
@@ -137,6 +144,22 @@ class Host:
         host = cls.__new__(cls)
         host.gateway = None
         host._transport = LocalTransport()
+        host._home = None
+        return host
+
+    def inside(self, prefix: Sequence[str], *, name: str, address: str | None = None) -> Host:
+        """A Host whose commands run through ``prefix`` on this one (a container, a Slurm node).
+
+        ``prefix`` is the argv that runs ``bash -c SCRIPT`` over there and forwards stdin:
+        ``["docker", "exec", "-i", "sglang"]``, ``["srun", "--jobid", "42", "--overlap", "-w", "gpu-a"]``.
+        Processes, stops and streams then work there as on any host; closing it leaves this one open.
+
+        >>> Host.local().inside(["env", "X=1"], name="with X").run("echo $X").stdout
+        '1\\n'
+        """
+        host = Host.__new__(Host)
+        host.gateway = None
+        host._transport = WrappedTransport(self._transport, prefix, name=name, address=address)
         host._home = None
         return host
 

@@ -54,9 +54,11 @@ class ByteStream:
 
 class PipeStream(ByteStream):
     def __init__(self, command: str) -> None:
+        # stdin is a pipe we never write, closed with the stream: a command that forwards its stdin
+        # (`docker exec -i`, `srun`) carries that EOF to a watcher on the far side, as an SSH channel does.
         self._proc = subprocess.Popen(
             ["bash", "-c", command],
-            stdin=subprocess.DEVNULL,
+            stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
             start_new_session=True,
@@ -79,6 +81,9 @@ class PipeStream(ByteStream):
         return data
 
     def close(self) -> None:
+        if self._proc.stdin is not None:
+            with contextlib.suppress(OSError):
+                self._proc.stdin.close()
         if self._proc.poll() is None:
             kill_group(self._proc)
         if self._proc.stdout is not None:

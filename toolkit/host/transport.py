@@ -19,6 +19,7 @@ import subprocess
 import tempfile
 import threading
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import paramiko
@@ -27,10 +28,10 @@ from fabric import Connection
 from toolkit.errors import HostUnreachable
 from toolkit.host import ssh as _ssh
 from toolkit.host.procs import stream_script, timeout_script
-from toolkit.host.shell import quote
+from toolkit.host.shell import join, quote
 from toolkit.host.streams import CHUNK, ByteStream, ChannelStream, PipeStream, close_quietly, kill_group
 
-__all__ = ["Completed", "Transport", "LocalTransport", "SshTransport", "TIMED_OUT"]
+__all__ = ["Completed", "Transport", "LocalTransport", "SshTransport", "WrappedTransport", "TIMED_OUT"]
 
 TIMED_OUT = 124  # what coreutils `timeout` exits with; used on both sides
 # A log stream asks for a 16 MiB window and 256 KiB packets (paramiko: 2 MiB, 32 KiB): on
@@ -284,6 +285,36 @@ class SshTransport(Transport):
                 self._shell.close()
                 self._shell = None
             _ssh.close_connection(self.connection)
+
+
+class WrappedTransport(Transport):
+    """Bash run through a command prefix on another transport: ``docker exec -i NAME``, ``srun --jobid J -w NODE``.
+
+    Everything Host knows (detached starts, process tables, verified stops, streams) then
+    works inside a container or on a Slurm node unchanged, as bash scripts sent through the
+    prefix. The prefix must forward stdin (``-i`` for docker/podman exec; srun does): a
+    stream's far-side watcher ends its command when our side closes, so no ``tail -F`` is
+    left behind in the container. A timeout is enforced inside (``timeout``), where the
+    command runs; the outer bound, a little later, only covers a prefix that hangs.
+    """
+
+    def __init__(self, outer: Transport, prefix: Sequence[str], *, name: str, address: str | None = None) -> None:
+        self.outer = outer
+        self.prefix = join(prefix)
+        self.name = name
+        self.address = address if address is not None else outer.address
+        self.is_local = False  # a pid in there is not one of this Python process's
+
+    def execute(
+        self, script: str, *, stdin: bytes | None = None, timeout_s: float | None = None
+    ) -> Completed:
+        if timeout_s is None:
+            return self.outer.execute(f"{self.prefix} bash -c {quote(script)}", stdin=stdin)
+        inner = timeout_script(script, timeout_s)
+        return self.outer.execute(f"{self.prefix} bash -c {quote(inner)}", stdin=stdin, timeout_s=timeout_s + 10.0)
+
+    def open_stream(self, command: str) -> ByteStream:
+        return self.outer.open_stream(f"{self.prefix} bash -c {quote(stream_script(command))}")
 
 
 def _collect(channel: paramiko.Channel, deadline: float | None, timeout_s: float | None) -> Completed:

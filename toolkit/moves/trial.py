@@ -17,7 +17,7 @@ from typing import Any
 from toolkit.benchmark import BenchResult
 from toolkit.benchmark import bench as run_bench
 from toolkit.errors import ReadinessTimeout, ServerDied, ToolkitError
-from toolkit.host.host import Host
+from toolkit.host.place import Target
 from toolkit.journal import StepRecorder
 from toolkit.logs import LogEvent, MetricRow, Verdict
 from toolkit.server.http import engine_versions
@@ -108,7 +108,7 @@ def _catch_up(server: Server) -> None:
 
 def _check_run(server: Server, result: BenchResult) -> None:
     """A run after which the server is gone, or in which no request completed, fails its combination."""
-    where = f"{server.spec.describe()} on {server.host.name} (pid {server.pid}, log {server.log_path})"
+    where = server.where
     alive = server.is_alive()
     deadline = time.monotonic() + 1.0
     # Cut streams come a moment before the exit (SGLang kills its tree after the sigquit line):
@@ -131,7 +131,7 @@ def _check_run(server: Server, result: BenchResult) -> None:
 
 
 def run_launch(
-    host: Host,
+    host: Target,
     spec: ServerSpec,
     *,
     step: StepRecorder | None,
@@ -152,6 +152,8 @@ def run_launch(
     """
     outcomes: list[RunOutcome] = []
     with launch(host, spec, log_dir=log_dir) as server:
+        if step is not None and server.placement.kind != "host":  # a job id, nodes, a container: where it ran
+            step.note(f"launch {launch_no + 1} ran in {server.placement.describe()}")
         try:
             report = server.wait_ready(timeout_s=timeout_s)
             if step is not None:

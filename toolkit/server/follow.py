@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Protocol, runtime_checkable
 from toolkit.logs import LogClassifier, LogEvent
 
 if TYPE_CHECKING:
-    from toolkit.host.host import Host
+    from toolkit.host.place import Place
     from toolkit.host.streams import ByteStream
 
 __all__ = ["LogFollower", "FollowStats", "EventSource"]
@@ -68,7 +68,7 @@ class LogFollower:
 
     def __init__(
         self,
-        host: Host,
+        host: Place,
         path: str,
         *,
         engine: str = "auto",

@@ -1,4 +1,8 @@
-"""Launch a ServerSpec on a Host and hold it as a Server that stops its whole process tree.
+"""Launch a ServerSpec on a target and hold it as a Server that stops its whole process tree.
+
+The target is a :class:`~toolkit.host.host.Host` (this machine or SSH), a Slurm target (a job
+or a step of an allocation, from a login node) or a container target: the same call for each
+(see :mod:`toolkit.host.place`); the server's ``placement`` says where it landed.
 
 ``launch`` checks the port first (a stale server on the port makes the new one die after
 minutes of model loading, or worse, makes the benchmark hit the old one), starts the
@@ -21,7 +25,9 @@ import time
 from collections.abc import Sequence
 
 from toolkit.errors import InvalidFlag, PortInUse
-from toolkit.host.host import Host
+from toolkit.host.host import Host, ProcessHandle
+from toolkit.host.place import Place, Target
+from toolkit.host.placement import Placement
 from toolkit.server.preflight import validate_spec
 from toolkit.server.server import MultiNodeServer, Server
 from toolkit.server.spec import ServerSpec
@@ -42,7 +48,7 @@ def _log_name(spec: ServerSpec, suffix: str = "") -> str:
     return f"{spec.engine}-{slug}{suffix}-{stamp}.log"
 
 
-def _check_port(host: Host, port: int) -> None:
+def _check_port(host: Target, port: int) -> None:
     holder = host.port_holder(port)
     if holder is None:
         return
@@ -63,17 +69,32 @@ def _check_port(host: Host, port: int) -> None:
     )
 
 
-def _start(host: Host, spec: ServerSpec, log_dir: str | None, suffix: str = "") -> Server:
-    directory = host.expand_user(log_dir or DEFAULT_LOG_DIR).rstrip("/")
-    log_path = f"{directory}/{_log_name(spec, suffix)}"
-    handle = host.start_detached(spec.command(), log_path=log_path)
-    return Server(host, spec, handle, _url(host.address, spec.port), log_path)
+def _log_path(target: Target, spec: ServerSpec, log_dir: str | None, suffix: str = "") -> str:
+    directory = target.expand_user(log_dir or DEFAULT_LOG_DIR).rstrip("/")
+    return f"{directory}/{_log_name(spec, suffix)}"
+
+
+def _start(target: Target, spec: ServerSpec, log_dir: str | None, *, check_port: bool, suffix: str = "") -> Server:
+    log_path = _log_path(target, spec, log_dir, suffix)
+    if isinstance(target, Host):
+        handle: ProcessHandle = target.start_detached(spec.command(), log_path=log_path)
+        place: Place = target
+        placement = Placement.on_host(target.name, target.address, handle.pid, handle.command)
+    else:
+        placed = target.start_server(spec.command(), log_path=log_path, port=spec.port, check_port=check_port)
+        handle, place, placement = placed, placed.place, placed.placement
+    return Server(place, spec, handle, _url(placement.address, spec.port), handle.log_path, placement)
 
 
 def launch(
-    host: Host, spec: ServerSpec, *, log_dir: str | None = None, check_port: bool = True, validate: bool = True
+    host: Target, spec: ServerSpec, *, log_dir: str | None = None, check_port: bool = True, validate: bool = True
 ) -> Server:
     """Start ``spec`` on ``host``, detached, logging to ``log_dir`` (default /tmp/toolkit-logs on the host).
+
+    ``host`` is a Host, a :class:`~toolkit.host.slurm.SlurmTarget` or a
+    :class:`~toolkit.host.container.ContainerTarget`; ``server.placement`` then names the job,
+    nodes or container it runs in. On Slurm the port is checked on the node, by the job, once
+    the scheduler has chosen it; ``--help`` is read on the login node.
 
     Before anything starts: the port is checked, raising PortInUse naming the holder's pid
     and command; then the flags are checked against the engine's own ``--help`` on the host
@@ -84,7 +105,7 @@ def launch(
         _check_port(host, spec.port)
     if validate:
         validate_spec(host, spec)
-    return _start(host, spec, log_dir)
+    return _start(host, spec, log_dir, check_port=check_port)
 
 
 def launch_multinode(
@@ -97,9 +118,9 @@ def launch_multinode(
     check_port: bool = True,
     validate: bool = True,
 ) -> MultiNodeServer:
-    """Launch ``spec`` on every host with ``--nnodes N --node-rank i --dist-init-addr FIRST:PORT``.
+    """Launch ``spec`` on every node with ``--nnodes N --node-rank i --dist-init-addr FIRST:PORT``.
 
-    ``dist_init_addr`` defaults to the first host's address; pass the cluster-internal IP when
+    ``dist_init_addr`` defaults to the first node's address; pass the cluster-internal IP when
     the nodes reach each other by another name. If any node fails to start, the started ones
     are stopped before the error is raised.
     """
@@ -124,7 +145,7 @@ def launch_multinode(
             node_spec = spec.with_flags(
                 {"--nnodes": len(hosts), "--node-rank": rank, "--dist-init-addr": init}
             )
-            started.append(_start(host, node_spec, log_dir, suffix=f"-node{rank}"))
+            started.append(_start(host, node_spec, log_dir, check_port=check_port, suffix=f"-node{rank}"))
     except BaseException:
         if started:
             MultiNodeServer(tuple(started)).stop()

@@ -27,7 +27,7 @@ from toolkit.host.shell import join, quote, quote_path
 from toolkit.server.help_table import FlagProblem, FlagTableCache, check_flags, parse_help
 
 if TYPE_CHECKING:
-    from toolkit.host.host import Host
+    from toolkit.host.place import Target
     from toolkit.server.spec import ServerSpec
 
 __all__ = ["validate_spec", "help_source", "HelpSource", "DEFAULT_CACHE"]
@@ -93,7 +93,7 @@ def _version_command(program: str, dist: str, helper: ServerSpec) -> str:
 
 
 def validate_spec(
-    host: Host, spec: ServerSpec, *, cache: FlagTableCache = DEFAULT_CACHE, timeout_s: float = 300.0
+    host: Target, spec: ServerSpec, *, cache: FlagTableCache = DEFAULT_CACHE, timeout_s: float = 300.0
 ) -> list[FlagProblem]:
     """Raise :class:`~toolkit.errors.InvalidFlag` if ``host``'s engine would reject ``spec``'s flags.
 

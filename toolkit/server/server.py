@@ -12,9 +12,11 @@ from __future__ import annotations
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import InitVar, dataclass, field
 
-from toolkit.host.host import Host, ProcessHandle, StopReport
+from toolkit.host.host import ProcessHandle, StopReport
+from toolkit.host.place import Place
+from toolkit.host.placement import Placement
 from toolkit.logs import LogEvent
 from toolkit.server.follow import LogFollower
 from toolkit.server.http import ProbeOutcome, probe_generation
@@ -31,19 +33,27 @@ _ENGINES_WITH_PACKS = ("sglang", "vllm")
 
 @dataclass(eq=False)
 class Server:
-    """A launched server: where it answers (``url``), its process, its log. Stops on ``with`` exit."""
+    """A launched server: where it answers (``url``), its process, its log. Stops on ``with`` exit.
 
-    host: Host
+    ``host`` is the place it runs (a Host, one node of a Slurm job, a container); ``placement``
+    says where that is, as the journal records it (job id, nodes, container).
+    """
+
+    host: Place
     spec: ServerSpec
     process: ProcessHandle
     url: str
     log_path: str
+    placed: InitVar[Placement | None] = None
+    placement: Placement = field(init=False, repr=False)
     state: ServerState = field(init=False, repr=False)
     stop_report: StopReport | None = field(default=None, init=False, repr=False)
     _follower: LogFollower | None = field(default=None, init=False, repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False)
 
-    def __post_init__(self) -> None:
+    def __post_init__(self, placed: Placement | None) -> None:
+        self.placement = placed if placed is not None else Placement.on_host(
+            self.host.name, self.host.address, self.process.pid, self.process.command)
         self.state = ServerState(started_at=self.process.started_at)
 
     @property
@@ -57,7 +67,9 @@ class Server:
     @property
     def where(self) -> str:
         """`sim EAGLE3 on localhost (pid 4242, log /tmp/...)`: what an error says of this server."""
-        return f"{self.spec.describe()} on {self.host.name} (pid {self.pid}, log {self.log_path})"
+        if self.placement.kind == "host":
+            return f"{self.spec.describe()} on {self.host.name} (pid {self.pid}, log {self.log_path})"
+        return f"{self.spec.describe()} in {self.placement.describe()} (log {self.log_path})"
 
     def status(self) -> ServerStatus:
         """The server's state now (starting, ready, failed, stopping, stopped, and why)."""
@@ -151,8 +163,12 @@ class MultiNodeServer:
         return self.head.spec
 
     @property
-    def host(self) -> Host:
+    def host(self) -> Place:
         return self.head.host
+
+    @property
+    def placement(self) -> Placement:
+        return self.head.placement
 
     @property
     def pid(self) -> int:

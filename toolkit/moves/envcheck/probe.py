@@ -15,7 +15,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from toolkit.errors import HostError
-from toolkit.host.host import Host
+from toolkit.host.place import Place
 from toolkit.host.procs import ProcessInfo
 from toolkit.journal import Journal
 from toolkit.moves.envcheck.nccl import nccl_lines_script
@@ -38,7 +38,7 @@ def env_report(
     expected: Expected,
     *,
     nccl_log: bool = True,
-    hosts: Sequence[Host] | None = None,
+    hosts: Sequence[Place] | None = None,
     journal: Journal | None = None,
     title: str | None = None,
     hypothesis: str | None = None,
@@ -46,7 +46,8 @@ def env_report(
     """Expected versus actual environment of every process of ``server``, per host, pid and rank.
 
     ``expected`` maps variables to values (``None``: any value, but set), or lists names.
-    A :class:`~toolkit.server.launch.MultiNodeServer` is read on every node. ``hosts`` adds hosts
+    A :class:`~toolkit.server.launch.MultiNodeServer` is read on every node, each where it runs (a
+    Slurm node through ``srun`` into the job, a container through ``docker exec``). ``hosts`` adds hosts
     whose engine processes belong to this server without being in its process tree (vLLM
     workers that Ray started on other nodes): every process there that classifies as one
     of the engine's (a worker, an engine core) is read. With ``nccl_log`` and
@@ -88,11 +89,11 @@ def _expected(expected: Expected) -> dict[str, str | None]:
     return {str(name): None for name in expected}
 
 
-def _unreadable(host: Host, pid: int, why: str) -> list[ProcessInfo]:
+def _unreadable(host: Place, pid: int, why: str) -> list[ProcessInfo]:
     return [ProcessInfo(host.name, pid, 0, (), None, why)]
 
 
-def _tree(host: Host, pid: int) -> list[ProcessInfo]:
+def _tree(host: Place, pid: int) -> list[ProcessInfo]:
     """The server's tree on one node; a host that cannot be read is one unreadable row, not an exception."""
     try:
         return host.process_tree(pid)
@@ -100,7 +101,7 @@ def _tree(host: Host, pid: int) -> list[ProcessInfo]:
         return _unreadable(host, pid, f"could not read the process tree of pid {pid} on {host.name}: {exc.message}")
 
 
-def _search(host: Host, engine: str) -> list[ProcessInfo]:
+def _search(host: Place, engine: str) -> list[ProcessInfo]:
     """Processes of ``engine`` anywhere on ``host`` (not descendants of a known pid)."""
     try:
         every = host.process_tree(1)
@@ -127,7 +128,7 @@ def _record(
     journal: Journal,
     report: EnvReport,
     nodes: Sequence[Any],
-    hosts: Sequence[Host],
+    hosts: Sequence[Place],
     title: str | None,
     hypothesis: str | None,
 ) -> None:
