@@ -15,6 +15,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
+from system.slurm import LoopbackSlurm, missing_parts
 from system.sshd import ADDRESSES, LoopbackSshd, find_sshd
 
 from toolkit.host.host import Host
@@ -93,3 +94,20 @@ def any_host(request: pytest.FixtureRequest) -> Host:
         return Host.local()
     host: Host = request.getfixturevalue("ssh_host")
     return host
+
+
+@pytest.fixture(scope="session")
+def slurm(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LoopbackSlurm]:
+    """A real two-node Slurm cluster on loopback (munged, slurmctld, two slurmd), in a temp folder.
+
+    Under ``CI=true`` missing Slurm fails the run (``.ci/run`` installs slurm-wlm and munge):
+    a skipped Slurm suite looks green and tests nothing. Elsewhere it skips with the reason.
+    """
+    why = missing_parts()
+    if why is not None:
+        if _in_ci():
+            pytest.fail(f"CI=true but {why}; the Slurm tests must run in CI", pytrace=False)
+        pytest.skip(why)
+    cluster = LoopbackSlurm.start(tmp_path_factory.mktemp("slurm"))
+    yield cluster
+    cluster.stop()

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 __all__ = [
     "Host",
     "HostGroup",
+    "SlurmTarget",
     "ServerSpec",
     "Server",
     "launch",
@@ -46,8 +47,9 @@ __all__ = [
 def _hosts() -> dict[str, Any]:
     from toolkit.host.group import HostGroup
     from toolkit.host.host import Host
+    from toolkit.host.slurm import SlurmTarget
 
-    return {"Host": Host, "HostGroup": HostGroup}
+    return {"Host": Host, "HostGroup": HostGroup, "SlurmTarget": SlurmTarget}
 
 
 def _servers() -> dict[str, Any]:
@@ -108,7 +110,7 @@ def __getattr__(name: str) -> Any:
 
 # public name -> the loader that imports it (kept beside __all__; tests/test_public_api.py pins both)
 _LOADER_OF: dict[str, Callable[[], dict[str, Any]]] = {
-    **dict.fromkeys(("Host", "HostGroup"), _hosts),
+    **dict.fromkeys(("Host", "HostGroup", "SlurmTarget"), _hosts),
     **dict.fromkeys(("ServerSpec", "Server", "launch", "launch_multinode", "validate_spec"), _servers),
     "Journal": _journal,
     "bench": _benchmark,
@@ -128,6 +130,7 @@ if TYPE_CHECKING:
     from toolkit.errors import ToolkitError
     from toolkit.host.group import HostGroup
     from toolkit.host.host import Host
+    from toolkit.host.slurm import SlurmTarget
     from toolkit.journal import Journal
     from toolkit.moves import compare, compare_flag, sweep
     from toolkit.moves.bisect import compare_commits, perf_bisect

@@ -24,6 +24,7 @@ __all__ = [
     "CommandNotFound",
     "PortInUse",
     "ProcessDied",
+    "JobNotStarted",
     "ServerDied",
     "ReadinessTimeout",
     "ServerHung",
@@ -108,6 +109,17 @@ class PortInUse(HostError):
 
 class ProcessDied(HostError):
     """A process we started exited when it should still be running."""
+
+
+class JobNotStarted(HostError):
+    """A scheduler job did not start within the bound (``state``/``reason``: Slurm's own words); it was cancelled."""
+
+    def __init__(self, message: str, *, host: str, job_id: str, state: str, reason: str,
+                 evidence: Sequence[str] = (), hint: str | None = None) -> None:
+        self.job_id = job_id
+        self.state = state
+        self.reason = reason
+        super().__init__(message, host=host, evidence=evidence, hint=hint)
 
 
 class ServerDied(ProcessDied):

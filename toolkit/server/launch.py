@@ -28,6 +28,8 @@ from toolkit.errors import InvalidFlag, PortInUse
 from toolkit.host.host import Host, ProcessHandle
 from toolkit.host.place import Place, Target
 from toolkit.host.placement import Placement
+from toolkit.host.slurm import SlurmTarget
+from toolkit.host.slurm_script import NodeFlags
 from toolkit.server.preflight import validate_spec
 from toolkit.server.server import MultiNodeServer, Server
 from toolkit.server.spec import ServerSpec
@@ -109,7 +111,7 @@ def launch(
 
 
 def launch_multinode(
-    hosts: Sequence[Host],
+    hosts: Sequence[Host] | SlurmTarget,
     spec: ServerSpec,
     *,
     dist_init_port: int = 20000,
@@ -120,6 +122,9 @@ def launch_multinode(
 ) -> MultiNodeServer:
     """Launch ``spec`` on every node with ``--nnodes N --node-rank i --dist-init-addr FIRST:PORT``.
 
+    ``hosts`` is a list of hosts (one detached server each), or a :class:`SlurmTarget` with
+    ``nodes=N``: one job over N nodes, one task per node, each filling in its rank from
+    ``SLURM_NODEID`` and the address of the job's first node, as SGLang's Slurm recipe does.
     ``dist_init_addr`` defaults to the first node's address; pass the cluster-internal IP when
     the nodes reach each other by another name. If any node fails to start, the started ones
     are stopped before the error is raised.
@@ -129,6 +134,9 @@ def launch_multinode(
             f"launch_multinode speaks SGLang's --nnodes/--node-rank/--dist-init-addr, not {spec.engine}",
             hint="vLLM spreads over nodes through a Ray cluster: start Ray on each host, then launch() on the head",
         )
+    if isinstance(hosts, SlurmTarget):
+        return _multinode_job(hosts, spec, NodeFlags(dist_init_port, dist_init_addr, hosts.bind_node_address),
+                              log_dir=log_dir, check_port=check_port, validate=validate)
     if not hosts:
         raise InvalidFlag("launch_multinode needs at least one host")
     if validate:
@@ -151,3 +159,16 @@ def launch_multinode(
             MultiNodeServer(tuple(started)).stop()
         raise
     return MultiNodeServer(tuple(started))
+
+
+def _multinode_job(target: SlurmTarget, spec: ServerSpec, flags: NodeFlags, *, log_dir: str | None,
+                   check_port: bool, validate: bool) -> MultiNodeServer:
+    """One Slurm job over the target's nodes; each node's rank and the first node's address are filled in there."""
+    if validate:
+        validate_spec(target, spec)
+    node_spec = spec.with_flags({"--nnodes": target.request.nodes, "--node-rank": False, "--dist-init-addr": False})
+    handles = target.start_job(node_spec.command(), log_path=_log_path(target, spec, log_dir),
+                               port=spec.port if check_port else None, node_flags=flags)
+    return MultiNodeServer(tuple(
+        Server(h.place, node_spec, h, _url(h.placement.address, spec.port), h.log_path, h.placement) for h in handles
+    ))
