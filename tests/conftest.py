@@ -15,6 +15,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
+from system.containers import LocalPodman, find_podman, make_rootfs, probe
 from system.slurm import LoopbackSlurm, missing_parts
 from system.sshd import ADDRESSES, LoopbackSshd, find_sshd
 
@@ -111,3 +112,25 @@ def slurm(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LoopbackSlurm]:
     cluster = LoopbackSlurm.start(tmp_path_factory.mktemp("slurm"))
     yield cluster
     cluster.stop()
+
+
+@pytest.fixture(scope="session")
+def podman(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalPodman]:
+    """Debian's podman with a root filesystem made here (no image is pulled); see tests/system/containers.py.
+
+    Under ``CI=true`` a missing podman fails the run (``.ci/run`` installs it). A podman that
+    is installed but cannot run a container on this machine skips, with podman's own words.
+    """
+    if find_podman() is None:
+        reason = "podman is not installed (Debian: apt-get install podman runc catatonit)"
+        if _in_ci():
+            pytest.fail(f"CI=true but {reason}; the container tests must run in CI", pytrace=False)
+        pytest.skip(reason)
+    if os.geteuid() != 0:
+        pytest.skip("the container tests run rootful podman: run them as root")
+    engine = LocalPodman(make_rootfs(tmp_path_factory.mktemp("podman")))
+    why = probe(engine)
+    if why is not None:
+        pytest.skip(why)
+    yield engine
+    engine.cleanup()

@@ -21,6 +21,7 @@ __all__ = [
     "Host",
     "HostGroup",
     "SlurmTarget",
+    "ContainerTarget",
     "ServerSpec",
     "Server",
     "launch",
@@ -45,11 +46,12 @@ __all__ = [
 
 
 def _hosts() -> dict[str, Any]:
+    from toolkit.host.container import ContainerTarget
     from toolkit.host.group import HostGroup
     from toolkit.host.host import Host
     from toolkit.host.slurm import SlurmTarget
 
-    return {"Host": Host, "HostGroup": HostGroup, "SlurmTarget": SlurmTarget}
+    return {"Host": Host, "HostGroup": HostGroup, "SlurmTarget": SlurmTarget, "ContainerTarget": ContainerTarget}
 
 
 def _servers() -> dict[str, Any]:
@@ -110,7 +112,7 @@ def __getattr__(name: str) -> Any:
 
 # public name -> the loader that imports it (kept beside __all__; tests/test_public_api.py pins both)
 _LOADER_OF: dict[str, Callable[[], dict[str, Any]]] = {
-    **dict.fromkeys(("Host", "HostGroup", "SlurmTarget"), _hosts),
+    **dict.fromkeys(("Host", "HostGroup", "SlurmTarget", "ContainerTarget"), _hosts),
     **dict.fromkeys(("ServerSpec", "Server", "launch", "launch_multinode", "validate_spec"), _servers),
     "Journal": _journal,
     "bench": _benchmark,
@@ -128,6 +130,7 @@ if TYPE_CHECKING:
     from toolkit import errors, logs, report
     from toolkit.benchmark import bench
     from toolkit.errors import ToolkitError
+    from toolkit.host.container import ContainerTarget
     from toolkit.host.group import HostGroup
     from toolkit.host.host import Host
     from toolkit.host.slurm import SlurmTarget
