@@ -30,6 +30,8 @@ from toolkit.host.slurm_script import (
     probe_prefix,
     sbatch_argv,
     step_argv,
+    task_file,
+    task_path,
     task_script,
     with_conf,
 )
@@ -125,13 +127,15 @@ def test_a_task_refuses_a_held_port_and_names_the_holder(tmp_path: Path) -> None
 
 def test_the_batch_script_is_bash_and_records_how_it_was_submitted(tmp_path: Path) -> None:
     step = step_argv(SlurmRequest(nodes=2), job_name="n", node_logs="/l/x-node%n.log", allocation=None)
-    text = batch_script(step, task_script("exec echo", log_path="/l/x.log", port=30000,
-                                          node_flags=NodeFlags(20000)), submitted="SLURM_CONF=/c sbatch a\nb")
-    path = tmp_path / "x.sbatch"
-    path.write_text(text)
-    assert subprocess.run(["bash", "-n", str(path)], capture_output=True).returncode == 0
+    text = batch_script(step, task_path("/l/my logs/x.log"), submitted="SLURM_CONF=/c sbatch a\nb")
+    task = task_file(task_script("exec echo", log_path="/l/x.log", port=30000, node_flags=NodeFlags(20000)))
+    for name, content in (("x.sbatch", text), ("x.task.sh", task)):
+        (tmp_path / name).write_text(content)
+        assert subprocess.run(["bash", "-n", str(tmp_path / name)], capture_output=True).returncode == 0
     assert text.startswith("#!/bin/bash\n# Submitted by the toolkit as:\n#   SLURM_CONF=/c sbatch a\n#   b\n")
-    assert "\nexec srun --ntasks-per-node=1 --kill-on-bad-exit=1 --output=/l/x-node%n.log bash -c " in text
+    assert text.endswith("\nexec srun --ntasks-per-node=1 --kill-on-bad-exit=1 --output=/l/x-node%n.log "
+                         "bash '/l/my logs/x.task.sh'\n")
+    assert task.startswith("#!/bin/bash\n") and '--node-rank "$SLURM_NODEID"' in task
 
 
 def test_names_and_paths() -> None:

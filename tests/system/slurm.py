@@ -100,6 +100,7 @@ class LoopbackSlurm:
     def start(cls, root: Path) -> LoopbackSlurm:
         host = socket.gethostname().split(".")[0]
         cpus = os.cpu_count() or 1
+        root.mkdir(parents=True, exist_ok=True)
         for sub in ("munge", "munge-run", "state", "spool"):
             (root / sub).mkdir(mode=0o755, exist_ok=True)
         (root / "munge").chmod(0o700)

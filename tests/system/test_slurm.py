@@ -5,8 +5,10 @@ Every test ends with the queue as it found it: no job, no step, no process of th
 
 from __future__ import annotations
 
+import json
 import os
 import socket
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -20,6 +22,7 @@ from toolkit.host.host import Host
 from toolkit.host.slurm import SlurmNode, SlurmTarget
 from toolkit.journal import Journal
 from toolkit.moves import sweep
+from toolkit.moves.bisect import perf_bisect
 from toolkit.moves.envcheck import env_report
 from toolkit.server.launch import launch, launch_multinode
 from toolkit.server.spec import ServerSpec
@@ -189,4 +192,27 @@ def test_a_sweep_through_slurm_notes_where_each_launch_ran(slurm: LoopbackSlurm,
 def test_launch_refuses_a_multi_node_target(slurm: LoopbackSlurm, tmp_path: Path) -> None:
     with pytest.raises(InvalidFlag, match="use launch_multinode"):
         launch(_target(Host.local(), slurm, nodes=2), _spec(free_port()), log_dir=str(tmp_path))
+    assert slurm.jobs() == []
+
+
+@pytest.mark.slow
+def test_a_bisection_checks_out_on_the_login_host_and_launches_each_commit_as_a_job(
+    slurm: LoopbackSlurm, tmp_path: Path
+) -> None:
+    repo = tmp_path / "repo"
+    made = subprocess.run([sys.executable, "-m", "toolkit.sim", "make-repo", str(repo), "--commits", "8",
+                           "--regression-at", "5", "--json"], check=True, capture_output=True, text=True)
+    commits = json.loads(made.stdout)
+    spec = ServerSpec.simulator(tp=1, port=free_port(), python=sys.executable, sim_startup_s=0.3,
+                                source_dir=str(repo))
+    with Journal(tmp_path / "j.sqlite") as journal:
+        result = perf_bisect(Host.local(), str(repo), good=commits[0]["sha"], bad="main", spec=spec,
+                             bench={"num_prompts": 3, "max_concurrency": 1, "input_len": 8, "output_len": 16,
+                                    "warmup": 0},
+                             journal=journal, log_dir=str(tmp_path / "logs"), progress=False, timeout_s=60,
+                             launch_on=_target(Host.local(), slurm))
+        steps = journal.steps()
+        notes = [str(text) for text in steps[steps["kind"] == "bisect_probe"]["notes"]]
+    assert result.first_bad == commits[4]["sha"]
+    assert len(notes) == len(result.probes) and all("launch 1 ran in slurm job " in text for text in notes)
     assert slurm.jobs() == []

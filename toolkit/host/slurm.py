@@ -142,14 +142,16 @@ class SlurmTarget:
         node_logs = ss.node_log_path(log_path, 0).replace("-node0", "-node%n") if many else None
         task = ss.task_script(command, log_path=log_path, port=port if self.check_port_on_node else None,
                               node_flags=node_flags if many else None, env=env, cwd=cwd)
+        task_path = ss.task_path(log_path)
+        self.login.write_file(task_path, ss.task_file(task))
         allocation = self.request.allocation
         if allocation is None:
             job = self._submit(name, log_path, ss.step_argv(self.request, job_name=name, node_logs=node_logs,
-                                                            allocation=None), task)
+                                                            allocation=None), task_path)
         else:
             step = ss.step_argv(self.request, job_name=name, node_logs=node_logs, allocation=allocation)
-            job = self._start_step(allocation, name, log_path, f"{ss.with_conf(step, self.slurm_conf)} bash -c "
-                                                               f"{quote(task)}")
+            job = self._start_step(allocation, name, log_path, f"{ss.with_conf(step, self.slurm_conf)} bash "
+                                                               f"{quote(task_path)}")
         pids = self._pids(log_path, job)
         handles = []
         for rank in range(len(job.nodes)):
@@ -161,12 +163,12 @@ class SlurmTarget:
                                          place=place, placement=placement))
         return tuple(handles)
 
-    def _submit(self, name: str, log_path: str, step: list[str], task: str) -> SlurmJob:
+    def _submit(self, name: str, log_path: str, step: list[str], task_path: str) -> SlurmJob:
         script_path = log_path.removesuffix(".log") + ".sbatch"
         sbatch = ss.sbatch_argv(self.request, job_name=name, log_path=log_path,
                                 workdir=log_path.rsplit("/", 1)[0] or "/")
         submitted = ss.with_conf([*sbatch, script_path], self.slurm_conf)
-        self.login.write_file(script_path, ss.batch_script(step, task, submitted=submitted))
+        self.login.write_file(script_path, ss.batch_script(step, task_path, submitted=submitted))
         result = self.login.run(submitted, check=False, timeout_s=120)
         if not result.ok:
             raise CommandFailed(

@@ -35,6 +35,8 @@ __all__ = [
     "ALIVE_STATES",
     "sbatch_argv",
     "batch_script",
+    "task_path",
+    "task_file",
     "step_argv",
     "task_script",
     "probe_prefix",
@@ -228,14 +230,24 @@ def _host_port(address: str, port: int) -> str:
     return f"[{address}]:{int(port)}" if ":" in address else f"{address}:{int(port)}"
 
 
-def batch_script(step: Sequence[str], task: str, *, submitted: str) -> str:
-    """The job's script: one ``srun`` of the task; ``submitted`` (the sbatch line) is kept as a comment."""
+def task_path(log_path: str) -> str:
+    """Where the task's script is written, beside the log (``x.log`` -> ``x.task.sh``): every node reads it."""
+    return log_path.removesuffix(".log") + ".task.sh"
+
+
+def task_file(task: str) -> str:
+    """The task script as a file each node runs with bash."""
+    return "#!/bin/bash\n# Run by each task of the server's step, on its node (see toolkit/host/slurm_script.py).\n" + task + "\n"
+
+
+def batch_script(step: Sequence[str], task_path: str, *, submitted: str) -> str:
+    """The job's script: one ``srun`` of the task file; ``submitted`` (the sbatch line) is kept as a comment."""
     return "\n".join([
         "#!/bin/bash",
         "# Submitted by the toolkit as:",
         *(f"#   {line}" for line in submitted.splitlines()),
-        "# One server task per node; each task fills in its own node rank (see toolkit/host/slurm_script.py).",
-        f"exec {join(step)} bash -c {quote(task)}",
+        "# One server task per node; each task fills in its own node rank.",
+        f"exec {join(step)} bash {quote_path(task_path)}",
         "",
     ])
 

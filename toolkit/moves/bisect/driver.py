@@ -36,6 +36,7 @@ from toolkit.errors import (
     UnknownHostKey,
 )
 from toolkit.host.host import Host
+from toolkit.host.place import Target
 from toolkit.host.shell import quote_path
 from toolkit.journal import Journal, StepRecorder
 from toolkit.moves.bisect.checkout import GitCheckout
@@ -91,6 +92,7 @@ class _Prober:
     order: dict[str, int]
     count: int = 0
     steps: dict[int, StepRecorder] = dataclasses.field(default_factory=dict)
+    launch_on: Target | None = None  # where servers run, when not on the checkout's host (a Slurm job, a container)
 
     def measure(self, sha: str, role: ProbeRole, judge: Callable[[list[float]], Judgement] | None) -> Probe:
         """One commit, as checked out now; ``judge`` None for the reference ends (judged together later)."""
@@ -103,7 +105,7 @@ class _Prober:
             try:
                 self._build(sha)
                 run_launch(
-                    self.host,
+                    self.launch_on or self.host,
                     spec,
                     step=step,
                     benches=self.repeats,
@@ -162,7 +164,7 @@ class _Prober:
             "probe": f"the regression is already in {sha[:8]}",
         }[role]
         with self.journal.step("bisect_probe", f"{what} {sha[:8]} {subject}"[:120], hypothesis=hypothesis,
-                               spec=spec, host=self.host) as step:
+                               spec=spec, host=self.launch_on or self.host) as step:
             yield step
 
 
@@ -207,6 +209,7 @@ def perf_bisect(
     timeout_s: float = 900.0,
     progress: bool = True,
     log_dir: str | None = None,
+    launch_on: Target | None = None,
 ) -> BisectResult:
     """Find the commit between ``good`` and ``bad`` that made ``metric`` regress, with ``git bisect`` on ``host``.
 
@@ -223,7 +226,9 @@ def perf_bisect(
     good, bad or skip (a server that does not start is a skip, recorded with its error).
     Each commit is a ``bisect_probe`` journal step. Whatever happens (an error, Ctrl-C), the
     server is stopped and the checkout is reset to the branch it was on; a bisection left
-    over by a dead kernel is reset (with a warning) before a new one starts.
+    over by a dead kernel is reset (with a warning) before a new one starts. ``launch_on``
+    launches the servers elsewhere than ``host`` (a ``SlurmTarget`` from that login host, a
+    ``ContainerTarget``), reading the checkout through a file system both share.
 
     >>> result = perf_bisect(Host.local(), "/src/sglang", good="v0.5.8", bad="main",  # doctest: +SKIP
     ...                      spec=ServerSpec.simulator(tp=8, source_dir="/src/sglang"),
@@ -252,7 +257,8 @@ def perf_bisect(
     order = {good_sha: 0, **{sha: i + 1 for i, sha in enumerate(commits)}}
     state = BisectState.start(commits, good=good_sha)
     prober = _Prober(host, checkout, spec, metric, repeats, build, build_timeout_s,
-                     make_bench_call(bench, progress=False), journal, timeout_s, log_dir, subjects, order)
+                     make_bench_call(bench, progress=False), journal, timeout_s, log_dir, subjects, order,
+                     launch_on=launch_on)
     bar = tqdm(total=2 + expected_probes(len(commits)), desc="bisect", unit="commit", disable=not progress)
     probes: list[Probe] = []
     try:
