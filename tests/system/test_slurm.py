@@ -53,6 +53,15 @@ def _gone(pids: list[int], within_s: float = 10.0) -> list[int]:
     return left
 
 
+def _running(slurm: LoopbackSlurm, job: str, within_s: float = 30.0) -> str:
+    """``job``, once Slurm runs it (a blocker or an allocation must hold its nodes before the test goes on)."""
+    deadline = time.monotonic() + within_s
+    while [line.split()[:2] for line in slurm.jobs() if line.startswith(f"{job} ")] != [[job, "RUNNING"]]:
+        assert time.monotonic() < deadline, slurm.jobs()
+        time.sleep(0.1)
+    return job
+
+
 def _state(pid: int) -> str:
     try:
         return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
@@ -124,8 +133,8 @@ def test_a_two_node_job_gives_each_node_its_rank_and_the_first_nodes_address(
 def test_a_job_that_stays_pending_is_reported_with_slurms_reason_and_cancelled(
     slurm: LoopbackSlurm, tmp_path: Path
 ) -> None:
-    blocker = slurm.client("sbatch", "--parsable", "--nodes=2", "--exclusive", "--output=/dev/null",
-                           "--wrap", "sleep 600").strip()
+    blocker = _running(slurm, slurm.client("sbatch", "--parsable", "--nodes=2", "--exclusive", "--output=/dev/null",
+                                           "--wrap", "sleep 600").strip())
     try:
         target = _target(Host.local(), slurm, pending_timeout_s=2)
         started = time.monotonic()
@@ -143,8 +152,8 @@ def test_a_job_that_stays_pending_is_reported_with_slurms_reason_and_cancelled(
 def test_a_step_inside_an_existing_allocation_stops_and_leaves_the_allocation(
     slurm: LoopbackSlurm, tmp_path: Path
 ) -> None:
-    allocation = slurm.client("sbatch", "--parsable", "--nodes=1", "--output=/dev/null", "--wrap",
-                              "sleep 600").strip()
+    allocation = _running(slurm, slurm.client("sbatch", "--parsable", "--nodes=1", "--output=/dev/null", "--wrap",
+                                              "sleep 600").strip())
     try:
         target = _target(Host.local(), slurm, allocation=allocation, srun_options=["--overlap"])
         with launch(target, _spec(free_port()), log_dir=str(tmp_path)) as server:
@@ -207,8 +216,8 @@ def test_a_bisection_checks_out_on_the_login_host_and_launches_each_commit_as_a_
                                 source_dir=str(repo))
     with Journal(tmp_path / "j.sqlite") as journal:
         result = perf_bisect(Host.local(), str(repo), good=commits[0]["sha"], bad="main", spec=spec,
-                             bench={"num_prompts": 3, "max_concurrency": 1, "input_len": 8, "output_len": 16,
-                                    "warmup": 0},
+                             bench={"num_prompts": 4, "max_concurrency": 1, "input_len": 8, "output_len": 32,
+                                    "warmup": 0}, repeats=3,  # 2 samples an end were within noise on a busy machine
                              journal=journal, log_dir=str(tmp_path / "logs"), progress=False, timeout_s=60,
                              launch_on=_target(Host.local(), slurm))
         steps = journal.steps()
