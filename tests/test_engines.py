@@ -361,3 +361,15 @@ def test_itl_mapping_depends_on_backend_and_speculation() -> None:
     assert key("vllm bench serve", "vllm", True) == ["median_itl_ms"]
     accept = peer_names("vllm bench serve", "vllm", "spec_decode_acceptance_length")
     assert [n.toolkit_key for n in accept] == ["accept_length"]
+
+
+def test_docs_list_every_belief_with_its_source() -> None:
+    doc = (REPO / "docs" / "engine-releases.md").read_text(encoding="utf-8").replace("\\|", "|")
+    for p in ALL_PROFILES:
+        sources = [p.start_method_source, p.api_key_source, p.version_source, p.metrics.source,
+                   *(w.source for w in p.env_writes), *(h.source for h in p.health),
+                   *(e.source for e in (p.flush_cache, p.start_profile, p.stop_profile) if e is not None)]
+        for source in sources:
+            assert source in doc, (p.name, source)
+    for name in bench_names.PEER_NAMES:
+        assert name.source in doc
