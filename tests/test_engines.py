@@ -373,3 +373,14 @@ def test_docs_list_every_belief_with_its_source() -> None:
             assert source in doc, (p.name, source)
     for name in bench_names.PEER_NAMES:
         assert name.source in doc
+
+
+def test_writes_reach_the_processes_started_after_them() -> None:
+    vllm = profile_for("vllm", "0.33.0")
+    assert "OMP_NUM_THREADS" in vllm.predict_env({}, role="worker")  # engine core sets it for its workers
+    assert "OMP_NUM_THREADS" not in vllm.predict_env({}, role="server")
+    assert vllm.predict_env({}, role="worker")["VLLM_WORKER_MULTIPROC_METHOD"].result == "spawn"
+    assert vllm.predict_env({"VLLM_WORKER_MULTIPROC_METHOD": "fork"}, role="worker")[
+        "VLLM_WORKER_MULTIPROC_METHOD"].result == "fork"
+    assert "NCCL_CUMEM_ENABLE" in profile_for("vllm", "0.6.6").predict_env({}, role="worker")
+    assert "NCCL_CUMEM_ENABLE" not in profile_for("vllm", "0.6.6").predict_env({}, role="server")

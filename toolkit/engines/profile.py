@@ -33,6 +33,15 @@ Engine = Literal["sglang", "vllm"]
 # Roles as toolkit.envcheck.roles.Role spells them.
 ProcessRole = Literal["server", "worker", "engine_core", "api_server", "detokenizer", "dp_controller", "every"]
 WriteWhen = Literal["always", "if_unset", "with_flag"]
+# Who starts whom: a write in a process reaches the processes it starts afterwards.
+_ANCESTORS: dict[str, tuple[str, ...]] = {
+    "server": (),
+    "api_server": ("server",),
+    "engine_core": ("server", "api_server"),
+    "worker": ("server", "api_server", "engine_core"),
+    "detokenizer": ("server",),
+    "dp_controller": ("server",),
+}
 StartMethod = Literal["fork", "spawn"]
 
 
@@ -232,14 +241,21 @@ class EngineProfile:
         version: Version | str | None = None,
         role: ProcessRole = "worker",
     ) -> dict[str, EnvOutcome]:
-        """For every variable this release writes in a process that ``role`` inherits from.
+        """What a process of ``role`` ends up with, for every variable the release writes on its way.
 
-        Returns name -> :class:`EnvOutcome` (exported value, predicted value, writes).
-        Writes whose ``condition`` the engine decides at run time are assumed to fire.
+        A write counts when it happens in ``role`` itself, in every process (``import vllm``), or
+        in a process that starts ``role`` (the server starts SGLang's schedulers; vLLM's engine
+        core starts its workers). Returns name -> :class:`EnvOutcome`. Writes whose
+        ``condition`` the engine decides at run time are assumed to fire.
+
+        >>> from toolkit.engines import profile_for
+        >>> profile_for("sglang", "0.4.10").predict_env({"NCCL_CUMEM_ENABLE": "1"})["NCCL_CUMEM_ENABLE"].result
+        '0'
         """
+        reaches = {role, "every", *_ANCESTORS.get(role, ())}
         out: dict[str, EnvOutcome] = {}
         for write in self.env_writes_at(version):
-            if write.process not in (role, "every", "server"):  # the server is every process's ancestor
+            if write.process not in reaches:
                 continue
             prior = out.get(write.name)
             current = prior.result if prior else exported.get(write.name)
