@@ -38,6 +38,7 @@ from pathlib import Path
 
 from tqdm.auto import tqdm
 
+from toolkit.engines import PEER_NAMES, PROFILES, EngineProfile
 from toolkit.flags import FlagTable, parse_help
 
 REPO = Path(__file__).resolve().parents[1]
@@ -233,6 +234,74 @@ def check(help_dir: Path, flags_dir: Path) -> list[str]:
     return problems
 
 
+_DOCS_MARKER = "## Every belief\n"
+_DOCS_INTRO = ("\nGenerated from `toolkit/engines` by `python scripts/engine_contracts.py --docs` (a test checks that every\n"
+               "source line of the data appears here).\n")
+_WHEN = {"always": "always (overwrites the user's value)", "if_unset": "only when unset"}
+
+
+def _cell(text: object) -> str:
+    return str(text).replace("|", "\\|")
+
+
+def _profile_rows(p: EngineProfile) -> list[tuple[str, str]]:
+    rows = [(f"workers start by `{p.start_method}`", p.start_method_source)]
+    for w in p.env_writes:
+        when = _WHEN.get(w.when, f"with `{w.flag}`")
+        extra = f"; {w.condition}" if w.condition else ""
+        within = f" [{w.releases}]" if w.releases else ""
+        seen = ", ".join(w.visible_in) or "no process"
+        rows.append((f"`{w.name}={w.value}` in the {w.process} process, {when}{extra}{within}; "
+                     f"/proc environ shows it in: {seen}", w.source))
+    for h in p.health:
+        rows.append((f"`{h.method} {h.path}`: proves generation {h.proves_generation}, takes >= {h.min_latency_s:g} s, "
+                     f"unhealthy -> {h.unhealthy_status} ({'; '.join(h.unhealthy_when)}), body {h.body}", h.source))
+    rows.append((f"ready line `{p.ready_log_line}`", p.ready_log_source))
+    m = p.metrics
+    spec = ", ".join(x for x in (m.spec_accepted_tokens, m.spec_draft_tokens, m.spec_drafts, m.spec_accept_length) if x)
+    served = f" needs `{m.enabled_by}`" if m.enabled_by else " always served"
+    rows.append((f"`{p.metrics_path}`{served}: `{m.running}`, `{m.waiting}`, `{m.kv_cache_usage}`; spec: {spec}", m.source))
+    for e in (p.flush_cache, p.start_profile, p.stop_profile):
+        if e is None:
+            continue
+        parts = [f"`{'/'.join(e.methods)} {e.path}`"]
+        parts += [f"needs {e.enabled_by}"] if e.enabled_by else []
+        parts += ["body: " + ", ".join(e.body_fields)] if e.body_fields else []
+        parts += ["query: " + ", ".join(e.query_fields)] if e.query_fields else []
+        parts += [f"output dir: ${e.output_env}"] if e.output_env else []
+        parts += [e.note] if e.note else []
+        rows.append(("; ".join(parts), e.source))
+    env = f" or `{p.api_key_env}`" if p.api_key_env else " (no env variable)"
+    open_ = f"; open: {', '.join(p.api_key_open)}" if p.api_key_open else ""
+    rows.append((f"`{p.api_key_flag}`{env} guards {', '.join(p.api_key_guarded)}{open_}", p.api_key_source))
+    rows.append((f"version: `{p.version_command}`", p.version_source))
+    rows.append((f"flags captured from: {', '.join(p.flag_releases)}", "toolkit/engines/flags/ (scripts/engine_contracts.py)"))
+    rows += [("note: " + note, "(in the note)") for note in p.notes]
+    return rows
+
+
+def beliefs_markdown() -> str:
+    """The "Every belief" section of docs/engine-releases.md, from toolkit.engines."""
+    out: list[str] = []
+    for engine, lines in PROFILES.items():
+        out += ["", f"### {engine}", "", "| line | belief | source |", "|---|---|---|"]
+        out += [f"| {p.name} | {_cell(fact)} | {_cell(src)} |" for p in lines for fact, src in _profile_rows(p)]
+    out += ["", "### Benchmark names", "",
+            "| tool | backends | printed | JSON key | toolkit key | when | definition | source |",
+            "|---|---|---|---|---|---|---|---|"]
+    for n in PEER_NAMES:
+        when = {None: "always", True: "speculative decoding", False: "no speculative decoding"}[n.speculative]
+        out.append(f"| {n.tool} | {', '.join(n.backends)} | `{n.printed}` | `{n.json_key}` | `{n.toolkit_key}` | {when} "
+                   f"| {_cell(n.definition)} | {_cell(n.source)} |")
+    return "\n".join(out) + "\n"
+
+
+def write_docs(path: Path) -> None:
+    text = path.read_text(encoding="utf-8")
+    head = text.split(_DOCS_MARKER, 1)[0]
+    path.write_text(head + _DOCS_MARKER + _DOCS_INTRO + beliefs_markdown(), encoding="utf-8")
+
+
 def _targets(ns: argparse.Namespace) -> Iterable[tuple[str, str, bool]]:
     if ns.all:
         engines = [ns.engine] if ns.engine else list(RELEASES)
@@ -256,9 +325,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--help-dir", type=Path, default=REPO / "tests" / "data" / "help")
     parser.add_argument("--flags-dir", type=Path, default=REPO / "toolkit" / "engines" / "flags")
     parser.add_argument("--no-help-file", action="store_true", help="write only the flag list")
+    parser.add_argument("--docs", action="store_true",
+                        help="rewrite the 'Every belief' table of docs/engine-releases.md from toolkit.engines")
     parser.add_argument("--check", action="store_true",
                         help="offline: check that the flag lists match the help captures, write nothing")
     ns = parser.parse_args(argv)
+    if ns.docs:
+        write_docs(REPO / "docs" / "engine-releases.md")
+        return 0
     if ns.check:
         problems = check(ns.help_dir, ns.flags_dir)
         for problem in problems:

@@ -27,8 +27,8 @@ __all__ = ["VLLM_PROFILES"]
 _API = "vllm/entrypoints/openai/api_server.py"
 _OVERRIDE = "vllm/env_override.py"
 _VERSION_CMD = "python -c \"import importlib.metadata as m; print(m.version('vllm'))\""
-_VERSION_NOTE = ("`vllm --version` prints importlib.metadata.version('vllm') from 0.7 "
-                 "(vllm/entrypoints/cli/main.py:56-58 in 0.7.3); python -c 'import vllm; print(vllm.__version__)' "
+_VERSION_NOTE = ("`vllm --version` exists from 0.6.6 (vllm/scripts.py:148; absent in 0.6.4), "
+                 "vllm/entrypoints/cli/main.py:56-58 in 0.7.3; python -c 'import vllm; print(vllm.__version__)' "
                  "works in every release but imports torch")
 _LIB_FORK = ("as a library (LLM(...)) the default stays fork: VLLM_WORKER_MULTIPROC_METHOD defaults to 'fork' "
              "in vllm/envs.py, and only the CLI entry points switch it to spawn")
@@ -133,9 +133,9 @@ _V06 = _line(
     _profile("0.6.6", f"{_API}:496", f"{_API}:503", f"VLLM_TORCH_PROFILER_DIR ({_API}:491)"),
     None,
     _api_key("0.6.6", f"{_API}:572-583"), _GUARD_V1,
-    "vllm 0.6.6: no `vllm --version` (vllm/scripts.py has none); vllm.__version__ from vllm/version.py",
+    "vllm 0.6.6 vllm/scripts.py:148 (`vllm --version`; 0.6.0-0.6.4 have none, vllm.__version__ then)",
     ("0.6.0", "0.6.6"),
-    ("no /reset_prefix_cache in 0.6.x", _LIB_FORK),
+    ("no /reset_prefix_cache in 0.6.x", _VERSION_NOTE, _LIB_FORK),
 )
 
 _V07 = _line(
