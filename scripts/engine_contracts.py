@@ -11,7 +11,7 @@ the cache), and write
   ``-all.txt`` with ``--help=all`` where vLLM groups its help), for the releases in
   :data:`HELP_FILE_RELEASES` or named with ``--version``;
 - ``toolkit/engines/flags/<engine>-<version>.txt``: one flag per line
-  (``NAME<TAB>value|switch<TAB>ALIASES``), parsed by ``toolkit.flags.parse_help``.
+  (``NAME<TAB>value|switch<TAB>ALIASES``), parsed by ``toolkit.server.help_table.parse_help``.
 
 Both name the release and the wheel in a first comment line. A new release is one
 command away::
@@ -39,7 +39,7 @@ from pathlib import Path
 from tqdm.auto import tqdm
 
 from toolkit.engines import PEER_NAMES, PROFILES, EngineProfile
-from toolkit.flags import FlagTable, parse_help
+from toolkit.server.help_table import FlagTable, parse_help
 
 REPO = Path(__file__).resolve().parents[1]
 STUBS = Path(__file__).resolve().with_name("_engine_stubs.py")

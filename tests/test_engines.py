@@ -33,7 +33,7 @@ from toolkit.engines import (
     resolve_profile,
     versions,
 )
-from toolkit.flags import parse_help
+from toolkit.server.help_table import parse_help
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
 HELP = REPO / "tests" / "data" / "help"
