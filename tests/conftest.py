@@ -1,8 +1,8 @@
-"""Shared fixtures: a real loopback sshd and the hosts that reach it.
+"""Shared fixtures: a real loopback sshd and the hosts that reach it; a loopback Slurm cluster; podman.
 
 ``ssh_host`` / ``ssh_hosts`` / ``local_host`` / ``any_host`` are the hosts every test module
 may use; ``any_host`` runs a test once on ``Host.local()`` and once over SSH. The sshd starts
-once per session, and only if a test asks for it.
+once per session, and only if a test asks for it; so do ``slurm`` and ``podman``.
 
 Under ``CI=true`` a missing sshd fails the run: a skipped SSH suite looks green and tests
 nothing. Elsewhere it skips with the reason.
@@ -134,3 +134,40 @@ def podman(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalPodman]:
         pytest.skip(why)
     yield engine
     engine.cleanup()
+
+
+# Real parts a test needs, by words of its skip reason: what is missing, and the one command that brings it.
+_REAL_PARTS = (
+    ("sshd", "the loopback sshd", "openssh-server"),
+    ("chromium", "headless Chromium (browser tests)", "chromium"),
+    ("slurm", "a loopback Slurm cluster", "slurm-wlm munge"),
+    ("podman", "a container engine (podman) that runs containers here", "podman runc catatonit"),
+    (".venv-cpu", "the real CPU inference server", None),
+    ("cpu-server", "the real CPU inference server", None),
+    ("shared", "the shared real logs (../shared beside the checkout)", None),
+)
+
+
+def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
+    """Say plainly which real parts were skipped, and how to run them (a skipped suite looks green)."""
+    skipped = terminalreporter.stats.get("skipped", [])
+    missing: dict[str, int] = {}
+    packages: list[str] = []
+    for report in skipped:
+        reason = str(report.longrepr[-1]) if isinstance(report.longrepr, tuple) else str(report.longrepr)
+        for key, what, package in _REAL_PARTS:
+            if key in reason:
+                missing[what] = missing.get(what, 0) + 1
+                if package and package not in packages:
+                    packages.append(package)
+                break
+    if not missing:
+        return
+    terminalreporter.section("real parts skipped")
+    for what, count in missing.items():
+        terminalreporter.write_line(f"{count:4d} tests skipped: {what} is not on this machine")
+    terminalreporter.write_line("Run them all as CI does: `bash .ci/run` (installs what is missing, as root), or:")
+    if packages:
+        terminalreporter.write_line(f"  sudo apt-get install -y {' '.join(packages)} && make test")
+    if any("CPU" in what for what in missing):
+        terminalreporter.write_line("  make cpu-server  # the CPU inference server's venv")

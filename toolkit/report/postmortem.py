@@ -21,6 +21,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from toolkit.journal import Journal
 from toolkit.journal._coerce import env_pairs
 from toolkit.journal._frames import SWITCH, flatten_spec
 from toolkit.report.document import (
@@ -35,11 +36,10 @@ from toolkit.report.document import (
     to_markdown,
 )
 from toolkit.stats import compare_samples
+from toolkit.views import plots
 
 if TYPE_CHECKING:
     import pandas as pd
-
-    from toolkit.journal import Journal
 
 __all__ = ["ReportPaths", "write", "main"]
 
@@ -132,8 +132,6 @@ def _render(fig: Any, name: str, alt: str, dpi: int) -> Figure:
 
 def _figures(steps: pd.DataFrame, results: pd.DataFrame, requests: pd.DataFrame, metrics: pd.DataFrame,
              baseline: str | None, dpi: int) -> list[Figure]:
-    from toolkit.views import plots
-
     out = [_render(plots.timeline(steps), "timeline", "timeline of the investigation's steps", dpi)]
     if not results.empty and THROUGHPUT in results.columns:
         out.append(_render(plots.throughput(results, baseline=baseline), "throughput",
@@ -314,8 +312,6 @@ def write(journal: Journal, out_dir: str | Path, *, dpi: int = 100) -> ReportPat
 
 def main(argv: Sequence[str] | None = None) -> int:
     """``python -m toolkit report JOURNAL --out DIR [--investigation NAME]``."""
-    from toolkit.journal import Journal
-
     parser = argparse.ArgumentParser(prog="python -m toolkit report", description=__doc__.splitlines()[0])
     parser.add_argument("journal", type=Path, help="the journal .sqlite file")
     parser.add_argument("--out", type=Path, default=Path("out"), help="output directory (default: out)")
