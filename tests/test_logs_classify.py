@@ -219,13 +219,13 @@ def test_metric_styles() -> None:
 def test_metric_events_carry_rank_time_and_line() -> None:
     events = classify_lines(
         [
-            "x",
+            "[2025-10-22 10:27:50] server_args=ServerArgs(model_path='x')",
             "[2025-10-22 10:27:57 TP0] Decode batch. #running-req: 1, accept len: 2.17, "
             "gen throughput (token/s): 0.39, #queue-req: 0, ",
         ]
     )
     metric = events[1].metric
-    assert metric is not None and events[1].verdict is Verdict.METRIC
+    assert metric is not None and events[1].verdict is Verdict.METRIC  # start-up seen: a warm-up batch, not proof
     assert (metric.line_no, metric.rank, metric.timestamp) == (2, "TP0", datetime(2025, 10, 22, 10, 27, 57))
     assert metric.values["accept_len"] == 2.17
 
@@ -411,7 +411,7 @@ def test_streaming_equals_batch() -> None:
 
 def test_unknown_engine_is_refused_with_the_choices() -> None:
     with pytest.raises(ValueError, match="sglang"):
-        LogClassifier(engine="tgi")
+        LogClassifier(engine="tensorrt")
 
 
 # -- CLI -------------------------------------------------------------------------
@@ -421,17 +421,18 @@ def test_cli_json(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     log = tmp_path / "server.log"
     log.write_bytes(
         b"[2026-02-26 20:26:06 TP5] Ignore import error when loading sglang.srt.models.glmasr: x\r\n"
-        b"[2026-02-26 20:26:07] Decode batch. #running-req: 1, gen throughput (token/s): 3.5, #queue-req: 0\n"
+        b"[2026-02-26 20:26:07] The server is fired up and ready to roll!\n"
         b"\xff\xfe not utf-8\n"
-        b"[2026-02-26 20:26:09] The server is fired up and ready to roll!\n"
+        b"[2026-02-26 20:26:09] Decode batch. #running-req: 1, gen throughput (token/s): 3.5, #queue-req: 0\n"
     )
     assert cli_main(["classify", str(log), "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
-    assert out["state"] == "ready" and out["ready_line"] == 4 and out["fatal_line"] is None
+    assert out["state"] == "ready" and out["ready_line"] == 2 and out["fatal_line"] is None
+    assert out["ready_evidence"] == "ready line"
     assert out["benign_lines"] == [1]
     assert out["metrics"] == [
         {
-            "line": 2,
+            "line": 4,
             "kind": "sglang_decode",
             "values": {"running_req": 1, "gen_throughput": 3.5, "queue_req": 0},
         }

@@ -91,7 +91,7 @@ CASES: list[tuple[str, str, str, str]] = [
     (
         "sglang_warmup_request",
         "sglang",
-        '[2026-02-09 14:38:46] INFO:     127.0.0.1:16624 - "POST /generate HTTP/1.1" 200 OK',
+        '[2026-02-09 14:38:46] INFO:     127.0.0.1:16622 - "GET /model_info HTTP/1.1" 200 OK',
         '[2026-02-09 14:38:46] INFO:     127.0.0.1:16624 - "POST /v1/chat/completions HTTP/1.1" 200 OK',
     ),
     (
@@ -503,6 +503,135 @@ CASES: list[tuple[str, str, str, str]] = [
         "generic",
         "INFO:     Uvicorn running on http://0.0.0.0:8000 (Press CTRL+C to quit)",
         "INFO:     Uvicorn stopped",
+    ),
+    # -- added with the corpus batches (issue 12); positive cases are lines of tests/data/logs -----------------
+    (
+        "http_generate_ok",
+        "sglang",
+        '[2025-09-03 18:33:31] INFO:     192.168.30.81:35262 - "POST /v1/chat/completions HTTP/1.1" 200 OK',
+        '[2025-09-03 18:33:31] INFO:     192.168.30.81:35262 - "GET /v1/models HTTP/1.1" 200 OK',
+    ),
+    (
+        "vllm_worker_exception",
+        "vllm",
+        "(VllmWorkerProcess pid=1270) ERROR 09-12 10:11:12 multiproc_worker_utils.py:226] Exception in worker "
+        "VllmWorkerProcess while processing method init_device.",
+        "(VllmWorkerProcess pid=1270) INFO 09-12 10:11:12 multiproc_worker_utils.py:215] Worker ready; awaiting tasks",
+    ),
+    (
+        "process_exception_header",
+        "generic",
+        "Exception in ControllerSingle:",
+        "Exception in thread Thread-3 (_watchdog):",
+    ),
+    (
+        "python_process_died",
+        "vllm",
+        "Process EngineCore_0:",
+        "Process EngineCore_0 started with pid 123",
+    ),
+    (
+        "mpirun_rank_failed",
+        "trtllm",
+        "mpirun detected that one or more processes exited with non-zero status, thus causing",
+        "mpirun launched 4 processes on 1 node",
+    ),
+    (
+        "tgi_connected",
+        "tgi",
+        "2024-06-28T11:31:02.112340Z  INFO text_generation_router::server: router/src/server.rs:2311: Connected",
+        "2024-06-28T11:31:02.112340Z  INFO text_generation_router::server: router/src/server.rs:2301: Connecting to shards",
+    ),
+    (
+        "tgi_shard_ready",
+        "tgi",
+        "2024-06-28T11:30:38.027759Z  INFO shard-manager: text_generation_launcher: Shard ready in 62.4s rank=0",
+        "2024-06-28T11:30:38.027759Z  INFO shard-manager: text_generation_launcher: Starting shard rank=0",
+    ),
+    (
+        "tgi_waiting_for_shard",
+        "tgi",
+        "2024-06-28T11:28:38.027759Z  INFO shard-manager: text_generation_launcher: Waiting for shard to be ready... rank=0",
+        "2024-06-28T11:28:38.027759Z  INFO text_generation_launcher: Waiting for the download to finish",
+    ),
+    (
+        "tgi_warmup",
+        "tgi",
+        "2024-06-28T11:30:50.112340Z  INFO text_generation_router: router/src/main.rs:327: Warming up model",
+        "2024-06-28T11:30:50.112340Z  INFO text_generation_router: router/src/main.rs:327: Warm start enabled",
+    ),
+    (
+        "tgi_no_custom_kernels",
+        "tgi",
+        "2023-07-13T13:36:35.775510Z  WARN shard-manager: text_generation_launcher: We're not using custom kernels.",
+        "2023-07-13T13:36:35.775510Z  WARN shard-manager: text_generation_launcher: We're using flash attention",
+    ),
+    (
+        "tgi_init_error",
+        "tgi",
+        "2023-07-13T13:36:36.063775Z ERROR shard-manager: text_generation_launcher: Error when initializing model",
+        "2023-07-13T13:36:36.063775Z  INFO shard-manager: text_generation_launcher: Initializing model",
+    ),
+    (
+        "tgi_shard_stderr",
+        "tgi",
+        "2024-03-06T17:53:31.052367Z ERROR shard-manager: text_generation_launcher: Shard complete standard error output:",
+        "2024-03-06T17:53:31.052367Z  INFO shard-manager: text_generation_launcher: Shard standard output follows",
+    ),
+    (
+        "tgi_shard_signaled",
+        "tgi",
+        "2024-03-06T17:53:31.052444Z ERROR shard-manager: text_generation_launcher: Shard process was signaled to "
+        "shutdown with signal 4 rank=0",
+        "2024-03-06T17:53:31.052444Z  INFO shard-manager: text_generation_launcher: Shard terminated rank=0",
+    ),
+    (
+        "tgi_shard_failed",
+        "tgi",
+        "2024-03-06T17:53:31.149443Z ERROR text_generation_launcher: Shard 0 failed to start",
+        "2024-03-06T17:53:31.149443Z  INFO text_generation_launcher: Shard 0 started",
+    ),
+    (
+        "tgi_launcher_error",
+        "tgi",
+        "Error: ShardCannotStart",
+        "Errors: none",
+    ),
+    (
+        "triton_started",
+        "trtllm",
+        "I1204 08:17:45.082233 1 grpc_server.cc:1939] Started GRPCService at 0.0.0.0:8001",
+        "I1204 08:17:45.082251 1 http_server.cc:1411] Starting HTTPService at 0.0.0.0:8000 is deprecated",
+    ),
+    (
+        "triton_starting_http",
+        "trtllm",
+        "I1204 08:17:45.082251 1 http_server.cc:1411] Starting HTTPService at 0.0.0.0:8000",
+        "I1204 08:17:45.130062 1 server.cc:224] Polling model repository",
+    ),
+    (
+        "triton_model_loaded",
+        "trtllm",
+        "I0120 08:27:55.120311 2049 model_lifecycle.cc:849] \"successfully loaded 'preprocessing'\"",
+        "I0120 08:28:15.120311 2049 model_lifecycle.cc:636] \"successfully unloaded 'tensorrt_llm_bls' version 1\"",
+    ),
+    (
+        "triton_model_unavailable",
+        "trtllm",
+        "| tensorrt_llm   | 1       | UNAVAILABLE: Internal: unexpected error when creating modelInstanceState: x |",
+        "| tensorrt_llm   | 1       | READY  |",
+    ),
+    (
+        "triton_load_failed",
+        "trtllm",
+        "error: creating server: Internal - failed to load all models",
+        "I0120 08:28:13.508600 2049 server.cc:336] \"All models are stopped, unloading models\"",
+    ),
+    (
+        "trtllm_error",
+        "trtllm",
+        "[TensorRT-LLM][ERROR] tensorrt_llm::common::TllmException: [TensorRT-LLM][ERROR] Assertion failed: d == a + length",
+        "[TensorRT-LLM][INFO] Loaded engine size: 15448 MiB",
     ),
     (
         "usage_line",

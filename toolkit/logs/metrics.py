@@ -198,6 +198,6 @@ def parse_metric(text: str, *, line_no: int = 0, timestamp: datetime | None = No
         else:
             return None
         values = _SHAPES.values(kind, rest, _vllm, _vllm_shape)
-    if not values:
-        return None
+    if not values or (kind == "vllm_throughput" and "running_reqs" not in values):
+        return None  # a line cut short (a terminal wrapped `Running: 32 r` / `eqs, ...`): not a whole row
     return _make_row(kind, MappingProxyType(values), timestamp, rank, line_no)

@@ -1,0 +1,84 @@
+"""Which engine wrote a log, and so which packs classify it.
+
+Markers are read from the log itself, line by line, until one is decisive. SGLang's markers
+win over every other (older SGLang imports vLLM and prints vLLM-formatted lines); the other
+engines' markers are specific enough to decide at once; a vLLM marker is only tentative for
+the first lines, because other engines mention vLLM too (Ray Serve LLM runs it; SGLang used
+its layers). Ray Serve LLM logs are read with the Ray pack *and* vLLM's.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping
+from types import MappingProxyType
+
+from toolkit.logs.other_packs import TGI, TRTLLM
+from toolkit.logs.packs import COMMON, GENERIC, SGLANG, VLLM
+from toolkit.logs.rules import RulePack
+
+__all__ = ["ENGINES", "PACKS", "detect_engine", "packs_for", "engine_of_line"]
+
+PACKS: Mapping[str, RulePack] = MappingProxyType({
+    "common": COMMON, "sglang": SGLANG, "vllm": VLLM, "tgi": TGI, "trtllm": TRTLLM, "generic": GENERIC,
+})
+ENGINES = ("auto", "sglang", "vllm", "tgi", "trtllm", "generic")
+
+# The packs each engine's log is read with, in order, between COMMON and GENERIC.
+_STACKS: Mapping[str, tuple[RulePack, ...]] = MappingProxyType({
+    "sglang": (SGLANG,), "vllm": (VLLM,), "tgi": (TGI,), "trtllm": (TRTLLM,), "generic": (),
+})
+
+_SGLANG_MARK = re.compile(
+    r"server_args=ServerArgs\(|\bsglang[./:]|\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)?(?: (?:TP|DP|PP|EP|ATTN_CP|MOE_DP)\d+)+\]"
+    r"|The server is fired up|Capture cuda graph (?:begin|end)|Ignore import error when loading sglang"
+)
+# Decisive markers of the other engines (their own program or logger names).
+_OTHER_MARKS: tuple[tuple[str, re.Pattern[str]], ...] = (
+    ("tgi", re.compile(r"text_generation_(?:launcher|router|server)|text-generation-(?:launcher|server|inference)")),
+    ("trtllm", re.compile(r"\[TensorRT-LLM\]|\[TRT-LLM\]|tensorrt_llm|tritonserver|Triton Inference Server"
+                          r"|\b(?:model_lifecycle|model_repository_manager|grpc_server|http_server|server)\.cc:\d+\]")),
+)
+_VLLM_MARK = re.compile(
+    r"\((?:APIServer|EngineCore\w*|VllmWorker[^)]*|Worker(?:_\w+)?|RayWorkerWrapper|LLMRayActor) pid=|\bvLLM\b|\bvllm\b"
+    r"|^(?:INFO|WARNING|ERROR|DEBUG) \d\d-\d\d \d\d:\d\d:\d\d \["
+)
+
+
+def engine_of_line(line: str) -> tuple[str, bool] | None:
+    """``(engine, decisive)`` when ``line`` carries an engine's marker, else None.
+
+    >>> engine_of_line("2024-03-06T17:53:31Z ERROR text_generation_launcher: Shard 0 failed to start")
+    ('tgi', True)
+    """
+    if _SGLANG_MARK.search(line):
+        return "sglang", True
+    for engine, mark in _OTHER_MARKS:
+        if mark.search(line):
+            return engine, True
+    if _VLLM_MARK.search(line):
+        return "vllm", False
+    return None
+
+
+def packs_for(engine: str | None) -> tuple[RulePack, ...]:
+    """The packs a log of ``engine`` is read with: COMMON, the engine's own, GENERIC (None: not known yet)."""
+    return (COMMON, *_STACKS.get(engine or "generic", ()), GENERIC)
+
+
+def detect_engine(lines: Iterable[str]) -> str | None:
+    """Guess the engine from a log's first lines: "sglang", "vllm", "tgi", "trtllm", or None when unsure.
+
+    >>> detect_engine(["[2026-03-27 09:31:17] server_args=ServerArgs(model_path='x')"])
+    'sglang'
+    """
+    tentative: str | None = None
+    for line in lines:
+        found = engine_of_line(line)
+        if found is None:
+            continue
+        engine, decisive = found
+        if decisive:
+            return engine
+        tentative = tentative or engine
+    return tentative
