@@ -634,6 +634,82 @@ CASES: list[tuple[str, str, str, str]] = [
         "[TensorRT-LLM][INFO] Loaded engine size: 15448 MiB",
     ),
     (
+        "sglang_watchdog_debug_info",
+        "sglang",
+        "[2026-01-29 13:12:36 PP1 TP0] Scheduler debug info:",
+        "[2026-01-29 13:12:36 PP1 TP0] Scheduler debug info will be printed when the watchdog fires",
+    ),
+    (
+        "lmdeploy_hint_open",
+        "lmdeploy",
+        "HINT:    Please open \x1b[93m\x1b[1mhttp://0.0.0.0:23333\x1b[0m in a browser for detailed api usage!!!",
+        "HINT:    Please set --server-port to change the port",
+    ),
+    (
+        "lmdeploy_gemm_config",
+        "lmdeploy",
+        "[WARNING] gemm_config.in is not found; using default GEMM algo",
+        "[WARNING] gemm tuning is disabled",
+    ),
+    (
+        "turbomind_fatal",
+        "lmdeploy",
+        "[TM][FATAL][0805 05:41:11.482000] Check failed: (ptr) 'weight' Must be non NULL",
+        "[TM][INFO] [Gemm2] 6144",
+    ),
+    (
+        "turbomind_error",
+        "lmdeploy",
+        "[TM][ERROR] CUDA runtime error: out of memory /lmdeploy/src/turbomind/utils/allocator.h:231",
+        "[TM][WARNING] [LlamaTritonModel] max_context_token_num = 16384.",
+    ),
+    (
+        "ray_app_ready",
+        "ray",
+        "INFO 2025-08-29 18:02:42,869 serve 519120 -- Application 'default' is ready at http://127.0.0.1:8000/.",
+        "DEBUG 2025-04-21 15:16:45,548 serve 19439 -- Waiting for default to be RUNNING, current status: "
+        "ApplicationStatus.DEPLOYING.",
+    ),
+    (
+        "ray_deploying",
+        "ray",
+        "(ServeController pid=19963) INFO 2025-04-21 15:16:45,616 controller 19963 -- Deploying new version of "
+        "Deployment(name='VLLMDeployment', app='default') (initial target replicas: 1).",
+        "(ServeController pid=521647) INFO 2025-08-29 18:02:42,949 controller 521647 -- Removing 1 replica from "
+        "Deployment(name='LLMRouter', app='default').",
+    ),
+    (
+        "ray_replica_failed",
+        "ray",
+        "(pid=43093) 2021-06-25 16:24:01,207\tERROR worker.py:414 -- Exception raised in creation task: The actor died "
+        "because of an error raised in its creation task",
+        "(pid=43093) 2021-06-25 16:24:01,207\tINFO worker.py:414 -- Creation task finished for the replica",
+    ),
+    (
+        "ray_actor_died",
+        "ray",
+        "ray.exceptions.ActorDiedError: The actor died unexpectedly before finishing this task.",
+        "(ServeController pid=521647) INFO 2025-08-29 18:02:44,981 controller 521647 -- Replica(id='aw9v81k4') is stopped.",
+    ),
+    (
+        "llamacpp_ready",
+        "llamacpp",
+        "main: server is listening on http://127.0.0.1:8080 - starting the main loop",
+        "main: HTTP server is listening, hostname: 127.0.0.1, port: 8080, http threads: 11",
+    ),
+    (
+        "llamacpp_http_listening",
+        "llamacpp",
+        "main: HTTP server is listening, hostname: 127.0.0.1, port: 8080, http threads: 11",
+        "main: binding port with default address family",
+    ),
+    (
+        "llamacpp_load_failed",
+        "llamacpp",
+        "llama_model_load: error loading model: error loading model vocabulary: unknown pre-tokenizer type: 'deepseek-r1-qwen'",
+        "llama_model_loader: loaded meta data with 25 key-value pairs and 579 tensors",
+    ),
+    (
         "usage_line",
         "generic",
         "usage: api_server.py [-h] [--host HOST] [--port PORT]",

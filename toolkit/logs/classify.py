@@ -306,7 +306,7 @@ class LogClassifier:
         else:
             if exception is not None:
                 default_rule = _TRACEBACK
-            elif group.key is not None and _ENGINE_RANK.search(group.key):
+            elif (group.key is not None and _ENGINE_RANK.search(group.key)) or _from_module(group.lines):
                 default_rule = _TRACEBACK_ENGINE_CUT
             else:
                 default_rule = _TRACEBACK_CUT
@@ -327,6 +327,12 @@ class LogClassifier:
                            parsed.level, verdict, rule.name, rule.phase, None, context, group.first_line_no,
                            hint if hint is not None else rule.hint, verdict is _FATAL and bool(rule.notice),
                            READY_LINE if verdict is _READY else None)
+
+
+def _from_module(lines: Sequence[str]) -> bool:
+    """A traceback whose first frame is a program's ``<module>``: the main process itself is raising
+    (nothing above it can catch), e.g. ``File "/opt/venv/bin/vllm", line 33, in <module>``."""
+    return len(lines) > 1 and lines[1].rstrip().endswith("in <module>")
 
 
 def classify_lines(lines: Iterable[str], engine: str = "auto", *, extra_rules: Iterable[Rule] = (),

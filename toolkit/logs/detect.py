@@ -13,20 +13,31 @@ import re
 from collections.abc import Iterable, Mapping
 from types import MappingProxyType
 
-from toolkit.logs.other_packs import TGI, TRTLLM
+from toolkit.logs.other_packs import LLAMACPP, LMDEPLOY, RAY_SERVE, TGI, TRTLLM
 from toolkit.logs.packs import COMMON, GENERIC, SGLANG, VLLM
-from toolkit.logs.rules import RulePack
+from toolkit.logs.rules import RulePack, Verdict
 
 __all__ = ["ENGINES", "PACKS", "detect_engine", "packs_for", "engine_of_line"]
 
 PACKS: Mapping[str, RulePack] = MappingProxyType({
-    "common": COMMON, "sglang": SGLANG, "vllm": VLLM, "tgi": TGI, "trtllm": TRTLLM, "generic": GENERIC,
+    "common": COMMON, "sglang": SGLANG, "vllm": VLLM, "tgi": TGI, "trtllm": TRTLLM, "lmdeploy": LMDEPLOY,
+    "ray": RAY_SERVE, "llamacpp": LLAMACPP, "generic": GENERIC,
 })
-ENGINES = ("auto", "sglang", "vllm", "tgi", "trtllm", "generic")
+ENGINES = ("auto", "sglang", "vllm", "tgi", "trtllm", "lmdeploy", "ray", "llamacpp", "generic")
+
+# Until a marker says which engine wrote the log, every engine's failure and noise rules apply (they are
+# specific enough not to collide), while readiness waits for the engine: "Application startup complete." is
+# vLLM's ready line but only SGLang's HTTP server coming up.
+_ENGINE_PACKS = (SGLANG, VLLM, TGI, TRTLLM, LMDEPLOY, RAY_SERVE, LLAMACPP)
+UNKNOWN = RulePack("unknown-engine", tuple(
+    [r for pack in _ENGINE_PACKS for r in pack.rules if r.verdict in (Verdict.BENIGN, Verdict.WARNING)]
+    + [r for pack in _ENGINE_PACKS for r in pack.rules if r.verdict is Verdict.FATAL]
+))
 
 # The packs each engine's log is read with, in order, between COMMON and GENERIC.
 _STACKS: Mapping[str, tuple[RulePack, ...]] = MappingProxyType({
-    "sglang": (SGLANG,), "vllm": (VLLM,), "tgi": (TGI,), "trtllm": (TRTLLM,), "generic": (),
+    "sglang": (SGLANG,), "vllm": (VLLM,), "tgi": (TGI,), "trtllm": (TRTLLM,), "lmdeploy": (LMDEPLOY,),
+    "ray": (RAY_SERVE, VLLM), "llamacpp": (LLAMACPP,), "generic": (), "unknown": (UNKNOWN,),
 })
 
 _SGLANG_MARK = re.compile(
@@ -38,10 +49,17 @@ _OTHER_MARKS: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("tgi", re.compile(r"text_generation_(?:launcher|router|server)|text-generation-(?:launcher|server|inference)")),
     ("trtllm", re.compile(r"\[TensorRT-LLM\]|\[TRT-LLM\]|tensorrt_llm|tritonserver|Triton Inference Server"
                           r"|\b(?:model_lifecycle|model_repository_manager|grpc_server|http_server|server)\.cc:\d+\]")),
+    ("lmdeploy", re.compile(r"\blmdeploy\b|\[TM\]\[|\bturbomind\b")),
+    ("llamacpp", re.compile(r"\bllama_model_load|\bllm_load_|\bllama_new_context|\bggml_\w+:|\bsrv +\w+: |\bllama-server\b"
+                            r"|\bmain: (?:HTTP server|loading model|server is listening)|\[main\] ")),
+    ("ray", re.compile(r"\((?:ServeController|ServeReplica:[^ )]*|ProxyActor|HTTPProxyActor) pid=|\bray\.serve\b"
+                       r"|ApplicationStatus\.|SERVE_CONTROLLER_ACTOR|Started a local Ray instance|Connecting to existing Ray cluster")),
 )
+# vLLM's own process tags, its name, its logger's header `INFO 05-21 11:59:44 [core.py:493] ` (anywhere: a CI
+# stamp or a pytest node id may come first) and the older header without brackets `INFO 08-09 08:48:57 x.py:199] `.
 _VLLM_MARK = re.compile(
     r"\((?:APIServer|EngineCore\w*|VllmWorker[^)]*|Worker(?:_\w+)?|RayWorkerWrapper|LLMRayActor) pid=|\bvLLM\b|\bvllm\b"
-    r"|^(?:INFO|WARNING|ERROR|DEBUG) \d\d-\d\d \d\d:\d\d:\d\d \["
+    r"|\b(?:INFO|WARNING|ERROR|DEBUG) \d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)? \[?[\w./-]+\.py:\d+\]"
 )
 
 
@@ -62,12 +80,13 @@ def engine_of_line(line: str) -> tuple[str, bool] | None:
 
 
 def packs_for(engine: str | None) -> tuple[RulePack, ...]:
-    """The packs a log of ``engine`` is read with: COMMON, the engine's own, GENERIC (None: not known yet)."""
-    return (COMMON, *_STACKS.get(engine or "generic", ()), GENERIC)
+    """The packs a log of ``engine`` is read with: COMMON, the engine's own, GENERIC. None (no marker seen
+    yet): every engine's failure and noise rules, no engine's readiness."""
+    return (COMMON, *_STACKS.get(engine or "unknown", ()), GENERIC)
 
 
 def detect_engine(lines: Iterable[str]) -> str | None:
-    """Guess the engine from a log's first lines: "sglang", "vllm", "tgi", "trtllm", or None when unsure.
+    """Guess the engine from a log's first lines (one of ENGINES but "auto" and "generic"), None when unsure.
 
     >>> detect_engine(["[2026-03-27 09:31:17] server_args=ServerArgs(model_path='x')"])
     'sglang'

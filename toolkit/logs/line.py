@@ -27,13 +27,13 @@ _JOURNAL = re.compile(r"[A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d \S+ [\w.@/-]+(?:\[\
 _COMPOSE = re.compile(r"[A-Za-z0-9][\w.-]*\s+\| ")
 # Buildkite's timestamps `[2025-05-20T05:24:31Z] ` and `kubectl logs --prefix`'s `[pod/NAME/CONTAINER] `.
 _BRACKET_PREFIX = re.compile(r"\[(?:\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)?|pod/[^\]\s/]+/[^\]\s]+)\] ?")
-# A CI web view's gutter in front of each line: `  | ` (Buildkite) or a line number and a bar.
-_GUTTER = re.compile(r" {0,8}(?:\d+ {1,4})?\| ")
+# A viewer's gutter in front of each line: `  | ` (a CI web view), a line number and a bar, k9s's `│ `.
+_GUTTER = re.compile(r" {0,8}(?:\d+ {1,4})?[|│] ")
 # Process tags: vLLM `(APIServer pid=1)`, `(EngineCore_DP0 pid=2)`, `(VllmWorker rank=1 pid=3)`,
 # `(Worker_TP1 pid=4)`, ray `(pid=5)`, `(RayWorkerWrapper pid=6, ip=10.0.0.1)`,
 # `(ServeReplica:default:LLMServer pid=7)`, `(raylet, ip=10.0.0.1)`; torch `[rank0]:`.
 _PROC_TAG = re.compile(
-    r"\((?P<tag>(?:[\w.:-]+(?: [\w.-]+=[\w.-]+)*? )?pid=\d+(?:, ip=[\d.:a-f]+)?|raylet(?:, ip=[\d.:a-f]+)?)\)\s?"
+    r"\((?P<tag>(?:[\w.:/-]+(?: [\w.-]+=[\w.-]+)*? )?pid=\d+(?:, ip=[\d.:a-f]+)?|raylet(?:, ip=[\d.:a-f]+)?)\)\s?"
 )
 _TORCH_RANK = re.compile(r"\[(rank\d+)\]:\s?")
 
@@ -50,8 +50,10 @@ _VLLM = re.compile(
     r"(?P<level>DEBUG|INFO|WARNING|ERROR|CRITICAL) (?P<md>\d\d-\d\d) (?P<hms>\d\d:\d\d:\d\d)(?:\.\d+)? "
     r"(?:\[[\w./-]+:\d+\] ?|[\w./-]+:\d+\] ?)"
 )
+# Python's `%(asctime)s - %(name)s - %(levelname)s - ` (LMDeploy adds `[pid=N ppid=N] - ` and `%(filename)s:%(lineno)d - `)
 _PYLOG = re.compile(
     r"(?P<ts>\d{4}-\d\d-\d\d \d\d:\d\d:\d\d)(?:[.,]\d+)? - [\w.\-<>]+ - (?P<level>DEBUG|INFO|WARNING|ERROR|CRITICAL) - "
+    r"(?:\[pid=\d+ ppid=\d+\] - )?(?:[\w.-]+\.py:\d+ - )?"
 )
 _UVICORN = re.compile(r"(?P<level>INFO|WARNING|ERROR|CRITICAL|DEBUG):\s+")
 # Rust `tracing` (TGI launcher and router) after its RFC 3339 stamp: ` INFO shard-manager: text_generation_launcher: ...`
@@ -182,8 +184,8 @@ def parse_fields(raw: str) -> tuple[str, datetime | None, str | None, str | None
                 m = _BRACKET_PREFIX.match(text)
         elif first == "(":
             break
-        elif first == " ":
-            if text.find("| ", 0, 16) > 0:
+        elif first == " " or first == "│":
+            if text.find("| ", 0, 16) > 0 or first == "│":
                 m = _GUTTER.match(text)
         else:
             if first.isdigit() or first in "DIWEC":

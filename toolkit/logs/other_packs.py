@@ -12,7 +12,7 @@ from __future__ import annotations
 from toolkit.logs.packs import Hints
 from toolkit.logs.rules import Phase, Rule, RulePack, Verdict
 
-__all__ = ["TGI", "TRTLLM"]
+__all__ = ["TGI", "TRTLLM", "LMDEPLOY", "RAY_SERVE", "LLAMACPP"]
 
 B, F, W, P, R = Verdict.BENIGN, Verdict.FATAL, Verdict.WARNING, Verdict.PROGRESS, Verdict.READY
 
@@ -63,4 +63,51 @@ TRTLLM = RulePack("trtllm", (
     # (backend#191); the PyTorch flow's Python logger: "[TRT-LLM] [E] ..."
     Rule("trtllm_error", r"\[TensorRT-LLM\]\[ERROR\]|\[TRT-LLM\] \[E\]", F, literal=("[TensorRT-LLM][ERROR]", "[TRT-LLM] [E]"),
          after_ready=W),
+))
+
+# LMDeploy: Python logger `2024-08-05 05:40:52,191 - lmdeploy - WARNING - [file.py:N - ]msg` (lmdeploy/utils.py
+# _FORMAT), TurboMind's C++ logger `[TM][ERROR] msg` (newer `[TM][ERROR][time] msg`, src/turbomind/core/logger.cc),
+# and uvicorn, whose `Application startup complete.` is GENERIC's ready line.
+LMDEPLOY = RulePack("lmdeploy", (
+    # serve/openai/api_server.py prints this three times right before uvicorn.run
+    Rule("lmdeploy_hint_open", r"HINT: +Please open .* in a browser for detailed api usage", P, phase=Phase.HTTP_UP,
+         literal="Please open"),
+    Rule("lmdeploy_gemm_config", r"gemm_config\.in is not found; using default GEMM algo", B, literal="gemm_config.in"),
+    # TurboMind's fatal level aborts the process (Logger::LogFatalImpl -> std::abort)
+    Rule("turbomind_fatal", r"\[TM\]\[FATAL\]", F, literal="[TM][FATAL]"),
+    Rule("turbomind_error", r"\[TM\]\[ERROR\]", F, literal="[TM][ERROR]", after_ready=W),
+))
+
+# Ray Serve (Ray Serve LLM runs vLLM: its logs are read with this pack and vLLM's). Replica and controller lines
+# carry Ray's tags (`(ServeReplica:default:LLMServer pid=N)`, `(ServeController pid=N)`), stripped before matching.
+RAY_SERVE = RulePack("ray", (
+    # `serve run`: "Application 'default' is ready at http://127.0.0.1:8000/." (ray#55754); "Deployed app 'x' successfully."
+    Rule("ray_app_ready", r"Application '[^']*' is ready at |Deployed app '[^']*' successfully|Deployed Serve app successfully",
+         R, phase=Phase.READY, literal=("is ready at", "Deployed ")),
+    Rule("ray_deploying", r"Deploying new version of Deployment|Adding \d+ replicas? to (?:Deployment|backend)"
+         r"|Waiting for \S+ to be RUNNING|Started detached Serve instance",
+         P, phase=Phase.WEIGHTS_LOADING, literal=("Deploying new version", "Adding ", "Waiting for ", "Started detached")),
+    # a replica's constructor raised (ray#16597: "Exception raised in creation task: The actor died because of an
+    # error raised in its creation task"); an application that cannot deploy
+    Rule("ray_replica_failed", r"Exception raised in creation task|The actor died because of an error raised in its creation task"
+         r"|Deploying app '[^']*' failed|DEPLOY_FAILED|Failed to (?:start|initialize) replica",
+         F, literal=("creation task", "Deploying app", "DEPLOY_FAILED", "Failed to ")),
+    Rule("ray_actor_died", r"\b(?:ActorDiedError|RayActorError)\b|The actor died unexpectedly before finishing this task",
+         F, literal=("ActorDiedError", "RayActorError", "actor died unexpectedly"), after_ready=W),
+))
+
+# llama.cpp's server (llama-server): `srv    load_model: ...`, `main: ...` (older), `INFO [main] ... |` (2024 JSON-ish).
+# tools/server/server.cpp: the HTTP server starts BEFORE the model loads (to answer /health with 503), so
+# "HTTP server is listening" is not readiness; "model loaded" and "server is listening on" are.
+LLAMACPP = RulePack("llamacpp", (
+    Rule("llamacpp_ready", r"\b(?:main|llama_server): (?:model loaded|server is listening on)|\[main\] model loaded"
+         r"|router server is listening on|update_slots: all slots are idle|^llama server listening at",
+         R, phase=Phase.READY, literal=("model loaded", "is listening on", "all slots are idle", "listening at")),
+    Rule("llamacpp_http_listening", r"HTTP server (?:is )?listening|\b(?:main|llama_server): loading model",
+         P, phase=Phase.HTTP_UP, literal=("HTTP server", "loading model")),
+    Rule("llamacpp_load_failed", r"exiting due to (?:model loading|HTTP server) error|error loading model|failed to load model"
+         r"|unable to load model|failed to initialize HTTP server|GGML_ASSERT|ggml_abort|cudaMalloc failed"
+         r"|failed to allocate \S+ buffer",
+         F, literal=("exiting due to", "error loading model", "failed to load model", "unable to load model",
+                     "failed to initialize HTTP", "GGML_ASSERT", "ggml_abort", "cudaMalloc failed", "failed to allocate")),
 ))

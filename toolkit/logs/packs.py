@@ -209,6 +209,10 @@ SGLANG = RulePack("sglang", (
     Rule("sglang_rank_dead", r"Rank \d+ scheduler is dead|scheduler is dead|Health check failed.*(?:dead|exit)", F,
          literal=("scheduler is dead", "Health check failed")),
     # a rank's exception header (the traceback follows on the same line)
+    # utils/watchdog.py (0.5.9+) prints "{debug_name} debug info:\n{dump}" only when the watchdog fires, right before
+    # its "watchdog timeout" line (sglang#17941: a multi-line dump per rank, the timeout line later)
+    Rule("sglang_watchdog_debug_info", r"^(?:Scheduler|DataParallelController|DetokenizerManager|TokenizerManager) debug info:$",
+         F, literal="debug info:", notice=True, hint=Hints.WATCHDOG),
     # "{Scheduler,TokenizerManager,DetokenizerManager,DataParallelController,TpModelWorkerClient,MultiTokenizerRouter,...}
     # hit an exception: {traceback}" (0.4.x-0.5.23)
     Rule("sglang_process_exception", r"\b[A-Z]\w+ hit an exception", F, literal="hit an exception", header=True),
