@@ -710,6 +710,18 @@ CASES: list[tuple[str, str, str, str]] = [
         "llama_model_loader: loaded meta data with 25 key-value pairs and 579 tensors",
     ),
     (
+        "lmdeploy_engine_failed",
+        "lmdeploy",
+        "2024-07-17 13:52:34,618 - lmdeploy - ERROR - Rank[2] failed.",
+        "2024-07-17 13:52:34,618 - lmdeploy - INFO - Rank[2] ready.",
+    ),
+    (
+        "triton_python_backend_failed",
+        "trtllm",
+        'E1216 02:12:49.624646 179 model.py:248] "[vllm] Failed to start engine: NoneType: None\\n"',
+        'I1216 02:12:42.654863 179 python_be.cc:2289] "TRITONBACKEND_ModelInstanceInitialize: vllm_0_0 (MODEL device 0)"',
+    ),
+    (
         "usage_line",
         "generic",
         "usage: api_server.py [-h] [--host HOST] [--port PORT]",

@@ -59,6 +59,10 @@ TRTLLM = RulePack("trtllm", (
     # model_lifecycle.cc: E-level "failed to load 'tensorrt_llm' version 1: ..."; main.cc "error: creating server: ..."
     Rule("triton_load_failed", r"failed to load '[^']+' version|^error: creating server: |failed to load all models",
          F, literal=("failed to load",  "error: creating server")),
+    # a Python backend model that cannot start (server#8578, Triton's vLLM backend): "[vllm] Failed to start engine",
+    # pb_stub.cc "Failed to initialize Python stub: TypeError: ..."
+    Rule("triton_python_backend_failed", r"Failed to start engine|Failed to initialize Python stub", F,
+         literal=("Failed to start engine", "Failed to initialize Python stub")),
     # tensorrt_llm/common/logger: "[TensorRT-LLM][ERROR] tensorrt_llm::common::TllmException: ... Assertion failed: ..."
     # (backend#191); the PyTorch flow's Python logger: "[TRT-LLM] [E] ..."
     Rule("trtllm_error", r"\[TensorRT-LLM\]\[ERROR\]|\[TRT-LLM\] \[E\]", F, literal=("[TensorRT-LLM][ERROR]", "[TRT-LLM] [E]"),
@@ -73,6 +77,9 @@ LMDEPLOY = RulePack("lmdeploy", (
     Rule("lmdeploy_hint_open", r"HINT: +Please open .* in a browser for detailed api usage", P, phase=Phase.HTTP_UP,
          literal="Please open"),
     Rule("lmdeploy_gemm_config", r"gemm_config\.in is not found; using default GEMM algo", B, literal="gemm_config.in"),
+    # the PyTorch engine's TP workers and loop (lmdeploy#2055): "lmdeploy - ERROR - Rank[2] failed.",
+    # "Engine loop failed with error: map::at"
+    Rule("lmdeploy_engine_failed", r"\bRank\[\d+\] failed|Engine loop failed", F, literal=("] failed", "Engine loop failed")),
     # TurboMind's fatal level aborts the process (Logger::LogFatalImpl -> std::abort)
     Rule("turbomind_fatal", r"\[TM\]\[FATAL\]", F, literal="[TM][FATAL]"),
     Rule("turbomind_error", r"\[TM\]\[ERROR\]", F, literal="[TM][ERROR]", after_ready=W),

@@ -242,9 +242,11 @@ VLLM = RulePack("vllm", (
     Rule("vllm_engine_failed_to_start", r"EngineCore failed to start|WorkerProc failed to start|Engine process failed to start",
          F, literal="failed to start", notice=True, header=True),
     Rule.text("vllm_engine_init_failed", "Engine core initialization failed", F, notice=True),
+    # V0 async engine (0.4-0.6): "Engine background task failed", "Engine iteration timed out. This should never happen!"
     Rule("vllm_engine_fatal", r"EngineCore encountered a fatal error|Engine loop has died|EngineDeadError|AsyncEngineDeadError|EngineCore hit an exception"
-         r"|Engine background task failed",
-         F, literal=("EngineCore encountered", "Engine loop has died", "EngineDeadError", "EngineCore hit", "Engine background task failed")),
+         r"|Engine background task failed|Engine iteration timed out",
+         F, literal=("EngineCore encountered", "Engine loop has died", "EngineDeadError", "EngineCore hit", "Engine background task failed",
+                     "Engine iteration timed out")),
     # V0 multiprocessing workers: "Exception in worker VllmWorkerProcess while processing method init_device."
     Rule("vllm_worker_exception", r"Exception in worker \S+ while processing method", F, literal="Exception in worker", header=True,
          notice=True),
