@@ -722,6 +722,19 @@ CASES: list[tuple[str, str, str, str]] = [
         'I1216 02:12:42.654863 179 python_be.cc:2289] "TRITONBACKEND_ModelInstanceInitialize: vllm_0_0 (MODEL device 0)"',
     ),
     (
+        "llamacpp_serving",
+        "llamacpp",
+        "slot launch_slot_: id  0 | task 562 | processing task",
+        "slot launch_slot_: id  0 | task -1 | sampler params: ",
+    ),
+    (
+        "vllm_worker_method_failed",
+        "vllm",
+        "(RayWorkerWrapper pid=880) ERROR 04-16 01:01:44 [worker_base.py:620] Error executing method 'init_device'. "
+        "This might cause deadlock in distributed execution.",
+        "(RayWorkerWrapper pid=880) INFO 04-16 01:01:44 [worker_base.py:600] Executing method 'init_device' on 8 workers",
+    ),
+    (
         "usage_line",
         "generic",
         "usage: api_server.py [-h] [--host HOST] [--port PORT]",

@@ -51,6 +51,7 @@ _OTHER_MARKS: tuple[tuple[str, re.Pattern[str]], ...] = (
                           r"|\b(?:model_lifecycle|model_repository_manager|grpc_server|http_server|server)\.cc:\d+\]")),
     ("lmdeploy", re.compile(r"\blmdeploy\b|\[TM\]\[|\bturbomind\b")),
     ("llamacpp", re.compile(r"\bllama_model_load|\bllm_load_|\bllama_new_context|\bggml_\w+:|\bsrv +\w+: |\bllama-server\b"
+                            r"|\bslot +\w+: id +\d+ \| task "
                             r"|\bmain: (?:HTTP server|loading model|server is listening)|\[main\] ")),
     ("ray", re.compile(r"\((?:ServeController|ServeReplica:[^ )]*|ProxyActor|HTTPProxyActor) pid=|\bray\.serve\b"
                        r"|ApplicationStatus\.|SERVE_CONTROLLER_ACTOR|Started a local Ray instance|Connecting to existing Ray cluster")),

@@ -14,7 +14,7 @@ from toolkit.logs.rules import Phase, Rule, RulePack, Verdict
 
 __all__ = ["TGI", "TRTLLM", "LMDEPLOY", "RAY_SERVE", "LLAMACPP"]
 
-B, F, W, P, R = Verdict.BENIGN, Verdict.FATAL, Verdict.WARNING, Verdict.PROGRESS, Verdict.READY
+B, F, W, P, R, INFO = Verdict.BENIGN, Verdict.FATAL, Verdict.WARNING, Verdict.PROGRESS, Verdict.READY, Verdict.INFO
 
 # Hugging Face text-generation-inference: a Rust launcher (tracing: `2024-03-06T17:53:22.335714Z  INFO
 # shard-manager: text_generation_launcher: ...`) starts Python shards and the Rust router.
@@ -110,6 +110,10 @@ LLAMACPP = RulePack("llamacpp", (
     Rule("llamacpp_ready", r"\b(?:main|llama_server): (?:model loaded|server is listening on)|\[main\] model loaded"
          r"|router server is listening on|update_slots: all slots are idle|^llama server listening at",
          R, phase=Phase.READY, literal=("model loaded", "is listening on", "all slots are idle", "listening at")),
+    # serving: a slot working on a task (task -1 is an idle slot), a completion request answered, the router proxying
+    Rule("llamacpp_serving", r"\| task \d+ \| |log_server_r: request: POST \S+ \S+ 200|^request: POST /\S*completions \S+ 200"
+         r"|proxying request to model",
+         INFO, literal=("| task ", "request: POST", "proxying request")),
     Rule("llamacpp_http_listening", r"HTTP server (?:is )?listening|\b(?:main|llama_server): loading model",
          P, phase=Phase.HTTP_UP, literal=("HTTP server", "loading model")),
     Rule("llamacpp_load_failed", r"exiting due to (?:model loading|HTTP server) error|error loading model|failed to load model"

@@ -165,7 +165,8 @@ COMMON = RulePack("common", (
 
 # The lines that prove a server is serving: a log joined mid-run (the last 200 lines, a follower started late)
 # that shows them before any start-up phase is ready, though its ready line scrolled away long ago.
-SERVING_RULES = frozenset({"sglang_metric", "vllm_throughput_metric", "vllm_specdecode_metric", "http_generate_ok"})
+SERVING_RULES = frozenset({"sglang_metric", "vllm_throughput_metric", "vllm_specdecode_metric", "http_generate_ok",
+                           "llamacpp_serving"})
 
 SGLANG = RulePack("sglang", (
     Rule.text("sglang_fired_up", "The server is fired up and ready to roll!", R, phase=Phase.READY),
@@ -247,6 +248,10 @@ VLLM = RulePack("vllm", (
          r"|Engine background task failed|Engine iteration timed out",
          F, literal=("EngineCore encountered", "Engine loop has died", "EngineDeadError", "EngineCore hit", "Engine background task failed",
                      "Engine iteration timed out")),
+    # V0/Ray workers (worker_base.py, 0.4-0.10): "Error executing method init_device. This might cause deadlock in
+    # distributed execution." (0.9+ quotes the name: 'init_device'); its traceback follows
+    Rule("vllm_worker_method_failed", r"Error executing method '?\w+'?\. This might cause deadlock", F,
+         literal="Error executing method", notice=True, header=True),
     # V0 multiprocessing workers: "Exception in worker VllmWorkerProcess while processing method init_device."
     Rule("vllm_worker_exception", r"Exception in worker \S+ while processing method", F, literal="Exception in worker", header=True,
          notice=True),
