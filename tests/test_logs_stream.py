@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from toolkit.errors import ToolkitError
 from toolkit.logs import classify_chunks, classify_file_bytes
 from toolkit.logs.stream import iter_lines
-from toolkit.logs_cli import main as cli_main
+from toolkit.cli.logs import main as cli_main
 
 REPO = Path(__file__).resolve().parents[1]
 CORPUS = sorted((REPO / "tests" / "data" / "logs").glob("*.log"))

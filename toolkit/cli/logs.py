@@ -1,6 +1,6 @@
 """`python -m toolkit logs ...`: classify a server log file, or follow one live.
 
-    python -m toolkit logs classify FILE [--engine auto|sglang|vllm|tgi|trtllm|generic] [--json] [--max-metrics N]
+    python -m toolkit logs classify FILE [--engine auto|sglang|vllm|tgi|trtllm|lmdeploy|ray|llamacpp|generic] [--json] [--max-metrics N]
     python -m toolkit logs follow [user@]HOST:PATH [--engine ...]
 
 ``classify`` reads the file in chunks (memory does not grow with its length) and ``--json``
@@ -15,12 +15,14 @@ from __future__ import annotations
 
 import argparse
 import json
+import shlex
 import sys
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import BinaryIO, TextIO
 
 from toolkit.errors import ToolkitError
+from toolkit.host.host import Host
 from toolkit.logs import ENGINES, LogClassifier, LogEvent, LogSummary, Verdict, classify_chunks
 from toolkit.logs.summary import shorten
 
@@ -141,16 +143,6 @@ def _split_target(target: str) -> tuple[str | None, str | None, str]:
 
 
 def _follow(args: argparse.Namespace) -> int:
-    import shlex
-
-    try:
-        from toolkit.host.host import Host  # written alongside; the lead wires follow through it
-    except ImportError:
-        print("error: `logs follow` needs toolkit.host.host (Host.open_stream), which is not available in this "
-              "checkout yet; use `logs classify FILE` on a copied log meanwhile", file=sys.stderr)
-        return 2
-    from toolkit.errors import ToolkitError
-
     user, hostname, path = _split_target(args.target)
     classifier = LogClassifier(engine=args.engine)
     colour = _use_colour(args.color, sys.stdout)
