@@ -12,10 +12,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from toolkit.cli.logs import main as cli_main
 from toolkit.errors import ToolkitError
 from toolkit.logs import classify_chunks, classify_file_bytes
 from toolkit.logs.stream import iter_lines
-from toolkit.cli.logs import main as cli_main
 
 REPO = Path(__file__).resolve().parents[1]
 CORPUS = sorted((REPO / "tests" / "data" / "logs").glob("*.log"))
