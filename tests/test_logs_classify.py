@@ -296,6 +296,10 @@ def test_metric_styles() -> None:
     assert old_prefill.values["cache_hit_rate_pct"] == 0.0 and old_prefill.values["new_token"] == 7
     assert v0.values["running_reqs"] == 0 and v0.values["cpu_kv_cache_usage_pct"] == 0.0
     assert parse_metric("Decode batch sizes are [1, 2, 4]") is None
+    # a paste that lost the trailing space keeps the last field (OpenClaw-RL#44), line after line (the compiled shape)
+    for gen in ("1374.02", "1374.07"):
+        pasted = parse_metric(f"Decode batch, #running-req: 6, gen throughput (token/s): {gen}, #queue-req: 0,")
+        assert pasted is not None and pasted.values["queue_req"] == 0 and pasted.values["gen_throughput"] == float(gen)
 
 
 def test_metric_events_carry_rank_time_and_line() -> None:
@@ -453,6 +457,9 @@ def test_detect_engine() -> None:
         == "sglang"
     )
     assert detect_engine(["hello"]) is None
+    # SGLang with one rank prints no rank tag: its own start-up messages after its header decide (sglang#7547)
+    assert detect_engine(["[2025-06-27 19:02:04] Load weight end. type=GPT2LMHeadModel, dtype=torch.float16"]) == "sglang"
+    assert detect_engine(["[2025-06-27 19:02:04] Load weight end is near"]) is None
 
 
 def test_streaming_detection_switches_from_a_tentative_vllm_guess() -> None:

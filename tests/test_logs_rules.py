@@ -457,6 +457,12 @@ CASES: list[tuple[str, str, str, str]] = [
         "INFO 12-11 22:03:15 [cuda.py:221] CUDA graphs are enabled",
     ),
     (
+        "cuda_error_report",
+        "generic",
+        "For debugging consider passing CUDA_LAUNCH_BLOCKING=1",
+        "INFO 01-12 10:00:00 [env.py:12] CUDA_LAUNCH_BLOCKING=1 is set: kernels run synchronously",
+    ),
+    (
         "triton_error",
         "generic",
         "RuntimeError: Triton Error [CUDA]: device kernel image is invalid",
@@ -684,6 +690,22 @@ CASES: list[tuple[str, str, str, str]] = [
         "(pid=43093) 2021-06-25 16:24:01,207\tERROR worker.py:414 -- Exception raised in creation task: The actor died "
         "because of an error raised in its creation task",
         "(pid=43093) 2021-06-25 16:24:01,207\tINFO worker.py:414 -- Creation task finished for the replica",
+    ),
+    (
+        "ray_replica_exception",
+        "ray",
+        "(ServeController pid=45327) ERROR 2025-06-11 13:15:51,444 controller 45327 -- Exception in "
+        "Replica(id='03l9rrsq', deployment='LLMDeploymentdeepseek', app='default'), the replica will be stopped.",
+        "(ServeController pid=521647) INFO 2025-08-29 18:02:44,981 controller 521647 -- Stopping Replica(id='aw9v81k4', "
+        "deployment='LLMServer', app='llms') (currently RUNNING).",
+    ),
+    (
+        "ray_replica_init_failed",
+        "ray",
+        "ray::ServeReplica:llms:LLMDeployment:qwen2_5-7b-instruct.initialize_and_get_metadata() (pid=40568, "
+        "ip=10.233.118.22, actor_id=f390da608347097abede6fbe01000000)",
+        "(ServeReplica:llms:LLMServer:qwen pid=316) INFO 2025-10-01 10:00:00,000 llms_LLMServer abc -- "
+        "initialize_and_get_metadata OK 1502.3ms",
     ),
     (
         "ray_actor_died",

@@ -43,6 +43,9 @@ _STACKS: Mapping[str, tuple[RulePack, ...]] = MappingProxyType({
 _SGLANG_MARK = re.compile(
     r"server_args=ServerArgs\(|\bsglang[./:]|\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)?(?: (?:TP|DP|PP|EP|ATTN_CP|MOE_DP)\d+)+\]"
     r"|The server is fired up|Capture cuda graph (?:begin|end)|Ignore import error when loading sglang"
+    # SGLang's own start-up and scheduler messages after its header, when no rank tag shows (TP1, DP1)
+    r"|^\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)?\] (?:Load weight (?:begin|end)\. |KV Cache is allocated\. "
+    r"|Init torch distributed (?:begin|ends)\.|Memory pool end\. |Scheduler hit an exception)"
 )
 # Decisive markers of the other engines (their own program or logger names).
 _OTHER_MARKS: tuple[tuple[str, re.Pattern[str]], ...] = (

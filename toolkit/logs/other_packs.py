@@ -99,6 +99,15 @@ RAY_SERVE = RulePack("ray", (
     Rule("ray_replica_failed", r"Exception raised in creation task|The actor died because of an error raised in its creation task"
          r"|Deploying app '[^']*' failed|DEPLOY_FAILED|Failed to (?:start|initialize) replica",
          F, literal=("creation task", "Deploying app", "DEPLOY_FAILED", "Failed to ")),
+    # serve/_private/deployment_state.py ActorReplicaWrapper.check_ready: logger.exception(f"Exception in {replica_id},
+    # the replica will be stopped.") (ReplicaID prints "Replica(id='..', deployment='..', app='..')"; before 2.10
+    # f"Exception in replica '{replica_tag}', ..."): the replica's constructor raised, its traceback follows
+    Rule("ray_replica_exception", r"Exception in (?:replica '[^']*'|Replica\(id=[^)]*\)), the replica will be stopped",
+         F, literal="the replica will be stopped", header=True),
+    # the RayTaskError rendering of that failure: "ray::ServeReplica:<app>:<deployment>.initialize_and_get_metadata()
+    # (pid=.., ip=.., actor_id=.., repr=...)" heading the replica's own traceback (kuberay#4366, ray#53407)
+    Rule("ray_replica_init_failed", r"\bray::ServeReplica:\S+\.initialize_and_get_metadata\(\) \(pid=",
+         F, literal="initialize_and_get_metadata() (pid="),
     Rule("ray_actor_died", r"\b(?:ActorDiedError|RayActorError)\b|The actor died unexpectedly before finishing this task",
          F, literal=("ActorDiedError", "RayActorError", "actor died unexpectedly"), after_ready=W),
 ))

@@ -108,6 +108,12 @@ _GENERIC_FATAL: tuple[Rule, ...] = (
          F, literal=("exit", "Exit"), hint=Hints.EXITED),
     Rule("cuda_error", r"CUDA error: |CUDA driver error|cudaErrorIllegalAddress|device-side assert triggered|no kernel image is available",
          F, literal=("CUDA error", "CUDA driver error", "cudaError", "device-side assert", "no kernel image"), hint=Hints.CUDA),
+    # the tail of torch's CUDA error report (c10/cuda/CUDAException.cpp), when the log cut its "CUDA error: ..." head:
+    # "CUDA kernel errors might be asynchronously reported ...", "For debugging consider passing CUDA_LAUNCH_BLOCKING=1",
+    # "Exception raised from c10_cuda_check_implementation at ..." (TGI#2593: the NCCL watchdog's CUDA error)
+    Rule("cuda_error_report", r"^(?:CUDA kernel errors might be asynchronously reported|For debugging consider passing "
+         r"CUDA_LAUNCH_BLOCKING=1|Exception raised from c10_cuda_check_implementation )",
+         F, literal=("CUDA kernel errors", "CUDA_LAUNCH_BLOCKING", "c10_cuda_check"), hint=Hints.CUDA),
     Rule("triton_error", r"Triton Error|triton\.compiler\.errors|CompilationError|PTXASError|error: .*\.ptx",
          F, literal=("Triton Error", "triton.compiler", "CompilationError", "PTXAS", ".ptx"), hint=Hints.TRITON),
     Rule("unsupported_arch", r"(?i)architectures? \[.*\] (?:is|are) not supported|only supports sm\d+|compute capability.*not supported|not supported on this (?:GPU|device)",
