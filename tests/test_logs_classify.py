@@ -558,6 +558,25 @@ def test_serving_lines_prove_readiness_when_the_log_was_joined_mid_run() -> None
     assert (summary.state, summary.ready_evidence, summary.metrics[0].values["running_reqs"]) == ("ready", "serving lines", 9)
 
 
+def test_a_requests_own_error_proves_serving_and_stays_a_request_error() -> None:
+    """Only a serving server reads requests: joined mid-run, a request rejected or failing in preprocessing is the
+    serving evidence (MinerU#4868, orpheus-streaming#7), and its traceback never fails the server."""
+    rejected = "(APIServer pid=1) ERROR 04-28 14:17:50 [serving_chat.py:257] ValueError: 'max_tokens' or " \
+               "'max_completion_tokens' is too large: 8192. This model's maximum context length is 8192 tokens"
+    summary = summarize(classify_lines([rejected]))
+    assert (summary.state, summary.ready_line, summary.ready_evidence) == ("ready", 1, "serving lines")
+    failing = [
+        "(APIServer pid=9880) ERROR 02-21 11:34:27 [serving.py:120] Error in preprocessing prompt inputs",
+        "(APIServer pid=9880) ERROR 02-21 11:34:27 [serving.py:120] Traceback (most recent call last):",
+        '(APIServer pid=9880) ERROR 02-21 11:34:27 [serving.py:120]   File "/v/serving.py", line 114, in render',
+    ]
+    summary = summarize(classify_lines(failing))
+    assert (summary.state, summary.ready_line, summary.fatal_line) == ("ready", 1, None)
+    # the same error after a start-up phase is a request's error during warm-up, not proof
+    started = ["(APIServer pid=1) INFO 02-21 11:30:00 [api_server.py:1] non-default args: {'model': 'x'}", *failing]
+    assert summarize(classify_lines(started)).ready_line is None
+
+
 def test_serving_lines_after_a_start_up_phase_are_the_warm_up_not_proof() -> None:
     log = [
         "[2026-01-21 19:49:14 DP0 TP0] Capture cuda graph end. Time elapsed: 595.60 s. mem usage=2.69 GB.",

@@ -161,6 +161,12 @@ CASES: list[tuple[str, str, str, str]] = [
         "[2025-09-01 10:00:00] Rank 0 scheduler is ready",
     ),
     (
+        "sglang_router_init_failed",
+        "sglang",
+        "router init state: Traceback (most recent call last):",
+        "router init state: init ok",
+    ),
+    (
         "sglang_process_exception",
         "sglang",
         "[2025-03-10 14:17:52 TP1] Scheduler hit an exception: RuntimeError: boom",
@@ -244,6 +250,20 @@ CASES: list[tuple[str, str, str, str]] = [
         "vllm",
         "(EngineCore_DP0 pid=995968) WARNING 09-26 22:38:29 [profiling.py:280] The sequence length (4096) is smaller than the pre-defined worst-case total number of multimodal tokens (32768). This may cause certain multi-modal inputs to fail during inference.",
         "(EngineCore_DP0 pid=995968) ERROR 09-26 22:38:29 [core.py:280] multi-modal encoder failed to initialize",
+    ),
+    (
+        "vllm_request_fields_ignored",
+        "vllm",
+        "(APIServer pid=9880) WARNING 02-21 11:34:27 [protocol.py:53] The following fields were present in the request "
+        "but ignored: {'voice'}",
+        "(APIServer pid=9880) WARNING 02-21 11:34:27 [protocol.py:53] The following fields were present in the config: {'voice'}",
+    ),
+    (
+        "vllm_engine_step_failed",
+        "vllm",
+        "(EngineCore_DP4 pid=3824136) ERROR 05-01 20:57:41 [dump_input.py:72] Dumping input data for V1 LLM engine (v0.20.0) "
+        "with config: model='deepseek-ai/DeepSeek-V4-Pro', ",
+        "(EngineCore_DP0 pid=1) INFO 05-01 20:57:41 [core.py:72] Dumping input data is disabled for the V1 LLM engine",
     ),
     (
         "vllm_request_error",
@@ -455,6 +475,14 @@ CASES: list[tuple[str, str, str, str]] = [
         "generic",
         "RuntimeError: CUDA error: an illegal memory access was encountered",
         "INFO 12-11 22:03:15 [cuda.py:221] CUDA graphs are enabled",
+    ),
+    (
+        "config_value_error",
+        "generic",
+        "Value error, User-specified max_model_len (131072) is greater than the derived max_model_len "
+        "(max_position_embeddings=32768.0 or model_max_length=None in model's config.json). [type=value_error, "
+        "input_value=ArgsKwargs((), {'model': 'x'}), input_type=ArgsKwargs]",
+        "INFO 05-01 10:00:00 [config.py:1] Value error handling is enabled for the [type=value_error] tests",
     ),
     (
         "cuda_error_report",

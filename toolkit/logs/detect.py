@@ -46,6 +46,8 @@ _SGLANG_MARK = re.compile(
     # SGLang's own start-up and scheduler messages after its header, when no rank tag shows (TP1, DP1)
     r"|^\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)?\] (?:Load weight (?:begin|end)\. |KV Cache is allocated\. "
     r"|Init torch distributed (?:begin|ends)\.|Memory pool end\. |Scheduler hit an exception)"
+    # SGLang 0.1.x (2024, rpyc workers): "Rank 0: load weight begin.", server.py's "router init state: ..."
+    r"|^Rank \d+: load weight (?:begin|end)\.|^(?:router|detoken) init state: "
 )
 # Decisive markers of the other engines (their own program or logger names).
 _OTHER_MARKS: tuple[tuple[str, re.Pattern[str]], ...] = (

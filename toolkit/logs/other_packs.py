@@ -120,9 +120,10 @@ LLAMACPP = RulePack("llamacpp", (
          r"|router server is listening on|update_slots: all slots are idle|^llama server listening at",
          R, phase=Phase.READY, literal=("model loaded", "is listening on", "all slots are idle", "listening at")),
     # serving: a slot working on a task (task -1 is an idle slot), a completion request answered, the router proxying
+    # or a request's parameters read and a slot chosen for it (params_from_, "selected slot by")
     Rule("llamacpp_serving", r"\| task \d+ \| |log_server_r: request: POST \S+ \S+ 200|^request: POST /\S*completions \S+ 200"
-         r"|proxying request to model",
-         INFO, literal=("| task ", "request: POST", "proxying request")),
+         r"|proxying request to model|\bparams_from_: |\| selected slot by ",
+         INFO, literal=("| task ", "request: POST", "proxying request", "params_from_: ", "selected slot by")),
     Rule("llamacpp_http_listening", r"HTTP server (?:is )?listening|\b(?:main|llama_server): loading model",
          P, phase=Phase.HTTP_UP, literal=("HTTP server", "loading model")),
     Rule("llamacpp_load_failed", r"exiting due to (?:model loading|HTTP server) error|error loading model|failed to load model"

@@ -78,6 +78,9 @@ _GENERIC_BENIGN: tuple[Rule, ...] = (
 _GENERIC_FATAL: tuple[Rule, ...] = (
     Rule("address_in_use", r"(?i)address already in use|EADDRINUSE|error while attempting to bind on address",
          F, literal=("address already in use", "eaddrinuse", "attempting to bind"), ignore_case=True, hint=Hints.PORT),
+    # a pydantic validation error's detail line ("Value error, <message> [type=value_error, input_value=...]"): vLLM's
+    # engine arguments are pydantic dataclasses, so a bad --max-model-len stops the server here (LongVT#9)
+    Rule("config_value_error", r"^Value error, .*\[type=value_error\b", F, literal="[type=value_error", after_ready=W),
     Rule("cuda_oom", r"(?i)CUDA out of memory|OutOfMemoryError|CUDA error: out of memory|\bOOM\b.*(?:GPU|CUDA)",
          F, literal=("out of memory", "outofmemoryerror", "oom"), ignore_case=True, hint=Hints.OOM),
     Rule("kv_cache_too_small",
@@ -171,8 +174,11 @@ COMMON = RulePack("common", (
 
 # The lines that prove a server is serving: a log joined mid-run (the last 200 lines, a follower started late)
 # that shows them before any start-up phase is ready, though its ready line scrolled away long ago.
+# A request's own error (rejected as too long, its prompt failed to preprocess) proves the same: only a server
+# that serves reads requests.
 SERVING_RULES = frozenset({"sglang_metric", "vllm_throughput_metric", "vllm_specdecode_metric", "http_generate_ok",
-                           "llamacpp_serving"})
+                           "llamacpp_serving", "request_validation_error", "vllm_request_error",
+                           "vllm_request_fields_ignored"})
 
 SGLANG = RulePack("sglang", (
     Rule.text("sglang_fired_up", "The server is fired up and ready to roll!", R, phase=Phase.READY),
@@ -222,6 +228,9 @@ SGLANG = RulePack("sglang", (
          F, literal="debug info:", notice=True, hint=Hints.WATCHDOG),
     # "{Scheduler,TokenizerManager,DetokenizerManager,DataParallelController,TpModelWorkerClient,MultiTokenizerRouter,...}
     # hit an exception: {traceback}" (0.4.x-0.5.23)
+    # server.py of SGLang 0.1.x (2024): print("router init state:", router_init_state) then sys.exit(1) when the
+    # router process did not answer "init ok" (its traceback is the state)
+    Rule("sglang_router_init_failed", r"^(?:router|detoken) init state: (?!init ok)", F, literal=" init state: "),
     Rule("sglang_process_exception", r"\b[A-Z]\w+ hit an exception", F, literal="hit an exception", header=True),
     Rule("sglang_request_error", r"^Error in request|Abort request|Request \w+ (?:aborted|failed)", B, literal=("request", "Request")),
     Rule.text("sglang_retract", "KV cache pool is full. Retract requests.", W),
@@ -243,12 +252,17 @@ VLLM = RulePack("vllm", (
     Rule.text("vllm_fa_unsupported", "Cannot use FA version", B),  # fa_utils on pre-Ampere GPUs (T4): vLLM falls back
     Rule.text("vllm_reasoning_token_ids", "Auto-initialization of reasoning token IDs failed", B),
     Rule.text("vllm_multimodal_profiling", "may cause certain multi-modal inputs to fail", B),
+    # entrypoints/openai/protocol.py: logger.warning("The following fields were present in the request but ignored: %s")
+    Rule.text("vllm_request_fields_ignored", "The following fields were present in the request but ignored", B),
     Rule("vllm_request_error", r"Error with model object=|Error in preprocessing prompt inputs|NotFoundError|type='(?:NotFound|BadRequest)Error'",
          B, literal=("Error with model", "preprocessing prompt", "NotFoundError", "BadRequestError")),
     # fatal
     Rule("vllm_engine_failed_to_start", r"EngineCore failed to start|WorkerProc failed to start|Engine process failed to start",
          F, literal="failed to start", notice=True, header=True),
     Rule.text("vllm_engine_init_failed", "Engine core initialization failed", F, notice=True),
+    # logging_utils/dump_input.py (0.9-0.33): the engine core's step raised; it logs its inputs, then re-raises
+    # (v1/engine/core.py log_error_detail): the traceback and the cause follow
+    Rule.text("vllm_engine_step_failed", "Dumping input data for V1 LLM engine", F, notice=True),
     # V0 async engine (0.4-0.6): "Engine background task failed", "Engine iteration timed out. This should never happen!"
     Rule("vllm_engine_fatal", r"EngineCore encountered a fatal error|Engine loop has died|EngineDeadError|AsyncEngineDeadError|EngineCore hit an exception"
          r"|Engine background task failed|Engine iteration timed out",
