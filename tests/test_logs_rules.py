@@ -161,6 +161,12 @@ CASES: list[tuple[str, str, str, str]] = [
         "[2025-09-01 10:00:00] Rank 0 scheduler is ready",
     ),
     (
+        "sglang_soft_watchdog",
+        "sglang",
+        "[2026-03-01 10:00:00 TP0] Scheduler watchdog timeout (self.watchdog_timeout=60, self.soft=True)",
+        "[2026-03-01 10:00:00 TP0] Scheduler watchdog timeout (self.watchdog_timeout=300, self.soft=False)",
+    ),
+    (
         "sglang_router_init_failed",
         "sglang",
         "router init state: Traceback (most recent call last):",

@@ -215,6 +215,9 @@ SGLANG = RulePack("sglang", (
          F, literal=("Child process unexpectedly failed", "crashed with exit code", "terminated with"), notice=True),
     # "Watchdog timeout (self.watchdog_timeout=300)" (scheduler.py, 0.4.x-0.5.6); "Scheduler watchdog timeout
     # (self.watchdog_timeout=300, self.soft=False)" (utils/watchdog.py, 0.5.9+)
+    # the soft watchdog (--soft-watchdog-timeout, off by default; 0.5.9+) only dumps and lets the server run
+    Rule("sglang_soft_watchdog", r"watchdog timeout \(self\.watchdog_timeout=[^,)]*, self\.soft=True\)", W,
+         literal="self.soft=True"),
     Rule("sglang_watchdog_timeout", r"[Ww]atchdog timeout \(self\.watchdog_timeout=", F, literal="atchdog timeout (", hint=Hints.WATCHDOG),
     Rule.text("sglang_not_enough_memory", "Not enough memory. Please try to increase --mem-fraction-static", F, hint=Hints.OOM),
     Rule("sglang_cuda_graph_failed", r"Capture cuda graph failed|cuda graph capture failed", F, literal="graph", ignore_case=True, hint=Hints.CUDA_GRAPH),
