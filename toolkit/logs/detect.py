@@ -40,32 +40,51 @@ _STACKS: Mapping[str, tuple[RulePack, ...]] = MappingProxyType({
     "ray": (RAY_SERVE, VLLM), "llamacpp": (LLAMACPP,), "generic": (), "unknown": (UNKNOWN,),
 })
 
-_SGLANG_MARK = re.compile(
-    r"server_args=ServerArgs\(|\bsglang[./:]|\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)?(?: (?:TP|DP|PP|EP|ATTN_CP|MOE_DP)\d+)+\]"
-    r"|The server is fired up|Capture cuda graph (?:begin|end)|Ignore import error when loading sglang"
+# A marker: (engine, decisive, literals, pattern); the pattern is searched only in a line that holds one of
+# the literals (most lines hold none: detection costs a few substring tests per line, not a regex per engine).
+_Marker = tuple[str, bool, tuple[str, ...], "re.Pattern[str]"]
+
+
+def _marker(engine: str, literals: tuple[str, ...], pattern: str, *, decisive: bool = True) -> _Marker:
+    return engine, decisive, literals, re.compile(pattern)
+
+
+_SGLANG_HEADER = r"\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)?"
+_MARKERS: tuple[_Marker, ...] = (
+    # SGLang first: older SGLang imports vLLM and prints vLLM-formatted lines
+    _marker("sglang", ("server_args=ServerArgs(", "The server is fired up", "Capture cuda graph", "Ignore import error when",
+                       " init state: "),
+            r"server_args=ServerArgs\(|The server is fired up|Capture cuda graph (?:begin|end)"
+            r"|Ignore import error when loading sglang|^(?:router|detoken) init state: "),  # init state: SGLang 0.1.x
+    _marker("sglang", ("sglang",), r"\bsglang[./:]"),
+    _marker("sglang", (" TP", " DP", " PP", " EP", " ATTN_CP", " MOE_DP"),
+            _SGLANG_HEADER + r"(?: (?:TP|DP|PP|EP|ATTN_CP|MOE_DP)\d+)+\]"),
     # SGLang's own start-up and scheduler messages after its header, when no rank tag shows (TP1, DP1)
-    r"|^\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)?\] (?:Load weight (?:begin|end)\. |KV Cache is allocated\. "
-    r"|Init torch distributed (?:begin|ends)\.|Memory pool end\. |Scheduler hit an exception)"
-    # SGLang 0.1.x (2024, rpyc workers): "Rank 0: load weight begin.", server.py's "router init state: ..."
-    r"|^Rank \d+: load weight (?:begin|end)\.|^(?:router|detoken) init state: "
-)
-# Decisive markers of the other engines (their own program or logger names).
-_OTHER_MARKS: tuple[tuple[str, re.Pattern[str]], ...] = (
-    ("tgi", re.compile(r"text_generation_(?:launcher|router|server)|text-generation-(?:launcher|server|inference)")),
-    ("trtllm", re.compile(r"\[TensorRT-LLM\]|\[TRT-LLM\]|tensorrt_llm|tritonserver|Triton Inference Server"
-                          r"|\b(?:model_lifecycle|model_repository_manager|grpc_server|http_server|server)\.cc:\d+\]")),
-    ("lmdeploy", re.compile(r"\blmdeploy\b|\[TM\]\[|\bturbomind\b")),
-    ("llamacpp", re.compile(r"\bllama_model_load|\bllm_load_|\bllama_new_context|\bggml_\w+:|\bsrv +\w+: |\bllama-server\b"
-                            r"|\bslot +\w+: id +\d+ \| task "
-                            r"|\bmain: (?:HTTP server|loading model|server is listening)|\[main\] ")),
-    ("ray", re.compile(r"\((?:ServeController|ServeReplica:[^ )]*|ProxyActor|HTTPProxyActor) pid=|\bray\.serve\b"
-                       r"|ApplicationStatus\.|SERVE_CONTROLLER_ACTOR|Started a local Ray instance|Connecting to existing Ray cluster")),
-)
-# vLLM's own process tags, its name, its logger's header `INFO 05-21 11:59:44 [core.py:493] ` (anywhere: a CI
-# stamp or a pytest node id may come first) and the older header without brackets `INFO 08-09 08:48:57 x.py:199] `.
-_VLLM_MARK = re.compile(
-    r"\((?:APIServer|EngineCore\w*|VllmWorker[^)]*|Worker(?:_\w+)?|RayWorkerWrapper|LLMRayActor) pid=|\bvLLM\b|\bvllm\b"
-    r"|\b(?:INFO|WARNING|ERROR|DEBUG) \d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)? \[?[\w./-]+\.py:\d+\]"
+    _marker("sglang", ("Load weight ", "KV Cache is allocated", "Init torch distributed", "Memory pool end",
+                       "Scheduler hit an exception"),
+            "^" + _SGLANG_HEADER + r"\] (?:Load weight (?:begin|end)\. |KV Cache is allocated\. "
+            r"|Init torch distributed (?:begin|ends)\.|Memory pool end\. |Scheduler hit an exception)"),
+    _marker("sglang", ("load weight ",), r"^Rank \d+: load weight (?:begin|end)\."),  # SGLang 0.1.x (rpyc workers)
+    # the other engines' own program or logger names: decisive at once
+    _marker("tgi", ("text_generation_", "text-generation-"),
+            r"text_generation_(?:launcher|router|server)|text-generation-(?:launcher|server|inference)"),
+    _marker("trtllm", ("[TensorRT-LLM]", "[TRT-LLM]", "tensorrt_llm", "tritonserver", "Triton Inference Server", ".cc:"),
+            r"\[TensorRT-LLM\]|\[TRT-LLM\]|tensorrt_llm|tritonserver|Triton Inference Server"
+            r"|\b(?:model_lifecycle|model_repository_manager|grpc_server|http_server|server)\.cc:\d+\]"),
+    _marker("lmdeploy", ("lmdeploy", "[TM][", "turbomind"), r"\blmdeploy\b|\[TM\]\[|\bturbomind\b"),
+    _marker("llamacpp", ("llama_model_load", "llm_load_", "llama_new_context", "ggml_", "srv ", "llama-server", "slot ",
+                         "main: ", "[main] "),
+            r"\bllama_model_load|\bllm_load_|\bllama_new_context|\bggml_\w+:|\bsrv +\w+: |\bllama-server\b"
+            r"|\bslot +\w+: id +\d+ \| task |\bmain: (?:HTTP server|loading model|server is listening)|\[main\] "),
+    _marker("ray", ("(ServeController", "(ServeReplica:", "(ProxyActor", "(HTTPProxyActor", "ray.serve", "ApplicationStatus.",
+                    "SERVE_CONTROLLER_ACTOR", "Started a local Ray instance", "Connecting to existing Ray cluster"),
+            r"\((?:ServeController|ServeReplica:[^ )]*|ProxyActor|HTTPProxyActor) pid=|\bray\.serve\b"
+            r"|ApplicationStatus\.|SERVE_CONTROLLER_ACTOR|Started a local Ray instance|Connecting to existing Ray cluster"),
+    # vLLM's own process tags, its name, its logger's header `INFO 05-21 11:59:44 [core.py:493] ` (anywhere: a CI
+    # stamp or a pytest node id may come first) and the older header `INFO 08-09 08:48:57 x.py:199] `: tentative
+    _marker("vllm", (" pid=", "vLLM", "vllm", "INFO ", "WARNING ", "ERROR ", "DEBUG "),
+            r"\((?:APIServer|EngineCore\w*|VllmWorker[^)]*|Worker(?:_\w+)?|RayWorkerWrapper|LLMRayActor) pid=|\bvLLM\b|\bvllm\b"
+            r"|\b(?:INFO|WARNING|ERROR|DEBUG) \d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)? \[?[\w./-]+\.py:\d+\]", decisive=False),
 )
 
 
@@ -75,13 +94,12 @@ def engine_of_line(line: str) -> tuple[str, bool] | None:
     >>> engine_of_line("2024-03-06T17:53:31Z ERROR text_generation_launcher: Shard 0 failed to start")
     ('tgi', True)
     """
-    if _SGLANG_MARK.search(line):
-        return "sglang", True
-    for engine, mark in _OTHER_MARKS:
-        if mark.search(line):
-            return engine, True
-    if _VLLM_MARK.search(line):
-        return "vllm", False
+    for engine, decisive, literals, pattern in _MARKERS:
+        for literal in literals:
+            if literal in line:
+                if pattern.search(line) is not None:
+                    return engine, decisive
+                break
     return None
 
 
