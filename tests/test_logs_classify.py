@@ -550,8 +550,10 @@ def test_serving_lines_prove_readiness_when_the_log_was_joined_mid_run() -> None
         "[2025-09-03 18:33:31 TP0] Prefill batch. #new-seq: 1, #new-token: 18, #cached-token: 184, token usage: 0.00, "
         "#running-req: 0, #queue-req: 0, ",
     ]
-    summary = summarize(classify_lines(tail))
+    events = classify_lines(tail)
+    summary = summarize(events)
     assert (summary.state, summary.ready_line, summary.ready_evidence) == ("ready", 1, "serving lines")
+    assert events[0].phase is Phase.READY  # the `ready` phase, as a ready line marks it
     vllm = "(APIServer pid=1) INFO 05-12 08:01:39 [loggers.py:271] Engine 000: Avg prompt throughput: 0.0 tokens/s, " \
            "Avg generation throughput: 7.2 tokens/s, Running: 9 reqs, Waiting: 1 reqs, GPU KV cache usage: 68.8%"
     summary = summarize(classify_lines([vllm]))

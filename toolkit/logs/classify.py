@@ -288,7 +288,9 @@ class LogClassifier:
             self.ready = True
         elif verdict is _FATAL:
             self.failed = True
-        return _make_event(n, raw, text, timestamp, rank, level, verdict, rule.name, rule.phase, metric, (), n,
+        # serving lines stand for the ready line: they mark the `ready` phase (a driver probes faster from it)
+        phase = Phase.READY if evidence is SERVING_LINES else rule.phase
+        return _make_event(n, raw, text, timestamp, rank, level, verdict, rule.name, phase, metric, (), n,
                            rule.hint, verdict is _FATAL and bool(rule.notice), evidence)
 
     def _close(self, group: _Group, exception: tuple[ParsedLine, str] | None) -> LogEvent:
