@@ -31,6 +31,8 @@ def test_logs_public_api() -> None:
             "ParsedLine",
             "classify_lines",
             "classify_file_bytes",
+            "classify_chunks",
+            "SummaryBuilder",
             "summarize",
             "decisive_fatal",
             "parse_line",

@@ -131,7 +131,89 @@ PARSE_CASES = [
         "Capturing batches (bs=1 avail_mem=5.89 GB):   0%|",
     ),
     ('  File "x.py", line 3, in f', None, None, '  File "x.py", line 3, in f'),
+    # prefixes added by what runs the engine (issue 12): none hides the record's own header
+    (
+        "[pod/vllm-7d9f/vllm] (APIServer pid=1) INFO 05-12 08:01:39 [loggers.py:271] Engine 000: x",
+        "APIServer pid=1",
+        "INFO",
+        "Engine 000: x",
+    ),
+    ("[2025-05-20T05:24:31Z] RuntimeError: Engine core initialization failed.", None, None,
+     "RuntimeError: Engine core initialization failed."),
+    (
+        "[2025-05-21T18:59:44Z] ERROR 05-21 11:59:44 [core.py:493] EngineCore failed to start.",
+        None,
+        "ERROR",
+        "EngineCore failed to start.",
+    ),
+    ("  | [2026-01-21 19:49:14 DP0 TP0] Capture cuda graph end.", "DP0 TP0", None, "Capture cuda graph end."),
+    ("│ INFO 03-21 20:19:24 [launcher.py:34] Route: /v1/models, Methods: GET      │", None, "INFO",
+     "Route: /v1/models, Methods: GET      │"),
+    (
+        "\x1b[36mvllm-1    \x1b[0m | \x1b[32mINFO\x1b[0m 05-12 08:01:39 [api_server.py:1] Starting vLLM API server",
+        None,
+        "INFO",
+        "Starting vLLM API server",
+    ),
+    (
+        "2023-08-28T02:59:16.348667054-07:00 2023-08-28T09:59:16.348639Z  INFO download: text_generation_launcher: x",
+        None,
+        "INFO",
+        "download: text_generation_launcher: x",
+    ),
+    ("2024-03-06T17:53:31.052444Z ERROR shard-manager: text_generation_launcher: Shard 0 failed", None, "ERROR",
+     "shard-manager: text_generation_launcher: Shard 0 failed"),
+    ("[2025-11-01 16:50:36.123 DP0 ATTN_CP1 MOE_DP0 TP3 EP3] Load weight end.", "DP0 ATTN_CP1 MOE_DP0 TP3 EP3", None,
+     "Load weight end."),
+    ("[2025-11-01 16:50:36 encode_dp_worker[2]] Encoder ready", "encode_dp_worker[2]", None, "Encoder ready"),
+    (
+        "(ServeReplica:default:meta-llama/Llama-2-7b-hf pid=522791) INFO 2025-08-29 18:02:41,815 x -- CALL OK",
+        "ServeReplica:default:meta-llama/Llama-2-7b-hf pid=522791",
+        None,
+        "INFO 2025-08-29 18:02:41,815 x -- CALL OK",
+    ),
+    (
+        "Loading: 100%|##| 4/4 [00:01<00:00,  2.1it/s](APIServer pid=7) ERROR 05-12 08:01:39 [core.py:1] EngineCore failed",
+        "APIServer pid=7",
+        "ERROR",
+        "EngineCore failed",
+    ),
+    (
+        "Loading: 100%|##| 4/4 [00:01<00:00,  2.1it/s]sglang-1  | [2025-01-01 00:00:00 TP0] Load weight end.",
+        "TP0",
+        None,
+        "Load weight end.",
+    ),
+    (
+        "2024-08-05 05:41:11,482 - lmdeploy - WARNING - turbomind.py:120 - get 723 model params",
+        None,
+        "WARNING",
+        "get 723 model params",
+    ),
 ]
+
+
+def test_prefixes_keep_the_file_line_numbers_and_never_hide_a_rule() -> None:
+    bare = [
+        "[2025-03-09 00:57:15 TP4] Watchdog timeout (self.watchdog_timeout=300)",
+        "(EngineCore_DP0 pid=1) ERROR 10-15 08:32:29 [core.py:708] EngineCore failed to start.",
+    ]
+    wrappers = [
+        lambda line: f"sglang-1  | {line}",
+        lambda line: f"\x1b[36msvc_a-1\x1b[0m   \x1b[36m|\x1b[0m {line}",
+        lambda line: f"[pod/server-0/engine] {line}",
+        lambda line: f"[2025-05-20T05:24:31Z] {line}",
+        lambda line: f"2024-05-01T12:00:00.1234567Z {line}",
+        lambda line: f"Mar 05 10:00:00 gpu-a sglang[4242]: {line}",
+        lambda line: f"  | {line}",
+        lambda line: f"Loading: 100%|##| 4/4 [00:01<00:00,  2.1it/s]{line}",
+    ]
+    rules = ["sglang_watchdog_timeout", "vllm_engine_failed_to_start"]
+    for wrap in wrappers:
+        for line, rule in zip(bare, rules, strict=True):
+            events = classify_lines(["starting", wrap(line)])
+            fatal = [(e.line_no, e.rule) for e in events if e.verdict is Verdict.FATAL]
+            assert fatal == [(2, rule)], wrap(line)
 
 
 @pytest.mark.parametrize(("raw", "rank", "level", "text"), PARSE_CASES)
@@ -214,18 +296,22 @@ def test_metric_styles() -> None:
     assert old_prefill.values["cache_hit_rate_pct"] == 0.0 and old_prefill.values["new_token"] == 7
     assert v0.values["running_reqs"] == 0 and v0.values["cpu_kv_cache_usage_pct"] == 0.0
     assert parse_metric("Decode batch sizes are [1, 2, 4]") is None
+    # a paste that lost the trailing space keeps the last field (OpenClaw-RL#44), line after line (the compiled shape)
+    for gen in ("1374.02", "1374.07"):
+        pasted = parse_metric(f"Decode batch, #running-req: 6, gen throughput (token/s): {gen}, #queue-req: 0,")
+        assert pasted is not None and pasted.values["queue_req"] == 0 and pasted.values["gen_throughput"] == float(gen)
 
 
 def test_metric_events_carry_rank_time_and_line() -> None:
     events = classify_lines(
         [
-            "x",
+            "[2025-10-22 10:27:50] server_args=ServerArgs(model_path='x')",
             "[2025-10-22 10:27:57 TP0] Decode batch. #running-req: 1, accept len: 2.17, "
             "gen throughput (token/s): 0.39, #queue-req: 0, ",
         ]
     )
     metric = events[1].metric
-    assert metric is not None and events[1].verdict is Verdict.METRIC
+    assert metric is not None and events[1].verdict is Verdict.METRIC  # start-up seen: a warm-up batch, not proof
     assert (metric.line_no, metric.rank, metric.timestamp) == (2, "TP0", datetime(2025, 10, 22, 10, 27, 57))
     assert metric.values["accept_len"] == 2.17
 
@@ -371,6 +457,9 @@ def test_detect_engine() -> None:
         == "sglang"
     )
     assert detect_engine(["hello"]) is None
+    # SGLang with one rank prints no rank tag: its own start-up messages after its header decide (sglang#7547)
+    assert detect_engine(["[2025-06-27 19:02:04] Load weight end. type=GPT2LMHeadModel, dtype=torch.float16"]) == "sglang"
+    assert detect_engine(["[2025-06-27 19:02:04] Load weight end is near"]) is None
 
 
 def test_streaming_detection_switches_from_a_tentative_vllm_guess() -> None:
@@ -411,7 +500,7 @@ def test_streaming_equals_batch() -> None:
 
 def test_unknown_engine_is_refused_with_the_choices() -> None:
     with pytest.raises(ValueError, match="sglang"):
-        LogClassifier(engine="tgi")
+        LogClassifier(engine="tensorrt")
 
 
 # -- CLI -------------------------------------------------------------------------
@@ -421,17 +510,18 @@ def test_cli_json(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     log = tmp_path / "server.log"
     log.write_bytes(
         b"[2026-02-26 20:26:06 TP5] Ignore import error when loading sglang.srt.models.glmasr: x\r\n"
-        b"[2026-02-26 20:26:07] Decode batch. #running-req: 1, gen throughput (token/s): 3.5, #queue-req: 0\n"
+        b"[2026-02-26 20:26:07] The server is fired up and ready to roll!\n"
         b"\xff\xfe not utf-8\n"
-        b"[2026-02-26 20:26:09] The server is fired up and ready to roll!\n"
+        b"[2026-02-26 20:26:09] Decode batch. #running-req: 1, gen throughput (token/s): 3.5, #queue-req: 0\n"
     )
     assert cli_main(["classify", str(log), "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
-    assert out["state"] == "ready" and out["ready_line"] == 4 and out["fatal_line"] is None
+    assert out["state"] == "ready" and out["ready_line"] == 2 and out["fatal_line"] is None
+    assert out["ready_evidence"] == "ready line"
     assert out["benign_lines"] == [1]
     assert out["metrics"] == [
         {
-            "line": 2,
+            "line": 4,
             "kind": "sglang_decode",
             "values": {"running_req": 1, "gen_throughput": 3.5, "queue_req": 0},
         }
@@ -450,3 +540,93 @@ def test_cli_usage_errors(tmp_path: Path, capsys: pytest.CaptureFixture[str]) ->
     assert cli_main(["classify", str(tmp_path / "missing.log")]) == 2
     assert "cannot read" in capsys.readouterr().err
     assert cli_main(["classify", "x", "--engine", "tgi"]) == 2
+
+
+# -- attach mid-run, cut-off tracebacks, the decisive line (issue 12) --------------------------------------
+
+def test_serving_lines_prove_readiness_when_the_log_was_joined_mid_run() -> None:
+    tail = [
+        '[2025-09-03 18:33:31] INFO:     192.168.30.81:35262 - "POST /v1/chat/completions HTTP/1.1" 200 OK',
+        "[2025-09-03 18:33:31 TP0] Prefill batch. #new-seq: 1, #new-token: 18, #cached-token: 184, token usage: 0.00, "
+        "#running-req: 0, #queue-req: 0, ",
+    ]
+    events = classify_lines(tail)
+    summary = summarize(events)
+    assert (summary.state, summary.ready_line, summary.ready_evidence) == ("ready", 1, "serving lines")
+    assert events[0].phase is Phase.READY  # the `ready` phase, as a ready line marks it
+    vllm = "(APIServer pid=1) INFO 05-12 08:01:39 [loggers.py:271] Engine 000: Avg prompt throughput: 0.0 tokens/s, " \
+           "Avg generation throughput: 7.2 tokens/s, Running: 9 reqs, Waiting: 1 reqs, GPU KV cache usage: 68.8%"
+    summary = summarize(classify_lines([vllm]))
+    assert (summary.state, summary.ready_evidence, summary.metrics[0].values["running_reqs"]) == ("ready", "serving lines", 9)
+
+
+def test_a_requests_own_error_proves_serving_and_stays_a_request_error() -> None:
+    """Only a serving server reads requests: joined mid-run, a request rejected or failing in preprocessing is the
+    serving evidence (MinerU#4868, orpheus-streaming#7), and its traceback never fails the server."""
+    rejected = "(APIServer pid=1) ERROR 04-28 14:17:50 [serving_chat.py:257] ValueError: 'max_tokens' or " \
+               "'max_completion_tokens' is too large: 8192. This model's maximum context length is 8192 tokens"
+    summary = summarize(classify_lines([rejected]))
+    assert (summary.state, summary.ready_line, summary.ready_evidence) == ("ready", 1, "serving lines")
+    failing = [
+        "(APIServer pid=9880) ERROR 02-21 11:34:27 [serving.py:120] Error in preprocessing prompt inputs",
+        "(APIServer pid=9880) ERROR 02-21 11:34:27 [serving.py:120] Traceback (most recent call last):",
+        '(APIServer pid=9880) ERROR 02-21 11:34:27 [serving.py:120]   File "/v/serving.py", line 114, in render',
+    ]
+    summary = summarize(classify_lines(failing))
+    assert (summary.state, summary.ready_line, summary.fatal_line) == ("ready", 1, None)
+    # the same error after a start-up phase is a request's error during warm-up, not proof
+    started = ["(APIServer pid=1) INFO 02-21 11:30:00 [api_server.py:1] non-default args: {'model': 'x'}", *failing]
+    assert summarize(classify_lines(started)).ready_line is None
+
+
+def test_serving_lines_after_a_start_up_phase_are_the_warm_up_not_proof() -> None:
+    log = [
+        "[2026-01-21 19:49:14 DP0 TP0] Capture cuda graph end. Time elapsed: 595.60 s. mem usage=2.69 GB.",
+        '[2026-01-21 19:49:16] INFO:     127.0.0.1:45016 - "POST /generate HTTP/1.1" 200 OK',
+        "[2026-01-21 19:49:16 DP0 TP0] Prefill batch, #new-seq: 1, #new-token: 6, #cached-token: 0, token usage: 0.00, "
+        "#running-req: 0, #queue-req: 0, ",
+    ]
+    summary = summarize(classify_lines(log))
+    assert (summary.state, summary.ready_line) == ("starting", None)
+    summary = summarize(classify_lines([*log, "[2026-01-21 19:49:20] The server is fired up and ready to roll!"]))
+    assert (summary.ready_line, summary.ready_evidence) == (4, "ready line")
+
+
+def test_an_engine_traceback_cut_during_start_up_is_fatal_on_its_header() -> None:
+    cut = [
+        "[2026-01-01 00:00:00] server_args=ServerArgs(model_path='x')",
+        "[2026-01-01 00:00:05 TP1] Traceback (most recent call last):",
+        '[2026-01-01 00:00:05 TP1]   File "/sglang/srt/managers/scheduler.py", line 1, in run_scheduler_process',
+    ]
+    summary = summarize(classify_lines(cut))
+    assert (summary.state, summary.fatal_line, summary.fatal_rule) == ("failed", 2, "engine_traceback_incomplete")
+    # the main process raising from its <module>: nothing above catches it
+    main = ["Traceback (most recent call last):", '  File "/opt/venv/bin/vllm", line 8, in <module>', "    sys.exit(main())"]
+    assert summarize(classify_lines(main, engine="vllm")).fatal_line == 1
+    # near misses: a bare traceback from no engine process stays a warning; after readiness a rank's cut traceback too
+    other = ["Traceback (most recent call last):", '  File "/x/helper.py", line 3, in load', "    open(p)"]
+    assert summarize(classify_lines(other, engine="vllm")).state == "starting"
+    after = ["[2026-01-01 00:00:00] The server is fired up and ready to roll!", *cut[1:]]
+    assert summarize(classify_lines(after)).state == "ready"
+
+
+def test_the_decisive_line_among_many_failing_ranks_is_the_earliest_statement() -> None:
+    log = [
+        "(VllmWorker rank=6 pid=409) ERROR 07-23 19:34:51 [multiproc_executor.py:487]     raise RuntimeError(f\"NCCL error\")",
+        "(VllmWorker rank=6 pid=409) ERROR 07-23 19:34:51 [multiproc_executor.py:487] RuntimeError: NCCL error: unhandled cuda error",
+        "(VllmWorker rank=3 pid=406) ERROR 07-23 19:34:51 [multiproc_executor.py:487] WorkerProc failed to start.",
+        "(VllmWorker rank=3 pid=406) ERROR 07-23 19:34:51 [multiproc_executor.py:487] Traceback (most recent call last):",
+        "(VllmWorker rank=3 pid=406) ERROR 07-23 19:34:51 [multiproc_executor.py:487] RuntimeError: NCCL error: unhandled cuda error",
+    ]
+    summary = summarize(classify_lines(log))
+    assert (summary.fatal_line, summary.fatal_rule) == (2, "nccl_error")
+
+
+def test_an_engine_is_chosen_from_its_markers() -> None:
+    assert detect_engine(["2024-03-06T17:53:31Z ERROR text_generation_launcher: Shard 0 failed to start"]) == "tgi"
+    assert detect_engine(["I0120 08:28:13.508038 2049 server.cc:305] \"Waiting for in-flight requests\""]) == "trtllm"
+    assert detect_engine(["2024-08-05 05:40:52,191 - lmdeploy - WARNING - model_source: hf_model"]) == "lmdeploy"
+    assert detect_engine(["srv    load_model: loading model 'm.gguf'"]) == "llamacpp"
+    assert detect_engine(["(ServeController pid=5) INFO 2025-04-21 15:16:45,616 controller 5 -- Deploying"]) == "ray"
+    assert detect_engine(["[2025-05-21T18:59:44Z] ERROR 05-21 11:59:44 [core.py:493] EngineCore failed to start."]) == "vllm"
+    assert detect_engine(["nothing to see"]) is None

@@ -91,7 +91,7 @@ CASES: list[tuple[str, str, str, str]] = [
     (
         "sglang_warmup_request",
         "sglang",
-        '[2026-02-09 14:38:46] INFO:     127.0.0.1:16624 - "POST /generate HTTP/1.1" 200 OK',
+        '[2026-02-09 14:38:46] INFO:     127.0.0.1:16622 - "GET /model_info HTTP/1.1" 200 OK',
         '[2026-02-09 14:38:46] INFO:     127.0.0.1:16624 - "POST /v1/chat/completions HTTP/1.1" 200 OK',
     ),
     (
@@ -159,6 +159,18 @@ CASES: list[tuple[str, str, str, str]] = [
         "sglang",
         "[2025-09-01 10:00:00] Rank 0 scheduler is dead. Please check if there are relevant logs.",
         "[2025-09-01 10:00:00] Rank 0 scheduler is ready",
+    ),
+    (
+        "sglang_soft_watchdog",
+        "sglang",
+        "[2026-03-01 10:00:00 TP0] Scheduler watchdog timeout (self.watchdog_timeout=60, self.soft=True)",
+        "[2026-03-01 10:00:00 TP0] Scheduler watchdog timeout (self.watchdog_timeout=300, self.soft=False)",
+    ),
+    (
+        "sglang_router_init_failed",
+        "sglang",
+        "router init state: Traceback (most recent call last):",
+        "router init state: init ok",
     ),
     (
         "sglang_process_exception",
@@ -244,6 +256,20 @@ CASES: list[tuple[str, str, str, str]] = [
         "vllm",
         "(EngineCore_DP0 pid=995968) WARNING 09-26 22:38:29 [profiling.py:280] The sequence length (4096) is smaller than the pre-defined worst-case total number of multimodal tokens (32768). This may cause certain multi-modal inputs to fail during inference.",
         "(EngineCore_DP0 pid=995968) ERROR 09-26 22:38:29 [core.py:280] multi-modal encoder failed to initialize",
+    ),
+    (
+        "vllm_request_fields_ignored",
+        "vllm",
+        "(APIServer pid=9880) WARNING 02-21 11:34:27 [protocol.py:53] The following fields were present in the request "
+        "but ignored: {'voice'}",
+        "(APIServer pid=9880) WARNING 02-21 11:34:27 [protocol.py:53] The following fields were present in the config: {'voice'}",
+    ),
+    (
+        "vllm_engine_step_failed",
+        "vllm",
+        "(EngineCore_DP4 pid=3824136) ERROR 05-01 20:57:41 [dump_input.py:72] Dumping input data for V1 LLM engine (v0.20.0) "
+        "with config: model='deepseek-ai/DeepSeek-V4-Pro', ",
+        "(EngineCore_DP0 pid=1) INFO 05-01 20:57:41 [core.py:72] Dumping input data is disabled for the V1 LLM engine",
     ),
     (
         "vllm_request_error",
@@ -457,6 +483,20 @@ CASES: list[tuple[str, str, str, str]] = [
         "INFO 12-11 22:03:15 [cuda.py:221] CUDA graphs are enabled",
     ),
     (
+        "config_value_error",
+        "generic",
+        "Value error, User-specified max_model_len (131072) is greater than the derived max_model_len "
+        "(max_position_embeddings=32768.0 or model_max_length=None in model's config.json). [type=value_error, "
+        "input_value=ArgsKwargs((), {'model': 'x'}), input_type=ArgsKwargs]",
+        "INFO 05-01 10:00:00 [config.py:1] Value error handling is enabled for the [type=value_error] tests",
+    ),
+    (
+        "cuda_error_report",
+        "generic",
+        "For debugging consider passing CUDA_LAUNCH_BLOCKING=1",
+        "INFO 01-12 10:00:00 [env.py:12] CUDA_LAUNCH_BLOCKING=1 is set: kernels run synchronously",
+    ),
+    (
         "triton_error",
         "generic",
         "RuntimeError: Triton Error [CUDA]: device kernel image is invalid",
@@ -503,6 +543,252 @@ CASES: list[tuple[str, str, str, str]] = [
         "generic",
         "INFO:     Uvicorn running on http://0.0.0.0:8000 (Press CTRL+C to quit)",
         "INFO:     Uvicorn stopped",
+    ),
+    # -- added with the corpus batches (issue 12); positive cases are lines of tests/data/logs -----------------
+    (
+        "http_generate_ok",
+        "sglang",
+        '[2025-09-03 18:33:31] INFO:     192.168.30.81:35262 - "POST /v1/chat/completions HTTP/1.1" 200 OK',
+        '[2025-09-03 18:33:31] INFO:     192.168.30.81:35262 - "GET /v1/models HTTP/1.1" 200 OK',
+    ),
+    (
+        "vllm_worker_exception",
+        "vllm",
+        "(VllmWorkerProcess pid=1270) ERROR 09-12 10:11:12 multiproc_worker_utils.py:226] Exception in worker "
+        "VllmWorkerProcess while processing method init_device.",
+        "(VllmWorkerProcess pid=1270) INFO 09-12 10:11:12 multiproc_worker_utils.py:215] Worker ready; awaiting tasks",
+    ),
+    (
+        "process_exception_header",
+        "generic",
+        "Exception in ControllerSingle:",
+        "Exception in thread Thread-3 (_watchdog):",
+    ),
+    (
+        "python_process_died",
+        "vllm",
+        "Process EngineCore_0:",
+        "Process EngineCore_0 started with pid 123",
+    ),
+    (
+        "mpirun_rank_failed",
+        "trtllm",
+        "mpirun detected that one or more processes exited with non-zero status, thus causing",
+        "mpirun launched 4 processes on 1 node",
+    ),
+    (
+        "tgi_connected",
+        "tgi",
+        "2024-06-28T11:31:02.112340Z  INFO text_generation_router::server: router/src/server.rs:2311: Connected",
+        "2024-06-28T11:31:02.112340Z  INFO text_generation_router::server: router/src/server.rs:2301: Connecting to shards",
+    ),
+    (
+        "tgi_shard_ready",
+        "tgi",
+        "2024-06-28T11:30:38.027759Z  INFO shard-manager: text_generation_launcher: Shard ready in 62.4s rank=0",
+        "2024-06-28T11:30:38.027759Z  INFO shard-manager: text_generation_launcher: Starting shard rank=0",
+    ),
+    (
+        "tgi_waiting_for_shard",
+        "tgi",
+        "2024-06-28T11:28:38.027759Z  INFO shard-manager: text_generation_launcher: Waiting for shard to be ready... rank=0",
+        "2024-06-28T11:28:38.027759Z  INFO text_generation_launcher: Waiting for the download to finish",
+    ),
+    (
+        "tgi_warmup",
+        "tgi",
+        "2024-06-28T11:30:50.112340Z  INFO text_generation_router: router/src/main.rs:327: Warming up model",
+        "2024-06-28T11:30:50.112340Z  INFO text_generation_router: router/src/main.rs:327: Warm start enabled",
+    ),
+    (
+        "tgi_no_custom_kernels",
+        "tgi",
+        "2023-07-13T13:36:35.775510Z  WARN shard-manager: text_generation_launcher: We're not using custom kernels.",
+        "2023-07-13T13:36:35.775510Z  WARN shard-manager: text_generation_launcher: We're using flash attention",
+    ),
+    (
+        "tgi_init_error",
+        "tgi",
+        "2023-07-13T13:36:36.063775Z ERROR shard-manager: text_generation_launcher: Error when initializing model",
+        "2023-07-13T13:36:36.063775Z  INFO shard-manager: text_generation_launcher: Initializing model",
+    ),
+    (
+        "tgi_shard_stderr",
+        "tgi",
+        "2024-03-06T17:53:31.052367Z ERROR shard-manager: text_generation_launcher: Shard complete standard error output:",
+        "2024-03-06T17:53:31.052367Z  INFO shard-manager: text_generation_launcher: Shard standard output follows",
+    ),
+    (
+        "tgi_shard_signaled",
+        "tgi",
+        "2024-03-06T17:53:31.052444Z ERROR shard-manager: text_generation_launcher: Shard process was signaled to "
+        "shutdown with signal 4 rank=0",
+        "2024-03-06T17:53:31.052444Z  INFO shard-manager: text_generation_launcher: Shard terminated rank=0",
+    ),
+    (
+        "tgi_shard_failed",
+        "tgi",
+        "2024-03-06T17:53:31.149443Z ERROR text_generation_launcher: Shard 0 failed to start",
+        "2024-03-06T17:53:31.149443Z  INFO text_generation_launcher: Shard 0 started",
+    ),
+    (
+        "tgi_launcher_error",
+        "tgi",
+        "Error: ShardCannotStart",
+        "Errors: none",
+    ),
+    (
+        "triton_started",
+        "trtllm",
+        "I1204 08:17:45.082233 1 grpc_server.cc:1939] Started GRPCService at 0.0.0.0:8001",
+        "I1204 08:17:45.082251 1 http_server.cc:1411] Starting HTTPService at 0.0.0.0:8000 is deprecated",
+    ),
+    (
+        "triton_starting_http",
+        "trtllm",
+        "I1204 08:17:45.082251 1 http_server.cc:1411] Starting HTTPService at 0.0.0.0:8000",
+        "I1204 08:17:45.130062 1 server.cc:224] Polling model repository",
+    ),
+    (
+        "triton_model_loaded",
+        "trtllm",
+        "I0120 08:27:55.120311 2049 model_lifecycle.cc:849] \"successfully loaded 'preprocessing'\"",
+        "I0120 08:28:15.120311 2049 model_lifecycle.cc:636] \"successfully unloaded 'tensorrt_llm_bls' version 1\"",
+    ),
+    (
+        "triton_model_unavailable",
+        "trtllm",
+        "| tensorrt_llm   | 1       | UNAVAILABLE: Internal: unexpected error when creating modelInstanceState: x |",
+        "| tensorrt_llm   | 1       | READY  |",
+    ),
+    (
+        "triton_load_failed",
+        "trtllm",
+        "error: creating server: Internal - failed to load all models",
+        "I0120 08:28:13.508600 2049 server.cc:336] \"All models are stopped, unloading models\"",
+    ),
+    (
+        "trtllm_error",
+        "trtllm",
+        "[TensorRT-LLM][ERROR] tensorrt_llm::common::TllmException: [TensorRT-LLM][ERROR] Assertion failed: d == a + length",
+        "[TensorRT-LLM][INFO] Loaded engine size: 15448 MiB",
+    ),
+    (
+        "sglang_watchdog_debug_info",
+        "sglang",
+        "[2026-01-29 13:12:36 PP1 TP0] Scheduler debug info:",
+        "[2026-01-29 13:12:36 PP1 TP0] Scheduler debug info will be printed when the watchdog fires",
+    ),
+    (
+        "lmdeploy_hint_open",
+        "lmdeploy",
+        "HINT:    Please open \x1b[93m\x1b[1mhttp://0.0.0.0:23333\x1b[0m in a browser for detailed api usage!!!",
+        "HINT:    Please set --server-port to change the port",
+    ),
+    (
+        "lmdeploy_gemm_config",
+        "lmdeploy",
+        "[WARNING] gemm_config.in is not found; using default GEMM algo",
+        "[WARNING] gemm tuning is disabled",
+    ),
+    (
+        "turbomind_fatal",
+        "lmdeploy",
+        "[TM][FATAL][0805 05:41:11.482000] Check failed: (ptr) 'weight' Must be non NULL",
+        "[TM][INFO] [Gemm2] 6144",
+    ),
+    (
+        "turbomind_error",
+        "lmdeploy",
+        "[TM][ERROR] CUDA runtime error: out of memory /lmdeploy/src/turbomind/utils/allocator.h:231",
+        "[TM][WARNING] [LlamaTritonModel] max_context_token_num = 16384.",
+    ),
+    (
+        "ray_app_ready",
+        "ray",
+        "INFO 2025-08-29 18:02:42,869 serve 519120 -- Application 'default' is ready at http://127.0.0.1:8000/.",
+        "DEBUG 2025-04-21 15:16:45,548 serve 19439 -- Waiting for default to be RUNNING, current status: "
+        "ApplicationStatus.DEPLOYING.",
+    ),
+    (
+        "ray_deploying",
+        "ray",
+        "(ServeController pid=19963) INFO 2025-04-21 15:16:45,616 controller 19963 -- Deploying new version of "
+        "Deployment(name='VLLMDeployment', app='default') (initial target replicas: 1).",
+        "(ServeController pid=521647) INFO 2025-08-29 18:02:42,949 controller 521647 -- Removing 1 replica from "
+        "Deployment(name='LLMRouter', app='default').",
+    ),
+    (
+        "ray_replica_failed",
+        "ray",
+        "(pid=43093) 2021-06-25 16:24:01,207\tERROR worker.py:414 -- Exception raised in creation task: The actor died "
+        "because of an error raised in its creation task",
+        "(pid=43093) 2021-06-25 16:24:01,207\tINFO worker.py:414 -- Creation task finished for the replica",
+    ),
+    (
+        "ray_replica_exception",
+        "ray",
+        "(ServeController pid=45327) ERROR 2025-06-11 13:15:51,444 controller 45327 -- Exception in "
+        "Replica(id='03l9rrsq', deployment='LLMDeploymentdeepseek', app='default'), the replica will be stopped.",
+        "(ServeController pid=521647) INFO 2025-08-29 18:02:44,981 controller 521647 -- Stopping Replica(id='aw9v81k4', "
+        "deployment='LLMServer', app='llms') (currently RUNNING).",
+    ),
+    (
+        "ray_replica_init_failed",
+        "ray",
+        "ray::ServeReplica:llms:LLMDeployment:qwen2_5-7b-instruct.initialize_and_get_metadata() (pid=40568, "
+        "ip=10.233.118.22, actor_id=f390da608347097abede6fbe01000000)",
+        "(ServeReplica:llms:LLMServer:qwen pid=316) INFO 2025-10-01 10:00:00,000 llms_LLMServer abc -- "
+        "initialize_and_get_metadata OK 1502.3ms",
+    ),
+    (
+        "ray_actor_died",
+        "ray",
+        "ray.exceptions.ActorDiedError: The actor died unexpectedly before finishing this task.",
+        "(ServeController pid=521647) INFO 2025-08-29 18:02:44,981 controller 521647 -- Replica(id='aw9v81k4') is stopped.",
+    ),
+    (
+        "llamacpp_ready",
+        "llamacpp",
+        "main: server is listening on http://127.0.0.1:8080 - starting the main loop",
+        "main: HTTP server is listening, hostname: 127.0.0.1, port: 8080, http threads: 11",
+    ),
+    (
+        "llamacpp_http_listening",
+        "llamacpp",
+        "main: HTTP server is listening, hostname: 127.0.0.1, port: 8080, http threads: 11",
+        "main: binding port with default address family",
+    ),
+    (
+        "llamacpp_load_failed",
+        "llamacpp",
+        "llama_model_load: error loading model: error loading model vocabulary: unknown pre-tokenizer type: 'deepseek-r1-qwen'",
+        "llama_model_loader: loaded meta data with 25 key-value pairs and 579 tensors",
+    ),
+    (
+        "lmdeploy_engine_failed",
+        "lmdeploy",
+        "2024-07-17 13:52:34,618 - lmdeploy - ERROR - Rank[2] failed.",
+        "2024-07-17 13:52:34,618 - lmdeploy - INFO - Rank[2] ready.",
+    ),
+    (
+        "triton_python_backend_failed",
+        "trtllm",
+        'E1216 02:12:49.624646 179 model.py:248] "[vllm] Failed to start engine: NoneType: None\\n"',
+        'I1216 02:12:42.654863 179 python_be.cc:2289] "TRITONBACKEND_ModelInstanceInitialize: vllm_0_0 (MODEL device 0)"',
+    ),
+    (
+        "llamacpp_serving",
+        "llamacpp",
+        "slot launch_slot_: id  0 | task 562 | processing task",
+        "slot launch_slot_: id  0 | task -1 | sampler params: ",
+    ),
+    (
+        "vllm_worker_method_failed",
+        "vllm",
+        "(RayWorkerWrapper pid=880) ERROR 04-16 01:01:44 [worker_base.py:620] Error executing method 'init_device'. "
+        "This might cause deadlock in distributed execution.",
+        "(RayWorkerWrapper pid=880) INFO 04-16 01:01:44 [worker_base.py:600] Executing method 'init_device' on 8 workers",
     ),
     (
         "usage_line",

@@ -216,3 +216,20 @@ def test_report_and_failure_serialize_to_json() -> None:
             "text": SGLANG_START[1].split("] ", 1)[1],
         }
     ]
+
+
+def test_a_log_joined_mid_run_is_ready_on_serving_lines_and_a_probe() -> None:
+    """Attaching to a server that is already serving: no ready line will come, its serving lines prove it."""
+    lines = [
+        "[2026-02-26 20:40:01 TP0] Decode batch. #running-req: 1, #token: 512, token usage: 0.01, "
+        "cuda graph: True, gen throughput (token/s): 81.95, #queue-req: 0",
+        '[2026-02-26 20:40:02] INFO:     127.0.0.1:50514 - "POST /v1/completions HTTP/1.1" 200 OK',
+    ]
+    tracker, classifier = ReadinessTracker(started_at=0.0), LogClassifier(engine="sglang")
+    for event in [e for line in lines for e in classifier.feed(line)] + classifier.finish():
+        tracker.observe(event, at=1.0)
+    assert tracker.state is ReadinessState.STARTING  # the log alone is not proof
+    tracker.probe(True, "GET /v1/models 200", proves_generation=False, at=2.0)
+    report = tracker.report()
+    assert report.ready and report.ready_evidence == "serving lines"
+    assert report.ready_reason is not None and "joined mid-run" in report.ready_reason

@@ -1,26 +1,34 @@
 """`python -m toolkit logs ...`: classify a server log file, or follow one live.
 
-    python -m toolkit logs classify FILE [--engine auto|sglang|vllm|generic] [--json]
+    python -m toolkit logs classify FILE [--engine auto|sglang|vllm|tgi|trtllm|lmdeploy|ray|llamacpp|generic] [--json] [--max-metrics N]
     python -m toolkit logs follow [user@]HOST:PATH [--engine ...]
 
-``classify --json`` prints one JSON object (line numbers are 1-based over ``\\n``-separated
-lines, as ``grep -n`` counts): state, ready_line, fatal_line, fatal_reason, benign_lines,
-metrics, plus fatal_rule, fatal_rank, hint and phases. Exit status: 0 ready or starting,
-1 failed, 2 usage error.
+``classify`` reads the file in chunks (memory does not grow with its length) and ``--json``
+prints one JSON object (line numbers are 1-based over ``\\n``-separated lines, as ``grep -n``
+counts): state, ready_line, ready_evidence, fatal_line, fatal_reason, benign_lines, metrics
+(the last ``--max-metrics`` rows) and metric_count, plus fatal_rule, fatal_rank, hint and
+phases. Exit status: 0 ready or starting, 1 failed, 2 when the file cannot be classified
+(missing, unreadable, empty, binary) or the command line is wrong: one line on stderr says why.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import shlex
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import TextIO
+from typing import BinaryIO, TextIO
 
-from toolkit.logs import ENGINES, LogClassifier, LogEvent, LogSummary, Verdict, classify_file_bytes
+from toolkit.errors import ToolkitError
+from toolkit.host.host import Host
+from toolkit.logs import ENGINES, LogClassifier, LogEvent, LogSummary, Verdict, classify_chunks
+from toolkit.logs.summary import shorten
 
 __all__ = ["main", "render_summary", "render_event"]
+
+_CHUNK_BYTES = 1 << 20
 
 _COLOURS = {
     Verdict.FATAL: "\x1b[1;31m",
@@ -42,33 +50,35 @@ def render_summary(summary: LogSummary, *, path: str, colour: bool) -> str:
     state_code = {"ready": "\x1b[1;32m", "failed": "\x1b[1;31m"}.get(summary.state, "\x1b[1;33m")
     out = [f"{path}: {_paint(summary.state.upper(), state_code, colour)}"]
     if summary.ready_line is not None:
-        out.append(f"  ready at line {summary.ready_line}")
+        proof = " (serving lines: the log was joined mid-run)" if summary.ready_evidence == "serving lines" else ""
+        out.append(f"  ready at line {summary.ready_line}{proof}")
     if summary.fatal_line is not None:
         out.append(_paint(f"  fatal at line {summary.fatal_line} ({summary.fatal_rule}): {summary.fatal_reason}",
                           _COLOURS[Verdict.FATAL], colour))
         for line in summary.fatal_context[-8:]:
-            out.append(f"      | {line}")
+            out.append(f"      | {shorten(line, 300)}")
         if summary.hint:
             out.append(f"  what to try: {summary.hint}")
     if summary.phases:
         out.append("  phases: " + ", ".join(f"{name}@{n}" for name, n in summary.phases))
     if summary.benign_lines:
-        shown = ", ".join(map(str, summary.benign_lines[:20])) + (" ..." if len(summary.benign_lines) > 20 else "")
-        out.append(_paint(f"  benign error-looking lines ({len(summary.benign_lines)}): {shown}", _COLOURS[Verdict.BENIGN], colour))
+        shown = ", ".join(map(str, summary.benign_lines[:20])) + (" ..." if summary.benign_count > 20 else "")
+        out.append(_paint(f"  benign error-looking lines ({summary.benign_count}): {shown}", _COLOURS[Verdict.BENIGN], colour))
     if summary.warning_lines:
         out.append(f"  warnings: {len(summary.warning_lines)}")
     if summary.metrics:
         kinds: dict[str, int] = {}
         for m in summary.metrics:
             kinds[m.kind] = kinds.get(m.kind, 0) + 1
-        out.append("  metric lines: " + ", ".join(f"{k} x{n}" for k, n in kinds.items()))
+        last = f" (the last {len(summary.metrics)} of {summary.metric_count})" if summary.metric_count > len(summary.metrics) else ""
+        out.append("  metric lines: " + ", ".join(f"{k} x{n}" for k, n in kinds.items()) + last)
     return "\n".join(out)
 
 
 def render_event(event: LogEvent, *, colour: bool) -> str:
     """One classified line as `follow` prints it (a traceback with its context)."""
     tag = f"{event.verdict.value:<8}"
-    body = "\n".join([*event.context, event.raw]) if event.context else event.raw
+    body = "\n".join([*map(shorten, event.context), shorten(event.raw)]) if event.context else shorten(event.raw)
     return _paint(f"{event.line_no:>6} {tag} {body}", _COLOURS.get(event.verdict, ""), colour)
 
 
@@ -79,6 +89,8 @@ def _parser() -> argparse.ArgumentParser:
     classify.add_argument("file", help="the log file ('-' for standard input)")
     classify.add_argument("--engine", choices=ENGINES, default="auto")
     classify.add_argument("--json", action="store_true", help="print one JSON object")
+    classify.add_argument("--max-metrics", type=int, default=1000, metavar="N",
+                          help="metric rows to keep and print: the last N (default 1000); metric_count counts them all")
     classify.add_argument("--color", choices=("auto", "always", "never"), default="auto")
     follow = sub.add_parser("follow", help="follow a live log on a host: [user@]HOST:PATH")
     follow.add_argument("target", help="[user@]HOST:PATH, or a local PATH")
@@ -91,17 +103,29 @@ def _use_colour(choice: str, stream: TextIO) -> bool:
     return choice == "always" or (choice == "auto" and stream.isatty())
 
 
+def _chunks(stream: BinaryIO, size: int = _CHUNK_BYTES) -> Iterator[bytes]:
+    while chunk := stream.read(size):
+        yield chunk
+
+
 def _classify(args: argparse.Namespace) -> int:
-    if args.file == "-":
-        data = sys.stdin.buffer.read()
-    else:
-        path = Path(args.file)
-        try:
-            data = path.read_bytes()
-        except OSError as exc:
-            print(f"error: cannot read {args.file}: {exc.strerror or exc}; pass an existing log file", file=sys.stderr)
-            return 2
-    summary = classify_file_bytes(data, engine=args.engine)
+    if args.max_metrics < 0:
+        print(f"error: --max-metrics must be 0 or more, got {args.max_metrics}", file=sys.stderr)
+        return 2
+    name = "standard input" if args.file == "-" else args.file
+    try:
+        if args.file == "-":
+            summary = classify_chunks(_chunks(sys.stdin.buffer), engine=args.engine, max_metrics=args.max_metrics, name=name)
+        else:
+            with Path(args.file).open("rb") as stream:
+                summary = classify_chunks(_chunks(stream), engine=args.engine, max_metrics=args.max_metrics, name=name)
+    except OSError as exc:
+        print(f"error: cannot read {args.file}: {exc.strerror or exc}; pass an existing, readable log file", file=sys.stderr)
+        return 2
+    except ToolkitError as exc:
+        hint = f"; {exc.hint}" if exc.hint else ""
+        print(f"error: {exc.message}{hint}", file=sys.stderr)
+        return 2
     if args.json:
         print(json.dumps(summary.to_dict()))
     else:
@@ -119,16 +143,6 @@ def _split_target(target: str) -> tuple[str | None, str | None, str]:
 
 
 def _follow(args: argparse.Namespace) -> int:
-    import shlex
-
-    try:
-        from toolkit.host.host import Host  # written alongside; the lead wires follow through it
-    except ImportError:
-        print("error: `logs follow` needs toolkit.host.host (Host.open_stream), which is not available in this "
-              "checkout yet; use `logs classify FILE` on a copied log meanwhile", file=sys.stderr)
-        return 2
-    from toolkit.errors import ToolkitError
-
     user, hostname, path = _split_target(args.target)
     classifier = LogClassifier(engine=args.engine)
     colour = _use_colour(args.color, sys.stdout)
@@ -167,6 +181,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         args = parser.parse_args(list(sys.argv[1:] if argv is None else argv))
     except SystemExit as exc:  # argparse printed the usage and the error
         return int(exc.code or 0)
-    if args.command == "classify":
-        return _classify(args)
-    return _follow(args)
+    try:
+        return _classify(args) if args.command == "classify" else _follow(args)
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130

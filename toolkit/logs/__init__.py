@@ -11,11 +11,13 @@ add a rule from a notebook in one line.
 from __future__ import annotations
 
 from toolkit.logs.classify import LogClassifier, LogEvent, classify_lines
+from toolkit.logs.detect import ENGINES, PACKS, detect_engine
 from toolkit.logs.line import ParsedLine, parse_line, strip_ansi
 from toolkit.logs.metrics import METRIC_KINDS, MetricRow, parse_metric
-from toolkit.logs.packs import COMMON, ENGINES, GENERIC, PACKS, SGLANG, VLLM, Hints, add_rule, detect_engine
+from toolkit.logs.packs import COMMON, GENERIC, SGLANG, VLLM, Hints, add_rule
 from toolkit.logs.rules import Phase, Rule, RulePack, Verdict
-from toolkit.logs.summary import LogSummary, decisive_fatal, summarize
+from toolkit.logs.stream import classify_chunks
+from toolkit.logs.summary import LogSummary, SummaryBuilder, decisive_fatal, summarize
 
 __all__ = [
     "Verdict",
@@ -44,13 +46,13 @@ __all__ = [
     "ENGINES",
     "METRIC_KINDS",
     "classify_file_bytes",
+    "classify_chunks",
+    "SummaryBuilder",
 ]
 
 
 def classify_file_bytes(data: bytes, engine: str = "auto") -> LogSummary:
     """Summarize a whole log given as bytes (utf-8, errors replaced; lines split on ``\\n`` only,
-    so line numbers agree with ``grep -n``)."""
-    lines = data.decode("utf-8", errors="replace").split("\n")
-    if lines and lines[-1] == "":
-        lines.pop()
-    return summarize(classify_lines(lines, engine=engine))
+    so line numbers agree with ``grep -n``), keeping every metric row. Raises
+    :class:`~toolkit.errors.ToolkitError` for empty or binary input."""
+    return classify_chunks([data], engine=engine, max_metrics=None, max_lines=None)

@@ -30,7 +30,7 @@ def fast_constructor(cls: type[T]) -> Callable[..., T]:
     >>> fast_constructor(Point)(1, 2) == Point(1, 2)
     True
     """
-    if not is_dataclass(cls) or "__slots__" not in cls.__dict__ or hasattr(cls, "__post_init__"):
+    if not is_dataclass(cls) or "__slots__" not in cls.__dict__ or any("__post_init__" in vars(k) for k in cls.__mro__):
         raise TypeError(f"{cls.__name__} must be a slotted dataclass without __post_init__ to be built field by field")
     names = [f.name for f in fields(cls)]
     namespace: dict[str, Any] = {"_new": object.__new__, "_cls": cls}

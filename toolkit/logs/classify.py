@@ -27,9 +27,10 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 from toolkit.logs._construct import fast_constructor
+from toolkit.logs.detect import ENGINES, engine_of_line, packs_for
 from toolkit.logs.line import ParsedLine, parse_fields
 from toolkit.logs.metrics import MetricRow, parse_metric
-from toolkit.logs.packs import _SGLANG_MARK, _VLLM_MARK, COMMON, ENGINES, GENERIC, PACKS
+from toolkit.logs.packs import SERVING_RULES
 from toolkit.logs.rules import (
     SEVERITY,
     CompiledRules,
@@ -56,6 +57,17 @@ _TENTATIVE_LINES = 60
 _TRACEBACK = Rule("python_traceback", r"^$", Verdict.FATAL, after_ready=Verdict.WARNING,
                   hint="an unhandled Python exception: read the exception line and the frames above it")
 _TRACEBACK_CUT = Rule("python_traceback_incomplete", r"^$", Verdict.WARNING)
+# A traceback from an engine process (a scheduler rank, an EngineCore, a worker) that the log cuts off before its
+# exception line, during start-up: the process is dying; the header line stands for it (the end may never come).
+_TRACEBACK_ENGINE_CUT = Rule("engine_traceback_incomplete", r"^$", Verdict.FATAL, after_ready=Verdict.WARNING,
+                             hint="an engine process raised during start-up and the log ends inside its traceback: "
+                                  "read the frames quoted, and the rest of the log if you have it")
+_FRAME_LINE = Rule("traceback_frame_line", r"^$", Verdict.INFO)
+# Process tags that name an engine process: SGLang rank tags, vLLM's EngineCore/worker tags, Ray workers, torch ranks.
+_ENGINE_RANK = re.compile(r"^(?:(?:ATTN_CP|ATTN_DP|MOE_DP|TP|DP|PP|EP|CP)\d+ ?)+$|EngineCore|Worker|rank\d|rank=")
+_STARTUP_PHASES = frozenset({Phase.SERVER_ARGS, Phase.WEIGHTS_LOADING, Phase.WEIGHTS_LOADED, Phase.KV_CACHE_ALLOCATED,
+                             Phase.CUDA_GRAPH_CAPTURE_BEGIN, Phase.CUDA_GRAPH_CAPTURED, Phase.HTTP_UP, Phase.WARMUP})
+READY_LINE, SERVING_LINES = "ready line", "serving lines"
 _ERROR_LEVEL = Rule("error_level_unmatched", r"^$", Verdict.WARNING)
 _WARNING_LEVEL = Rule("warning_level", r"^$", Verdict.WARNING)
 
@@ -82,6 +94,8 @@ class LogEvent:
     first_line_no: int = 0
     hint: str | None = None
     notice: bool = False  # fatal, but announces a death whose cause may follow (sigquit)
+    # on a READY event: "ready line" (the engine said so) or "serving lines" (a log joined mid-run shows it serving)
+    ready_evidence: str | None = None
 
     @property
     def is_fatal(self) -> bool:
@@ -95,6 +109,7 @@ class LogEvent:
             "level": self.level, "verdict": self.verdict.value, "rule": self.rule,
             "phase": self.phase.value if self.phase else None, "hint": self.hint, "notice": self.notice,
             "context": list(self.context), "metric": self.metric.to_dict() if self.metric else None,
+            "ready_evidence": self.ready_evidence,
         }
 
 
@@ -124,7 +139,7 @@ class LogClassifier:
     """
 
     def __init__(self, engine: str = "auto", packs: Sequence[RulePack] | None = None,
-                 extra_rules: Iterable[Rule] = ()) -> None:
+                 extra_rules: Iterable[Rule] = (), *, parse_metrics_after_ready: bool = True) -> None:
         if engine not in ENGINES:
             raise ValueError(f"engine {engine!r} is not one of {list(ENGINES)}")
         self._extra = tuple(extra_rules)
@@ -134,21 +149,20 @@ class LogClassifier:
         self._rules: tuple[Rule, ...] = ()
         self._compiled: CompiledRules = ()
         self._select_rules()
+        # False: once ready, a metric line's event carries no MetricRow (verdict METRIC, metric None), for a
+        # reader that keeps only the last rows and parses those (toolkit.logs.summary.SummaryBuilder)
+        self._parse_after_ready = parse_metrics_after_ready
         self.line_no = 0
         self.ready = False
         self.failed = False
+        self.startup_seen = False  # a start-up phase was seen: serving lines are then the warm-up, not proof
         self._groups: dict[str | None, _Group] = {}
         self._last_group: _Group | None = None
         self._last_header: dict[str | None, tuple[int, Match]] = {}
 
     # -- rules -------------------------------------------------------------
     def _select_rules(self) -> None:
-        if self._explicit_packs is not None:
-            packs: tuple[RulePack, ...] = self._explicit_packs
-        elif self.engine in ("sglang", "vllm"):
-            packs = (COMMON, PACKS[self.engine], GENERIC)
-        else:
-            packs = (COMMON, GENERIC)
+        packs = self._explicit_packs if self._explicit_packs is not None else packs_for(self.engine)
         self._rules = self._extra + tuple(r for p in packs for r in p.rules)
         self._compiled = compile_rules(self._extra) + tuple(c for p in packs for c in p.compiled)
 
@@ -163,15 +177,18 @@ class LogClassifier:
         return "failed" if self.failed else "ready" if self.ready else "starting"
 
     def _detect(self, raw: str) -> None:
-        """Pick the engine pack from the log itself; SGLang's markers win over vLLM's.
+        """Pick the engine's packs from the log itself (:mod:`toolkit.logs.detect`).
 
         A vLLM marker is only tentative for the first lines: older SGLang prints
-        vLLM-formatted lines ("INFO 05-14 13:49:25 [__init__.py:239] ...") before its own.
+        vLLM-formatted lines ("INFO 05-14 13:49:25 [__init__.py:239] ...") before its own,
+        and other engines mention vLLM; their own markers then win.
         """
-        if _SGLANG_MARK.search(raw):
-            self.engine, self._tentative = "sglang", False
-        elif self.engine is None and _VLLM_MARK.search(raw):
-            self.engine, self._tentative = "vllm", True
+        found = engine_of_line(raw)
+        if found is not None and (found[1] or self.engine is None):
+            if found[0] == self.engine:
+                self._tentative = self._tentative and not found[1]
+                return
+            self.engine, self._tentative = found[0], not found[1]
         elif self.engine is None and self.line_no > _DETECT_LINES:
             self.engine, self._tentative = "generic", False
         else:
@@ -240,28 +257,41 @@ class LogClassifier:
 
     def _single(self, raw: str, text: str, timestamp: datetime | None, rank: str | None, level: str | None) -> LogEvent:
         match = match_compiled(self._compiled, text, ready=self.ready) if text else None
+        if match is not None and match.verdict is _FATAL and text[:2] == "  ":
+            # a frame or source line quoted from a traceback whose header the excerpt lost:
+            # `    raise RuntimeError("Engine core initialization failed. "` states nothing yet
+            match = None
         n = self.line_no
         metric: MetricRow | None = None
+        evidence: str | None = None
         if match is not None:
             rule, verdict = match.rule, match.verdict
-            if verdict is _METRIC:
+            if verdict is _METRIC and (self._parse_after_ready or not self.ready):
                 metric = parse_metric(text, line_no=n, timestamp=timestamp, rank=rank)
                 if metric is None:
                     verdict = _INFO
             if rule.header:
                 self._last_header[rank] = (n, match)
+            if rule.phase is not None and rule.phase in _STARTUP_PHASES:
+                self.startup_seen = True
+            elif not self.ready and not self.startup_seen and rule.name in SERVING_RULES:
+                verdict, evidence = _READY, SERVING_LINES  # joined mid-run: the server is serving
+            if verdict is _READY and evidence is None:
+                evidence = READY_LINE
         elif level in ("ERROR", "CRITICAL", "FATAL"):
             rule, verdict = _ERROR_LEVEL, Verdict.WARNING
         elif level == "WARNING":
             rule, verdict = _WARNING_LEVEL, Verdict.WARNING
         else:
-            return _make_event(n, raw, text, timestamp, rank, level, _INFO, None, None, None, (), n, None, False)
+            return _make_event(n, raw, text, timestamp, rank, level, _INFO, None, None, None, (), n, None, False, None)
         if verdict is _READY:
             self.ready = True
         elif verdict is _FATAL:
             self.failed = True
-        return _make_event(n, raw, text, timestamp, rank, level, verdict, rule.name, rule.phase, metric, (), n,
-                           rule.hint, verdict is _FATAL and bool(rule.notice))
+        # serving lines stand for the ready line: they mark the `ready` phase (a driver probes faster from it)
+        phase = Phase.READY if evidence is SERVING_LINES else rule.phase
+        return _make_event(n, raw, text, timestamp, rank, level, verdict, rule.name, phase, metric, (), n,
+                           rule.hint, verdict is _FATAL and bool(rule.notice), evidence)
 
     def _close(self, group: _Group, exception: tuple[ParsedLine, str] | None) -> LogEvent:
         self._groups.pop(group.key, None)
@@ -276,7 +306,12 @@ class LogClassifier:
         elif exc_match is not None and exc_match.verdict is Verdict.BENIGN:
             chosen = exc_match
         else:
-            default_rule = _TRACEBACK if exception is not None else _TRACEBACK_CUT
+            if exception is not None:
+                default_rule = _TRACEBACK
+            elif (group.key is not None and _ENGINE_RANK.search(group.key)) or _from_module(group.lines):
+                default_rule = _TRACEBACK_ENGINE_CUT
+            else:
+                default_rule = _TRACEBACK_CUT
             candidates = [m for m in (exc_match, header) if m is not None]
             candidates.append(Match(default_rule, default_rule.verdict_for(self.ready)))
             chosen = max(candidates, key=lambda m: SEVERITY[m.verdict])  # first of equals wins
@@ -292,7 +327,14 @@ class LogClassifier:
             self.failed = True
         return _make_event(line_no, parsed.raw, parsed.text, parsed.timestamp, group.first.rank or parsed.rank,
                            parsed.level, verdict, rule.name, rule.phase, None, context, group.first_line_no,
-                           hint if hint is not None else rule.hint, verdict is _FATAL and bool(rule.notice))
+                           hint if hint is not None else rule.hint, verdict is _FATAL and bool(rule.notice),
+                           READY_LINE if verdict is _READY else None)
+
+
+def _from_module(lines: Sequence[str]) -> bool:
+    """A traceback whose first frame is a program's ``<module>``: the main process itself is raising
+    (nothing above it can catch), e.g. ``File "/opt/venv/bin/vllm", line 33, in <module>``."""
+    return len(lines) > 1 and lines[1].rstrip().endswith("in <module>")
 
 
 def classify_lines(lines: Iterable[str], engine: str = "auto", *, extra_rules: Iterable[Rule] = (),

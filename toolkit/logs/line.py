@@ -19,35 +19,53 @@ from toolkit.logs._construct import fast_constructor
 
 __all__ = ["ParsedLine", "parse_line", "parse_fields", "strip_ansi"]
 
-_ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|\x1b\][^\x07]*\x07")
+_ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|\x1b[\]_][^\x07\x1b]*(?:\x07|\x1b\\)")  # CSI, OSC and APC (Buildkite's _bk;t=)
 
 # Outer prefixes, tried in order until none applies (a docker line can carry a CI stamp).
 _CI_STAMP = re.compile(r"(?:(?:DEBUG|INFO|WARNING|ERROR|CRITICAL|DEFAULT|NOTICE) )?\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d) ")
 _JOURNAL = re.compile(r"[A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d \S+ [\w.@/-]+(?:\[\d+\])?: ")
 _COMPOSE = re.compile(r"[A-Za-z0-9][\w.-]*\s+\| ")
+# Buildkite's timestamps `[2025-05-20T05:24:31Z] ` and `kubectl logs --prefix`'s `[pod/NAME/CONTAINER] `.
+_BRACKET_PREFIX = re.compile(r"\[(?:\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)?|pod/[^\]\s/]+/[^\]\s]+)\] ?")
+# A viewer's gutter in front of each line: `  | ` (a CI web view), a line number and a bar, k9s's `│ `.
+_GUTTER = re.compile(r" {0,8}(?:\d+ {1,4})?[|│] ")
 # Process tags: vLLM `(APIServer pid=1)`, `(EngineCore_DP0 pid=2)`, `(VllmWorker rank=1 pid=3)`,
-# `(Worker_TP1 pid=4)`, ray `(pid=5)`, `(RayWorkerWrapper pid=6, ip=10.0.0.1)`; torch `[rank0]:`.
-_PROC_TAG = re.compile(r"\((?P<tag>(?:[\w.-]+(?: [\w.-]+=[\w.-]+)*? )?pid=\d+(?:, ip=[\d.:a-f]+)?)\)\s?")
+# `(Worker_TP1 pid=4)`, ray `(pid=5)`, `(RayWorkerWrapper pid=6, ip=10.0.0.1)`,
+# `(ServeReplica:default:LLMServer pid=7)`, `(raylet, ip=10.0.0.1)`; torch `[rank0]:`.
+_PROC_TAG = re.compile(
+    r"\((?P<tag>(?:[\w.:/-]+(?: [\w.-]+=[\w.-]+)*? )?pid=\d+(?:, ip=[\d.:a-f]+)?|raylet(?:, ip=[\d.:a-f]+)?)\)\s?"
+)
 _TORCH_RANK = re.compile(r"\[(rank\d+)\]:\s?")
 
 # Record headers.
+# SGLang: `[%(asctime)s{.%(msecs)03d with SGLANG_LOG_MS=1}{prefix}]`, the prefix made of ` DP0`, ` PP0`,
+# ` ATTN_CP0`, ` MOE_DP0`, ` TP0`, ` EP0` (scheduler.py, 0.4.x-0.5.23) or ` encode_dp_worker[0]` (0.5.16+).
 _SGLANG = re.compile(
-    r"\[(?P<ts>\d{4}-\d\d-\d\d \d\d:\d\d:\d\d)(?P<rank>(?: (?:TP|DP|PP|EP|CP|MOE_DP|ATTN_DP)\d+)*)\] ?"
+    r"\[(?P<ts>\d{4}-\d\d-\d\d \d\d:\d\d:\d\d)(?:\.\d{1,6})?"
+    r"(?P<rank>(?: (?:ATTN_CP|ATTN_DP|MOE_DP|TP|DP|PP|EP|CP)\d+| encode_dp_worker\[\d+\]| encode_server)*)\] ?"
     r"(?:\[?(?P<level>DEBUG|INFO|WARNING|ERROR|CRITICAL)\]?:? (?![ ])(?:[\w./-]+\.py:\d+: )?)?"
 )
-_SGLANG_RANK_ONLY = re.compile(r"\[(?P<rank>(?:TP|DP|PP|EP|CP)\d+(?: (?:TP|DP|PP|EP|CP)\d+)*)\] ?")
+_SGLANG_RANK_ONLY = re.compile(r"\[(?P<rank>(?:TP|DP|PP|EP|CP)\d+(?: (?:ATTN_CP|MOE_DP|TP|DP|PP|EP|CP)\d+)*)\] ?")
 _VLLM = re.compile(
     r"(?P<level>DEBUG|INFO|WARNING|ERROR|CRITICAL) (?P<md>\d\d-\d\d) (?P<hms>\d\d:\d\d:\d\d)(?:\.\d+)? "
     r"(?:\[[\w./-]+:\d+\] ?|[\w./-]+:\d+\] ?)"
 )
+# Python's `%(asctime)s - %(name)s - %(levelname)s - ` (LMDeploy adds `[pid=N ppid=N] - ` and `%(filename)s:%(lineno)d - `)
 _PYLOG = re.compile(
     r"(?P<ts>\d{4}-\d\d-\d\d \d\d:\d\d:\d\d)(?:[.,]\d+)? - [\w.\-<>]+ - (?P<level>DEBUG|INFO|WARNING|ERROR|CRITICAL) - "
+    r"(?:\[pid=\d+ ppid=\d+\] - )?(?:[\w.-]+\.py:\d+ - )?"
 )
 _UVICORN = re.compile(r"(?P<level>INFO|WARNING|ERROR|CRITICAL|DEBUG):\s+")
+# Rust `tracing` (TGI launcher and router) after its RFC 3339 stamp: ` INFO shard-manager: text_generation_launcher: ...`
+_TRACING = re.compile(r" ?(?P<level>TRACE|DEBUG| INFO| WARN|ERROR) ")
 _GLOG = re.compile(r"(?P<level>[IWEF])(?P<md>\d{4}) (?P<hms>\d\d:\d\d:\d\d)(?:\.\d+)? +\d+ [\w./-]+:\d+\] ")
 _C10 = re.compile(r"\[(?P<level>[IWEF])(?P<md>\d{3,4}) (?P<hms>\d\d:\d\d:\d\d)(?:\.\d+)? (?:\d+ )?[\w./-]+:\d+\] ")
-# A record glued after a redrawn progress bar: "...?it/s][2026-08-01 23:37:54] Parameter ..."
-_GLUED = re.compile(r"\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d[^\]]*\]")
+# A record glued after a progress bar that ended without a newline: "...?it/s][2026-08-01 23:37:54] Parameter ...",
+# "...1.50it/s](APIServer pid=1) INFO ...", "...it/s]vllm-1  | INFO 05-01 ...": the record starts at the bar's end.
+_GLUED = re.compile(
+    r"(?<=it/s\]|s/it\])(?=\[\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d|\([\w.:-]+(?: [\w.-]+=[\w.-]+)*? ?pid=\d+"
+    r"|(?:DEBUG|INFO|WARNING|ERROR|CRITICAL) \d\d-\d\d \d\d:|[A-Za-z0-9][\w.-]*\s+\| |\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)"
+)
 
 
 def _renamed(regex: re.Pattern[str], **names: str) -> str:
@@ -72,6 +90,7 @@ _FAST_VLLM = re.compile(
 )
 
 _GLOG_LEVEL = {"I": "INFO", "W": "WARNING", "E": "ERROR", "F": "FATAL"}
+_TRACING_LEVEL = {"TRACE": "DEBUG", "DEBUG": "DEBUG", " INFO": "INFO", " WARN": "WARNING", "ERROR": "ERROR"}
 
 
 @dataclass(frozen=True, slots=True)
@@ -149,18 +168,32 @@ def parse_fields(raw: str) -> tuple[str, datetime | None, str | None, str | None
     text = strip_ansi(raw)
     if text.endswith("\r"):
         text = text.rstrip("\r")
-    # transport prefixes (at most a few layers); none starts with a bracket, and most lines do
-    for _ in range(3):
+    if "\r" in text:
+        text = _last_segment(text)
+    if "it/s]" in text or "s/it]" in text:
+        glued = _GLUED.search(text, 1)
+        if glued is not None:
+            text = text[glued.start():]
+    # transport prefixes (at most a few layers: a compose line can carry a CI stamp, a CI line a gutter)
+    for _ in range(4):
         first = text[:1]
-        if first == "[" or first == "(":
-            break
         m = None
-        if first.isdigit() or first in "DIWEC":
-            m = _CI_STAMP.match(text)
-        if m is None and first.isupper() and len(text) > 16 and text[3] == " ":
-            m = _JOURNAL.match(text)
-        if m is None and text.find("| ", 0, 64) > 0:
-            m = _COMPOSE.match(text)
+        if first == "[":
+            second = text[1:2]
+            if second.isdigit() or second == "p":
+                m = _BRACKET_PREFIX.match(text)
+        elif first == "(":
+            break
+        elif first == " " or first == "│":
+            if text.find("| ", 0, 16) > 0 or first == "│":
+                m = _GUTTER.match(text)
+        else:
+            if first.isdigit() or first in "DIWEC":
+                m = _CI_STAMP.match(text)
+            if m is None and first.isupper() and len(text) > 16 and text[3] == " ":
+                m = _JOURNAL.match(text)
+            if m is None and text.find("| ", 0, 64) > 0:
+                m = _COMPOSE.match(text) or (_GUTTER.match(text) if first.isdigit() else None)
         if m is None:
             break
         text = text[m.end():]
@@ -176,13 +209,6 @@ def parse_fields(raw: str) -> tuple[str, datetime | None, str | None, str | None
         if m:
             rank = rank or m.group(1)
             text = text[m.end():]
-
-    if "\r" in text:
-        text = _last_segment(text)
-    if "it/s]" in text or "s/it]" in text:
-        g = _GLUED.search(text, 1)
-        if g:
-            text = text[g.start():]
 
     timestamp: datetime | None = None
     level: str | None = None
@@ -218,6 +244,12 @@ def parse_fields(raw: str) -> tuple[str, datetime | None, str | None, str | None
             level = _GLOG_LEVEL[m.group("level")]
             timestamp = _mmdd(m.group("md"), m.group("hms"))
             text = text[m.end():]
+        elif first in "DE" and (m := _TRACING.match(text)) is not None:
+            level = _TRACING_LEVEL[m.group("level")]
+            text = text[m.end():]
+    elif first == " " and (m := _TRACING.match(text)) is not None:
+        level = _TRACING_LEVEL[m.group("level")]
+        text = text[m.end():]
     elif first == "F" and (m := _GLOG.match(text)) is not None:
         level = "FATAL"
         timestamp = _mmdd(m.group("md"), m.group("hms"))

@@ -80,7 +80,7 @@ def _number(token: str) -> float | int | bool | None:
 
 def _sglang(rest: str) -> dict[str, MetricValue]:
     values: dict[str, MetricValue] = {}
-    for part in rest.split(", "):
+    for part in rest.rstrip(", ").split(", "):  # 0.5.x decode lines end "#queue-req: 0, " (or ",": a paste)
         name, sep, value = part.partition(": ")
         if not sep:
             continue
@@ -132,7 +132,7 @@ _NAME = re.compile(r"[ #]*[A-Za-z]")  # a field name never reads as a number (no
 
 def _sglang_shape(rest: str) -> Shape | None:
     pieces, keys, converters = [], [], []
-    for part in rest.split(", "):
+    for part in rest.rstrip(", ").split(", "):
         name, sep, value = part.partition(": ")
         pct = value.endswith("%")
         value_type = typed(value[:-1] if pct else value)
@@ -142,7 +142,7 @@ def _sglang_shape(rest: str) -> Shape | None:
         pieces.append(f"{re.escape(name)}: ({pattern}){'%' if pct else ''}")
         keys.append(_key(name, "%") if pct else _key(name))
         converters.append((int_as_float if pattern == INT else float) if pct else convert)
-    return Shape(pieces, keys, converters)
+    return Shape(pieces, keys, converters, tail=r"[, ]*")  # the general parser strips a trailing ", "
 
 
 def _vllm_shape(rest: str) -> Shape | None:
@@ -198,6 +198,6 @@ def parse_metric(text: str, *, line_no: int = 0, timestamp: datetime | None = No
         else:
             return None
         values = _SHAPES.values(kind, rest, _vllm, _vllm_shape)
-    if not values:
-        return None
+    if not values or (kind == "vllm_throughput" and "running_reqs" not in values):
+        return None  # a line cut short (a terminal wrapped `Running: 32 r` / `eqs, ...`): not a whole row
     return _make_row(kind, MappingProxyType(values), timestamp, rank, line_no)

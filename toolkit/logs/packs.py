@@ -8,13 +8,9 @@ the comments name the real log or issue that motivated a rule.
 
 from __future__ import annotations
 
-import re
-from collections.abc import Iterable, Mapping
-from types import MappingProxyType
-
 from toolkit.logs.rules import Phase, Rule, RulePack, Verdict
 
-__all__ = ["COMMON", "GENERIC", "SGLANG", "VLLM", "PACKS", "ENGINES", "detect_engine", "add_rule", "Hints"]
+__all__ = ["COMMON", "GENERIC", "SGLANG", "VLLM", "SERVING_RULES", "add_rule", "Hints"]
 
 B, F, W, P, R, M, INFO = (Verdict.BENIGN, Verdict.FATAL, Verdict.WARNING, Verdict.PROGRESS, Verdict.READY,
                        Verdict.METRIC, Verdict.INFO)
@@ -82,6 +78,9 @@ _GENERIC_BENIGN: tuple[Rule, ...] = (
 _GENERIC_FATAL: tuple[Rule, ...] = (
     Rule("address_in_use", r"(?i)address already in use|EADDRINUSE|error while attempting to bind on address",
          F, literal=("address already in use", "eaddrinuse", "attempting to bind"), ignore_case=True, hint=Hints.PORT),
+    # a pydantic validation error's detail line ("Value error, <message> [type=value_error, input_value=...]"): vLLM's
+    # engine arguments are pydantic dataclasses, so a bad --max-model-len stops the server here (LongVT#9)
+    Rule("config_value_error", r"^Value error, .*\[type=value_error\b", F, literal="[type=value_error", after_ready=W),
     Rule("cuda_oom", r"(?i)CUDA out of memory|OutOfMemoryError|CUDA error: out of memory|\bOOM\b.*(?:GPU|CUDA)",
          F, literal=("out of memory", "outofmemoryerror", "oom"), ignore_case=True, hint=Hints.OOM),
     Rule("kv_cache_too_small",
@@ -93,8 +92,16 @@ _GENERIC_FATAL: tuple[Rule, ...] = (
     Rule("nccl_error", r"NCCL error|nccl(?:Internal|System|UnhandledCuda|InvalidUsage|RemoteError)Error|DistBackendError|ncclCommInitRank failed",
          F, literal=("NCCL error", "ncclInternal", "ncclSystem", "ncclUnhandled", "ncclInvalid", "ncclRemote", "DistBackendError", "ncclCommInitRank failed"),
          hint=Hints.NCCL),
-    Rule("segfault", r"Segmentation fault|SIGSEGV|Fatal Python error|core dumped|SIGABRT|Aborted \(core",
-         F, literal=("Segmentation fault", "SIGSEGV", "Fatal Python error", "core dumped", "SIGABRT", "Aborted ("), hint=Hints.CRASH),
+    # native crashes: the kernel's and libc's words, OpenMPI's signal handler ("*** Process received signal ***"),
+    # and the C++ runtime's abort ("terminate called after throwing an instance of 'c10::Error'")
+    Rule("segfault", r"Segmentation fault|SIGSEGV|Fatal Python error|core dumped|SIGABRT|Aborted \(core"
+         r"|\*\*\* Process received signal \*\*\*|\*\*\* End of error message \*\*\*|terminate called after throwing",
+         F, literal=("Segmentation fault", "SIGSEGV", "Fatal Python error", "core dumped", "SIGABRT", "Aborted (", "*** ",
+                     "terminate called"), hint=Hints.CRASH),
+    # mpirun (TensorRT-LLM, Triton's launch_triton_server.py) reporting a rank that exited non-zero
+    Rule("mpirun_rank_failed", r"mpirun detected that one or more processes exited with non-zero status"
+         r"|Primary job +terminated normally, but \d+ process returned|mpirun noticed that process rank \d+",
+         F, literal=("mpirun detected", "Primary job", "mpirun noticed"), hint=Hints.EXITED),
     # the shell's report of a SIGKILL: "Killed", "[1]+  Killed   python ...", "./run.sh: line 48: 27 Killed python3 ..."
     Rule("killed", r"^(?:\[\d+\]\+?\s+)?Killed(?:\s*$|\s{2,}|\s+(?:python|vllm|sglang))|\bline \d+: +\d+ Killed\s",
          F, literal="Killed", hint=Hints.KILLED),
@@ -104,6 +111,12 @@ _GENERIC_FATAL: tuple[Rule, ...] = (
          F, literal=("exit", "Exit"), hint=Hints.EXITED),
     Rule("cuda_error", r"CUDA error: |CUDA driver error|cudaErrorIllegalAddress|device-side assert triggered|no kernel image is available",
          F, literal=("CUDA error", "CUDA driver error", "cudaError", "device-side assert", "no kernel image"), hint=Hints.CUDA),
+    # the tail of torch's CUDA error report (c10/cuda/CUDAException.cpp), when the log cut its "CUDA error: ..." head:
+    # "CUDA kernel errors might be asynchronously reported ...", "For debugging consider passing CUDA_LAUNCH_BLOCKING=1",
+    # "Exception raised from c10_cuda_check_implementation at ..." (TGI#2593: the NCCL watchdog's CUDA error)
+    Rule("cuda_error_report", r"^(?:CUDA kernel errors might be asynchronously reported|For debugging consider passing "
+         r"CUDA_LAUNCH_BLOCKING=1|Exception raised from c10_cuda_check_implementation )",
+         F, literal=("CUDA kernel errors", "CUDA_LAUNCH_BLOCKING", "c10_cuda_check"), hint=Hints.CUDA),
     Rule("triton_error", r"Triton Error|triton\.compiler\.errors|CompilationError|PTXASError|error: .*\.ptx",
          F, literal=("Triton Error", "triton.compiler", "CompilationError", "PTXAS", ".ptx"), hint=Hints.TRITON),
     Rule("unsupported_arch", r"(?i)architectures? \[.*\] (?:is|are) not supported|only supports sm\d+|compute capability.*not supported|not supported on this (?:GPU|device)",
@@ -113,8 +126,16 @@ _GENERIC_FATAL: tuple[Rule, ...] = (
          F, literal=("valid model identifier", "Repository Not Found", "GatedRepo", "gated repo", "RepositoryNotFound", "No such file"),
          hint=Hints.MODEL),
     Rule("python_import_error", r"^(?:ModuleNotFoundError|ImportError): ", F, literal="Error: ", hint=Hints.IMPORT),
-    Rule("argparse_error", r"^(?:[\w.\-/ ]+): error: (?:unrecognized arguments|argument |the following arguments are required|invalid choice)",
+    # `ambiguous option: --x could match --x-y, --x-z`: a removed flag whose name prefixes newer ones (argparse allow_abbrev)
+    Rule("argparse_error", r"^(?:[\w.\-/ ]+): error: (?:unrecognized arguments|argument |the following arguments are required"
+         r"|invalid choice|ambiguous option)",
          F, literal=": error: ", hint=Hints.ARGS),
+    # an engine process announcing its own traceback, often the first line of an excerpt (before any engine marker):
+    # SGLang 0.2/0.3 "Exception in ControllerSingle:", "Exception in ModelTpServer:" (sglang#1087)
+    Rule("process_exception_header", r"^Exception in (?:Controller\w*|ModelTpServer|\w+Manager|\w+Worker\w*):$",
+         F, literal="Exception in ", header=True, notice=True),
+    # multiprocessing's words for a child whose target raised; its traceback follows (vLLM "Process EngineCore_0:")
+    Rule("python_process_died", r"^Process [\w.:-]+:$", F, literal="Process ", header=True, notice=True),
     # a bare exception line outside a grouped traceback (truncated or reversed logs)
     Rule("python_exception_line", r"^(?:[A-Za-z_]\w*\.)*(?:[A-Z]\w*(?:Error|Exception|Interrupt)|Exception)\b(?::|$)", F,
          literal=("Error", "Exception", "Interrupt"), after_ready=W),
@@ -145,14 +166,26 @@ COMMON = RulePack("common", (
     Rule("sglang_metric", r"\b(?:Decode|Prefill) batch\b", M, literal="batch"),
     Rule.text("vllm_throughput_metric", "Avg prompt throughput:", M),
     Rule("vllm_specdecode_metric", r"SpecDecoding metrics:|Speculative metrics:", M, literal=("SpecDecoding metrics:", "Speculative metrics:")),
-    Rule("http_ok", r"\"(?:GET|POST|PUT|DELETE|HEAD|OPTIONS|PATCH) (?!/(?:model_info|get_model_info|generate|encode) )[^\"]*HTTP/[\d.]+\" [23]\d\d", INFO, literal="HTTP/"),
+    # a generation request answered: proof of serving when the log was joined mid-run (see SERVING_RULES)
+    Rule("http_generate_ok", r"\"POST /(?:v1/chat/completions|v1/completions|generate|v1/responses)\b[^\"]*HTTP/[\d.]+\" 200",
+         INFO, literal="HTTP/"),
+    Rule("http_ok", r"\"(?:GET|POST|PUT|DELETE|HEAD|OPTIONS|PATCH) (?!/(?:model_info|get_model_info|encode) )[^\"]*HTTP/[\d.]+\" [23]\d\d", INFO, literal="HTTP/"),
 ))
+
+# The lines that prove a server is serving: a log joined mid-run (the last 200 lines, a follower started late)
+# that shows them before any start-up phase is ready, though its ready line scrolled away long ago.
+# A request's own error (rejected as too long, its prompt failed to preprocess) proves the same: only a server
+# that serves reads requests.
+SERVING_RULES = frozenset({"sglang_metric", "vllm_throughput_metric", "vllm_specdecode_metric", "http_generate_ok",
+                           "llamacpp_serving", "request_validation_error", "vllm_request_error",
+                           "vllm_request_fields_ignored"})
 
 SGLANG = RulePack("sglang", (
     Rule.text("sglang_fired_up", "The server is fired up and ready to roll!", R, phase=Phase.READY),
     # uvicorn answers before SGLang's warm-up request has gone through the scheduler: not ready yet.
     Rule.text("sglang_uvicorn_up", "Application startup complete.", P, phase=Phase.HTTP_UP),
-    Rule.text("sglang_server_args", "server_args=ServerArgs(", P, phase=Phase.SERVER_ARGS),
+    # `server_args=ServerArgs(...)` (engine.py, 0.4.x-0.5.16); `server_args={'model_path': ...}` (resolved_dict(), 0.5.19+)
+    Rule("sglang_server_args", r"server_args=(?:ServerArgs\(|\{)", P, phase=Phase.SERVER_ARGS, literal="server_args="),
     Rule.text("sglang_load_weight_begin", "Load weight begin", P, phase=Phase.WEIGHTS_LOADING),
     Rule.text("sglang_load_weight_end", "Load weight end", P, phase=Phase.WEIGHTS_LOADED),
     Rule("sglang_kv_cache_allocated", r"KV Cache is allocated|Memory pool end", P, phase=Phase.KV_CACHE_ALLOCATED,
@@ -161,7 +194,7 @@ SGLANG = RulePack("sglang", (
          literal="capture", ignore_case=True),
     Rule("sglang_cuda_graph_end", r"Capture (?:[\w ]+ )?cuda graph end", P, phase=Phase.CUDA_GRAPH_CAPTURED,
          literal="capture", ignore_case=True),
-    Rule("sglang_warmup_request", r"\"(?:GET /model_info|GET /get_model_info|POST /generate|POST /encode) HTTP/1\.1\" 200",
+    Rule("sglang_warmup_request", r"\"(?:GET /model_info|GET /get_model_info|POST /encode) HTTP/1\.1\" 200",
          P, phase=Phase.WARMUP, literal="HTTP/1.1\" 200", after_ready=INFO),
     # benign (the incident: TP5 prints an ignored glmasr import error on every start)
     Rule.text("sglang_ignore_import_error", "Ignore import error when loading sglang.srt.models.", B),
@@ -170,17 +203,38 @@ SGLANG = RulePack("sglang", (
          B, literal=("generation config", "generation_config.json")),
     Rule("sglang_pyspy_missing", r"Pyspy failed to dump", W, literal="Pyspy failed to dump"),
     # fatal
-    Rule("sglang_sigquit", r"Received sigquit from a child proces", F, literal="Received sigquit", notice=True),
-    Rule("sglang_child_failed", r"Child process unexpectedly failed with (?:an )?exit ?code", F, literal="Child process unexpectedly failed"),
-    Rule("sglang_watchdog_timeout", r"Watchdog timeout \(self\.watchdog_timeout=", F, literal="Watchdog timeout (", hint=Hints.WATCHDOG),
+    # "Received sigquit from a child proces." (engine.py 0.4.3; "process." from 0.4.6); "SIGQUIT received. signum=3, ...
+    # It usually means one child failed." (tokenizer_manager.py, 0.5.4+); "Received SIGQUIT from scheduler process."
+    # (grpc_request_manager.py, 0.5.4-0.5.9)
+    Rule("sglang_sigquit", r"Received sigquit from a child proces|SIGQUIT received\. signum=|Received SIGQUIT from scheduler process",
+         F, literal=("Received sigquit", "SIGQUIT received", "Received SIGQUIT"), notice=True),
+    # "Child process unexpectedly failed with an exit code %d" (engine.py 0.4.6); "Subprocess scheduler_0 (pid=N) crashed
+    # with exit code -6." (utils/watchdog.py, 0.5.12+); "Scheduler or DataParallelController N terminated with -9" (0.4.10+)
+    Rule("sglang_child_failed", r"Child process unexpectedly failed with (?:an )?exit ?code|Subprocess \S+ \(pid=\d+\) crashed with exit code"
+         r"|Scheduler or DataParallelController \d+ terminated with",
+         F, literal=("Child process unexpectedly failed", "crashed with exit code", "terminated with"), notice=True),
+    # "Watchdog timeout (self.watchdog_timeout=300)" (scheduler.py, 0.4.x-0.5.6); "Scheduler watchdog timeout
+    # (self.watchdog_timeout=300, self.soft=False)" (utils/watchdog.py, 0.5.9+)
+    # the soft watchdog (--soft-watchdog-timeout, off by default; 0.5.9+) only dumps and lets the server run
+    Rule("sglang_soft_watchdog", r"watchdog timeout \(self\.watchdog_timeout=[^,)]*, self\.soft=True\)", W,
+         literal="self.soft=True"),
+    Rule("sglang_watchdog_timeout", r"[Ww]atchdog timeout \(self\.watchdog_timeout=", F, literal="atchdog timeout (", hint=Hints.WATCHDOG),
     Rule.text("sglang_not_enough_memory", "Not enough memory. Please try to increase --mem-fraction-static", F, hint=Hints.OOM),
     Rule("sglang_cuda_graph_failed", r"Capture cuda graph failed|cuda graph capture failed", F, literal="graph", ignore_case=True, hint=Hints.CUDA_GRAPH),
     Rule("sglang_warmup_failed", r"Initialization failed\. warmup error|warmup error:", F, literal="warmup error"),
     Rule("sglang_rank_dead", r"Rank \d+ scheduler is dead|scheduler is dead|Health check failed.*(?:dead|exit)", F,
          literal=("scheduler is dead", "Health check failed")),
     # a rank's exception header (the traceback follows on the same line)
-    Rule("sglang_process_exception", r"\b(?:Scheduler|TpModelWorkerClient|TpModelWorker|DetokenizerManager|TokenizerManager|DataParallelController|\w+Manager|\w+Worker) hit an exception",
-         F, literal="hit an exception", header=True),
+    # utils/watchdog.py (0.5.9+) prints "{debug_name} debug info:\n{dump}" only when the watchdog fires, right before
+    # its "watchdog timeout" line (sglang#17941: a multi-line dump per rank, the timeout line later)
+    Rule("sglang_watchdog_debug_info", r"^(?:Scheduler|DataParallelController|DetokenizerManager|TokenizerManager) debug info:$",
+         F, literal="debug info:", notice=True, hint=Hints.WATCHDOG),
+    # "{Scheduler,TokenizerManager,DetokenizerManager,DataParallelController,TpModelWorkerClient,MultiTokenizerRouter,...}
+    # hit an exception: {traceback}" (0.4.x-0.5.23)
+    # server.py of SGLang 0.1.x (2024): print("router init state:", router_init_state) then sys.exit(1) when the
+    # router process did not answer "init ok" (its traceback is the state)
+    Rule("sglang_router_init_failed", r"^(?:router|detoken) init state: (?!init ok)", F, literal=" init state: "),
+    Rule("sglang_process_exception", r"\b[A-Z]\w+ hit an exception", F, literal="hit an exception", header=True),
     Rule("sglang_request_error", r"^Error in request|Abort request|Request \w+ (?:aborted|failed)", B, literal=("request", "Request")),
     Rule.text("sglang_retract", "KV cache pool is full. Retract requests.", W),
 ))
@@ -201,50 +255,35 @@ VLLM = RulePack("vllm", (
     Rule.text("vllm_fa_unsupported", "Cannot use FA version", B),  # fa_utils on pre-Ampere GPUs (T4): vLLM falls back
     Rule.text("vllm_reasoning_token_ids", "Auto-initialization of reasoning token IDs failed", B),
     Rule.text("vllm_multimodal_profiling", "may cause certain multi-modal inputs to fail", B),
+    # entrypoints/openai/protocol.py: logger.warning("The following fields were present in the request but ignored: %s")
+    Rule.text("vllm_request_fields_ignored", "The following fields were present in the request but ignored", B),
     Rule("vllm_request_error", r"Error with model object=|Error in preprocessing prompt inputs|NotFoundError|type='(?:NotFound|BadRequest)Error'",
          B, literal=("Error with model", "preprocessing prompt", "NotFoundError", "BadRequestError")),
     # fatal
     Rule("vllm_engine_failed_to_start", r"EngineCore failed to start|WorkerProc failed to start|Engine process failed to start",
          F, literal="failed to start", notice=True, header=True),
     Rule.text("vllm_engine_init_failed", "Engine core initialization failed", F, notice=True),
-    Rule("vllm_engine_fatal", r"EngineCore encountered a fatal error|Engine loop has died|EngineDeadError|AsyncEngineDeadError|EngineCore hit an exception",
-         F, literal=("EngineCore encountered", "Engine loop has died", "EngineDeadError", "EngineCore hit")),
+    # logging_utils/dump_input.py (0.9-0.33): the engine core's step raised; it logs its inputs, then re-raises
+    # (v1/engine/core.py log_error_detail): the traceback and the cause follow
+    Rule.text("vllm_engine_step_failed", "Dumping input data for V1 LLM engine", F, notice=True),
+    # V0 async engine (0.4-0.6): "Engine background task failed", "Engine iteration timed out. This should never happen!"
+    Rule("vllm_engine_fatal", r"EngineCore encountered a fatal error|Engine loop has died|EngineDeadError|AsyncEngineDeadError|EngineCore hit an exception"
+         r"|Engine background task failed|Engine iteration timed out",
+         F, literal=("EngineCore encountered", "Engine loop has died", "EngineDeadError", "EngineCore hit", "Engine background task failed",
+                     "Engine iteration timed out")),
+    # V0/Ray workers (worker_base.py, 0.4-0.10): "Error executing method init_device. This might cause deadlock in
+    # distributed execution." (0.9+ quotes the name: 'init_device'); its traceback follows
+    Rule("vllm_worker_method_failed", r"Error executing method '?\w+'?\. This might cause deadlock", F,
+         literal="Error executing method", notice=True, header=True),
+    # V0 multiprocessing workers: "Exception in worker VllmWorkerProcess while processing method init_device."
+    Rule("vllm_worker_exception", r"Exception in worker \S+ while processing method", F, literal="Exception in worker", header=True,
+         notice=True),
     Rule("vllm_worker_died", r"Worker proc \S+ died unexpectedly|WorkerProc hit an exception|MultiprocExecutor got (?:SIGQUIT|fatal signal)|got SIGQUIT from worker",
          F, literal=("died unexpectedly", "WorkerProc hit", "MultiprocExecutor got", "SIGQUIT from worker")),
     Rule("vllm_engine_start_timeout", r"Timed out waiting for engine core processes to start|Engine core proc \S+ died unexpectedly", F,
          literal=("Timed out waiting for engine", "died unexpectedly")),
     # request-level after ready: a failed request is not a dead server
 ))
-
-PACKS: Mapping[str, RulePack] = MappingProxyType({"common": COMMON, "sglang": SGLANG, "vllm": VLLM, "generic": GENERIC})
-ENGINES = ("auto", "sglang", "vllm", "generic")
-
-_SGLANG_MARK = re.compile(
-    r"server_args=ServerArgs\(|\bsglang[./:]|\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?: (?:TP|DP|PP|EP)\d+)+\]"
-    r"|The server is fired up|Capture cuda graph (?:begin|end)|Ignore import error when loading sglang"
-)
-_VLLM_MARK = re.compile(
-    r"\((?:APIServer|EngineCore\w*|VllmWorker[^)]*|Worker(?:_\w+)?|RayWorkerWrapper|LLMRayActor) pid=|\bvLLM\b|\bvllm\b"
-    r"|^(?:INFO|WARNING|ERROR|DEBUG) \d\d-\d\d \d\d:\d\d:\d\d \["
-)
-
-
-def detect_engine(lines: Iterable[str]) -> str | None:
-    """Guess the engine from a log's first lines: "sglang", "vllm", or None when unsure.
-
-    SGLang's markers win over vLLM's (older SGLang imports vLLM and mentions it).
-
-    >>> detect_engine(["[2026-03-27 09:31:17] server_args=ServerArgs(model_path='x')"])
-    'sglang'
-    """
-    vllm_seen = False
-    for line in lines:
-        if _SGLANG_MARK.search(line):
-            return "sglang"
-        if not vllm_seen and _VLLM_MARK.search(line):
-            vllm_seen = True
-    return "vllm" if vllm_seen else None
-
 
 def add_rule(pack: RulePack, *rules: Rule, first: bool = True) -> RulePack:
     """A new pack with ``rules`` added ahead of the pack's own (the notebook one-liner).

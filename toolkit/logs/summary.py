@@ -1,15 +1,34 @@
-"""A whole log in one value: its state, ready and fatal lines, benign lines, metrics."""
+"""A whole log in one value: its state, ready and fatal lines, benign lines, metrics.
+
+:class:`SummaryBuilder` takes events one at a time and keeps only what the summary needs,
+so a log of any length is summarized in bounded memory when it is given caps (the CLI's
+streaming path); :func:`summarize` is the same over a list of events, without caps.
+"""
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Iterable
 from dataclasses import dataclass
+from datetime import datetime
 
 from toolkit.logs.classify import LogEvent
-from toolkit.logs.metrics import MetricRow
+from toolkit.logs.metrics import MetricRow, parse_metric
 from toolkit.logs.rules import Verdict
 
-__all__ = ["LogSummary", "summarize", "decisive_fatal"]
+__all__ = ["LogSummary", "SummaryBuilder", "summarize", "decisive_fatal", "shorten"]
+
+MAX_QUOTED_CHARS = 500  # a quoted line longer than this is cut: a 50 MB line must not be printed whole
+MAX_CONTEXT_LINES = 100
+
+
+def shorten(text: str, limit: int = MAX_QUOTED_CHARS) -> str:
+    """``text`` cut to ``limit`` characters, saying how long it was.
+
+    >>> shorten("x" * 10, 4)
+    'xxxx... (10 characters)'
+    """
+    return text if len(text) <= limit else f"{text[:limit]}... ({len(text)} characters)"
 
 
 @dataclass(frozen=True)
@@ -18,7 +37,10 @@ class LogSummary:
 
     ``fatal_line`` is the decisive fatal line: the first fatal event that is not a mere
     notice (``Received sigquit``, ``EngineCore failed to start``) when there is one, since
-    the rank's exception that follows a notice says why.
+    the rank's exception that follows a notice says why. ``ready_evidence`` says what proved
+    readiness: ``"ready line"`` (the engine's own) or ``"serving lines"`` (a log joined
+    mid-run that shows the server serving). ``metrics`` may be the last rows only when the
+    summary was built with a cap; ``metric_count`` counts them all.
     """
 
     state: str
@@ -33,16 +55,22 @@ class LogSummary:
     warning_lines: tuple[int, ...]
     metrics: tuple[MetricRow, ...]
     phases: tuple[tuple[str, int], ...]
+    ready_evidence: str | None = None
+    metric_count: int = 0
+    benign_count: int = 0
 
     def to_dict(self) -> dict[str, object]:
         """The CLI's JSON object."""
         return {
             "state": self.state,
             "ready_line": self.ready_line,
+            "ready_evidence": self.ready_evidence,
             "fatal_line": self.fatal_line,
             "fatal_reason": self.fatal_reason,
             "benign_lines": list(self.benign_lines),
+            "benign_count": self.benign_count,
             "metrics": [m.to_dict() for m in self.metrics],
+            "metric_count": self.metric_count,
             "fatal_rule": self.fatal_rule,
             "fatal_rank": self.fatal_rank,
             "hint": self.hint,
@@ -61,34 +89,111 @@ def decisive_fatal(events: Iterable[LogEvent]) -> LogEvent | None:
     return first
 
 
+class SummaryBuilder:
+    """Builds a :class:`LogSummary` from events fed one by one, in any order of arrival.
+
+    A traceback's event arrives when it closes, after single lines of other ranks that came
+    later in the file: every "first" here is the lowest line number, not the first to arrive.
+    With ``max_metrics``/``max_lines`` the memory it holds is bounded whatever the log's length:
+    the last ``max_metrics`` metric rows and the first ``max_lines`` benign and warning lines
+    are kept, and counted all. A metric event that comes unparsed (a classifier made with
+    ``parse_metrics_after_ready=False``) is parsed here only if it is among the rows kept.
+
+    >>> from toolkit.logs.classify import classify_lines
+    >>> b = SummaryBuilder(max_metrics=1)
+    >>> for e in classify_lines(["INFO:     Application startup complete."], engine="vllm"):
+    ...     b.add(e)
+    >>> b.summary().state
+    'ready'
+    """
+
+    def __init__(self, *, max_metrics: int | None = None, max_lines: int | None = None) -> None:
+        self._ready: LogEvent | None = None
+        self._fatal: LogEvent | None = None
+        self._notice: LogEvent | None = None
+        self._phases: dict[str, int] = {}
+        self._max_lines = max_lines
+        self._benign: list[int] = []
+        self._warnings: list[int] = []
+        self._benign_count = 0
+        self._metrics: deque[MetricRow] = deque(maxlen=max_metrics)
+        self._unparsed: deque[tuple[str, int, datetime | None, str | None]] = deque(maxlen=max_metrics)
+        self._metric_count = 0
+
+    def add(self, event: LogEvent) -> None:
+        verdict = event.verdict
+        n = event.line_no
+        if event.metric is not None:
+            self._metrics.append(event.metric)
+            self._metric_count += 1
+        elif verdict is Verdict.METRIC:
+            self._unparsed.append((event.text, n, event.timestamp, event.rank))
+            self._metric_count += 1
+        if event.phase is not None:
+            seen = self._phases.get(event.phase.value)
+            if seen is None or n < seen:
+                self._phases[event.phase.value] = n
+        if verdict is Verdict.METRIC or verdict is Verdict.INFO or verdict is Verdict.PROGRESS:
+            return
+        if verdict is Verdict.READY:
+            if self._ready is None or n < self._ready.line_no:
+                self._ready = event
+        elif verdict is Verdict.FATAL:
+            if event.notice:
+                if self._notice is None or n < self._notice.line_no:
+                    self._notice = event
+            elif self._fatal is None or n < self._fatal.line_no:
+                self._fatal = event
+        elif verdict is Verdict.BENIGN:
+            self._benign_count += 1
+            if self._max_lines is None or len(self._benign) < self._max_lines:
+                self._benign.append(n)
+        elif verdict is Verdict.WARNING and (self._max_lines is None or len(self._warnings) < self._max_lines):
+            self._warnings.append(n)
+
+    def summary(self) -> LogSummary:
+        ready, fatal = self._ready, self._fatal or self._notice
+        phases = dict(self._phases)
+        if ready is not None and "ready" not in phases:
+            phases["ready"] = ready.line_no
+        reason = None
+        if fatal is not None:
+            reason = shorten(fatal.text.strip())
+            if fatal.rank:
+                reason = f"[{shorten(fatal.rank, 80)}] {reason}"
+        return LogSummary(
+            state="failed" if fatal is not None else "ready" if ready is not None else "starting",
+            ready_line=ready.line_no if ready else None,
+            fatal_line=fatal.line_no if fatal else None,
+            fatal_reason=reason,
+            fatal_rule=fatal.rule if fatal else None,
+            fatal_rank=fatal.rank if fatal else None,
+            fatal_context=tuple(shorten(line) for line in fatal.context[-MAX_CONTEXT_LINES:]) if fatal else (),
+            hint=fatal.hint if fatal else None,
+            benign_lines=tuple(sorted(self._benign)),
+            warning_lines=tuple(sorted(self._warnings)),
+            metrics=self._kept_metrics(),
+            phases=tuple(sorted(phases.items(), key=lambda kv: kv[1])),
+            ready_evidence=ready.ready_evidence if ready else None,
+            metric_count=self._metric_count,
+            benign_count=self._benign_count,
+        )
+
+
+    def _kept_metrics(self) -> tuple[MetricRow, ...]:
+        rows = list(self._metrics)
+        for text, n, timestamp, rank in self._unparsed:
+            row = parse_metric(text, line_no=n, timestamp=timestamp, rank=rank)
+            if row is not None:
+                rows.append(row)
+        rows.sort(key=lambda m: m.line_no)
+        keep = self._metrics.maxlen
+        return tuple(rows if keep is None else rows[len(rows) - keep:] if keep else ())
+
+
 def summarize(events: Iterable[LogEvent]) -> LogSummary:
-    """Summarize classified events (from :func:`classify_lines`)."""
-    events = sorted(events, key=lambda e: e.line_no)
-    ready = next((e for e in events if e.verdict is Verdict.READY), None)
-    fatal = decisive_fatal(events)
-    phases: dict[str, int] = {}
-    for e in events:
-        if e.phase is not None and e.phase.value not in phases:
-            phases[e.phase.value] = e.line_no
-    if ready is not None and "ready" not in phases:
-        phases["ready"] = ready.line_no
-    state = "failed" if fatal is not None else "ready" if ready is not None else "starting"
-    reason = None
-    if fatal is not None:
-        reason = fatal.text.strip()
-        if fatal.rank:
-            reason = f"[{fatal.rank}] {reason}"
-    return LogSummary(
-        state=state,
-        ready_line=ready.line_no if ready else None,
-        fatal_line=fatal.line_no if fatal else None,
-        fatal_reason=reason,
-        fatal_rule=fatal.rule if fatal else None,
-        fatal_rank=fatal.rank if fatal else None,
-        fatal_context=fatal.context if fatal else (),
-        hint=fatal.hint if fatal else None,
-        benign_lines=tuple(e.line_no for e in events if e.verdict is Verdict.BENIGN),
-        warning_lines=tuple(e.line_no for e in events if e.verdict is Verdict.WARNING),
-        metrics=tuple(e.metric for e in events if e.metric is not None),
-        phases=tuple(sorted(phases.items(), key=lambda kv: kv[1])),
-    )
+    """Summarize classified events (from :func:`classify_lines`), keeping every metric row and line."""
+    builder = SummaryBuilder()
+    for event in events:
+        builder.add(event)
+    return builder.summary()

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 from toolkit.host.shell import quote_path
 from toolkit.logs import LogClassifier, LogEvent
+from toolkit.server.logfile import count_lines
 
 if TYPE_CHECKING:
     from toolkit.host.place import Place
@@ -74,13 +75,17 @@ class LogFollower:
         engine: str = "auto",
         classifier: LogClassifier | None = None,
         capacity: int = 20_000,
-        from_start: bool = True,
+        backlog_lines: int | None = None,
     ) -> None:
+        """``backlog_lines=None`` reads the log from its first line; ``N`` joins it mid-run with its
+        last N lines (numbered as in the file), as a person attaching to a running server does."""
         self.host = host
         self.path = path
         self.capacity = capacity
         self._classifier = classifier if classifier is not None else LogClassifier(engine=engine)
-        self._from_start = from_start
+        if backlog_lines is not None and backlog_lines < 0:
+            raise ValueError(f"backlog_lines must be >= 0 or None (the whole log), got {backlog_lines}")
+        self._backlog = backlog_lines
         self._events: deque[LogEvent] = deque(maxlen=capacity)
         self._subscribers: list[Subscriber] = []
         self._lock = threading.Lock()
@@ -100,7 +105,12 @@ class LogFollower:
         """Open the channel and start the reader thread (idempotent)."""
         if self._thread is not None:
             return self
-        start = "+1" if self._from_start else "0"
+        start = "+1"
+        if self._backlog is not None:
+            # Joined mid-run: number the lines as the file does (a reader compares them with grep -n).
+            total = count_lines(self.host, self.path) or 0
+            self._classifier.line_no = max(0, total - self._backlog)
+            start = str(self._backlog)
         # -F: follow by name, so truncation, rotation and a re-created file are all picked up.
         command = f"exec tail -n {start} -F {quote_path(self.path)} 2>/dev/null"
         self._stream = self.host.open_stream(command)

@@ -11,7 +11,10 @@ When is a server READY? Only when generation is proven:
   answered 200, or a one-token completion came back), or
 - the engine's ready line (SGLang ``The server is fired up and ready to roll!``, vLLM
   ``Application startup complete.``) *and* any passing probe (so the port we will use
-  answers, not merely the log says so).
+  answers, not merely the log says so);
+- serving lines (``Decode batch``, ``Avg prompt throughput``, a generation request answered
+  200) when the log was joined mid-run, with no start-up phase in sight, *and* any passing
+  probe: a server already serving has no ready line left to print (``ready_evidence``).
 
 ``/v1/models`` answering is not proof on its own: SGLang's HTTP server is up and
 answers ``/v1/models`` from the tokenizer process before its warm-up request has gone
@@ -112,6 +115,8 @@ class ReadinessReport:
     failure: Failure | None
     ready_reason: str | None
     probes: int
+    #: what proved readiness in the log: None (the ready line, or a probe), or "serving lines"
+    ready_evidence: str | None = None
 
     @property
     def phase_names(self) -> tuple[str, ...]:
@@ -126,6 +131,7 @@ class ReadinessReport:
             "benign": [{"line_no": e.line_no, "rule": e.rule, "rank": e.rank, "text": e.text} for e in self.benign],
             "warnings": self.warnings, "last_lines": list(self.last_lines),
             "failure": self.failure.to_dict() if self.failure is not None else None,
+            "ready_evidence": self.ready_evidence,
         }
 
 
@@ -284,6 +290,7 @@ class ReadinessTracker:
             failure=self.failure,
             ready_reason=self.ready_reason,
             probes=self._probes,
+            ready_evidence=self._ready_line.ready_evidence if self._ready_line is not None else None,
         )
 
     # -- internals ---------------------------------------------------------
@@ -297,6 +304,9 @@ class ReadinessTracker:
             return
         if probe.proves_generation:
             self.ready_reason = f"a probe generated: {probe.detail}".rstrip(": ")
+        elif self._ready_line is not None and self._ready_line.ready_evidence == "serving lines":
+            self.ready_reason = (f"serving lines from line {self._ready_line.line_no} (the log was joined mid-run)"
+                                 f" and a passing probe: {probe.detail}").rstrip(": ")
         elif self._ready_line is not None:
             self.ready_reason = f"ready line {self._ready_line.line_no} and a passing probe: {probe.detail}".rstrip(": ")
         else:

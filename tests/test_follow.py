@@ -1,0 +1,48 @@
+"""The log follower on real files: from the start, or joined mid-run with the file's own line numbers."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+
+from toolkit.host.host import Host
+from toolkit.server.follow import LogFollower
+
+SERVING = ("[2026-02-26 20:40:01 TP0] Decode batch. #running-req: 1, #token: 512, token usage: 0.01, "
+           "cuda graph: True, gen throughput (token/s): {n}.5, #queue-req: 0")
+
+
+def _wait_for(follower: LogFollower, lines: int) -> None:
+    deadline = time.monotonic() + 30
+    while follower.stats.lines < lines and time.monotonic() < deadline:
+        time.sleep(0.02)
+
+
+def test_a_follower_reads_the_log_from_its_first_line(tmp_path: Path) -> None:
+    log = tmp_path / "server.log"
+    log.write_text("".join(SERVING.format(n=i) + "\n" for i in range(50)))
+    with LogFollower(Host.local(), str(log), engine="sglang") as follower:
+        _wait_for(follower, 50)
+        events = follower.events()
+    assert [e.line_no for e in events] == list(range(1, 51))
+
+
+def test_joined_mid_run_it_numbers_lines_as_the_file_does(tmp_path: Path) -> None:
+    log = tmp_path / "server.log"
+    log.write_text("".join(SERVING.format(n=i) + "\n" for i in range(1000)))
+    with LogFollower(Host.local(), str(log), engine="sglang", backlog_lines=10) as follower:
+        _wait_for(follower, 10)
+        with log.open("a") as f:
+            f.write(SERVING.format(n=1000) + "\n")
+        _wait_for(follower, 11)
+        events = follower.events()
+    assert [e.line_no for e in events] == list(range(991, 1002))
+    assert "1000.5" in events[-1].raw
+    assert events[0].ready_evidence == "serving lines"  # attached to a server that was already serving
+
+
+def test_a_negative_backlog_is_refused(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="backlog_lines must be >= 0"):
+        LogFollower(Host.local(), str(tmp_path / "x.log"), backlog_lines=-1)
