@@ -26,11 +26,11 @@ from typing import Any, Final, overload
 
 from toolkit.errors import InvalidFlag
 from toolkit.host.shell import check_env_name, check_word, quote, quote_path
+from toolkit.server.naming import FlagValue, describe, parameters
 
 __all__ = ["ServerSpec", "FlagValue", "MISSING", "SPEC_ENGINES"]
 
 SPEC_ENGINES: Final = ("sglang", "vllm", "transformers", "command")
-FlagValue = str | tuple[str, ...] | None  # None: a switch; a tuple: an nargs flag (--cuda-graph-bs 1 2 4)
 
 
 class _Missing:
@@ -44,35 +44,6 @@ class _Missing:
 
 
 MISSING: Final = _Missing()
-
-# Flags a preset sets; describe() leaves them out because every launch has them.
-_PRESET_FLAGS = frozenset(
-    {
-        "--model-path",
-        "--model",
-        "--tp",
-        "--port",
-        "--host",
-        "--tensor-parallel-size",
-        "--engine",
-        "--nnodes",
-        "--node-rank",
-        "--dist-init-addr",
-    }
-)
-# How describe() abbreviates common flags ("" = show the value alone).
-_SHORT = {
-    "--speculative-algorithm": "",
-    "--speculative-num-steps": "steps",
-    "--speculative-eagle-topk": "topk",
-    "--speculative-num-draft-tokens": "draft-tokens",
-    "--speculative-attention-mode": "attn",
-    "--speculative-draft-model-path": "draft",
-    "--attention-backend": "attn-backend",
-    "--cuda-graph-max-bs": "cg-max-bs",
-    "--mem-fraction-static": "mem",
-}
-
 
 def _render(name: str, value: object) -> FlagValue | _Missing:
     """A Python value as a flag value: True/None switch, False drops the flag, dict -> JSON."""
@@ -405,35 +376,8 @@ class ServerSpec:
 
     def describe(self) -> str:
         """A short label of what differs from a plain launch, for tables and plot legends."""
-        if self.label:
-            return self.label
-        parts = [_describe_flag(n, v) for n, v in self.flags if n not in _PRESET_FLAGS]
-        parts += [f"{k}={_clip(v)}" for k, v in self.env]
-        if self.commit:
-            parts.append(f"@{self.commit[:8]}")
-        text = " ".join(p for p in parts if p) or "baseline"
-        return f"sim {text}" if self.simulated else text
+        return self.label or describe(self.flags, self.env, self.commit, simulated=self.simulated)
 
-
-def _clip(text: str, limit: int = 24) -> str:
-    return text if len(text) <= limit else text[: limit - 1] + "…"
-
-
-def _describe_flag(name: str, value: FlagValue) -> str:
-    short = _SHORT.get(name, name.lstrip("-").removeprefix("speculative-"))
-    if value is None:
-        return short
-    if isinstance(value, tuple):
-        return f"{short}={','.join(value)}"
-    if value.startswith("{"):
-        try:
-            config = json.loads(value)
-        except ValueError:
-            config = None
-        if isinstance(config, dict):
-            if "method" in config:  # vLLM --speculative-config
-                k = config.get("num_speculative_tokens")
-                return f"{config['method']}" + (f" k={k}" if k is not None else "")
-            return " ".join(f"{k}={_clip(str(v), 12)}" for k, v in config.items())
-    shown = os.path.basename(value.rstrip("/")) if "/" in value else value
-    return _clip(shown) if short == "" else f"{short}={_clip(shown)}"
+    def parameters(self) -> dict[str, str]:
+        """Every flag (``--x``), variable (``env:X``) and the commit as text: what a diff compares."""
+        return parameters(self.flags, self.env, self.commit)
