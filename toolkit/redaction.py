@@ -234,7 +234,7 @@ def redact_mapping(mapping: Mapping[str, Any]) -> dict[str, Any]:
     >>> redact_mapping({"NCCL_ALGO": "Ring", "OPENAI_API_KEY": "abc"})
     {'NCCL_ALGO': 'Ring', 'OPENAI_API_KEY': '[REDACTED]'}
     """
-    return {str(k): redact_obj(v, name=str(k)) for k, v in mapping.items()}
+    return {redact_text(str(k)): redact_obj(v, name=str(k)) for k, v in mapping.items()}
 
 
 def redact_pairs(pairs: Any) -> list[list[Any]]:
@@ -269,7 +269,8 @@ def redact_obj(obj: Any, *, name: str | None = None) -> Any:
     if isinstance(obj, str):
         return redact_text(obj)
     if isinstance(obj, Mapping):
-        return {str(k): redact_obj(v, name=str(k)) for k, v in obj.items()}
+        # Keys are names, and text too: a benchmark's error counts are keyed by the error's message.
+        return {redact_text(str(k)): redact_obj(v, name=str(k)) for k, v in obj.items()}
     if isinstance(obj, list | tuple):
         # ["HF_TOKEN", "x"] inside a list is a name/value pair (a spec's env, an evidence entry).
         return [[item[0], redact_obj(item[1], name=item[0])] if _is_pair(item) else redact_obj(item)
