@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from pathlib import Path
 
 import pytest
@@ -121,3 +122,22 @@ def test_choose(requested: str | None, resume: bool, read_only: bool, expected: 
     if choice.id is None:
         named = "EAGLE-3" if requested == "EAGLE-3" else "NCCL"
         assert f"investigation={named!r}, resume=True" in choice.notice
+
+
+def test_threads_that_record_first_start_one_investigation(tmp_path: Path) -> None:
+    path = tmp_path / "j.sqlite"
+    _notebook_run(path, 82.0)
+    journal = Journal(path, investigation="EAGLE-3 slower than plain decoding")
+    go = threading.Barrier(4)
+
+    def record(i: int) -> None:
+        go.wait()
+        journal.note(f"thread {i}", "x")
+
+    threads = [threading.Thread(target=record, args=(i,)) for i in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert sorted(journal.steps()["title"]) == [f"thread {i}" for i in range(4)]
+    assert journal.investigations()["n_steps"].tolist() == [2, 4]

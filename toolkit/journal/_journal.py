@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import platform
+import threading
 import time
 from collections.abc import Mapping
 from functools import cache
@@ -65,6 +66,7 @@ class Journal:
         self._store = Store(self.path, busy_timeout_s=busy_timeout_s, read_only=read_only)
         self._identity = ProcessIdentity.current()
         self._resume = resume
+        self._starting = threading.Lock()
         self.interrupted_on_open: tuple[int, ...] = () if self.read_only else self._mark_orphans_interrupted()
         choice = choose(self._existing(), requested=None if investigation is None else redact_text(investigation),
                         resume=resume, read_only=self.read_only, default_name=self.path.stem, path=str(self.path))
@@ -105,18 +107,20 @@ class Journal:
         return [Investigation(int(r["id"]), str(r["name"]), int(r["steps"]), float(r["last_at"])) for r in rows]
 
     def _investigation_id(self) -> int:
-        """The investigation's row, created by the first record of a new one."""
-        if self.investigation_id is not None:
-            return self.investigation_id
-        with self._store.transaction(f"starting the investigation {self.investigation!r}") as tx:
-            taken = {str(row[0]): int(row[1]) for row in tx.execute("SELECT name, id FROM investigations")}
-            if self.investigation in taken and self._resume:  # started by another process since we opened
-                self.investigation_id = taken[self.investigation]
+        """The investigation's row, created by the first record of a new one (once, whichever thread records)."""
+        with self._starting:
+            if self.investigation_id is not None:
                 return self.investigation_id
-            name = free_name(self.investigation, taken)  # another process took the name since we opened
-            cursor = tx.execute("INSERT INTO investigations(name, created_at) VALUES (?, ?)", (name, time.time()))
-        self.investigation, self.investigation_id = name, int(cursor.lastrowid or 0)
-        return self.investigation_id
+            with self._store.transaction(f"starting the investigation {self.investigation!r}") as tx:
+                taken = {str(row[0]): int(row[1]) for row in tx.execute("SELECT name, id FROM investigations")}
+                if self.investigation in taken and self._resume:  # started by another process since we opened
+                    self.investigation_id = taken[self.investigation]
+                    return self.investigation_id
+                name = free_name(self.investigation, taken)  # another process took the name since we opened
+                cursor = tx.execute("INSERT INTO investigations(name, created_at) VALUES (?, ?)",
+                                    (name, time.time()))
+            self.investigation, self.investigation_id = name, int(cursor.lastrowid or 0)
+            return self.investigation_id
 
     def _mark_orphans_interrupted(self) -> tuple[int, ...]:
         """Steps left ``running`` by a process that is gone (same host) become ``interrupted``."""
