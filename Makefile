@@ -1,5 +1,8 @@
 # A new user's entry points: `make demo` (the onboarding walkthrough) and `make test`.
-PYTHON ?= python3.11
+# The first Python >= 3.11 on PATH (3.13, 3.12, 3.11, then python3); override with `make PYTHON=...`.
+PYTHON ?= $(shell for p in python3.13 python3.12 python3.11 python3; do \
+	  command -v $$p >/dev/null 2>&1 && $$p -c 'import sys; sys.exit(sys.version_info < (3, 11))' 2>/dev/null && { echo $$p; exit 0; }; \
+	done; echo python3.11)
 VENV   := .venv
 CPU_VENV := .venv-cpu
 PY     := $(VENV)/bin/python
@@ -17,7 +20,7 @@ $(VENV)/.installed: pyproject.toml
 # from the CPU wheel, so that transformers[serving] never pulls a CUDA build.
 # transformers is pinned because toolkit/realserver.py spells this version's `serve` flags (5.x takes the
 # model as a positional FORCE_MODEL; older releases used --force-model). The toolkit itself goes in without its
-# dependencies so that `python -m toolkit.testbeds.realserver build DIR` runs here (it needs only the stdlib,
+# dependencies so that `python -m toolkit.testbeds.tiny_model build DIR` runs here (it needs only the stdlib,
 # torch and transformers). The last line fails the build if a CUDA torch slipped in.
 $(CPU_VENV)/.installed:
 	$(PYTHON) -m venv $(CPU_VENV)

@@ -93,3 +93,39 @@ def any_host(request: pytest.FixtureRequest) -> Host:
         return Host.local()
     host: Host = request.getfixturevalue("ssh_host")
     return host
+
+
+# Real parts a test needs, by words of its skip reason: what is missing, and the one command that brings it.
+_REAL_PARTS = (
+    ("sshd", "the loopback sshd", "openssh-server"),
+    ("chromium", "headless Chromium (browser tests)", "chromium"),
+    ("slurm", "a loopback Slurm cluster", "slurm-wlm munge"),
+    (".venv-cpu", "the real CPU inference server", None),
+    ("cpu-server", "the real CPU inference server", None),
+    ("shared", "the shared real logs (../shared beside the checkout)", None),
+)
+
+
+def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
+    """Say plainly which real parts were skipped, and how to run them (a skipped suite looks green)."""
+    skipped = terminalreporter.stats.get("skipped", [])
+    missing: dict[str, int] = {}
+    packages: list[str] = []
+    for report in skipped:
+        reason = str(report.longrepr[-1]) if isinstance(report.longrepr, tuple) else str(report.longrepr)
+        for key, what, package in _REAL_PARTS:
+            if key in reason:
+                missing[what] = missing.get(what, 0) + 1
+                if package and package not in packages:
+                    packages.append(package)
+                break
+    if not missing:
+        return
+    terminalreporter.section("real parts skipped")
+    for what, count in missing.items():
+        terminalreporter.write_line(f"{count:4d} tests skipped: {what} is not on this machine")
+    terminalreporter.write_line("Run them all as CI does: `bash .ci/run` (installs what is missing, as root), or:")
+    if packages:
+        terminalreporter.write_line(f"  sudo apt-get install -y {' '.join(packages)} && make test")
+    if any("CPU" in what for what in missing):
+        terminalreporter.write_line("  make cpu-server  # the CPU inference server's venv")

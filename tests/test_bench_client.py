@@ -20,7 +20,7 @@ from aiohttp import web
 from toolkit.benchmark import BenchResult
 from toolkit.benchmark.runner import bench
 from toolkit.cli.bench import main as cli_main
-from toolkit.errors import ToolkitError
+from toolkit.errors import BenchmarkFailed, ToolkitError
 
 
 def chunk(
@@ -98,6 +98,10 @@ class Loopback:
         resp = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
         await resp.prepare(request)
         usage = {"prompt_tokens": 7, "completion_tokens": n, "total_tokens": 7 + n}
+        if mode == "liar":  # claims millions of tokens for a short answer
+            usage = {"prompt_tokens": 7, "completion_tokens": 3_000_001, "total_tokens": 3_000_008}
+        if mode == "overrun":  # ignores max_tokens and streams on
+            n = 10 * n
         if mode == "malformed":
             await resp.write(chunk("a", chat=chat) + b"data: {not json}\n\n")
         elif mode == "errorevent":
@@ -144,7 +148,7 @@ class Loopback:
                 for i in range(0, len(raw), 7):
                     await resp.write(raw[i : i + 7])
             else:
-                for e in events if mode in ("ok", "spec") else [raw]:
+                for e in events if mode in ("ok", "spec", "overrun") else [raw]:
                     await resp.write(e)
                     if mode == "ok" and body.get("delay_s"):
                         await asyncio.sleep(body["delay_s"])
@@ -258,25 +262,53 @@ def test_accept_length_from_responses_then_vllm_metrics(server: Loopback):
     ],
 )
 def test_failures_are_counted_with_their_error(server: Loopback, model: str, needle: str):
-    r = run(server, model, timeout_s=0.3 if model == "hang" else 5.0)
+    r = run(server, model, timeout_s=0.3 if model == "hang" else 5.0, stop_after_failures=0)
     assert r.summary["completed"] == 0 and r.summary["failed"] == 4 and not r.ok
     assert needle in (r.first_error or "")
     assert sum(r.errors.values()) == 4 and "ALL 4 REQUESTS FAILED" in str(r)
     assert r.summary["mean_ttft_ms"] is None
 
 
+def test_a_run_whose_first_requests_all_fail_stops_and_says_why(server: Loopback):
+    started = time.monotonic()
+    with pytest.raises(BenchmarkFailed, match="the first 2 requests all failed") as caught:
+        run(server, "http500", num_prompts=50, stop_after_failures=2)
+    assert "HTTP 500 Internal Server Error: CUDA out of memory" in str(caught.value)
+    assert "not finished" in str(caught.value) or "not sent" in str(caught.value)  # the rest never ran
+    assert time.monotonic() - started < 20
+
+
+def test_a_warm_up_that_fails_stops_the_benchmark_before_it_starts(server: Loopback):
+    with pytest.raises(BenchmarkFailed, match="the warm-up failed: all 2 warm-up requests"):
+        run(server, "http500", warmup=2)
+
+
+@pytest.mark.parametrize(("model", "needle"), [
+    ("overrun", "streamed more than 18 token chunks for max_tokens=10"),
+    ("liar", "returned 3000001 tokens for max_tokens=10"),
+])
+def test_a_response_longer_than_max_tokens_is_a_failed_request(server: Loopback, model: str, needle: str):
+    r = run(server, model, output_len=10, stop_after_failures=0)
+    assert r.summary["completed"] == 0 and needle in (r.first_error or ""), r.errors
+    assert run(server, "ok", output_len=10).ok  # a server that honours max_tokens passes
+
+
 def test_refused_connection_and_the_cli_exit_status(capsys: pytest.CaptureFixture[str]):
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         url = f"http://127.0.0.1:{s.getsockname()[1]}"
-    r = bench(url, model="m", num_prompts=3, warmup=1, progress=False)
+    r = bench(url, model="m", num_prompts=3, warmup=0, progress=False, stop_after_failures=0, tokenizer=None)
     assert r.summary["failed"] == 3 and "cannot connect to" in (r.first_error or "")
-    assert r.warmup_errors and r.server_view.unavailable
+    assert r.server_view.unavailable
+    with pytest.raises(BenchmarkFailed, match="the warm-up failed") as caught:
+        bench(url, model="m", num_prompts=3, warmup=1, progress=False, tokenizer=None)
+    assert "cannot connect to" in str(caught.value)
     with pytest.raises(ToolkitError, match="pass model="):
         bench(url, num_prompts=1, progress=False)
     assert cli_main(["--url", url, "--model", "m", "--num-prompts", "2", "--no-progress", "--json"]) == 1
     err = capsys.readouterr().err
-    assert "all 2 requests failed; first error: cannot connect to" in err
+    assert err.startswith("error: the warm-up failed") and "cannot connect to" in err
+    assert "Traceback" not in err
 
 
 def test_cli_json_keys_and_model_lookup(server: Loopback, capsys: pytest.CaptureFixture[str]):
@@ -372,6 +404,7 @@ def test_a_server_that_dies_mid_run(tmp_path: Any):
             warmup=0,
             progress=False,
             timeout_s=10,
+            stop_after_failures=0,
         )
         killer.join()
     finally:
@@ -383,3 +416,59 @@ def test_a_server_that_dies_mid_run(tmp_path: Any):
     errors = " | ".join(r.errors)
     assert "after" in errors and "token chunks" in errors  # in-flight streams cut after some chunks
     assert "cannot connect" in errors  # later requests find nobody listening
+
+
+SILENT = textwrap.dedent(
+    """
+    import socket, sys, time
+    server = socket.socket()
+    server.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    server.bind(("127.0.0.1", 0))
+    server.listen(64)
+    print(server.getsockname()[1], flush=True)
+    held = []
+    while True:  # accept, read nothing, answer nothing: a server wedged after its port opened
+        connection, _ = server.accept()
+        held.append(connection)
+    """
+)
+
+
+@pytest.fixture
+def silent_url(tmp_path: Any) -> Iterator[str]:
+    script = tmp_path / "silent.py"
+    script.write_text(SILENT)
+    proc = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout is not None
+        yield f"http://127.0.0.1:{proc.stdout.readline().strip()}"
+    finally:
+        proc.kill()
+        proc.wait(10)
+        if proc.stdout is not None:
+            proc.stdout.close()
+
+
+@pytest.mark.slow
+def test_a_silent_server_fails_the_benchmark_within_its_timeout(silent_url: str) -> None:
+    """Three requests at timeout 3 s once took 36 s (every request waited its own timeout)."""
+    started = time.monotonic()
+    with pytest.raises(BenchmarkFailed, match="the warm-up failed") as caught:
+        bench(silent_url, model="m", num_prompts=3, timeout_s=3, progress=False, tokenizer=None)
+    took = time.monotonic() - started
+    assert "timed out after 3 s" in str(caught.value)
+    assert took < 12, took  # the warm-up's one timeout, not one per request
+
+
+@pytest.mark.slow
+def test_ctrl_c_during_a_cli_benchmark_stops_cleanly(silent_url: str) -> None:
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "toolkit", "bench", "--url", silent_url, "--model", "m", "--num-prompts", "4",
+         "--tokenizer", "words", "--no-progress"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )
+    time.sleep(3)  # the warm-up request is waiting on the silent server
+    proc.send_signal(2)  # SIGINT, what Ctrl-C sends
+    _, err = proc.communicate(timeout=30)
+    assert proc.returncode == 130, err
+    assert "Traceback" not in err and err.strip() == "interrupted: the benchmark was stopped (Ctrl-C); no result"

@@ -17,7 +17,7 @@ import pytest
 from toolkit.errors import CommandFailed, InvalidFlag
 from toolkit.host.host import Host
 from toolkit.server import preflight as flagcheck
-from toolkit.server.help_table import FlagTableCache
+from toolkit.server.flag_check import FlagTableCache
 from toolkit.server.preflight import help_source, validate_spec
 from toolkit.server.spec import ServerSpec
 

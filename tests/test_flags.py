@@ -22,8 +22,10 @@ import sys
 import pytest
 
 from toolkit.errors import InvalidFlag
+from toolkit.server import flag_check
 from toolkit.server import help_table as flags_module
-from toolkit.server.help_table import FlagTableCache, check_flags, parse_help, validate
+from toolkit.server.flag_check import FlagTableCache, check_flags, validate
+from toolkit.server.help_table import parse_help
 
 HELP = pathlib.Path(__file__).parent / "data" / "help"
 CPU_VENV = pathlib.Path(__file__).resolve().parents[1] / ".venv-cpu"
@@ -43,6 +45,7 @@ TRANSFORMERS_RICH = table("transformers-5.23.0-rich.txt", "transformers", "5.23.
 
 def test_docstring_examples_run() -> None:
     assert doctest.testmod(flags_module).failed == 0
+    assert doctest.testmod(flag_check).failed == 0
 
 
 # --- parsing ---------------------------------------------------------------------------

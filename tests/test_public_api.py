@@ -48,3 +48,18 @@ def test_bench_is_the_function_in_any_import_order() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.split() == ["True", "function", "toolkit.benchmark.metrics"]
+
+
+def test_the_demo_finds_the_onboarding_notebook_of_this_checkout() -> None:
+    """`make demo` runs `python -m toolkit demo`, which reads the notebook beside the package."""
+    from toolkit.cli.demo import NOTEBOOK
+
+    assert NOTEBOOK.is_file() and NOTEBOOK.parent.name == "notebooks", NOTEBOOK
+
+
+def test_every_subcommand_answers_help_with_its_own_name() -> None:
+    for sub in ("logs", "bench", "report", "sim", "demo"):
+        out = subprocess.run([sys.executable, "-m", "toolkit", sub, "--help"], capture_output=True, text=True,
+                             timeout=120)
+        assert out.returncode == 0, (sub, out.stderr[-500:])
+        assert f"python -m toolkit {sub}" in out.stdout.splitlines()[0], (sub, out.stdout[:200])

@@ -20,7 +20,7 @@ def run_cli(*args: str) -> subprocess.CompletedProcess[str]:
 def test_unknown_flag_fails_like_argparse():
     done = run_cli("--model-path", "m", "--bogus-flag", "1", "--tp", "2")
     assert done.returncode == 2
-    assert "launch_server.py: error: unrecognized arguments: --bogus-flag 1" in done.stderr
+    assert "python -m toolkit sim: error: unrecognized arguments: --bogus-flag 1" in done.stderr
     assert done.stdout == ""
 
 

@@ -29,6 +29,7 @@ __all__ = [
     "ServerHung",
     "InvalidFlag",
     "MalformedResponse",
+    "BenchmarkFailed",
     "JournalError",
 ]
 
@@ -141,6 +142,10 @@ class InvalidFlag(ToolkitError):
 
 class MalformedResponse(ToolkitError):
     """A server answered with something that is not what the protocol promises."""
+
+
+class BenchmarkFailed(ToolkitError):
+    """A benchmark run stopped itself: the warm-up, or its first requests, all failed."""
 
 
 class JournalError(ToolkitError):

@@ -124,3 +124,21 @@ def test_multinode_checks_every_port_before_starting_anything(ssh_hosts: list[Ho
         with pytest.raises(PortInUse, match="is held by pid"):
             launch_multinode(ssh_hosts, spec, dist_init_port=held.getsockname()[1], log_dir=str(tmp_path))
     assert list(tmp_path.iterdir()) == []
+
+
+def test_a_log_dir_under_home_is_the_file_every_reader_sees(any_host: Host) -> None:
+    """``log_dir="~/..."``: launch wrote the file under $HOME, and the follower, wait_ready and
+    log_tail read that same file (they once quoted the ``~`` literally and tailed nothing, silently)."""
+    folder = f"~/toolkit-home-logs-{time.time_ns()}"
+    spec = ServerSpec.simulator(tp=1, port=_free_port(), host="127.0.0.1", sim_startup_s=0.5, sim_warmup_s=0.2)
+    home = any_host.run('printf %s "$HOME"').stdout
+    try:
+        with launch(any_host, spec, log_dir=folder) as server:
+            assert server.log_path.startswith(home + "/toolkit-home-logs-"), server.log_path
+            report = server.wait_ready(timeout_s=60)
+            assert report.ready and report.ready_reason is not None
+            ready_lines = [e for e in server.follow().events() if e.verdict.value == "ready"]
+            assert ready_lines, "the follower did not read the log that launch wrote"
+            assert any("ready to roll" in line for line in server.log_tail(20))
+    finally:
+        any_host.run(f'rm -rf -- "$HOME"/{quote(folder[2:])}', check=False)

@@ -24,12 +24,10 @@ costs about 0.8-0.9 us of CPU per streamed token, against 4-5 us for vLLM's clie
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import dataclasses
 import json
 import time
-from collections.abc import Callable, Mapping, Sequence
-from contextlib import AbstractAsyncContextManager
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any, Literal
@@ -55,9 +53,10 @@ except ImportError:  # pragma: no cover - exercised where orjson is absent
 __all__ = [
     "ClientSettings",
     "request_body",
+    "encode_body",
     "stream_request",
-    "run_requests",
     "make_session",
+    "overrun_allowance",
     "Endpoint",
     "DEFAULT_HEADERS",
 ]
@@ -123,6 +122,11 @@ def request_body(settings: ClientSettings, spec: RequestSpec) -> dict[str, Any]:
         body["ignore_eos"] = True
     body.update(settings.extra_body)
     return body
+
+
+def encode_body(settings: ClientSettings, spec: RequestSpec) -> bytes:
+    """The request body as the bytes sent (orjson when installed)."""
+    return _dumps(request_body(settings, spec))
 
 
 class _Stream:
@@ -239,6 +243,15 @@ def _chat_has_output(choice: Mapping[str, Any]) -> bool:
     return delta.get("content") == "" and "role" not in delta
 
 
+def overrun_allowance(max_tokens: int) -> int:
+    """Tokens a server may send beyond ``max_tokens`` before the response counts as wrong.
+
+    Speculative decoding accepts drafts in blocks and a few releases let a block end past the
+    limit; anything further means the server ignored ``max_tokens`` (or is not a completion server).
+    """
+    return max(8, max_tokens // 50)
+
+
 def _failure(exc: BaseException, url: str, timeout_s: float, n_chunks: int) -> str:
     if isinstance(exc, TimeoutError):
         return f"timed out after {timeout_s:g} s (timeout_s) with {n_chunks} token chunks received"
@@ -260,10 +273,16 @@ async def stream_request(
     timeout_s: float,
     index: int = 0,
     prompt_len: int = 0,
+    max_tokens: int | None = None,
     headers: Mapping[str, str] = DEFAULT_HEADERS,
 ) -> RequestRecord:
-    """POST one streaming request and time its token chunks; errors land in the record."""
+    """POST one streaming request and time its token chunks; errors land in the record.
+
+    A server is not trusted: an event over the decoder's size cap, or more token chunks than
+    ``max_tokens`` allows, ends the request as failed with that reason (the stream is not read on).
+    """
     clock = time.perf_counter
+    chunk_cap = None if max_tokens is None else max_tokens + overrun_allowance(max_tokens)
     times: list[float] = []
     st = _Stream(times, chat)
     slow = st.event
@@ -297,6 +316,10 @@ async def stream_request(
                                 min_len = 1 if chat else 0  # chat needs non-empty content (vLLM's rule)
                         if st.error:
                             break
+                        if chunk_cap is not None and len(times) > chunk_cap:
+                            st.error = (f"the server streamed more than {chunk_cap} token chunks for max_tokens="
+                                        f"{max_tokens}: it does not honour max_tokens")
+                            break
                     if not st.error:
                         now = clock()
                         for p in decoder.close():
@@ -313,6 +336,8 @@ async def stream_request(
         st.error = "the response finished without a single token chunk (nothing to time)"
     counted = st.chunk_tokens()
     out_tokens = st.usage_out if st.usage_out is not None else (sum(counted) if counted else len(times))
+    if st.error is None and max_tokens is not None and out_tokens > max_tokens + overrun_allowance(max_tokens):
+        st.error = f"the server returned {out_tokens} tokens for max_tokens={max_tokens}: it does not honour max_tokens"
     return RequestRecord(
         send_time=send,
         chunk_times=tuple(times),
@@ -336,53 +361,3 @@ def make_session(max_concurrency: int | None) -> aiohttp.ClientSession:
         limit=limit, limit_per_host=limit, keepalive_timeout=60, force_close=False
     )
     return aiohttp.ClientSession(connector=connector, timeout=aiohttp.ClientTimeout(total=None))
-
-
-async def run_requests(
-    session: aiohttp.ClientSession,
-    settings: ClientSettings,
-    specs: Sequence[RequestSpec],
-    *,
-    offsets_s: Sequence[float] | None = None,
-    on_done: Callable[[RequestRecord], None] | None = None,
-    headers: Mapping[str, str] = DEFAULT_HEADERS,
-) -> tuple[list[RequestRecord], float]:
-    """Send ``specs`` on the schedule ``offsets_s`` under the concurrency cap.
-
-    Returns the records in request order and the duration as vLLM measures it: from just
-    before the first request is released to the last one finishing.
-    """
-    bodies = [_dumps(request_body(settings, s)) for s in specs]  # encoded before the clock starts
-    limit: AbstractAsyncContextManager[Any] = (
-        asyncio.Semaphore(settings.max_concurrency) if settings.max_concurrency else contextlib.nullcontext()
-    )
-    chat = settings.endpoint == "chat"
-    url = settings.api_url
-
-    async def one(i: int) -> RequestRecord:
-        async with limit:
-            rec = await stream_request(
-                session,
-                url,
-                bodies[i],
-                chat=chat,
-                timeout_s=settings.timeout_s,
-                index=i,
-                prompt_len=specs[i].prompt_len,
-                headers=headers,
-            )
-        if on_done is not None:
-            on_done(rec)
-        return rec
-
-    loop = asyncio.get_running_loop()
-    start = time.perf_counter()
-    tasks = []
-    for i in range(len(specs)):
-        if offsets_s is not None and offsets_s[i] > 0:
-            delay = start + offsets_s[i] - time.perf_counter()
-            if delay > 0:
-                await asyncio.sleep(delay)
-        tasks.append(loop.create_task(one(i)))
-    records = list(await asyncio.gather(*tasks))
-    return records, time.perf_counter() - start

@@ -10,9 +10,10 @@ from __future__ import annotations
 import asyncio
 import functools
 import math
+import statistics
 import threading
 import time
-from collections.abc import Callable, Coroutine, Iterable, Mapping, Sequence
+from collections.abc import Callable, Coroutine, Mapping, Sequence
 from datetime import datetime
 from typing import Any, ParamSpec, TypeVar
 
@@ -20,12 +21,14 @@ import aiohttp
 import pandas as pd
 from tqdm.auto import tqdm
 
-from toolkit.benchmark.client import DEFAULT_HEADERS, ClientSettings, Endpoint, make_session, run_requests
-from toolkit.benchmark.metrics import SUMMARY_KEYS, parse_goodput_slos, summarize
+from toolkit.benchmark.client import DEFAULT_HEADERS, ClientSettings, Endpoint, make_session
+from toolkit.benchmark.dispatch import run_requests
+from toolkit.benchmark.metrics import SUMMARY_KEYS, RequestRecord, parse_goodput_slos, summarize
 from toolkit.benchmark.result import BenchResult, requests_frame, spread_frame
 from toolkit.benchmark.server_view import LogMetricSource, build_server_view, fetch_snapshot
+from toolkit.benchmark.tokens import TokenCounter, fit_prompts
 from toolkit.benchmark.workload import Workload, arrival_offsets, make_workload, warmup_requests
-from toolkit.errors import ToolkitError
+from toolkit.errors import BenchmarkFailed, ToolkitError
 from toolkit.server.server import MultiNodeServer, Server
 
 __all__ = ["bench", "bench_async", "resolve_url"]
@@ -91,23 +94,33 @@ async def bench_async(
     goodput: str | Sequence[str] | Mapping[str, float] | None = None,
     extra_body: Mapping[str, Any] | None = None,
     temperature: float = 0.0,
-    server_log: LogMetricSource | Callable[[datetime, datetime], Iterable[Any]] | None = None,
+    server_log: LogMetricSource | None = None,
     api_key: str | None = None,
+    tokenizer: str | None = "server",
+    deadline_s: float | None = None,
+    stop_after_failures: int | None = None,
 ) -> BenchResult:
     """Benchmark an OpenAI-compatible server as ``vllm bench serve`` would; return a BenchResult.
 
     ``target`` is a URL or a toolkit ``Server``; ``model=None`` takes the first id from
-    ``/v1/models``. ``endpoint`` is ``"completions"`` or ``"chat"``. Lengths: ``input_len``
-    in *words* (no tokenizer), ``output_len`` in tokens (``max_tokens``, with ``ignore_eos``);
+    ``/v1/models``. ``endpoint`` is ``"completions"`` or ``"chat"``. Lengths are in tokens:
+    ``input_len`` as counted by ``tokenizer`` (``"server"``: the server's ``/tokenize``, as SGLang
+    0.5 and vLLM serve it; a path: a ``tokenizer.json`` read locally; ``None``: words, no tokenizer;
+    when the server has no ``/tokenize`` the prompt stays in words and the result says so),
+    ``output_len`` is ``max_tokens`` (with ``ignore_eos``);
     ``range_ratio`` follows vLLM (0 = fixed; SGLang's 0 would mean uniform in [1, N]).
     ``request_rate`` (req/s, ``inf`` = all at once) with ``burstiness`` (gamma shape, 1 =
     Poisson). ``warmup=None`` first sends a full batch (``max_concurrency`` requests of at
     most 32 tokens, fresh prompts), outside the results. ``dataset``: a prompt file (one
     per line) or ShareGPT ``.json``. ``repeats=N``: ``.runs`` and ``.spread`` (95 % t
     intervals); ``summary`` is then the median. ``goodput="ttft:200 tpot:50"``: vLLM's
-    request goodput. ``server_log``: a callable or object with ``.metric_rows(since,
-    until)``, read for the run's window. Failed requests are counted with their error
-    (``result.errors``); only bad arguments, or no model name to be had, raise.
+    request goodput. ``server_log``: a callable ``(since, until) -> metric rows`` of the
+    server's log, read for the run's window. Failed requests are counted with their error
+    (``result.errors``). Every wait is bounded: ``timeout_s`` per request, ``deadline_s`` per run
+    (default: four times what the warm-up's speed predicts, plus a minute); the run stops early
+    with :class:`~toolkit.errors.BenchmarkFailed` when every warm-up request fails or the first
+    ``stop_after_failures`` requests (default: max(3, concurrency)) all fail. A response longer
+    than ``max_tokens`` allows, or an SSE event over 8 MiB, is a failed request.
 
     Example (``bench`` is the blocking twin; ``await bench_async(...)`` in async code)::
 
@@ -123,6 +136,8 @@ async def bench_async(
         raise ValueError(
             f"repeats must be >= 1 and timeout_s > 0, got repeats={repeats}, timeout_s={timeout_s}"
         )
+    if deadline_s is not None and not deadline_s > 0:
+        raise ValueError(f"deadline_s must be positive seconds, got {deadline_s}")
     url = resolve_url(target)
     workload = make_workload(
         num_prompts=num_prompts,
@@ -139,6 +154,9 @@ async def bench_async(
     async with aiohttp.ClientSession() as aux, make_session(max_concurrency) as session:
         if model is None:
             model = await _first_model(aux, url, headers)
+        if tokenizer is not None and workload.kind == "random":
+            counter = await TokenCounter.open(tokenizer, aux, url, model, headers)
+            workload = await fit_prompts(workload, counter, seed)
         settings = ClientSettings(
             url=url,
             model=model,
@@ -158,9 +176,24 @@ async def bench_async(
         )
         warm = warmup_requests(workload, n_warm, output_len_cap=settings.warmup_output_len)
         warm_errors: tuple[str, ...] = ()
+        budget_s = deadline_s
         if warm:
-            warm_records, _ = await run_requests(session, settings, warm, headers=headers)
+            warm_records, _, _ = await run_requests(session, settings, warm, headers=headers,
+                                                    deadline_s=timeout_s * 2 + 60)
             warm_errors = tuple(r.error for r in warm_records if r.error)
+            if not any(r.ok for r in warm_records):
+                raise BenchmarkFailed(
+                    f"the warm-up failed: all {len(warm_records)} warm-up requests to {url} failed, so the benchmark "
+                    "did not run",
+                    evidence=[f"request {r.index}: {r.error}" for r in warm_records[:5]],
+                    hint="read the first error: a server that is not ready (wait_ready first), a wrong model name "
+                         "(model=...), a missing API key (api_key=...), or a server that streams nothing",
+                )
+            if budget_s is None:
+                budget_s = derived_deadline_s(warm_records, workload, max_concurrency, request_rate, timeout_s)
+        elif budget_s is None:
+            budget_s = timeout_s * math.ceil(num_prompts / (max_concurrency or num_prompts)) + 60
+        first_n = stop_after_failures if stop_after_failures is not None else max(3, max_concurrency or 3)
         runs = []
         for k in range(repeats):
             runs.append(
@@ -175,6 +208,8 @@ async def bench_async(
                     server_log,
                     warm_errors,
                     label=f"bench {k + 1}/{repeats}" if repeats > 1 else "bench",
+                    deadline_s=budget_s,
+                    stop_after_failures=min(first_n, num_prompts),
                 )
             )
     return runs[0] if repeats == 1 else _combine(runs)
@@ -192,6 +227,8 @@ async def _one_run(
     warm_errors: tuple[str, ...],
     *,
     label: str,
+    deadline_s: float,
+    stop_after_failures: int,
 ) -> BenchResult:
     before = await fetch_snapshot(aux, settings.url)
     bar = tqdm(
@@ -199,16 +236,24 @@ async def _one_run(
     )
     started = time.time()
     try:
-        records, duration = await run_requests(
+        records, duration, stopped = await run_requests(
             session,
             settings,
             workload.requests,
             offsets_s=offsets,
             on_done=lambda _r: bar.update(1),
             headers=headers,
+            deadline_s=deadline_s,
+            stop_after_failures=stop_after_failures,
         )
     finally:
         bar.close()
+    if stopped is not None and not any(r.ok for r in records):
+        raise BenchmarkFailed(
+            f"the benchmark stopped: {stopped}",
+            evidence=[f"request {r.index}: {r.error}" for r in records if r.error][:5],
+            hint="the server answered no request of this run: read its log (server.log_tail()) and the first error",
+        )
     ended = time.time()
     after = await fetch_snapshot(aux, settings.url)
     view = build_server_view(
@@ -230,6 +275,25 @@ async def _one_run(
         started_at=started,
         warmup_errors=warm_errors,
     )
+
+
+def derived_deadline_s(warm: Sequence[RequestRecord], workload: Workload, max_concurrency: int | None,
+                       request_rate: float, timeout_s: float) -> float:
+    """A run's deadline from the warm-up's speed: 4x the predicted duration plus a minute.
+
+    Predicted: rounds of ``max_concurrency`` requests, each a TTFT plus ``output_len`` token gaps at
+    the warm-up's pace (or the arrival schedule's span, if longer). Generous on purpose: it exists
+    to end a run that has stalled, not to judge a slow one.
+    """
+    ok = [r for r in warm if r.ok]
+    ttft = statistics.median(r.chunk_times[0] - r.send_time for r in ok)
+    gaps = [(r.chunk_times[-1] - r.chunk_times[0]) / max(len(r.chunk_times) - 1, 1) for r in ok]
+    per_token = statistics.median(gaps) if gaps else ttft
+    longest = max(r.output_len for r in workload.requests)
+    per_request = min(timeout_s, ttft * 2 + longest * max(per_token, 1e-3))
+    rounds = math.ceil(len(workload.requests) / (max_concurrency or len(workload.requests)))
+    span = 0.0 if math.isinf(request_rate) else len(workload.requests) / request_rate
+    return 60.0 + 4.0 * max(rounds * per_request, span + per_request)
 
 
 def _combine(runs: list[BenchResult]) -> BenchResult:

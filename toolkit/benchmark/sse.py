@@ -34,10 +34,18 @@ Example::
 
 from __future__ import annotations
 
-__all__ = ["SSEDecoder", "DONE"]
+__all__ = ["SSEDecoder", "DONE", "EventTooLarge", "MAX_EVENT_BYTES"]
 
 DONE = b"[DONE]"
 _BOM = b"\xef\xbb\xbf"
+#: An event larger than this is refused: a server must not make the client buffer without bound.
+#: A real completion chunk is a few hundred bytes; a final chunk with logprobs, some kilobytes.
+MAX_EVENT_BYTES = 8 << 20
+_COMPACT_AT = 1 << 16  # drop consumed bytes from the buffer once this many are consumed
+
+
+class EventTooLarge(ValueError):
+    """An event (or the bytes before its terminator) grew past the decoder's cap."""
 
 
 class SSEDecoder:
@@ -53,18 +61,22 @@ class SSEDecoder:
     events whose data has a known shape (the hot path of the benchmark client).
     """
 
-    __slots__ = ("_buf", "_pos", "_started", "_queue")
+    __slots__ = ("_buf", "_pos", "_scan", "_started", "_queue", "max_event_bytes")
 
-    def __init__(self) -> None:
-        self._buf = b""
+    def __init__(self, *, max_event_bytes: int = MAX_EVENT_BYTES) -> None:
+        self._buf = bytearray()
         self._pos = 0  # self._buf[self._pos:] is not yet consumed
+        # Where to resume looking for the current event's terminator: bytes before it were
+        # searched already, so a huge event arriving in many reads is scanned once (linear).
+        self._scan = 0
         self._started = False
         self._queue: list[bytes] = []  # payloads of one multi-event block, not yet taken
+        self.max_event_bytes = max_event_bytes
 
     @property
     def pending(self) -> bytes:
         """Bytes received but not yet part of a complete event (normalised to ``\\n``)."""
-        return self._buf[self._pos :]
+        return bytes(self._buf[self._pos :])
 
     def feed(self, chunk: bytes) -> list[bytes]:
         """Add bytes from the stream; return the ``data`` of every event they complete."""
@@ -75,17 +87,33 @@ class SSEDecoder:
         return out
 
     def push(self, chunk: bytes) -> None:
-        """Add bytes from the stream; :meth:`take` then returns the events they complete."""
-        buf = self._buf[self._pos :] + chunk if self._pos < len(self._buf) else chunk
-        self._pos = 0
+        """Add bytes from the stream; :meth:`take` then returns the events they complete.
+
+        Amortised linear: the buffer grows in place, consumed bytes are dropped in bulk.
+        Raises :class:`EventTooLarge` when the unfinished event passes ``max_event_bytes``.
+        """
+        buf = self._buf
+        if self._pos >= _COMPACT_AT and self._pos * 2 >= len(buf):
+            del buf[: self._pos]
+            self._scan = max(0, self._scan - self._pos)
+            self._pos = 0
         if not self._started:
-            if len(buf) < 3 and _BOM.startswith(buf):
-                self._buf = buf  # could still be the start of a BOM
+            head = bytes(buf) + chunk
+            if len(head) < 3 and _BOM.startswith(head):
+                buf[:] = head  # could still be the start of a BOM
                 return
             self._started = True
-            if buf.startswith(_BOM):
-                buf = buf[3:]
-        self._buf = _normalise(buf) if b"\r" in buf else buf
+            buf.clear()
+            chunk = head[3:] if head.startswith(_BOM) else head
+        if buf.endswith(b"\r"):  # a held-back \r: is it half of a \r\n?
+            del buf[-1]
+            chunk = b"\r" + chunk
+        buf += _normalise(chunk) if b"\r" in chunk else chunk
+        if len(buf) - self._pos > self.max_event_bytes and buf.find(b"\n\n", self._scan) < 0:
+            raise EventTooLarge(
+                f"an SSE event grew past {self.max_event_bytes:,} bytes without ending; the server's stream is "
+                "not a completion stream (or raise max_event_bytes)"
+            )
 
     def take(
         self, prefix: bytes | None = None, suffix: bytes = b"", min_len: int = 0
@@ -102,6 +130,13 @@ class SSEDecoder:
             return 0, self._queue.pop(0)
         buf, start = self._buf, self._pos
         n = len(buf)
+        if self._scan > start + 1:
+            # The event at start was searched up to _scan already: look only at the new bytes for its
+            # terminator, and parse it (once) when it has come. A huge event is scanned in linear time.
+            if buf.find(b"\n\n", self._scan - 1) < 0:
+                self._scan = max(n - 1, start)
+                return 0, None
+            self._scan = 0
         find, startswith = buf.find, buf.startswith
         head = None if prefix is None else b"data: " + prefix
         tail = suffix + b"\n\n"  # the suffix and the event's terminator, checked at once
@@ -123,20 +158,22 @@ class SSEDecoder:
             if end + 1 < n and buf[end + 1] == 10:  # "\n\n": a one-line event, the common case
                 if startswith(b"data: ", start):
                     self._pos = end + 2
-                    return count, buf[start + 6 : end]
+                    return count, bytes(buf[start + 6 : end])
                 if end > start:
-                    _parse_block(buf[start:end], out)
+                    _parse_block(bytes(buf[start:end]), out)
                 start = end + 2
             else:  # several lines, or the terminator is not here yet
                 end = find(b"\n\n", end)
                 if end < 0:
-                    break
-                _parse_block(buf[start:end], out)
+                    self._pos, self._scan = start, max(n - 1, start)
+                    return count, None
+                _parse_block(bytes(buf[start:end]), out)
                 start = end + 2
             if out:
                 self._pos, self._queue = start, out[1:]
                 return count, out[0]
         self._pos = start
+        self._scan = max(n - 1, start)  # a newline may still come: search from the last byte on
         return count, None
 
     def close(self) -> list[bytes]:
@@ -147,7 +184,8 @@ class SSEDecoder:
         from "the stream was cut inside an event" (payload truncated, e.g. bad JSON).
         """
         out, self._queue = self._queue, []
-        buf, self._buf, self._pos = self._buf[self._pos :], b"", 0
+        buf = bytes(self._buf[self._pos :])
+        self._buf, self._pos, self._scan = bytearray(), 0, 0
         if not self._started and buf and _BOM.startswith(buf):
             return out
         if buf.endswith(b"\r"):

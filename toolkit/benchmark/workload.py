@@ -1,10 +1,11 @@
 """What a benchmark sends and when, as pure functions of a seed: prompts, lengths, arrivals.
 
-There is no tokenizer here (a notebook should not download one to time a server), so
-``input_len`` is counted in **words**: a random prompt of ``input_len=1024`` is 1,024
-words from a fixed word list, which most tokenizers turn into roughly 1.0-1.5 tokens per
-word. The server's ``usage.prompt_tokens`` gives the true count when it sends one, and
-the summary uses it. ``output_len`` is exact (it is ``max_tokens``, with ``ignore_eos``).
+``input_len`` is in **tokens**, as ``vllm bench serve`` counts it: a random prompt is drawn
+from a fixed word list and then fitted, a few words at a time (:func:`refine_prompt`), until
+the server's tokenizer (its ``/tokenize`` endpoint, or a tokenizer file you name) says it has
+exactly that many tokens. This module stays pure: the runner does the counting. Without a
+tokenizer the prompt keeps ``input_len`` **words**, and the workload says so
+(``input_len_unit``). ``output_len`` is exact (it is ``max_tokens``, with ``ignore_eos``).
 
 **range_ratio follows vLLM, not SGLang.** Ours (vLLM's ``--random-range-ratio``): each
 length is uniform over the integers in ``[floor(N*(1-r)), ceil(N*(1+r))]``, so ``0`` means
@@ -21,6 +22,7 @@ goes out at exactly ``num_prompts / request_rate`` seconds.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import math
@@ -38,6 +40,8 @@ __all__ = [
     "warmup_requests",
     "parse_prompt_lines",
     "parse_sharegpt",
+    "refine_prompt",
+    "with_token_prompts",
 ]
 
 # A fixed, boring vocabulary: common words that tokenize to one token in most vocabularies.
@@ -57,7 +61,7 @@ _WORDS = tuple(_WORDS_TEXT.split())
 
 @dataclass(frozen=True, slots=True)
 class RequestSpec:
-    """One request: the prompt text, its length in words, and ``max_tokens``."""
+    """One request: the prompt text, its length (in the workload's ``input_len_unit``), and ``max_tokens``."""
 
     prompt: str
     prompt_len: int
@@ -77,6 +81,8 @@ class Workload:
     dataset: str | None
     requests: tuple[RequestSpec, ...] = field(repr=False)
     notes: tuple[str, ...] = ()
+    #: how prompt lengths were counted: "tokens (server /tokenize)", "tokens (TOKENIZER FILE)" or "words"
+    input_len_unit: str = "words"
 
     @property
     def prompts_sha256(self) -> str:
@@ -96,7 +102,7 @@ class Workload:
             "range_ratio": self.range_ratio,
             "seed": self.seed,
             "dataset": self.dataset,
-            "input_len_unit": "words",
+            "input_len_unit": self.input_len_unit,
             "notes": list(self.notes),
             "prompt_lens": [r.prompt_len for r in self.requests],
             "output_lens": [r.output_len for r in self.requests],
@@ -236,6 +242,37 @@ def make_workload(
         notes.append(f"dataset has fewer prompts than num_prompts={num_prompts}: prompts repeat")
     notes.append("prompt_len counted in words (no tokenizer)")
     return Workload(kind, num_prompts, None, output_len, range_ratio, seed, dataset, reqs, tuple(notes))
+
+
+_MAX_REFINE_STEPS = 12
+
+
+def refine_prompt(words: list[str], tokens: int, target: int, step: int, rng: np.random.Generator) -> list[str] | None:
+    """One step towards a prompt of ``target`` tokens, or None when ``words`` is close enough.
+
+    The caller counts the tokens of ``" ".join(words)`` and calls again. A word is one or a few
+    tokens, so the words to add or drop are estimated from the current ratio; after
+    ``_MAX_REFINE_STEPS`` steps a prompt within one token is accepted (a long word can make the
+    exact count unreachable).
+    """
+    if tokens == target or (step >= _MAX_REFINE_STEPS and abs(tokens - target) <= 1) or step >= 2 * _MAX_REFINE_STEPS:
+        return None
+    per_word = tokens / max(len(words), 1) or 1.0
+    change = max(1, math.floor(abs(target - tokens) / per_word))
+    if tokens > target:
+        return words[: max(1, len(words) - change)]
+    idx = rng.integers(0, len(_WORDS), size=change)
+    return words + [_WORDS[i] for i in idx]
+
+
+def with_token_prompts(workload: Workload, prompts: tuple[tuple[str, int], ...], unit: str) -> Workload:
+    """The same workload with each prompt replaced by ``(text, tokens)`` fitted to the token target."""
+    if len(prompts) != len(workload.requests):
+        raise ValueError(f"{len(prompts)} fitted prompts for {len(workload.requests)} requests")
+    requests = tuple(RequestSpec(text, tokens, r.output_len) for (text, tokens), r in zip(prompts, workload.requests,
+                                                                                            strict=True))
+    notes = tuple(n for n in workload.notes if "counted in words" not in n) + (f"input_len counted in {unit}",)
+    return dataclasses.replace(workload, requests=requests, notes=notes, input_len_unit=unit)
 
 
 def warmup_requests(workload: Workload, n: int, *, output_len_cap: int = 32) -> tuple[RequestSpec, ...]:

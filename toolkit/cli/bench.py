@@ -30,7 +30,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--endpoint", choices=("completions", "chat"), default="completions")
     p.add_argument("--num-prompts", type=int, default=100)
     p.add_argument("--max-concurrency", type=int, default=1, help="0 = unlimited")
-    p.add_argument("--input-len", type=int, default=1024, help="prompt length in WORDS (no tokenizer)")
+    p.add_argument("--input-len", type=int, default=1024,
+                   help="prompt length in tokens of --tokenizer (as `vllm bench serve` counts)")
+    p.add_argument("--tokenizer", default="server",
+                   help="how to count tokens: 'server' (its /tokenize; default), a tokenizer.json path, or 'words'")
     p.add_argument("--output-len", type=int, default=128, help="max_tokens per request (ignore_eos is set)")
     p.add_argument(
         "--range-ratio",
@@ -46,6 +49,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--warmup", type=int, default=None, help="warm-up requests (default: max concurrency)")
     p.add_argument("--dataset", default=None, help="prompt file (one per line) or ShareGPT .json")
     p.add_argument("--timeout", type=float, default=600.0, help="per-request timeout, seconds")
+    p.add_argument("--deadline", type=float, default=None,
+                   help="the whole run's limit, seconds (default: 4x what the warm-up predicts, plus 60)")
     p.add_argument("--no-ignore-eos", action="store_true", help="do not send ignore_eos")
     p.add_argument("--goodput", nargs="+", default=None, metavar="KEY:MS", help="SLOs, e.g. ttft:200 tpot:50")
     p.add_argument("--repeats", type=int, default=1)
@@ -79,7 +84,12 @@ def main(argv: list[str] | None = None) -> int:
             seed=args.seed,
             goodput=args.goodput,
             api_key=args.api_key or os.environ.get("OPENAI_API_KEY"),
+            tokenizer=None if args.tokenizer == "words" else args.tokenizer,
+            deadline_s=args.deadline,
         )
+    except KeyboardInterrupt:
+        print("interrupted: the benchmark was stopped (Ctrl-C); no result", file=sys.stderr)
+        return 130
     except (ToolkitError, ValueError, OSError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1

@@ -15,7 +15,7 @@ from pathlib import Path
 
 __all__ = ["main", "run_demo"]
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]  # toolkit/cli/demo.py -> the checkout
 NOTEBOOK = REPO / "notebooks" / "01_onboarding_eagle3.ipynb"
 
 

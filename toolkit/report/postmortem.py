@@ -36,6 +36,7 @@ from toolkit.report.document import (
 )
 from toolkit.server.naming import diff
 from toolkit.stats import compare_samples
+from toolkit.views import plots
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -119,8 +120,6 @@ def _render(fig: Any, name: str, alt: str, dpi: int) -> Figure:
 
 def _figures(steps: pd.DataFrame, results: pd.DataFrame, requests: pd.DataFrame, metrics: pd.DataFrame,
              baseline: str | None, dpi: int) -> list[Figure]:
-    from toolkit.views import plots
-
     out = [_render(plots.timeline(steps), "timeline", "timeline of the investigation's steps", dpi)]
     if not results.empty and THROUGHPUT in results.columns:
         out.append(_render(plots.throughput(results, baseline=baseline), "throughput",

@@ -9,7 +9,6 @@ ring buffer (memory does not grow with the log), and hands batches to subscriber
 
 from __future__ import annotations
 
-import shlex
 import threading
 import time
 from collections import deque
@@ -17,6 +16,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
+from toolkit.host.shell import quote_path
 from toolkit.logs import LogClassifier, LogEvent
 
 if TYPE_CHECKING:
@@ -102,7 +102,7 @@ class LogFollower:
             return self
         start = "+1" if self._from_start else "0"
         # -F: follow by name, so truncation, rotation and a re-created file are all picked up.
-        command = f"exec tail -n {start} -F {shlex.quote(self.path)} 2>/dev/null"
+        command = f"exec tail -n {start} -F {quote_path(self.path)} 2>/dev/null"
         self._stream = self.host.open_stream(command)
         self._thread = threading.Thread(target=self._run, name=f"follow:{self.path}", daemon=True)
         self._thread.start()

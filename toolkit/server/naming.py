@@ -18,7 +18,9 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-__all__ = ["FlagValue", "SWITCH", "describe", "parameters", "SpecChange", "diff"]
+from toolkit.redaction import REDACTED, is_secret_name
+
+__all__ = ["FlagValue", "SWITCH", "describe", "parameters", "secret_values", "SpecChange", "diff"]
 
 FlagValue = str | tuple[str, ...] | None  # None: a switch; a tuple: an nargs flag (--cuda-graph-bs 1 2 4)
 #: the text of a flag given without a value (``--enable-torch-compile``)
@@ -58,8 +60,9 @@ _SHORT = {
 def describe(flags: tuple[tuple[str, FlagValue], ...], env: tuple[tuple[str, str], ...], commit: str | None, *,
              simulated: bool = False) -> str:
     """What differs from a plain launch, briefly: ``EAGLE3 steps=2 attn=decode @1a2b3c4d``."""
-    parts = [_describe_flag(n, v) for n, v in flags if n not in _PRESET_FLAGS]
-    parts += [f"{k}={_clip(v)}" for k, v in env]
+    parts = [_describe_flag(n, REDACTED if is_secret_name(n) and v is not None else v)
+             for n, v in flags if n not in _PRESET_FLAGS]
+    parts += [f"{k}={REDACTED if is_secret_name(k) else _clip(v)}" for k, v in env]
     if commit:
         parts.append(f"@{commit[:8]}")
     text = " ".join(p for p in parts if p) or "baseline"
@@ -75,6 +78,17 @@ def parameters(flags: tuple[tuple[str, FlagValue], ...], env: tuple[tuple[str, s
     if commit:
         out["commit"] = commit
     return out
+
+
+def secret_values(flags: tuple[tuple[str, FlagValue], ...], env: tuple[tuple[str, str], ...]) -> frozenset[str]:
+    """The values of flags and variables named like secrets (``--api-key``, ``HF_TOKEN``).
+
+    A log line, an error or a view that quotes one of them must hide it, whatever its shape:
+    ``--api-key Xk9s3cr3tpass`` has no known credential format, only its name says it is one.
+    """
+    values = {v for n, v in flags if is_secret_name(n) and isinstance(v, str)}
+    values |= {v for n, v in env if is_secret_name(n)}
+    return frozenset(v for v in values if len(v) >= 4)  # "1" or "on" would redact half of every line
 
 
 @dataclass(frozen=True)

@@ -24,7 +24,8 @@ from typing import TYPE_CHECKING
 
 from toolkit.errors import CommandFailed, InvalidFlag
 from toolkit.host.shell import join, quote, quote_path
-from toolkit.server.help_table import FlagProblem, FlagTableCache, check_flags, parse_help
+from toolkit.server.flag_check import FlagTableCache, check_flags
+from toolkit.server.help_table import FlagProblem, parse_help
 
 if TYPE_CHECKING:
     from toolkit.host.host import Host

@@ -26,7 +26,7 @@ from typing import Any, Final, overload
 
 from toolkit.errors import InvalidFlag
 from toolkit.host.shell import check_env_name, check_word, quote, quote_path
-from toolkit.server.naming import FlagValue, describe, parameters
+from toolkit.server.naming import FlagValue, describe, parameters, secret_values
 
 __all__ = ["ServerSpec", "FlagValue", "MISSING", "SPEC_ENGINES"]
 
@@ -377,6 +377,10 @@ class ServerSpec:
     def describe(self) -> str:
         """A short label of what differs from a plain launch, for tables and plot legends."""
         return self.label or describe(self.flags, self.env, self.commit, simulated=self.simulated)
+
+    def secrets(self) -> frozenset[str]:
+        """Values of this spec's secret flags and variables, to hide wherever they are quoted."""
+        return secret_values(self.flags, self.env)
 
     def parameters(self) -> dict[str, str]:
         """Every flag (``--x``), variable (``env:X``) and the commit as text: what a diff compares."""

@@ -31,7 +31,11 @@ from toolkit.server.state import ServerState, ServerStatus
 __all__ = ["StartupWatch", "wait_ready"]
 
 _FAST_PHASES = frozenset({"http_up", "warmup", "ready"})
-_EXIT_CATCH_UP_S = 2.0
+# After the exit, read the log to its end before deciding: wait while the follower still makes
+# progress (a loaded machine delays it by seconds), give up after this long without progress...
+_EXIT_QUIET_S = 2.0
+# ...or after this long in all.
+_EXIT_CATCH_UP_S = 20.0
 
 
 @dataclass(frozen=True)
@@ -152,20 +156,25 @@ def wait_ready(
     watchers.start()
     lines_at_exit: int | None = None
     exit_decided = False
+    progress = (-1, 0.0)  # (lines the follower had read, when that count last changed)
     try:
         while True:
             changed.wait(0.05)
             changed.clear()
             now = time.time()
             # The process is gone. The traceback that explains the death is usually the last
-            # thing it wrote, and may not have reached us yet: count the file's lines once,
-            # wait (at most 2 s) until the follower has read that many, then decide.
+            # thing it wrote, and may not have reached us yet: count the file's lines once, and
+            # wait until the follower has read that many (or stops making progress), then decide.
             exited_at = watchers.exited_at
             if exited_at is not None and not exit_decided:
                 if lines_at_exit is None:
                     counted = watch.count_log_lines()
                     lines_at_exit = (1 << 62) if counted is None else counted
-                if watch.follower.stats.lines >= lines_at_exit or now - exited_at >= _EXIT_CATCH_UP_S:
+                read = watch.follower.stats.lines
+                if read != progress[0]:
+                    progress = (read, now)
+                if (read >= lines_at_exit or now - max(progress[1], exited_at) >= _EXIT_QUIET_S
+                        or now - exited_at >= _EXIT_CATCH_UP_S):
                     watch.follower.flush()
                     state.process_exited(None, now)
                     exit_decided = True

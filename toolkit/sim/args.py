@@ -100,7 +100,7 @@ def _add_sim_flags(parser: argparse.ArgumentParser, engine: str) -> None:
 
 def _sglang_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="launch_server.py",
+        prog="python -m toolkit sim",
         description="SIMULATED SGLang server (toolkit.sim): real SGLang flag names, no GPU, no model.")
     a = parser.add_argument
     a("--model-path", "--model", dest="model_path", required=True,
@@ -156,7 +156,7 @@ def _sglang_parser() -> argparse.ArgumentParser:
 
 def _vllm_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="vllm serve",
+        prog="python -m toolkit sim --engine vllm",
         description="SIMULATED vLLM OpenAI-compatible server (toolkit.sim): `vllm serve MODEL` flags, no GPU.")
     a = parser.add_argument
     a("model_tag", nargs="?", default=None, help="The model tag to serve (optional if specified in config)")

@@ -66,7 +66,14 @@ class WordSource:
 
 
 def _words(text: object) -> int:
-    return len(text.split()) if isinstance(text, str) else 0
+    """The simulator's tokenizer: one token per word, plus one per further 6 characters of a long word.
+
+    Words and tokens differ on purpose (``morning`` is 2 tokens), as with a real tokenizer, so a
+    client that counts words where it means tokens is caught against the simulator too.
+    """
+    if not isinstance(text, str):
+        return 0
+    return sum(1 + (len(word) - 1) // 6 for word in text.split())
 
 
 def count_prompt_tokens(body: Mapping[str, object], chat: bool) -> int:

@@ -136,6 +136,17 @@ class Routes:
                                    self.config.speculation is not None)
         return web.Response(text=text, content_type="text/plain", charset="utf-8")
 
+    async def tokenize(self, request: web.Request) -> web.Response:
+        """``POST /tokenize`` (vLLM; SGLang 0.5.x also serves it): the prompt's token count."""
+        try:
+            body = await self._body(request)
+        except protocol.BadRequest as exc:
+            return _error(str(exc))
+        if not isinstance(body, dict):
+            return _error("The request body must be a JSON object.")
+        count = protocol.count_prompt_tokens(body, chat="messages" in body)
+        return web.json_response({"count": count, "max_model_len": 32768, "tokens": list(range(count))})
+
     async def version(self, request: web.Request) -> web.Response:
         return web.json_response({"version": VLLM_VERSION, "simulator": "toolkit.sim"})
 
@@ -259,6 +270,8 @@ def build_app(server: SimServer) -> web.Application:
     add.add_post("/v1/completions", r.completions)
     add.add_post("/v1/chat/completions", r.chat_completions)
     add.add_get("/sim/info", r.sim_info)
+    for path in ("/tokenize", "/v1/tokenize"):
+        add.add_post(path, r.tokenize)
     if server.config.engine == "sglang":
         add.add_get("/health_generate", r.health_generate)
         for path in ("/get_model_info", "/model_info"):

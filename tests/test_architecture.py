@@ -1,0 +1,157 @@
+"""The house keeps the shape docs/architecture.md draws: which folder may import which, and the rules of the code.
+
+Imports are read from the source (ast), at run time only: an import under ``if TYPE_CHECKING:``
+names a type and loads nothing, so it may point anywhere. Each rule here was broken once
+(issue 17): a rule that fails names the file, the line and what to do.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGE = ROOT / "toolkit"
+
+# What each part may import at run time (besides itself). docs/architecture.md gives the why.
+BASE = {"errors", "redaction", "stats"}
+ALLOWED: dict[str, set[str]] = {
+    "errors": set(),
+    "redaction": set(),
+    "stats": set(),
+    "logs": {"errors"},
+    "engines": {"errors"},
+    "host": {"errors", "redaction"},
+    "server": BASE | {"logs", "engines", "host"},
+    "benchmark": BASE | {"logs", "engines", "host", "server"},
+    "journal": BASE | {"logs", "engines", "host", "server", "benchmark"},
+    "moves": BASE | {"logs", "engines", "host", "server", "benchmark", "journal"},
+    "views": BASE | {"logs", "engines", "host", "server", "benchmark", "journal", "moves"},
+    "report": BASE | {"logs", "engines", "server", "benchmark", "journal", "moves", "views"},
+    "testbeds": BASE | {"host", "server"},
+    "sim": set(),  # the stand-in server imports nothing of the toolkit it imitates an engine for
+    "cli": BASE | {"logs", "engines", "host", "server", "benchmark", "journal", "moves", "views", "report", "sim",
+                   "testbeds"},
+    "__init__": {"errors", "logs", "report", "host", "server", "journal", "benchmark", "moves", "views"},
+    "__main__": {"cli"},
+}
+# The two places that import lazily on purpose (see their docstrings): the notebook vocabulary, loaded
+# on first use because every simulated TP rank imports the package, and the CLI dispatcher.
+LAZY_LOADERS = {"toolkit/__init__.py", "toolkit/cli/main.py"}
+MAX_LINES = 400
+
+
+@dataclass(frozen=True)
+class Import:
+    source: str  # path relative to the repository
+    line: int
+    module: str  # toolkit.x.y
+    local: bool  # inside a function
+
+
+def _part(module: str) -> str:
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else "__init__"
+
+
+def _part_of_file(path: Path) -> str:
+    relative = path.relative_to(PACKAGE).with_suffix("")
+    return relative.parts[0] if len(relative.parts) > 1 else relative.parts[0]
+
+
+def _modules() -> list[Path]:
+    return sorted(p for p in PACKAGE.rglob("*.py") if "__pycache__" not in p.parts)
+
+
+def _is_type_checking(node: ast.If) -> bool:
+    test = node.test
+    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
+        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
+    )
+
+
+def _imports(path: Path) -> Iterator[Import]:
+    tree = ast.parse(path.read_text(), filename=str(path))
+    relative = str(path.relative_to(ROOT))
+
+    def walk(node: ast.AST, local: bool) -> Iterator[Import]:
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, ast.If) and _is_type_checking(child):
+                for sub in child.orelse:
+                    yield from walk(sub, local)
+                continue
+            inner = local or isinstance(child, ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda)
+            if isinstance(child, ast.ImportFrom) and child.module and child.level == 0:
+                names = [child.module] if child.module != "toolkit" else [f"toolkit.{a.name}" for a in child.names]
+                for name in names:
+                    if name.startswith("toolkit"):
+                        yield Import(relative, child.lineno, name, local)
+            elif isinstance(child, ast.Import):
+                for alias in child.names:
+                    if alias.name.startswith("toolkit"):
+                        yield Import(relative, child.lineno, alias.name, local)
+            yield from walk(child, inner)
+
+    yield from walk(tree, False)
+
+
+ALL_IMPORTS = [imp for path in _modules() for imp in _imports(path)]
+
+
+def test_every_folder_imports_only_the_floors_below_it() -> None:
+    wrong = []
+    for imp in ALL_IMPORTS:
+        mine = _part_of_file(ROOT / imp.source)
+        theirs = _part(imp.module)
+        if theirs == mine or (mine == "__init__" and theirs in ALLOWED["__init__"]):
+            continue
+        if theirs not in ALLOWED.get(mine, set()):
+            wrong.append(f"{imp.source}:{imp.line} imports {imp.module} ({mine} -> {theirs})")
+    assert not wrong, (
+        "imports against the layers of docs/architecture.md (move the code to the right floor, or pass the "
+        "value in from above):\n" + "\n".join(wrong)
+    )
+
+
+def test_no_function_local_import_of_a_toolkit_module() -> None:
+    local = [f"{i.source}:{i.line} {i.module}" for i in ALL_IMPORTS if i.local and i.source not in LAZY_LOADERS]
+    assert not local, "import at the top of the module (a local import hides an arrow of the graph):\n" + "\n".join(local)
+
+
+def test_no_import_by_string_and_no_module_class_swap() -> None:
+    found = []
+    for path in _modules():
+        for number, line in enumerate(path.read_text().splitlines(), start=1):
+            code = line.split("#", 1)[0]
+            if "import_module(" in code or "__import__(" in code or "__class__ =" in code:
+                found.append(f"{path.relative_to(ROOT)}:{number}: {line.strip()}")
+    assert not found, "plain imports only; no module class swaps:\n" + "\n".join(found)
+
+
+def test_no_getattr_on_our_own_objects_outside_the_simulator() -> None:
+    """getattr/hasattr duck typing hid the seams; type them instead (the simulator is exempt)."""
+    found = []
+    for path in _modules():
+        if "sim" in path.relative_to(PACKAGE).parts:
+            continue
+        for number, line in enumerate(path.read_text().splitlines(), start=1):
+            code = line.split("#", 1)[0]
+            if "getattr(" in code or "hasattr(" in code:
+                found.append(f"{path.relative_to(ROOT)}:{number}: {line.strip()}")
+    assert not found, "use the type's attributes (isinstance first when it may be another type):\n" + "\n".join(found)
+
+
+@pytest.mark.parametrize("path", _modules(), ids=lambda p: str(p.relative_to(ROOT)))
+def test_no_module_is_over_400_lines(path: Path) -> None:
+    lines = len(path.read_text().splitlines())
+    assert lines <= MAX_LINES, f"{path.relative_to(ROOT)} has {lines} lines: split it by concept (STYLE.md rule 2)"
+
+
+def test_the_layers_are_written_down() -> None:
+    text = (ROOT / "docs" / "architecture.md").read_text()
+    missing = [part for part in ALLOWED if part not in ("__init__", "__main__") and f"`{part}" not in text]
+    assert not missing, f"docs/architecture.md does not describe {missing}"

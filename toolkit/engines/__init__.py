@@ -1,0 +1,44 @@
+"""What each engine release does, as data: env writes, flags, health and other endpoints.
+
+Pure (standard library only). Every fact names the release and source line it was read
+in; ``docs/engine-releases.md`` lists them all and ``scripts/engine_contracts.py``
+regenerates the flag lists from the releases' own parsers.
+
+>>> from toolkit.engines import profile_for
+>>> p = profile_for("sglang", "0.5.23")
+>>> "--cuda-graph-max-bs" in p.flags("0.5.23"), "--tp-size" in p.flags("0.5.23")
+(False, True)
+"""
+
+from __future__ import annotations
+
+from toolkit.engines.bench_names import PEER_NAMES, PeerName, peer_names
+from toolkit.engines.flaglists import FlagEntry, ReleaseFlags, load_release_flags
+from toolkit.engines.profile import Endpoint, EngineProfile, EnvOutcome, EnvWrite, HealthCheck, MetricNames
+from toolkit.engines.releases import PROFILES, ProfileMatch, profile_for, profile_named, resolve_profile
+from toolkit.engines.versions import ReleaseRange, Version, VersionError, parse_version, parse_version_output
+
+__all__ = [
+    "PEER_NAMES",
+    "PROFILES",
+    "Endpoint",
+    "EngineProfile",
+    "EnvOutcome",
+    "EnvWrite",
+    "FlagEntry",
+    "HealthCheck",
+    "MetricNames",
+    "PeerName",
+    "ProfileMatch",
+    "ReleaseFlags",
+    "ReleaseRange",
+    "Version",
+    "VersionError",
+    "load_release_flags",
+    "parse_version",
+    "parse_version_output",
+    "peer_names",
+    "profile_for",
+    "profile_named",
+    "resolve_profile",
+]

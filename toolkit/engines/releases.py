@@ -1,0 +1,85 @@
+"""Which profile describes the engine release on a host: the registry and the lookup.
+
+The toolkit asks the host for the installed release (``EngineProfile.version_command``)
+and takes the matching line. When the answer is missing or unreadable it falls back to
+the newest line and says so in :attr:`ProfileMatch.note`, so a report can show that its
+beliefs were assumed, not matched.
+
+>>> profile_for("sglang", "0.5.23").name
+'sglang-0.5.20+'
+>>> profile_for("sglang", "0.5.4.post1").name
+'sglang-0.5.0-0.5.4.post1'
+>>> resolve_profile("vllm", None).note
+'no vllm release given: assuming the newest line, vllm-0.14+'
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from toolkit.engines.profile import EngineProfile
+from toolkit.engines.sglang import SGLANG_PROFILES
+from toolkit.engines.versions import Version, VersionError, parse_version
+from toolkit.engines.vllm import VLLM_PROFILES
+
+__all__ = ["PROFILES", "ProfileMatch", "resolve_profile", "profile_for", "profile_named"]
+
+# Oldest first; the last line of each engine is the newest.
+PROFILES: dict[str, tuple[EngineProfile, ...]] = {"sglang": SGLANG_PROFILES, "vllm": VLLM_PROFILES}
+
+
+@dataclass(frozen=True)
+class ProfileMatch:
+    """The profile chosen for an engine and release, and whether it was matched or assumed."""
+
+    profile: EngineProfile
+    version: Version | None
+    exact: bool
+    note: str = ""
+
+
+def resolve_profile(engine: str, version: str | Version | None) -> ProfileMatch:
+    """The release line of ``engine`` that covers ``version``.
+
+    ``None`` or an unreadable version: the newest line, ``exact=False`` and a note that
+    says so. A release older than every line: the oldest line, with a note. Raises
+    ``ValueError`` for an engine without profiles, naming the known ones.
+    """
+    lines = PROFILES.get(engine)
+    if not lines:
+        raise ValueError(f"no profiles for engine {engine!r}; known: {', '.join(sorted(PROFILES))}")
+    newest = lines[-1]
+    if version is None:
+        return ProfileMatch(newest, None, False, f"no {engine} release given: assuming the newest line, {newest.name}")
+    try:
+        parsed = version if isinstance(version, Version) else parse_version(version)
+    except VersionError:
+        return ProfileMatch(newest, None, False,
+                            f"{engine} release {version!r} is unreadable: assuming the newest line, {newest.name}")
+    for line in lines:
+        if parsed in line:
+            read = max((parse_version(r) for r in line.flag_releases), default=None)
+            if line is newest and read is not None and parsed > read:
+                return ProfileMatch(line, parsed, True, f"{engine} {parsed} is newer than the newest release read "
+                                                        f"({read}): {line.name}'s beliefs may be out of date")
+            return ProfileMatch(line, parsed, True)
+    oldest = lines[0].releases.low
+    if oldest is not None and parsed < oldest:
+        return ProfileMatch(lines[0], parsed, False,
+                            f"{engine} {parsed} predates every profile: using the oldest, {lines[0].name}")
+    return ProfileMatch(newest, parsed, False, f"{engine} {parsed} is outside every profile: using {newest.name}")
+
+
+def profile_for(engine: str, version: str | Version | None) -> EngineProfile:
+    """Shortcut for ``resolve_profile(engine, version).profile``."""
+    return resolve_profile(engine, version).profile
+
+
+def profile_named(name: str) -> EngineProfile:
+    """A profile by its name (``sglang-0.5.20+``); ``KeyError`` lists the names."""
+    for lines in PROFILES.values():
+        for line in lines:
+            if line.name == name:
+                return line
+    known = ", ".join(line.name for lines in PROFILES.values() for line in lines)
+    raise KeyError(f"no engine profile named {name!r}; known: {known}")
