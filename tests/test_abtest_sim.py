@@ -58,7 +58,7 @@ def test_decode_vs_prefill_is_beyond_noise_and_confirms_the_hypothesis(ssh_host:
     assert (a["status"], b["status"], b["verdict"]) == ("done", "done", "confirmed") and pd.isna(a["verdict"])
     assert b["hypothesis"].startswith("verify in extend mode") and b["verdict_note"] == ab.summary_text
     assert f"step {b['step_id']}" in a["notes"] and a["n_runs"] == b["n_runs"] == 2
-    runs = journal.results()
+    runs = journal.results(wide=True)
     assert sorted(runs["flag:--speculative-attention-mode"]) == ["decode", "decode", "prefill", "prefill"]
 
     png = tmp_path / "ab.png"

@@ -163,7 +163,7 @@ def test_an_interrupt_stops_the_server_and_restores_the_checkout(ssh_host: Host,
     with Journal(tmp_path / "journal.sqlite") as journal, pytest.raises(KeyboardInterrupt):
         perf_bisect(ssh_host, str(repo), good=commits[0]["sha"], bad="main", spec=spec, bench=interrupted_bench,
                     repeats=1, journal=journal, log_dir=str(tmp_path / "logs"), progress=False, timeout_s=60)
-    with Journal(tmp_path / "journal.sqlite") as journal:
+    with Journal(tmp_path / "journal.sqlite", resume=True) as journal:
         assert journal.steps()["status"].tolist() == ["done", "done", "interrupted"]
     assert_restored(repo, ssh_host, spec, head)
 

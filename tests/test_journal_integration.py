@@ -1,16 +1,15 @@
-"""The journal against the real producers: ServerSpec, and a real vLLM log classified by toolkit.logs.
-
-The journal only duck-types these (it imports none of them); this test pins the seam, so a
-change on either side shows up here rather than as a silently empty table.
-"""
+"""The journal against the real producers: ServerSpec, and a real vLLM log classified by toolkit.logs."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 import pytest
+from journal_data import bench_result
 
 from toolkit.journal import Journal
+from toolkit.logs import classify_lines
+from toolkit.server.spec import ServerSpec
 
 REAL_LOG = (
     Path(__file__).resolve().parents[2]
@@ -22,15 +21,14 @@ SECRET = "hf_Zq8xP2mK9vL4tR7wY1nB5cD3fG6hJ0sA"
 
 
 def test_a_real_server_spec_is_stored_flattened_and_redacted(tmp_path: Path) -> None:
-    import toolkit.server.spec as spec_module
-    base = spec_module.ServerSpec.sglang("moonshotai/Kimi-K2.5", tp=8, port=8000)
+    base = ServerSpec.sglang("moonshotai/Kimi-K2.5", tp=8, port=8000)
     spec = base.with_flags({"--speculative-algorithm": "EAGLE3", "--speculative-num-steps": 2}).with_env(
         {"HF_TOKEN": SECRET, "NCCL_ALGO": "Ring"}
     )
     journal = Journal(tmp_path / "j.sqlite")
     with journal.step("flag_change", spec=spec) as step:
-        step.record({"output_throughput": 60.1})
-    row = journal.results().iloc[0]
+        step.record(bench_result(60.1))
+    row = journal.results(wide=True).iloc[0]
     assert row["flag:--speculative-algorithm"] == "EAGLE3" and row["flag:--tp"] == "8"
     assert row["env:NCCL_ALGO"] == "Ring" and row["env:HF_TOKEN"] == "[REDACTED]"
     step_row = journal.steps().iloc[0]
@@ -43,8 +41,7 @@ def test_a_real_server_spec_is_stored_flattened_and_redacted(tmp_path: Path) -> 
 
 @pytest.mark.skipif(not REAL_LOG.is_file(), reason=f"{REAL_LOG} is not on this machine")
 def test_real_log_events_and_metric_rows_are_recorded(tmp_path: Path) -> None:
-    import toolkit.logs as logs
-    events = logs.classify_lines(REAL_LOG.read_text(errors="replace").splitlines(), engine="vllm")
+    events = classify_lines(REAL_LOG.read_text(errors="replace").splitlines(), engine="vllm")
     metric_rows = [e.metric for e in events if e.metric is not None]
     decisive = [e for e in events if e.verdict.value in ("ready", "fatal", "benign")]
     assert metric_rows and decisive

@@ -10,18 +10,22 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 from toolkit.journal import Journal
 
 ROOT = Path(__file__).resolve().parents[1]
 
 LOOP = """
 import sys, time
+sys.path.insert(0, "tests")
+from journal_data import bench_result
 from toolkit.journal import Journal
 journal = Journal(sys.argv[1], investigation="loop")
 stop_at = int(sys.argv[2])
 for i in range(10_000):
     with journal.step("flag_change", f"step {i}", hypothesis="loop") as step:
-        step.record({"output_throughput": 80.0 + i})
+        step.record(bench_result(80.0 + i))
         if i == stop_at:
             print("inside", step.id, flush=True)
             time.sleep(120)
@@ -68,15 +72,15 @@ def test_kill_9_inside_a_step_keeps_finished_steps_and_marks_the_running_one(tmp
             break
     os.kill(child.pid, signal.SIGKILL)
     child.communicate(timeout=10)
-    journal = Journal(path, investigation="loop")
+    journal = Journal(path, investigation="loop", resume=True)
     steps = journal.steps()
     assert journal.interrupted_on_open == (4,)
     assert steps["status"].tolist() == ["done", "done", "done", "interrupted"]
     assert f"pid {child.pid}" in steps["error"].iloc[3]
     assert steps["finished_at"].notna().all()
-    assert journal.results()["output_throughput"].tolist() == [80.0, 81.0, 82.0, 83.0]  # its run survives
+    assert journal.results(wide=True)["output_throughput"].tolist() == pytest.approx([80.0, 81.0, 82.0, 83.0])
     assert _integrity(path) == "ok"
-    assert Journal(path).interrupted_on_open == ()  # marked once
+    assert Journal(path, resume=True).interrupted_on_open == ()  # marked once
 
 
 def test_kill_9_at_an_arbitrary_moment_leaves_a_consistent_journal(tmp_path: Path) -> None:
@@ -88,7 +92,7 @@ def test_kill_9_at_an_arbitrary_moment_leaves_a_consistent_journal(tmp_path: Pat
             break
     os.kill(child.pid, signal.SIGKILL)
     child.communicate(timeout=10)
-    steps = Journal(path, investigation="loop").steps()
+    steps = Journal(path, investigation="loop", resume=True).steps()
     *finished, last = steps["status"].tolist()
     assert len(steps) >= 6 and set(finished) == {"done"} and last in {"done", "interrupted"}
     assert "running" not in steps["status"].tolist()
@@ -125,8 +129,8 @@ def test_running_steps_of_live_or_remote_processes_are_left_alone(tmp_path: Path
         conn.execute("UPDATE steps SET hostname = 'gpu-b.example' WHERE id = ?", (remote.id,))
         conn.execute("UPDATE steps SET proc_token = 'other-boot:1' WHERE id = ?", (reused.id,))
     conn.close()
-    reopened = Journal(path)
+    reopened = Journal(path, resume=True)
     assert reopened.interrupted_on_open == (reused.id,)
     assert reopened.steps()["status"].tolist() == ["running", "running", "interrupted"]
     mine.finish()
-    assert Journal(path).steps()["status"].tolist()[0] == "done"
+    assert Journal(path, resume=True).steps()["status"].tolist()[0] == "done"

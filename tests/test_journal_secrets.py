@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import random
 import string
 import tempfile
@@ -11,9 +12,12 @@ from typing import Any
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from journal_data import bench_result, decode_line, events, metric_rows, readiness
 
 from toolkit.errors import CommandFailed
 from toolkit.journal import Journal, StepRecorder
+from toolkit.logs import MetricRow
+from toolkit.server.spec import ServerSpec
 
 _ALNUM = string.ascii_letters + string.digits
 
@@ -24,20 +28,12 @@ def _shaped(seed: int, kind: int) -> str:
     return [f"hf_{body}", f"sk-ant-{body}", f"ghp_{body}", f"github_pat_{body}", body][kind]
 
 
-def _spec(flags: list[list[Any]], env: list[list[Any]]) -> dict[str, Any]:
-    return {
-        "engine": "vllm",
-        "launcher": ["vllm", "serve"],
-        "model": "m",
-        "port": 8000,
-        "flags": flags,
-        "env": env,
-        "workdir": None,
-        "python": None,
-        "commit": "abc1234",
-        "label": None,
-        "simulated": True,
-    }
+def _spec(flags: dict[str, str], env: dict[str, str]) -> ServerSpec:
+    def words(values: dict[str, str]) -> dict[str, str]:  # no argv or environment carries a NUL (InvalidFlag)
+        return {name: value.replace("\x00", "") for name, value in values.items()}
+
+    spec = ServerSpec.vllm("m", port=8000).with_flags(words(flags)).with_env(words(env))
+    return dataclasses.replace(spec, commit="abc1234")
 
 
 # Each door takes (journal, text holding the secret, the bare secret) and writes it.
@@ -52,38 +48,32 @@ def _in_step(action: Callable[[StepRecorder], object], **step: Any) -> Door:
     return door
 
 
+def _metric_row(text: str) -> MetricRow:
+    row = metric_rows([decode_line(80.0, 2.0, 1)])[0]
+    return dataclasses.replace(row, kind=text, rank=text)
+
+
 DOORS: dict[str, Door] = {
-    "named flag": lambda j, t, s: j.step(
-        "flag_change", spec=_spec([["--api-key", s], ["--tp", "8"]], [])
-    ).finish(),
-    "named env": lambda j, t, s: j.step("nccl_env", spec=_spec([], [["WANDB_API_KEY", s]])).finish(),
-    "flag value text": lambda j, t, s: j.step(
-        "flag_change", spec=_spec([["--served-model-name", t]], [])
-    ).finish(),
-    "env value text": lambda j, t, s: j.step("nccl_env", spec=_spec([], [["EXTRA_ARGS", t]])).finish(),
+    "named flag": lambda j, t, s: j.step("flag_change", spec=_spec({"--api-key": s, "--tp": "8"}, {})).finish(),
+    "named env": lambda j, t, s: j.step("nccl_env", spec=_spec({}, {"WANDB_API_KEY": s})).finish(),
+    "flag value text": lambda j, t, s: j.step("flag_change", spec=_spec({"--served-model-name": t}, {})).finish(),
+    "env value text": lambda j, t, s: j.step("nccl_env", spec=_spec({}, {"EXTRA_ARGS": t})).finish(),
     "title": lambda j, t, s: j.step("note", t).finish(),
     "hypothesis": lambda j, t, s: j.step("note", "h", hypothesis=t).finish(),
     "host": lambda j, t, s: j.step("note", "h", host=t).finish(),
     "note": lambda j, t, s: j.note("n", t),
     "root cause": lambda j, t, s: j.root_cause(t),
+    "investigation name": lambda j, t, s: Journal(j.path, investigation=t).note("n", "x"),
     "log line": lambda j, t, s: _in_step(lambda r: r.record_log_lines([t]))(j, t, s),
+    "classified log line": lambda j, t, s: _in_step(lambda r: r.record_log_lines(events(t)))(j, t, s),
     "verdict note": lambda j, t, s: _in_step(lambda r: r.set_verdict("refuted", note=t))(j, t, s),
-    "run label": lambda j, t, s: _in_step(lambda r: r.record({"output_throughput": 1.0}, run_label=t))(
-        j, t, s
-    ),
-    "summary": lambda j, t, s: _in_step(lambda r: r.record({"output_throughput": 1.0, "backend": t}))(
-        j, t, s
-    ),
-    "request row": lambda j, t, s: _in_step(lambda r: r.record({"summary": {}, "requests": [{"error": t}]}))(
-        j, t, s
-    ),
-    "readiness": lambda j, t, s: _in_step(lambda r: r.record({"ready": False, "benign": [t]}))(j, t, s),
-    "metric line": lambda j, t, s: _in_step(
-        lambda r: r.record_metrics(
-            [{"kind": t, "values": {"HF_TOKEN": s}, "timestamp": None, "rank": None, "line_no": 1}]
-        )
-    )(j, t, s),
+    "run label": lambda j, t, s: _in_step(lambda r: r.record(bench_result(1.0), run_label=t))(j, t, s),
+    "bench model name": lambda j, t, s: _in_step(lambda r: r.record(bench_result(1.0, model=t)))(j, t, s),
+    "request error": lambda j, t, s: _in_step(lambda r: r.record(bench_result(1.0, error=t)))(j, t, s),
+    "readiness": lambda j, t, s: _in_step(lambda r: r.record(readiness(t)))(j, t, s),
+    "metric line": lambda j, t, s: _in_step(lambda r: r.record_metrics([_metric_row(t)]))(j, t, s),
     "versions": lambda j, t, s: _in_step(lambda r: r.set_versions({"sglang": t}))(j, t, s),
+    "spec attached later": lambda j, t, s: _in_step(lambda r: r.set_spec(_spec({"--hf-token": s}, {"X": t})))(j, t, s),
 }
 
 

@@ -29,7 +29,7 @@ def _png(fig: Figure, path: Path) -> Path:
 
 
 def test_throughput_shows_repeats_ci_and_baseline(story: Journal, tmp_path: Path) -> None:
-    fig = plots.throughput(story.results(), baseline="baseline")
+    fig = plots.throughput(story.results(wide=True), baseline="baseline")
     _png(fig, tmp_path / "throughput.png")
     ax = fig.axes[0]
     assert ax.get_ylabel() == "output tok/s" and ax.get_xlabel() == "configuration"
@@ -39,12 +39,12 @@ def test_throughput_shows_repeats_ci_and_baseline(story: Journal, tmp_path: Path
 
 
 def test_throughput_with_hue_and_numeric_baseline(story: Journal, tmp_path: Path) -> None:
-    fig = plots.throughput(story.results(), x="kind", hue="verdict", baseline=82.5)
+    fig = plots.throughput(story.results(wide=True), x="kind", hue="verdict", baseline=82.5)
     _png(fig, tmp_path / "throughput_hue.png")
     with pytest.raises(ValueError, match="not a value of column"):
-        plots.throughput(story.results(), baseline="nope")
+        plots.throughput(story.results(wide=True), baseline="nope")
     with pytest.raises(ValueError, match="needs the column"):
-        plots.throughput(story.results(), y="goodput")
+        plots.throughput(story.results(wide=True), y="goodput")
 
 
 @pytest.mark.parametrize(
@@ -59,7 +59,7 @@ def test_latency_ecdf(story: Journal, tmp_path: Path, metric: str, xlabel: str, 
     _png(fig, tmp_path / f"{metric}.png")
     ax = fig.axes[0]
     assert (ax.get_xlabel(), ax.get_ylabel()) == (xlabel, ylabel)
-    assert len(ax.get_lines()) == story.results()["label"].nunique()
+    assert len(ax.get_lines()) == story.results(wide=True)["label"].nunique()
 
 
 @pytest.mark.parametrize(
@@ -135,7 +135,7 @@ def test_env_matrix_marks_missing_and_redacts_values(tmp_path: Path) -> None:
 def test_empty_frames_render_a_message_not_an_error(tmp_path: Path) -> None:
     empty_journal = Journal(tmp_path / "empty.sqlite")
     figures = [
-        plots.throughput(empty_journal.results().assign(output_throughput=[])),
+        plots.throughput(empty_journal.results(wide=True).assign(output_throughput=[])),
         plots.latency_ecdf(pd.DataFrame({"ttft_ms": [], "label": []})),
         plots.server_metrics(empty_journal.metric_lines()),
         plots.timeline(empty_journal.steps()),
@@ -150,6 +150,6 @@ def test_no_pyplot_figures_are_left_open(story: Journal) -> None:
     import matplotlib.pyplot as plt
 
     before = plt.get_fignums()
-    plots.throughput(story.results())
+    plots.throughput(story.results(wide=True))
     plots.timeline(story.steps())
     assert plt.get_fignums() == before

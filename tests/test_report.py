@@ -8,6 +8,7 @@ from pathlib import Path
 
 import matplotlib
 import pytest
+from journal_data import bench_result
 from test_journal_story import SECRET_TOKEN, build_story
 
 from toolkit.__main__ import main as toolkit_main
@@ -106,7 +107,7 @@ def test_renderers_redact_and_escape_whatever_they_are_given() -> None:
 def test_cli_writes_the_report(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     journal = Journal(tmp_path / "small.sqlite", investigation="small")
     with journal.step("baseline", "only step") as step:
-        step.record({"output_throughput": 82.0})
+        step.record(bench_result(82.0))
     journal.close()
     # Through the real dispatcher (python -m toolkit report ...), in-process to keep the test quick.
     assert toolkit_main(["report", str(journal.path), "--out", str(tmp_path / "out")]) == 0

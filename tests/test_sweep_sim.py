@@ -61,7 +61,7 @@ def test_attention_mode_sweep_over_ssh_records_every_step_and_plots(ssh_host: Ho
     assert list(steps["status"]) == ["done", "done"] and list(steps["kind"]) == ["attention_mode"] * 2
     assert steps["ready"].all() and list(steps["hosts"]) == [ssh_host.name] * 2
     assert all(v.get("simulator") == "toolkit.sim" and v.get("sglang") for v in steps["versions"])
-    runs = journal.results()
+    runs = journal.results(wide=True)
     assert list(runs["flag:--speculative-attention-mode"]) == ["prefill", "decode"]
     assert list(runs["output_throughput"]) == pytest.approx([prefill, decode])
     metric_lines = journal.metric_lines()
@@ -109,7 +109,7 @@ def test_a_failing_combination_is_recorded_with_evidence_and_the_sweep_goes_on(
     lines = journal.log_lines(int(failed["step_id"]))  # read to the end of the log, whatever wait_ready saw
     fatal = lines[lines["verdict"] == "fatal"]
     assert fatal["text"].str.contains("CUDA out of memory").any() and lines["verdict"].eq("benign").any()
-    assert list(journal.results()["step_id"]) == [steps["step_id"].iloc[0], steps["step_id"].iloc[2]]
+    assert list(journal.results(wide=True)["step_id"]) == [steps["step_id"].iloc[0], steps["step_id"].iloc[2]]
     assert "FAILED --sim-fault=oom" in repr(result)
     _assert_nothing_left(ssh_host, port, [int(p) for p in frame["server_pid"].dropna()])
 

@@ -36,8 +36,8 @@ from __future__ import annotations
 
 import math
 import re
-from collections import Counter
 from collections.abc import Mapping
+from functools import lru_cache
 from typing import Any
 
 __all__ = [
@@ -58,32 +58,55 @@ REDACTED = "[REDACTED]"
 _CREDENTIAL_NOUNS = ("token", "key", "secret", "password", "passwd", "passphrase")
 _LAST_WORDS = frozenset(_CREDENTIAL_NOUNS) | {"credential", "credentials", "authorization", "cookie", "apikey"}
 _ANYWHERE = ("password", "passwd", "secret")
+# Every name is_secret_name accepts holds one of these (lower case): a text without any has no secret name.
+_NAME_FRAGMENTS = ("token", "key", "secret", "pass", "pwd", "credential", "authorization", "cookie")
 # Words that end in a credential noun by accident.
 _BENIGN_COMPOUNDS = frozenset({"monkey", "donkey", "hockey", "jockey", "turkey", "whiskey", "hotkey", "keykey"})
 _WORD_SPLIT = re.compile(r"[^A-Za-z0-9]+|(?<=[a-z0-9])(?=[A-Z])")
 
-# Known credential formats, matched anywhere in text.
-_SHAPES: tuple[re.Pattern[str], ...] = (
-    re.compile(r"-----BEGIN[A-Z ]*PRIVATE KEY-----.*?(?:-----END[A-Z ]*PRIVATE KEY-----|\Z)", re.S),
-    re.compile(r"\bhf_[A-Za-z0-9]{20,}"),
-    re.compile(r"\bsk-[A-Za-z0-9_-]{20,}"),
-    re.compile(r"\b(?:AKIA|ASIA)[0-9A-Z]{16}\b"),
-    re.compile(r"\bgh[pousr]_[A-Za-z0-9]{30,}"),
-    re.compile(r"\bgithub_pat_[A-Za-z0-9_]{22,}"),
-    re.compile(r"\bglpat-[A-Za-z0-9_-]{20,}"),
-    re.compile(r"\bxox[abprs]-[A-Za-z0-9-]{10,}"),
-    re.compile(r"\beyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]+"),
+
+def _first_start(run: str, start: str) -> str:
+    """A regex prefix that tries only the first place in a run of ``run`` characters where ``start`` holds.
+
+    Linear time. Without it, a pattern such as ``\\beyJ[A-Za-z0-9_-]{8,}\\.`` starts again at
+    every ``\\b`` of one long run, scans to the run's end and fails each time: quadratic in
+    the run's length (a 60 kB log line with no spaces took 33.6 s, issue 20). For the patterns
+    built on it, the part that follows the start must extend to the run's end (the next
+    character is not a run character), so a later start in the same run fails whenever the
+    first one does, and trying only the first one changes no result. The skipped lead-in is
+    the ``lead`` group; replacements keep it.
+    """
+    return rf"(?<!{run})(?>(?P<lead>{run}*?){start})"
+
+
+# Known credential formats, matched anywhere in text, each after a literal it cannot match
+# without: a text without the literal skips the pattern (an `in` test, far cheaper than a scan).
+_SHAPES: tuple[tuple[str, re.Pattern[str]], ...] = (
+    ("-----BEGIN", re.compile(r"-----BEGIN[A-Z ]*PRIVATE KEY-----.*?(?:-----END[A-Z ]*PRIVATE KEY-----|\Z)", re.S)),
+    ("hf_", re.compile(r"\bhf_[A-Za-z0-9]{20,}")),
+    ("sk-", re.compile(r"\bsk-[A-Za-z0-9_-]{20,}")),
+    ("IA", re.compile(r"\b(?:AKIA|ASIA)[0-9A-Z]{16}\b")),
+    ("_", re.compile(r"\bgh[pousr]_[A-Za-z0-9]{30,}")),
+    ("github_pat_", re.compile(r"\bgithub_pat_[A-Za-z0-9_]{22,}")),
+    ("glpat-", re.compile(r"\bglpat-[A-Za-z0-9_-]{20,}")),
+    ("xox", re.compile(r"\bxox[abprs]-[A-Za-z0-9-]{10,}")),
+    ("eyJ", re.compile(_first_start(r"[A-Za-z0-9_-]", r"\b(?=eyJ)")
+                       + r"eyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]+")),
 )
 _BEARER = re.compile(r"(?i)\b(bearer|basic)(\s+)(?!\[REDACTED\])([A-Za-z0-9._~+/=-]{8,})")
 _PLAIN_WORD = re.compile(r"[A-Z]?[a-z]+|[-+]?\d+(?:\.\d+)?")
-_URL_USERINFO = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://[^\s:/@'\"]+):([^\s@/'\"]+)@")
+_URL_USERINFO = re.compile(r"(?i)" + _first_start(r"[a-z0-9+.-]", r"\b(?=[a-z])")
+                           + r"(?P<user>[a-z][a-z0-9+.-]*://[^\s:/@'\"]+):(?:[^\s@/'\"]+)@")
 # NAME=value, --flag=value, --flag value, name: value, "name": "value". Values never
 # swallow quotes, backticks or backslashes, which keeps JSON valid, `code spans` closed and
 # redaction idempotent.
 _VALUE = r"(?:\"[^\"\\\n]*\"|'[^'\\\n]*'|(?:(?i:bearer|basic|token|digest)\s+)?[^\s'\"`\\,;&|)}\]]+)"
-_ASSIGN = re.compile(r"(?<![A-Za-z0-9_.-])(--?[A-Za-z][A-Za-z0-9_.-]*|[A-Za-z_][A-Za-z0-9_.]*)(=)(" + _VALUE + ")")
-_FLAG_SPACE = re.compile(r"(?<![A-Za-z0-9_-])(--[A-Za-z][A-Za-z0-9_-]*)(\s+)(?!-)(" + _VALUE + ")")
-_COLON = re.compile(r"(?<![A-Za-z0-9_-])([A-Za-z_][A-Za-z0-9_.-]*)([\"']?\s*:\s*[\"']?)(?!//)(" + _VALUE + ")")
+_ASSIGN = re.compile(r"(?<![A-Za-z0-9_.-])(?P<name>--?[A-Za-z][A-Za-z0-9_.-]*|[A-Za-z_][A-Za-z0-9_.]*)(?P<sep>=)"
+                     r"(?P<value>" + _VALUE + ")")
+_FLAG_SPACE = re.compile(r"(?<![A-Za-z0-9_-])(?P<name>--[A-Za-z][A-Za-z0-9_-]*)(?P<sep>\s+)(?!-)(?P<value>" + _VALUE + ")")
+# A name starts after a dot too (``config.api_key: x``), but only the first start of a run is tried.
+_COLON = re.compile(_first_start(r"[A-Za-z0-9_.-]", r"(?<![A-Za-z0-9_-])(?=[A-Za-z_])")
+                    + r"(?P<name>[A-Za-z_][A-Za-z0-9_.-]*)(?P<sep>[\"']?\s*:\s*[\"']?)(?!//)(?P<value>" + _VALUE + ")")
 _ENTROPY_CANDIDATE = re.compile(r"(?<![A-Za-z0-9+/=_-])[A-Za-z0-9+/=_-]{32,}(?![A-Za-z0-9+/=_-])")
 
 
@@ -91,6 +114,7 @@ def _words(name: str) -> list[str]:
     return [w.lower() for w in _WORD_SPLIT.split(name.strip()) if w]
 
 
+@lru_cache(maxsize=4096)  # a long line repeats the same few names thousands of times
 def is_secret_name(name: str) -> bool:
     """True when a variable or flag *name* announces a credential (see the module docstring).
 
@@ -113,8 +137,10 @@ def is_secret_name(name: str) -> bool:
 
 
 def _entropy_bits(text: str) -> float:
-    counts = Counter(text)
-    return -sum(n / len(text) * math.log2(n / len(text)) for n in counts.values())
+    # str.count per distinct character: a token has few distinct ones (it is base64 at most), and
+    # counting each in C is several times faster than Counter's loop over a megabyte token.
+    counts = [text.count(c) for c in set(text)]
+    return -sum(n / len(text) * math.log2(n / len(text)) for n in counts)
 
 
 def _is_high_entropy(token: str) -> bool:
@@ -150,15 +176,20 @@ def redact_value(name: str | None, value: Any) -> Any:
     return redact_obj(value, name=name)
 
 
+def _lead(match: re.Match[str]) -> str:
+    """The lead-in a pattern built with :func:`_first_start` skipped (kept as it was)."""
+    return (match.group("lead") or "") if "lead" in match.re.groupindex else ""
+
+
 def _named_value(match: re.Match[str]) -> str:
-    name, sep, value = match.group(1), match.group(2), match.group(3)
+    name, sep, value = match.group("name", "sep", "value")
     if not is_secret_name(name) or "[REDACTED" in value:
         return match.group(0)
     # "#full token: 181" (SGLang's decode line) is a count, not a credential; a number
     # next to a password is still redacted.
     if re.fullmatch(r"[-+]?\d+(?:\.\d+)?", value) and not any(f in name.lower() for f in _ANYWHERE):
         return match.group(0)
-    return f"{name}{sep}{REDACTED}"
+    return f"{_lead(match)}{name}{sep}{REDACTED}"
 
 
 def _bearer(match: re.Match[str]) -> str:
@@ -169,7 +200,9 @@ def _bearer(match: re.Match[str]) -> str:
 
 
 def _shape(match: re.Match[str]) -> str:
-    return match.group(0) if match.group(0) == REDACTED else REDACTED
+    lead = _lead(match)
+    found = match.group(0)[len(lead):]
+    return lead + (found if found == REDACTED else REDACTED)
 
 
 def redact_text(text: str) -> str:
@@ -180,12 +213,18 @@ def redact_text(text: str) -> str:
     """
     if not text:
         return text
-    for pattern in _SHAPES:
-        text = pattern.sub(_shape, text)
-    text = _URL_USERINFO.sub(lambda m: f"{m.group(1)}:{REDACTED}@", text)
-    text = _BEARER.sub(_bearer, text)
-    for pattern in (_ASSIGN, _FLAG_SPACE, _COLON):
-        text = pattern.sub(_named_value, text)
+    for literal, pattern in _SHAPES:
+        if literal in text:
+            text = pattern.sub(_shape, text)
+    if "://" in text:
+        text = _URL_USERINFO.sub(lambda m: f"{_lead(m)}{m.group('user')}:{REDACTED}@", text)
+    folded = text.lower()  # a replacement never adds "bearer" or "basic"
+    if "bearer" in folded or "basic" in folded:
+        text = _BEARER.sub(_bearer, text)
+    if any(fragment in folded for fragment in _NAME_FRAGMENTS):  # else no name here is a secret's
+        for literal, pattern in (("=", _ASSIGN), ("--", _FLAG_SPACE), (":", _COLON)):
+            if literal in text:
+                text = pattern.sub(_named_value, text)
     return _ENTROPY_CANDIDATE.sub(lambda m: REDACTED if _is_high_entropy(m.group(0)) else m.group(0), text)
 
 
@@ -195,7 +234,7 @@ def redact_mapping(mapping: Mapping[str, Any]) -> dict[str, Any]:
     >>> redact_mapping({"NCCL_ALGO": "Ring", "OPENAI_API_KEY": "abc"})
     {'NCCL_ALGO': 'Ring', 'OPENAI_API_KEY': '[REDACTED]'}
     """
-    return {str(k): redact_obj(v, name=str(k)) for k, v in mapping.items()}
+    return {redact_text(str(k)): redact_obj(v, name=str(k)) for k, v in mapping.items()}
 
 
 def redact_pairs(pairs: Any) -> list[list[Any]]:
@@ -230,7 +269,8 @@ def redact_obj(obj: Any, *, name: str | None = None) -> Any:
     if isinstance(obj, str):
         return redact_text(obj)
     if isinstance(obj, Mapping):
-        return {str(k): redact_obj(v, name=str(k)) for k, v in obj.items()}
+        # Keys are names, and text too: a benchmark's error counts are keyed by the error's message.
+        return {redact_text(str(k)): redact_obj(v, name=str(k)) for k, v in obj.items()}
     if isinstance(obj, list | tuple):
         # ["HF_TOKEN", "x"] inside a list is a name/value pair (a spec's env, an evidence entry).
         return [[item[0], redact_obj(item[1], name=item[0])] if _is_pair(item) else redact_obj(item)

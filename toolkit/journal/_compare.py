@@ -9,13 +9,14 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from toolkit.journal._frames import flatten_spec
+import pandas as pd
+
+from toolkit.journal._frames import RESULT_BASE_COLUMNS
+from toolkit.journal.adapters import FLAG_PREFIX, column_name, spec_parameters
+from toolkit.server.naming import ENV_PREFIX, diff
 from toolkit.stats import compare_samples, metric_direction
-
-if TYPE_CHECKING:
-    import pandas as pd
 
 __all__ = ["Side", "resolve_side", "compare_frames"]
 
@@ -25,16 +26,16 @@ ABSENT = "(absent)"
 
 @dataclass(frozen=True)
 class Side:
-    """One side of a comparison: a name, its runs (rows of ``results``) and its flattened spec."""
+    """One side of a comparison: a name, its runs (rows of ``results``) and its spec's parameters."""
 
     name: str
     runs: pd.DataFrame
-    spec: dict[str, Any]
+    parameters: dict[str, str]
 
 
-def _spec_of(steps: pd.DataFrame, step_id: int) -> dict[str, Any]:
+def _spec_of(steps: pd.DataFrame, step_id: int) -> dict[str, str]:
     match = steps[steps["step_id"] == step_id]
-    return flatten_spec(match.iloc[0]["spec"]) if len(match) else {}
+    return spec_parameters(match.iloc[0]["spec"]) if len(match) else {}
 
 
 def resolve_side(selector: int | str, steps: pd.DataFrame, results: pd.DataFrame) -> Side:
@@ -67,7 +68,7 @@ def resolve_side(selector: int | str, steps: pd.DataFrame, results: pd.DataFrame
 def _numeric_metrics(runs: pd.DataFrame, skip: set[str]) -> dict[str, list[float]]:
     out: dict[str, list[float]] = {}
     for column in runs.columns:
-        if column in skip or column.startswith(("flag:", "env:")):
+        if column in skip or column.startswith((FLAG_PREFIX, ENV_PREFIX)):
             continue
         values = [float(v) for v in runs[column] if isinstance(v, int | float) and not isinstance(v, bool)
                   and not math.isnan(float(v))]
@@ -77,17 +78,15 @@ def _numeric_metrics(runs: pd.DataFrame, skip: set[str]) -> dict[str, list[float
 
 
 def compare_frames(a: Side, b: Side) -> pd.DataFrame:
-    """The rows of ``journal.compare``: spec differences, then every metric with diff, b/a and a verdict."""
-    import pandas as pd
+    """The rows of ``journal.compare``: spec differences, then every metric with diff, b/a and a verdict.
 
-    from toolkit.journal._frames import RESULT_BASE_COLUMNS
-
-    rows: list[dict[str, Any]] = []
-    for name in sorted(set(a.spec) | set(b.spec), key=lambda n: (n.startswith("env:"), n)):
-        va, vb = a.spec.get(name), b.spec.get(name)
-        if va != vb:
-            rows.append({"section": "spec", "name": name, "a": ABSENT if va is None else va,
-                         "b": ABSENT if vb is None else vb})
+    The spec rows are :func:`toolkit.server.naming.diff`'s changes, named like the results columns.
+    """
+    rows: list[dict[str, Any]] = [
+        {"section": "spec", "name": column_name(change.name), "a": ABSENT if change.before is None else change.before,
+         "b": ABSENT if change.after is None else change.after}
+        for change in diff(a.parameters, b.parameters)
+    ]
     skip = set(RESULT_BASE_COLUMNS)
     metrics_a, metrics_b = _numeric_metrics(a.runs, skip), _numeric_metrics(b.runs, skip)
     for name in [m for m in metrics_a if m in metrics_b] + [m for m in metrics_b if m not in metrics_a]:

@@ -8,19 +8,16 @@ request, one row per metric line. Times are UTC ``datetime64`` columns; duration
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from toolkit.journal._coerce import env_pairs, flag_words
+import pandas as pd
+
 from toolkit.journal._store import Store, loads
+from toolkit.journal.adapters import FLAG_PREFIX, spec_columns
+from toolkit.server.naming import ENV_PREFIX
 
-if TYPE_CHECKING:
-    import pandas as pd
-
-__all__ = ["SWITCH", "flatten_spec", "steps_frame", "results_frame", "requests_frame", "metric_lines_frame",
-           "log_lines_frame", "investigations_frame"]
-
-SWITCH = "on"  # the value shown for a flag given without a value (``--enable-torch-compile``)
+__all__ = ["steps_frame", "results_frame", "requests_frame", "metric_lines_frame", "log_lines_frame",
+           "investigations_frame", "RESULT_BASE_COLUMNS"]
 
 STEP_COLUMNS = [
     "step_id", "seq", "kind", "title", "hypothesis", "status", "verdict", "verdict_note", "label", "engine",
@@ -33,30 +30,12 @@ RESULT_BASE_COLUMNS = [
 ]
 
 
-def flatten_spec(spec: Mapping[str, Any] | None) -> dict[str, Any]:
-    """engine, model, commit, launcher and one ``flag:NAME`` / ``env:NAME`` entry per flag and variable."""
-    if not spec:
-        return {}
-    flat: dict[str, Any] = {key: spec.get(key) for key in ("engine", "model", "commit")}
-    if spec.get("launcher"):
-        flat["launcher"] = " ".join(str(part) for part in spec["launcher"])
-    for name, value in spec.get("flags") or []:
-        flat[f"flag:{name}"] = SWITCH if value is None else " ".join(flag_words(value))
-    for name, value in env_pairs(spec.get("env")):
-        flat[f"env:{name}"] = str(value)
-    return flat
-
-
 def _times(frame: pd.DataFrame, *columns: str) -> None:
-    import pandas as pd
-
     for column in columns:
         frame[column] = pd.to_datetime(frame[column].astype("float64"), unit="s", utc=True)
 
 
 def investigations_frame(store: Store) -> pd.DataFrame:
-    import pandas as pd
-
     rows = store.read(
         "SELECT i.id AS investigation_id, i.name, i.created_at, i.root_cause, count(s.id) AS n_steps"
         " FROM investigations i LEFT JOIN steps s ON s.investigation_id = i.id GROUP BY i.id ORDER BY i.id"
@@ -67,9 +46,7 @@ def investigations_frame(store: Store) -> pd.DataFrame:
     return frame
 
 
-def steps_frame(store: Store, investigation_id: int) -> pd.DataFrame:
-    import pandas as pd
-
+def steps_frame(store: Store, investigation_id: int | None) -> pd.DataFrame:
     rows = store.read(
         "SELECT s.*, (SELECT count(*) FROM runs r WHERE r.step_id = s.id) AS n_runs,"
         " (SELECT group_concat(text, char(10)) FROM (SELECT text FROM notes n WHERE n.step_id = s.id"
@@ -101,9 +78,7 @@ def steps_frame(store: Store, investigation_id: int) -> pd.DataFrame:
     return frame
 
 
-def results_frame(store: Store, investigation_id: int) -> pd.DataFrame:
-    import pandas as pd
-
+def results_frame(store: Store, investigation_id: int | None) -> pd.DataFrame:
     steps = store.read("SELECT id FROM steps WHERE investigation_id = ? ORDER BY id", (investigation_id,))
     seq_of = {row["id"]: seq for seq, row in enumerate(steps, start=1)}
     rows = store.read(
@@ -119,7 +94,7 @@ def results_frame(store: Store, investigation_id: int) -> pd.DataFrame:
         spec = loads(row["spec_json"]) or {}
         summary = {k: v for k, v in (loads(row["summary_json"]) or {}).items()
                    if v is None or isinstance(v, bool | int | float | str)}
-        flat = flatten_spec(spec)
+        flat = spec_columns(spec)
         record = {
             "run_id": row["run_id"], "step_id": row["step_id"], "seq": seq_of.get(row["step_id"]),
             "kind": row["kind"], "title": row["title"],
@@ -132,21 +107,19 @@ def results_frame(store: Store, investigation_id: int) -> pd.DataFrame:
             metric_names.setdefault(key, None)
             record.setdefault(key, value)
         for key, value in flat.items():
-            if key.startswith(("flag:", "env:")):
+            if key.startswith((FLAG_PREFIX, ENV_PREFIX)):
                 spec_names.setdefault(key, None)
                 record[key] = value
         records.append(record)
     columns = RESULT_BASE_COLUMNS + [m for m in metric_names if m not in RESULT_BASE_COLUMNS]
-    columns += sorted(spec_names, key=lambda name: (not name.startswith("flag:"), name))
+    columns += sorted(spec_names, key=lambda name: (not name.startswith(FLAG_PREFIX), name))
     frame = pd.DataFrame(records, columns=columns)
     frame["repeat"] = frame["repeat"].astype("Int64")  # None for single runs, not NaN floats
     _times(frame, "recorded_at")
     return frame
 
 
-def requests_frame(store: Store, investigation_id: int, run_id: int | None = None) -> pd.DataFrame:
-    import pandas as pd
-
+def requests_frame(store: Store, investigation_id: int | None, run_id: int | None = None) -> pd.DataFrame:
     sql = (
         "SELECT q.run_id, q.idx, q.data_json, r.step_id, r.label AS run_label, s.spec_label, s.title"
         " FROM requests q JOIN runs r ON r.id = q.run_id JOIN steps s ON s.id = r.step_id"
@@ -165,10 +138,8 @@ def requests_frame(store: Store, investigation_id: int, run_id: int | None = Non
 
 
 def metric_lines_frame(
-    store: Store, investigation_id: int, run_id: int | None = None, step_id: int | None = None
+    store: Store, investigation_id: int | None, run_id: int | None = None, step_id: int | None = None
 ) -> pd.DataFrame:
-    import pandas as pd
-
     sql = (
         "SELECT m.step_id, m.run_id, m.line_no, m.kind, m.rank, m.timestamp, m.values_json,"
         " r.label AS run_label, s.spec_label, s.title"
@@ -196,9 +167,7 @@ def metric_lines_frame(
     return frame
 
 
-def log_lines_frame(store: Store, investigation_id: int, step_id: int | None = None) -> pd.DataFrame:
-    import pandas as pd
-
+def log_lines_frame(store: Store, investigation_id: int | None, step_id: int | None = None) -> pd.DataFrame:
     sql = (
         "SELECT l.step_id, l.run_id, l.line_no, l.rank, l.level, l.verdict, l.rule, l.timestamp, l.text"
         " FROM log_lines l JOIN steps s ON s.id = l.step_id WHERE s.investigation_id = ?"

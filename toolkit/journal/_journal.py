@@ -4,27 +4,39 @@ from __future__ import annotations
 
 import os
 import platform
+import threading
 import time
 from collections.abc import Mapping
 from functools import cache
+from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from types import TracebackType
-from typing import TYPE_CHECKING, Any
 
-from toolkit.journal._coerce import host_names, spec_parts
+import pandas as pd
+
+from toolkit.journal._compare import compare_frames, resolve_side
+from toolkit.journal._frames import (
+    investigations_frame,
+    log_lines_frame,
+    metric_lines_frame,
+    requests_frame,
+    results_frame,
+    steps_frame,
+)
+from toolkit.journal._investigation import Investigation, choose, free_name
+from toolkit.journal._owner import ProcessIdentity
 from toolkit.journal._recorder import StepRecorder
-from toolkit.journal._store import Json, ProcessIdentity, Store
-
-if TYPE_CHECKING:
-    import pandas as pd
+from toolkit.journal._results import configurations
+from toolkit.journal._store import Json, Store, clean
+from toolkit.journal.adapters import Hosts, host_names, spec_row
+from toolkit.redaction import redact_text
+from toolkit.server.spec import ServerSpec
 
 __all__ = ["Journal"]
 
 
 @cache
 def _toolkit_version() -> str | None:
-    from importlib.metadata import PackageNotFoundError, version
-
     try:
         return version("toolkit")
     except PackageNotFoundError:
@@ -34,8 +46,11 @@ def _toolkit_version() -> str | None:
 class Journal:
     """The record of an investigation: every step, its spec, runs, verdict and evidence, in one file.
 
-    Safe to open from several kernels at once (WAL, busy timeout, each write committed).
-    Opening it marks steps whose process died ``interrupted`` (see ``interrupted_on_open``).
+    Opening a file that already holds investigations starts a new one (and prints which one it
+    follows and how to continue that instead); ``resume=True`` continues the named or latest one.
+    ``read_only=True`` only reads (as does a file this process cannot write). Safe to open from
+    several kernels at once (WAL, busy timeout, each write committed). Opening marks steps whose
+    process died ``interrupted`` (see ``interrupted_on_open``).
 
     >>> journal = Journal("journals/eagle3.sqlite", investigation="EAGLE-3 regression")  # doctest: +SKIP
     >>> with journal.step("baseline", "no speculation", spec=base, host=host) as step:  # doctest: +SKIP
@@ -44,16 +59,29 @@ class Journal:
     """
 
     def __init__(
-        self, path: str | os.PathLike[str], investigation: str | None = None, *, busy_timeout_s: float = 30.0
+        self, path: str | os.PathLike[str], investigation: str | None = None, *, resume: bool = False,
+        read_only: bool = False, busy_timeout_s: float = 30.0,
     ) -> None:
         self.path = Path(path)
-        self._store = Store(self.path, busy_timeout_s=busy_timeout_s)
+        self._store = Store(self.path, busy_timeout_s=busy_timeout_s, read_only=read_only)
         self._identity = ProcessIdentity.current()
-        self.interrupted_on_open: tuple[int, ...] = self._mark_orphans_interrupted()
-        self.investigation_id, self.investigation = self._select_investigation(investigation)
+        self._resume = resume
+        self._starting = threading.Lock()
+        self.interrupted_on_open: tuple[int, ...] = () if self.read_only else self._mark_orphans_interrupted()
+        choice = choose(self._existing(), requested=None if investigation is None else redact_text(investigation),
+                        resume=resume, read_only=self.read_only, default_name=self.path.stem, path=str(self.path))
+        self.investigation: str = choice.name
+        self.investigation_id: int | None = choice.id  # None until the first record creates it
+        reason = self._store.read_only_reason
+        self.notice: str | None = None if read_only else " ".join(part for part in (
+            f"{self.path} is open for reading only ({reason}); recording raises JournalError." if reason else None,
+            choice.notice) if part) or None
+        if self.notice:  # asked for read_only=True: nothing to tell
+            print(self.notice)  # a notebook user sees it under the cell; a warning would show only once
 
     def __repr__(self) -> str:
-        return f"Journal({str(self.path)!r}, investigation={self.investigation!r})"
+        mode = ", read_only=True" if self.read_only else ""
+        return f"Journal({str(self.path)!r}, investigation={self.investigation!r}{mode})"
 
     def __enter__(self) -> Journal:
         return self
@@ -62,22 +90,37 @@ class Journal:
                  tb: TracebackType | None) -> None:
         self.close()
 
+    @property
+    def read_only(self) -> bool:
+        """True when recording is refused (``read_only=True``, or a file or folder this process cannot write)."""
+        return self._store.read_only
+
     def close(self) -> None:
         self._store.close()
 
-    def _select_investigation(self, name: str | None) -> tuple[int, str]:
-        if name is None:
-            latest = self._store.read("SELECT id, name FROM investigations ORDER BY id DESC LIMIT 1")
-            if latest:
-                return int(latest[0]["id"]), str(latest[0]["name"])
-            name = self.path.stem
-        self._store.write("INSERT OR IGNORE INTO investigations(name, created_at) VALUES (?, ?)", (name, time.time()))
-        row = self._store.read("SELECT id, name FROM investigations WHERE name = ?", (name,))
-        if not row:  # the name held a secret and was stored redacted
-            from toolkit.redaction import redact_text
+    def _existing(self) -> list[Investigation]:
+        rows = self._store.read(
+            "SELECT i.id, i.name, count(s.id) AS steps, max(coalesce(max(s.updated_at), i.created_at),"
+            " i.created_at) AS last_at FROM investigations i LEFT JOIN steps s ON s.investigation_id = i.id"
+            " GROUP BY i.id ORDER BY i.id"
+        )
+        return [Investigation(int(r["id"]), str(r["name"]), int(r["steps"]), float(r["last_at"])) for r in rows]
 
-            row = self._store.read("SELECT id, name FROM investigations WHERE name = ?", (redact_text(name),))
-        return int(row[0]["id"]), str(row[0]["name"])
+    def _investigation_id(self) -> int:
+        """The investigation's row, created by the first record of a new one (once, whichever thread records)."""
+        with self._starting:
+            if self.investigation_id is not None:
+                return self.investigation_id
+            with self._store.transaction(f"starting the investigation {self.investigation!r}") as tx:
+                taken = {str(row[0]): int(row[1]) for row in tx.execute("SELECT name, id FROM investigations")}
+                if self.investigation in taken and self._resume:  # started by another process since we opened
+                    self.investigation_id = taken[self.investigation]
+                    return self.investigation_id
+                name = free_name(self.investigation, taken)  # another process took the name since we opened
+                cursor = tx.execute("INSERT INTO investigations(name, created_at) VALUES (?, ?)",
+                                    (name, time.time()))
+            self.investigation, self.investigation_id = name, int(cursor.lastrowid or 0)
+            return self.investigation_id
 
     def _mark_orphans_interrupted(self) -> tuple[int, ...]:
         """Steps left ``running`` by a process that is gone (same host) become ``interrupted``."""
@@ -92,13 +135,14 @@ class Journal:
                 " error = coalesce(error, ?) WHERE id = ? AND status = 'running'",
                 (f"the process that ran this step (pid {owner.pid} on {owner.hostname}) ended before the step "
                  "finished (kernel restarted or killed?)", row["id"]),
+                doing=f"marking step {row['id']} interrupted",
             )
             marked.append(int(row["id"]))
         return tuple(marked)
 
     def step(
-        self, kind: str, title: str | None = None, *, hypothesis: str | None = None, spec: Any = None,
-        host: Any = None, versions: Mapping[str, str] | None = None,
+        self, kind: str, title: str | None = None, *, hypothesis: str | None = None, spec: ServerSpec | None = None,
+        host: Hosts | None = None, versions: Mapping[str, str] | None = None,
     ) -> StepRecorder:
         """Start a step (stored at once as ``running``); use the result as a context manager.
 
@@ -106,18 +150,19 @@ class Journal:
         """
         if not isinstance(kind, str) or not kind.strip():
             raise ValueError("kind must be a non-empty string such as 'baseline', 'flag_change' or 'attention_mode'")
-        parts = spec_parts(spec) if spec is not None else None
-        title = title or (parts.label if parts else None) or kind
+        row = spec_row(spec) if spec is not None else None
+        title = title or (row.label if row else None) or kind
         known = {"toolkit": _toolkit_version(), "python": platform.python_version()}
         all_versions = {k: v for k, v in known.items() if v} | dict(versions or {})
+        values = [clean(v) for v in (kind, title, hypothesis, Json(row.data if row else None), row.label if row else None,
+                                     row.command if row else None, Json(host_names(host)), Json(all_versions))]
+        investigation_id = self._investigation_id()
         now, me = time.time(), self._identity
         step_id = self._store.write(
             "INSERT INTO steps(investigation_id, kind, title, hypothesis, spec_json, spec_label, command,"
             " hosts_json, versions_json, status, started_at, updated_at, pid, hostname, proc_token)"
             " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 'running', ?, ?, ?, ?, ?)",
-            (self.investigation_id, kind, title, hypothesis, Json(parts.data if parts else None),
-             parts.label if parts else None, parts.command if parts else None, Json(host_names(host)),
-             Json(all_versions), now, now, me.pid, me.hostname, me.token),
+            (investigation_id, *values, now, now, me.pid, me.hostname, me.token), doing=f"the step {title!r}",
         )
         return StepRecorder(self._store, step_id)
 
@@ -131,7 +176,7 @@ class Journal:
         """Record the root cause, in your words, for the post-mortem (optionally the step that proved it)."""
         self._store.write(
             "UPDATE investigations SET root_cause = ?, root_cause_at = ?, root_cause_step_id = ? WHERE id = ?",
-            (text, time.time(), step, self.investigation_id),
+            (text, time.time(), step, self._investigation_id()), doing="the root cause",
         )
 
     def root_cause_text(self) -> str | None:
@@ -141,46 +186,37 @@ class Journal:
 
     def investigations(self) -> pd.DataFrame:
         """Every investigation in the file, with its step count and root cause."""
-        from toolkit.journal._frames import investigations_frame
-
         return investigations_frame(self._store)
 
     def steps(self) -> pd.DataFrame:
         """One row per step of this investigation, in order (``seq``), with spec, verdict and error."""
-        from toolkit.journal._frames import steps_frame
-
         return steps_frame(self._store, self.investigation_id)
 
-    def results(self) -> pd.DataFrame:
-        """One row per benchmark run: step columns, summary metrics, ``flag:``/``env:`` spec columns."""
-        from toolkit.journal._frames import results_frame
+    def results(self, *, wide: bool = False) -> pd.DataFrame:
+        """One row per configuration: runs, output tok/s ± 95 % CI, median TTFT and ITL, verdicts (rounded).
 
-        return results_frame(self._store, self.investigation_id)
+        ``wide=True``: one row per benchmark run with every summary metric and the spec as
+        ``flag:``/``env:`` columns, the frame plots and the post-mortem draw from.
+        """
+        frame = results_frame(self._store, self.investigation_id)
+        return frame if wide else configurations(frame)
 
     def compare(self, a: int | str, b: int | str) -> pd.DataFrame:
         """What differs from a to b: spec rows, then metric rows with diff, ratio b/a and a noise verdict.
 
         ``a``/``b``: a step id, ``"run:ID"``, ``"step:ID"``, or a label/title.
         """
-        from toolkit.journal._compare import compare_frames, resolve_side
-
-        steps, results = self.steps(), self.results()
+        steps, results = self.steps(), self.results(wide=True)
         return compare_frames(resolve_side(a, steps, results), resolve_side(b, steps, results))
 
     def requests(self, run_id: int | None = None) -> pd.DataFrame:
         """Per-request rows of one run (or of every run), with ``label`` for plotting."""
-        from toolkit.journal._frames import requests_frame
-
         return requests_frame(self._store, self.investigation_id, run_id)
 
     def metric_lines(self, run_id: int | None = None, *, step_id: int | None = None) -> pd.DataFrame:
         """The server's metric lines (one column per value), ``t_s`` seconds since the run's first line."""
-        from toolkit.journal._frames import metric_lines_frame
-
         return metric_lines_frame(self._store, self.investigation_id, run_id, step_id)
 
     def log_lines(self, step_id: int | None = None) -> pd.DataFrame:
         """The decisive log lines recorded with the steps (redacted as stored)."""
-        from toolkit.journal._frames import log_lines_frame
-
         return log_lines_frame(self._store, self.investigation_id, step_id)

@@ -22,8 +22,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from toolkit.journal import Journal
-from toolkit.journal._coerce import env_pairs
-from toolkit.journal._frames import SWITCH, flatten_spec
+from toolkit.journal.adapters import spec_parameters, stored_spec
 from toolkit.report.document import (
     Block,
     Bullets,
@@ -35,6 +34,7 @@ from toolkit.report.document import (
     to_html,
     to_markdown,
 )
+from toolkit.server.naming import diff
 from toolkit.stats import compare_samples
 from toolkit.views import plots
 
@@ -68,25 +68,13 @@ def _num(value: Any, digits: int = 1) -> str:
 
 
 def _changes(before: dict[str, Any] | None, after: dict[str, Any] | None) -> str:
-    """``add --flag=v; drop env:X; commit: a -> b`` for every spec field that differs."""
+    """``add --flag=v; drop env:X; commit: a -> b``: :func:`toolkit.server.naming.diff` of the two specs."""
     if after is None:
         return ""
     if before is None:
         return "(first spec)"
-    old, new = flatten_spec(before), flatten_spec(after)
-    parts = []
-    for name in sorted(set(old) | set(new), key=lambda n: (n.startswith("env:"), n)):
-        a, b = old.get(name), new.get(name)
-        if a == b:
-            continue
-        shown = name.removeprefix("flag:")
-        if name == "commit":
-            a, b = (str(v)[:10] if v else v for v in (a, b))
-        if a is None:
-            parts.append(f"add {shown}" if b == SWITCH else f"add {shown}={b}")
-        else:
-            parts.append(f"drop {shown}" if b is None else f"{shown}: {a} → {b}")
-    return "; ".join(parts) if parts else "(same spec)"
+    changes = diff(spec_parameters(before), spec_parameters(after))
+    return "; ".join(change.text() for change in changes) or "(same spec)"
 
 
 def _baseline_label(steps: pd.DataFrame, results: pd.DataFrame) -> str | None:
@@ -256,14 +244,15 @@ def _reproduce(steps: pd.DataFrame) -> list[Block]:
         if any(where):
             blocks.append(Paragraph(", ".join(w for w in where if w) + "."))
         command = _text(row.command)
-        exports = [f"export {k}={v}" for k, v in env_pairs(spec.get("env")) if f"{k}=" not in command]
+        stored = stored_spec(spec)
+        exports = [f"export {k}={v}" for k, v in (stored.env if stored else ()) if f"{k}=" not in command]
         blocks.append(Code("\n".join(exports + [command]), "bash"))
     return blocks
 
 
 def build(journal: Journal, *, dpi: int = 100) -> tuple[str, list[Block]]:
     """The post-mortem as a title and document blocks (pure apart from reading the journal)."""
-    steps, results = journal.steps(), journal.results()
+    steps, results = journal.steps(), journal.results(wide=True)
     requests, metrics, logs = journal.requests(), journal.metric_lines(), journal.log_lines()
     baseline = _baseline_label(steps, results)
     configs = _config_rows(results, baseline)
@@ -320,13 +309,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not args.journal.is_file():
         print(f"error: no journal at {args.journal}; pass the path of an existing .sqlite journal", file=sys.stderr)
         return 2
-    with Journal(args.journal) as journal:
+    with Journal(args.journal, read_only=True) as journal:
         names = list(journal.investigations()["name"])
     if args.investigation is not None and args.investigation not in names:
         print(f"error: {args.journal} holds no investigation {args.investigation!r}; it holds {names}",
               file=sys.stderr)
         return 2
-    with Journal(args.journal, investigation=args.investigation) as journal:
+    with Journal(args.journal, investigation=args.investigation, read_only=True) as journal:
         paths = write(journal, args.out)
     print(f"wrote {paths.markdown} and {paths.html} ({len(paths.figures)} figures) in {paths.seconds:.1f} s")
     return 0

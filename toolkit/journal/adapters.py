@@ -1,0 +1,202 @@
+"""One adapter per type the journal records: the typed value in, the plain rows the store keeps out.
+
+The journal imports what it records (``ServerSpec``, ``BenchResult``, ``ReadinessReport``,
+``LogEvent``, ``MetricRow``, ``Host``/``HostGroup``, the ``ToolkitError`` family) and the
+recorder picks an adapter with ``isinstance``, so a change on either side is a type error,
+not a silently empty column. Plain strings are accepted where a person types them: a log
+line pasted from a terminal, a host name. Nothing here redacts: the store does, at its one gate.
+
+Reading back, :func:`spec_columns` rebuilds a stored spec with ``ServerSpec.from_dict`` and
+names its parameters through :mod:`toolkit.server.naming`, the one owner of spec naming.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from toolkit.benchmark.result import BenchResult
+from toolkit.errors import CommandFailed, HostError, InvalidFlag, PortInUse, ToolkitError
+from toolkit.host.group import HostGroup
+from toolkit.host.host import Host
+from toolkit.logs.classify import LogEvent
+from toolkit.logs.metrics import MetricRow, MetricValue
+from toolkit.server.naming import ENV_PREFIX
+from toolkit.server.readiness import ReadinessReport
+from toolkit.server.spec import ServerSpec
+
+__all__ = [
+    "Hosts", "SpecRow", "BenchRun", "LogLineRow", "MetricLineRow", "spec_row", "stored_spec", "spec_columns",
+    "spec_parameters", "column_name",
+    "bench_runs", "readiness_row", "log_line_row", "metric_line_row", "host_names", "error_evidence",
+    "FLAG_PREFIX",
+]
+
+#: where a step ran: a Host, a HostGroup, a name, or several hosts or names
+Hosts = Host | HostGroup | str | Iterable[Host | str]
+#: result columns of flags are ``flag:--name``; variables keep naming's ``env:NAME``
+FLAG_PREFIX = "flag:"
+
+
+# -- ServerSpec ------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class SpecRow:
+    """A spec as stored: its dict (``to_dict``), its shell command line and its label (unredacted here)."""
+
+    data: dict[str, Any]
+    command: str
+    label: str
+
+
+def spec_row(spec: ServerSpec) -> SpecRow:
+    return SpecRow(spec.to_dict(), spec.command(), spec.describe())
+
+
+def stored_spec(data: Mapping[str, Any] | None) -> ServerSpec | None:
+    """The spec a stored dict describes (secret values read ``[REDACTED]``); None when it cannot be rebuilt."""
+    if not data:
+        return None
+    try:
+        return ServerSpec.from_dict(data)
+    except (InvalidFlag, TypeError, ValueError):  # a hand-edited row, or one an older toolkit wrote
+        return None
+
+
+def spec_parameters(data: Mapping[str, Any] | None) -> dict[str, str]:
+    """A stored spec's :meth:`ServerSpec.parameters` (``--flag``, ``env:NAME``, ``commit``); {} if none."""
+    spec = stored_spec(data)
+    return {} if spec is None else spec.parameters()
+
+
+def column_name(parameter: str) -> str:
+    """The results column of a parameter: ``--x`` -> ``flag:--x``; ``env:X`` and ``commit`` stay."""
+    return parameter if parameter.startswith(ENV_PREFIX) or parameter == "commit" else FLAG_PREFIX + parameter
+
+
+def spec_columns(data: Mapping[str, Any] | None) -> dict[str, Any]:
+    """engine, model, commit, launcher, and one ``flag:--name`` / ``env:NAME`` entry per flag and variable.
+
+    The values are :func:`toolkit.server.naming.parameters`' (a switch reads ``naming.SWITCH``).
+    """
+    spec = stored_spec(data)
+    if spec is None:
+        return {}
+    flat: dict[str, Any] = {"engine": spec.engine, "model": spec.model, "commit": spec.commit,
+                            "launcher": " ".join(spec.launcher)}
+    flat.update({column_name(name): value for name, value in spec.parameters().items() if name != "commit"})
+    return flat
+
+
+# -- BenchResult -----------------------------------------------------------------------------
+@dataclass(frozen=True)
+class BenchRun:
+    """One benchmark run split the way it is stored: summary, per-request rows, the rest (JSON-safe)."""
+
+    summary: dict[str, Any]
+    requests: list[dict[str, Any]]
+    extra: dict[str, Any]
+
+
+def bench_runs(result: BenchResult) -> list[BenchRun]:
+    """One run per repeat (``result.runs``), or the result itself when it is one run."""
+    return [_bench_run(run) for run in (result.runs or (result,))]
+
+
+def _bench_run(run: BenchResult) -> BenchRun:
+    data = run.to_dict(requests=True)  # JSON-safe: NaN and numpy values already converted
+    summary, rows = data.pop("summary"), data.pop("requests", [])
+    # The frame has ITL aggregates per request; the ECDF of ITL needs every gap (ms), which the
+    # records hold: gaps between streamed chunks, the vLLM/SGLang definition of ITL.
+    if len(run.records) == len(rows):
+        for row, record in zip(rows, run.records, strict=True):
+            row["itl_ms"] = [gap * 1000.0 for gap in record.itl_s]
+    return BenchRun(summary, rows, data)
+
+
+# -- ReadinessReport -------------------------------------------------------------------------
+def readiness_row(report: ReadinessReport) -> dict[str, object]:
+    """ready, state, time_to_ready_s, phases, benign lines, failure: the report's own JSON form."""
+    return report.to_dict()
+
+
+# -- LogEvent and pasted lines ---------------------------------------------------------------
+@dataclass(frozen=True)
+class LogLineRow:
+    line_no: int | None
+    text: str
+    rank: str | None
+    level: str | None
+    verdict: str | None
+    rule: str | None
+    timestamp: float | None
+
+
+def log_line_row(event: LogEvent | str) -> LogLineRow:
+    """A classified line keeps its raw text (time and rank prefix), verdict and rule; a pasted line its text."""
+    if isinstance(event, str):
+        return LogLineRow(None, event, None, None, None, None, None)
+    return LogLineRow(event.line_no, event.raw, event.rank, event.level, event.verdict.value, event.rule,
+                      _epoch(event.timestamp))
+
+
+# -- MetricRow -------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class MetricLineRow:
+    line_no: int
+    kind: str
+    rank: str | None
+    timestamp: float | None
+    values: dict[str, Any]
+
+
+def metric_line_row(row: MetricRow) -> MetricLineRow:
+    values = {name: _metric_value(value) for name, value in row.values.items()}
+    return MetricLineRow(row.line_no, row.kind, row.rank, _epoch(row.timestamp), values)
+
+
+def _metric_value(value: MetricValue) -> Any:
+    if isinstance(value, tuple):
+        return [_finite(v) for v in value]
+    return value if isinstance(value, bool | int) else _finite(value)
+
+
+def _finite(value: float) -> float | None:
+    return value if math.isfinite(value) else None  # JSON has no NaN
+
+
+def _epoch(moment: datetime | None) -> float | None:
+    return None if moment is None else moment.timestamp()
+
+
+# -- hosts -----------------------------------------------------------------------------------
+def host_names(hosts: Hosts | None) -> list[str]:
+    """A Host, a HostGroup, a name, or several of them, as names (``user@host:port``, ``localhost``)."""
+    if hosts is None:
+        return []
+    if isinstance(hosts, str):
+        return [hosts]
+    if isinstance(hosts, Host):
+        return [hosts.name]
+    if isinstance(hosts, HostGroup):
+        return [host.name for host in hosts]
+    return [name for item in hosts for name in host_names(item)]
+
+
+# -- errors ----------------------------------------------------------------------------------
+def error_evidence(exc: BaseException) -> dict[str, Any]:
+    """What an error carries beyond its text (evidence lines, hint, host, command, port), kept with its step."""
+    out: dict[str, Any] = {"type": type(exc).__name__}
+    if isinstance(exc, ToolkitError):
+        out |= {"evidence": list(exc.evidence)} if exc.evidence else {}
+        out |= {"hint": exc.hint} if exc.hint is not None else {}
+    if isinstance(exc, HostError):
+        out["host"] = exc.host
+    if isinstance(exc, CommandFailed):
+        out |= {"command": exc.command, "exit_code": exc.exit_code}
+    if isinstance(exc, PortInUse):
+        out |= {key: value for key, value in (("port", exc.port), ("pid", exc.pid), ("holder", exc.holder))
+                if value is not None}
+    return out
