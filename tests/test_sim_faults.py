@@ -15,12 +15,13 @@ from toolkit.sim.testing import SimProcess, child_pids, free_port, is_alive, str
 pytestmark = pytest.mark.timeout(90)
 
 SIGQUIT_LINE = "Received sigquit from a child process. It usually means the child failed."
+RUNNING_SIGQUIT_LINE = "SIGQUIT received. signum=None, frame=None. It usually means one child failed."
 KILLED = -signal.SIGKILL  # SGLang's kill_process_tree ends the server with SIGKILL (shell status 137)
 ENGINE_INIT = "RuntimeError: Engine core initialization failed. See root cause above. Failed core proc(s): {}"
 # name: (flags, expected exit status, lines the log must contain)
 STARTUP_FAULTS: dict[str, tuple[list[str], int, list[str]]] = {
     "oom": (
-        ["--tp", "4", "--sim-fault", "oom", "--sim-fault-rank", "2"],
+        ["--tp-size", "4", "--sim-fault", "oom", "--sim-fault-rank", "2"],
         KILLED,
         [
             "TP2] Scheduler hit an exception: Traceback (most recent call last):",
@@ -29,7 +30,7 @@ STARTUP_FAULTS: dict[str, tuple[list[str], int, list[str]]] = {
         ],
     ),
     "nccl": (
-        ["--tp", "2", "--sim-fault", "nccl"],
+        ["--tp-size", "2", "--sim-fault", "nccl"],
         KILLED,
         [
             "torch.distributed.DistBackendError: NCCL error in: /pytorch/torch/csrc/distributed/c10d/"
@@ -39,7 +40,7 @@ STARTUP_FAULTS: dict[str, tuple[list[str], int, list[str]]] = {
         ],
     ),
     "scheduler-traceback": (
-        ["--tp", "2", "--sim-fault", "scheduler-traceback"],
+        ["--tp-size", "2", "--sim-fault", "scheduler-traceback"],
         KILLED,
         [
             '  File "/usr/local/lib/python3.12/site-packages/sglang/srt/managers/scheduler.py", line',
@@ -128,7 +129,7 @@ def test_crash_while_serving_cuts_the_stream() -> None:
         [
             "--model-path",
             "m",
-            "--tp",
+            "--tp-size",
             "2",
             "--sim-startup-s",
             "0.5",
@@ -149,12 +150,14 @@ def test_crash_while_serving_cuts_the_stream() -> None:
         log = sim.log_text()
         assert "TP1] Scheduler hit an exception: Traceback (most recent call last):" in log
         assert "RuntimeError: CUDA error: an illegal memory access was encountered" in log
-        assert log.rstrip().endswith(SIGQUIT_LINE)
+        # After the warm-up the tokenizer manager's handler answers SIGQUIT (0.5.4+; 0.5.23
+        # python/sglang/srt/managers/tokenizer_manager.py:4072-4074), not the launcher's.
+        assert log.rstrip().endswith(RUNNING_SIGQUIT_LINE)
 
 
 def test_hang_is_alive_and_silent_and_leaves_no_orphans() -> None:
     with SimProcess(
-        ["--model-path", "m", "--tp", "2", "--sim-startup-s", "0.5", "--sim-fault", "hang"]
+        ["--model-path", "m", "--tp-size", "2", "--sim-startup-s", "0.5", "--sim-fault", "hang"]
     ) as sim:
         sim.wait_for("Init torch distributed begin.")
         time.sleep(1.0)

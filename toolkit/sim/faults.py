@@ -289,7 +289,7 @@ SCHEDULER_WAIT_FRAMES: list[Frame] = [
 ]
 
 
-def kernel_version_traceback(package_root: str, package: str, installed: str, required: str) -> list[str]:
+def kernel_version_traceback(package_root: str, package: str, installed: str | None, required: str) -> list[str]:
     """SGLang's launcher refusing an old kernel wheel (0.5.23 engine.py:1962-1966, utils/common.py:2428-2431)."""
     root = f"{package_root}/sglang" if package_root else "sglang"
     frames: list[Frame] = [
@@ -300,9 +300,13 @@ def kernel_version_traceback(package_root: str, package: str, installed: str, re
         (f"{root}/srt/entrypoints/engine.py", 1962, "_set_envs_and_config", "assert_pkg_version("),
         (f"{root}/srt/utils/common.py", 2428, "assert_pkg_version", "raise Exception("),
     ]
+    advice = f"Please reinstall the latest version with `pip install {package} --force-reinstall`"
+    if installed is None:
+        return traceback_lines(frames, [f"Exception: {package} with minimum required version {required} is not "
+                                        f"installed. {advice}"])
     return traceback_lines(frames, [
         f"Exception: {package} is installed with version {installed}, which is less than the minimum required "
-        f"version {required}. Please reinstall the latest version with `pip install {package} --force-reinstall`"])
+        f"version {required}. {advice}"])
 
 
 def transformers_cb_traceback() -> list[str]:

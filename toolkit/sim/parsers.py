@@ -34,8 +34,15 @@ def _adder(parser: argparse.ArgumentParser | Any, release: SimRelease, dests: di
             default = False
         dests.setdefault(dest, default)
         kept = [s for s in spellings if release.has(s)]
-        if kept:
-            parser.add_argument(*kept, dest=dest, default=default, **kw)
+        if not kept:
+            return
+        entry = release.flags.entry(kept[0])
+        others = [s for s in (entry.spellings if entry else ()) if s not in kept and s not in spellings]
+        negations = [s for s in others if s.startswith("--no-")]
+        if kw.get("action") == "store_true" and negations:  # vLLM's BooleanOptionalAction: --x / --no-x
+            kw["action"] = argparse.BooleanOptionalAction
+            others = [s for s in others if s not in negations]
+        parser.add_argument(*kept, *others, dest=dest, default=default, **kw)
 
     return add
 
@@ -137,8 +144,7 @@ def vllm_parser(release: SimRelease, knobs: Callable[[argparse.ArgumentParser], 
       help="Number of tensor parallel groups.")
     a("--speculative-config", "-sc", dest="speculative_config", type=json.loads,
       help='Speculative decoding configuration as JSON, e.g. \'{"method": "eagle3", "num_speculative_tokens": 2}\'.')
-    a("--enforce-eager", dest="enforce_eager", action=argparse.BooleanOptionalAction
-      if release.has("--no-enforce-eager") else "store_true", default=False, help="Always use eager mode.")
+    a("--enforce-eager", dest="enforce_eager", action="store_true", help="Always use eager mode.")
     a("--max-model-len", dest="max_model_len", type=int, help="Model context length.")
     a("--gpu-memory-utilization", dest="gpu_memory_utilization", type=float, default=0.9,
       help="The fraction of GPU memory to be used.")
@@ -168,8 +174,7 @@ def transformers_parser(release: SimRelease,
     a("--host", dest="host", default="localhost", help="Interface the server will listen to.")
     a("--port", dest="port", type=int, default=8000, help="Port the server will listen to.")
     a("--continuous-batching", dest="continuous_batching", action="store_true",
-      help="Enable continuous batching with paged attention.")
-    a("--no-continuous-batching", dest="continuous_batching", action="store_false", help="Disable it (default).")
+      help="Enable continuous batching with paged attention (--no-continuous-batching: the default).")
     a("--log-level", dest="log_level", default="warning", help="Logging level (e.g. 'info', 'warning').")
     knobs(parser)
     _passthrough(parser, release)

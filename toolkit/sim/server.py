@@ -334,8 +334,9 @@ class SimServer:
         if self.source is None or self.source.kernel is None:
             return False
         package, required = self.source.kernel
-        _, installed = installed_kernel(self.config.release)
-        if not kernel_too_old(required, installed):
+        installed_package, version = installed_kernel(self.config.release)
+        installed = version if installed_package == package else None
+        if installed is not None and not kernel_too_old(required, installed):
             return False
         self.plain(faults.kernel_version_traceback(self.source.package_root, package, installed, required))
         return True
