@@ -110,7 +110,7 @@ class Server:
         watch = StartupWatch(
             state=self.state, follower=self.follow(), probe=self.probe, is_alive=self.is_alive,
             count_log_lines=lambda: count_lines(self.host, self.log_path), where=self.where,
-            host_name=self.host.name,
+            host_name=self.host.name, from_source=self.spec.source is not None,
         )
         return wait_ready(watch, timeout_s=timeout_s, hang_after_s=hang_after_s, probe_interval_s=probe_interval_s,
                           fast_probe_interval_s=fast_probe_interval_s, probe_timeout_s=probe_timeout_s,

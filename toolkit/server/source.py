@@ -44,8 +44,10 @@ VENV = ".venv-toolkit"  # the per-commit venv of an editable install, inside the
 _LOG_MISMATCH = re.compile(
     r"(?:sgl-kernel|sglang-kernel) (?:is installed with version \S+, which is less than the minimum required version"
     r"|with minimum required version \S+ is not installed)"
-    r"|vllm/_C\S*\.so: undefined symbol|No module named 'vllm\._C'"
 )
+# vLLM logs a missing or mismatched _C as a warning ("Failed to import from vllm._C with ..."), benign on a
+# CPU client; when it runs a checkout it is the mismatch itself.
+_VLLM_C_MISMATCH = re.compile(r"vllm/_C\S*\.so: undefined symbol|No module named 'vllm\._C'|Failed to import from vllm\._C")
 
 
 def pythonpath(engine: str, repo_dir: str, existing: str | None = None) -> str:
@@ -156,6 +158,10 @@ def parse_check(engine: str, output: str, where: str) -> SourceCheck:
     return SourceCheck(True, None, shown)
 
 
-def mismatch_in_log(lines: tuple[str, ...]) -> str | None:
-    """The line in which the engine itself says its compiled parts do not fit, if any."""
-    return next((line for line in lines if _LOG_MISMATCH.search(line)), None)
+def mismatch_in_log(lines: tuple[str, ...], from_source: bool = False) -> str | None:
+    """The line in which the engine itself says its compiled parts do not fit, if any (vLLM's ``_C``
+    warning counts only for a server that runs a checkout: elsewhere it is a CPU client's noise)."""
+    for line in lines:
+        if _LOG_MISMATCH.search(line) or (from_source and _VLLM_C_MISMATCH.search(line)):
+            return line
+    return None

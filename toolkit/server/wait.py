@@ -61,6 +61,7 @@ class StartupWatch:
     count_log_lines: Callable[[], int | None]
     where: str  # "sim EAGLE3 on localhost (pid 4242, log /tmp/...)", for the error
     host_name: str
+    from_source: bool = False  # the server runs a checkout (with_source): vLLM's _C warning is then a mismatch
 
 
 class _Watchers:
@@ -164,7 +165,7 @@ def _error_for(report: ReadinessReport, watch: StartupWatch,
         "died": ServerDied, "fatal": ServerDied, "timeout": ReadinessTimeout, "hung": ServerHung}
     kind = kinds[failure.kind]
     evidence = (*failure.evidence(), *said)
-    mismatch = mismatch_in_log(evidence) if kind is ServerDied else None
+    mismatch = mismatch_in_log(evidence, watch.from_source) if kind is ServerDied else None
     if mismatch is not None:  # the engine itself says its compiled parts do not fit the code
         kind = ExtensionMismatch
         message = f"the engine's compiled extension does not match its code: {mismatch.strip()} [{watch.where}]"
