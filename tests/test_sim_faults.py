@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import http.client
 import signal
 import socket
@@ -194,3 +195,23 @@ def test_slow_start_reaches_ready_late() -> None:
         sim.wait_for("The server is fired up and ready to roll!")
         assert time.monotonic() - started >= 1.8
         assert sim.stop() == 0
+
+
+@pytest.mark.parametrize(
+    "release, line, sigquit",
+    [
+        # 0.5.23 python/sglang/srt/utils/watchdog.py:150-155, then the tokenizer manager's handler (0.5.4+)
+        ("0.5.23", "TP1] Scheduler watchdog timeout (self.watchdog_timeout=1.0, self.soft=False)", RUNNING_SIGQUIT_LINE),
+        # 0.4.10 python/sglang/srt/managers/scheduler.py:2010, then the launcher's handler
+        ("0.4.10", "TP1] Watchdog timeout (self.watchdog_timeout=1.0)", SIGQUIT_LINE),
+    ],
+)
+def test_a_stalled_step_ends_in_the_releases_watchdog_lines(release: str, line: str, sigquit: str) -> None:
+    with SimProcess(["--model-path", "m", "--tp-size", "2", "--sim-startup-s", "0.5", "--sim-fault", "watchdog",
+                     "--sim-crash-after-requests", "0", "--watchdog-timeout", "1", "--sim-engine-version", release]) as sim:
+        sim.wait_for("The server is fired up and ready to roll!")
+        with contextlib.suppress(OSError, http.client.HTTPException, AssertionError):
+            stream_completion(sim.port, max_tokens=50, timeout_s=20)  # it never finishes
+        assert sim.wait_exit(timeout_s=60) == KILLED
+        log = sim.log_text()
+        assert line in log and log.rstrip().endswith(sigquit)

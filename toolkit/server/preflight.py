@@ -123,7 +123,7 @@ def validate_spec(
                 hint="install the engine there, or point the spec's python= at the environment that has it",
             )
         text = result.stdout if result.stdout.strip() else result.stderr
-        named = f"toolkit.sim imitating {spec.engine} {version}" if spec.simulated and version else version
+        named = f"{version} (toolkit.sim)" if spec.simulated and version else version
         table = parse_help(text, engine=source.engine, version=named, source=source.shown)
         cache.put(host.name, source.engine, key, table)
     flags = [(name, " ".join(value) if isinstance(value, tuple) else value) for name, value in spec.flags]

@@ -23,8 +23,9 @@ __all__ = ["FAULTS", "SimConfig", "build_parser", "engine_of", "parse_server_arg
 
 # worker-dead-after-start: the engine's worker dies once HTTP is up; the server keeps answering
 # (transformers serve's batching thread; the others' schedulers die with their server).
+# watchdog (SGLang): a forward step stalls while serving; the rank's watchdog fires after --watchdog-timeout.
 FAULTS = ("none", "oom", "nccl", "port-in-use", "scheduler-traceback", "crash-while-serving", "hang", "slow-start",
-          "worker-dead-after-start")
+          "worker-dead-after-start", "watchdog")
 SIM_ENGINES = ("sglang", "vllm", "transformers")
 VLLM_SPEC_METHODS = ("eagle", "eagle3", "mtp", "deepseek_mtp", "medusa", "ngram", "draft_model")
 

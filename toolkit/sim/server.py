@@ -230,7 +230,7 @@ class SimServer:
             self._tasks.append(asyncio.create_task(
                 VllmStatsLog(self.engine, self._stats_emit, interval, self.max_total_tokens).run()))
             self.ready.set()
-        if c.fault == "crash-while-serving":
+        if c.fault in ("crash-while-serving", "watchdog") and c.engine != "transformers":
             self._arm_crash()
         assert self._stop is not None
         code = await self._stop
@@ -386,7 +386,7 @@ class SimServer:
         role, rank = ("scheduler", self.config.fault_rank) if self.config.engine == "sglang" else ("engine-core", 0)
         child = self.pool.child(role, rank)
         if child is not None:
-            self.pool.command(child, "crash")
+            self.pool.command(child, "stall" if self.config.fault == "watchdog" else "crash")
 
     def _graceful_shutdown(self) -> None:
         self.shutting_down = True

@@ -24,6 +24,7 @@ from toolkit.sim import faults
 from toolkit.sim.args import SimConfig, parse_server_args
 from toolkit.sim.logs import LogWriter, sglang_line, vllm_line, vllm_plain
 from toolkit.sim.release import role_of
+from toolkit.sim.release_logs import watchdog_lines
 from toolkit.sim.startup import Line, Script, phases, sglang_worker_script
 from toolkit.sim.startup_vllm import vllm_engine_script, vllm_worker_script
 
@@ -135,6 +136,20 @@ def _crash(proc: _Process, parent_pid: int, ready_fd: int) -> int:
     return 1
 
 
+def _stall(proc: _Process, parent_pid: int) -> int:
+    """A forward step that never returns: after --watchdog-timeout the scheduler's watchdog logs, waits 5 s
+    "so that the parent process can print the error", and sends SIGQUIT (0.4.10 managers/scheduler.py:2010-2017;
+    0.5.23 utils/watchdog.py:147-166)."""
+    timeout = float(str(proc.config.namespace.get("watchdog_timeout") or 300))
+    time.sleep(timeout)
+    for text in watchdog_lines(proc.config.release, timeout):
+        proc.write(Line(0.0, text, level="error"))
+    time.sleep(5)
+    if proc.config.engine == "sglang":
+        os.kill(parent_pid, signal.SIGQUIT)
+    return _wait_for_death(parent_pid)
+
+
 def _wait_for_death(parent_pid: int) -> int:
     """After SIGQUIT to the server: stay (like SGLang's scheduler) until the server kills the tree."""
     while os.getppid() == parent_pid:
@@ -159,6 +174,8 @@ def _idle(proc: _Process, parent_pid: int, ready_fd: int, command_fd: int) -> in
             word, buffer = buffer.split(b"\n", 1)
             if word == b"crash":
                 return _crash(proc, parent_pid, ready_fd)
+            if word == b"stall":
+                return _stall(proc, parent_pid)
             if word == b"exit":
                 return 0
 
