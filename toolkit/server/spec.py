@@ -358,6 +358,8 @@ class ServerSpec:
             "commit": self.commit,
             "label": self.label,
             "simulated": self.simulated,
+            "source": self.source,
+            "source_install": self.source_install,
             "describe": self.describe(),
             "command": self.command(),
         }

@@ -72,6 +72,7 @@ class _Watchers:
         self.watch = watch
         self.done = threading.Event()
         self.fast = threading.Event()
+        self.ready_said = threading.Event()
         self.wake = threading.Event()
         self.exited_at: float | None = None
         self.intervals = (probe_interval_s, fast_probe_interval_s)
@@ -93,15 +94,18 @@ class _Watchers:
             thread.join(timeout=self.probe_timeout_s + 1)
 
     def on_status(self, status: ServerStatus) -> None:
-        """The log says HTTP is up (or ready): probe now and often."""
+        """The log says HTTP is up: probe now and often; it says ready: probe now, and start the back-off anew."""
         if not self.fast.is_set() and (status.log_says_ready or (status.phase or "") in _FAST_PHASES):
             self.fast.set()
+            self.wake.set()
+        if status.log_says_ready and not self.ready_said.is_set():
+            self.ready_said.set()
             self.wake.set()
 
     def _probe_loop(self) -> None:
         schedule = ProbeSchedule(loading_s=self.intervals[0], fast_s=self.intervals[1])
         repeated = RepeatedErrors()
-        failures, was_fast = 0, False
+        failures, was_fast = 0, (False, False)
         state = self.watch.state
         while not self.done.is_set():
             outcome = self.watch.probe(self.probe_timeout_s)
@@ -118,10 +122,10 @@ class _Watchers:
                 if again is not None and not state.status().readiness.ready:
                     state.probe_failed(message=f"the server gives the same error answer to every probe: {again}",
                                        evidence=(again,), hint=_repeat_hint(outcome.status), at=now)
-            fast = self.fast.is_set()
-            failures = 0 if fast and not was_fast else failures + (0 if outcome.proves_generation else 1)
+            fast = (self.fast.is_set(), self.ready_said.is_set())
+            failures = 0 if fast != was_fast else failures + (0 if outcome.proves_generation else 1)
             was_fast = fast
-            self.wake.wait(schedule.interval(elapsed_s=now - state.started_at, failures=failures, fast=fast))
+            self.wake.wait(schedule.interval(elapsed_s=now - state.started_at, failures=failures, fast=fast[0]))
             self.wake.clear()
 
     def _alive_loop(self) -> None:
