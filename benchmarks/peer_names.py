@@ -62,6 +62,23 @@ class Pair:
     def relative_gap(self) -> float:
         return abs(self.peer - self.ours) / max(abs(self.ours), 1e-9)
 
+    def agrees(self, tolerance: float) -> bool:
+        """Within ``tolerance`` (relative), with two allowances the definitions explain:
+
+        - TTFT: a request waits for the engine's step in flight (up to one decode step, ~31 ms with
+          EAGLE-3 here) and, on a busy 2-core machine, for the CPU: two clients' medians over a few
+          requests, taken one after the other, differ by tens of ms (allowed: 80 ms; measured: 44 vs 49 ms idle,
+          95 vs 43 ms beside a test run);
+        - the median per-token ITL: when the server does not say how many tokens each chunk carried,
+          ``tk.bench`` spreads a gap over the request's mean tokens per chunk (docs/metrics.md), so its
+          median is an estimate; the mean is exact (total gap time over tokens) and held to ``tolerance``.
+        """
+        if "ttft" in self.toolkit_key:
+            return abs(self.peer - self.ours) <= max(80.0, tolerance * self.ours)
+        if self.toolkit_key == "median_itl_per_token_ms":
+            return self.relative_gap <= max(0.35, tolerance)
+        return self.relative_gap <= tolerance
+
 
 def _run(argv: list[str], cwd: Path | None, timeout_s: float) -> None:
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
@@ -100,7 +117,7 @@ def _pairs(tool: str, backend: str, peer: dict[str, float], ours: dict[str, obje
     return out
 
 
-def compare(root: Path, prompts: int = 4, output_len: int = 64) -> list[Pair]:
+def compare(root: Path, prompts: int = 8, output_len: int = 64) -> list[Pair]:
     """Every mapped pair of both peers, each against tk.bench on the same simulated server."""
     work = Path(tempfile.mkdtemp(prefix="peer-names-"))
     ours_kw = {"num_prompts": prompts, "max_concurrency": 1, "input_len": 16, "output_len": output_len,
@@ -128,7 +145,7 @@ def retokenized(pair: Pair) -> bool:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--prompts", type=int, default=4)
+    parser.add_argument("--prompts", type=int, default=8)
     parser.add_argument("--output-len", type=int, default=64)
     parser.add_argument("--tolerance", type=float, default=0.15, help="relative gap allowed per pair (default 0.15)")
     ns = parser.parse_args(argv)
@@ -140,7 +157,7 @@ def main(argv: list[str] | None = None) -> int:
     bad = 0
     print(f"{'tool':<22}{'backend':<12}{'peer key':<32}{'toolkit key':<26}{'peer':>10}{'toolkit':>10}{'gap':>8}")
     for p in pairs:
-        flag = "" if retokenized(p) or p.relative_gap <= ns.tolerance else "  DISAGREES"
+        flag = "" if retokenized(p) or p.agrees(ns.tolerance) else "  DISAGREES"
         bad += bool(flag)
         note = "  (re-tokenized: not expected equal)" if retokenized(p) else ""
         print(f"{p.tool:<22}{p.backend:<12}{p.peer_key:<32}{p.toolkit_key:<26}{p.peer:>10.3f}{p.ours:>10.3f}"

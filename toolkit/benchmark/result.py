@@ -102,7 +102,7 @@ def _json_safe(v: Any) -> Any:
 
 # Our keys that a peer prints too (toolkit.engines.bench_names), in the order of the table.
 PEER_KEYS = ("output_throughput", "median_ttft_ms", "median_tpot_ms", "median_itl_ms", "median_itl_per_token_ms",
-             "median_e2el_ms", "accept_length")
+             "mean_itl_ms", "mean_itl_per_token_ms", "median_e2el_ms", "accept_length")
 
 
 def _fmt(v: Any, digits: int = 2) -> str:
