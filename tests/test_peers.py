@@ -12,6 +12,7 @@ vLLM's is ``median_itl_ms`` (``toolkit/engines/bench_names.py``). The comparison
 from __future__ import annotations
 
 import importlib.util
+import sys
 from pathlib import Path
 
 import pytest
@@ -24,6 +25,7 @@ def _script():  # type: ignore[no-untyped-def]
     spec = importlib.util.spec_from_file_location("peer_names", REPO / "benchmarks" / "peer_names.py")
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
+    sys.modules["peer_names"] = module  # its dataclasses look their module up while they are made
     spec.loader.exec_module(module)
     return module
 

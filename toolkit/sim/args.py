@@ -17,7 +17,7 @@ from typing import TypedDict
 
 from toolkit.sim.latency import DecodeSetup, Speculation
 from toolkit.sim.parsers import sglang_parser, transformers_parser, vllm_parser
-from toolkit.sim.release import DEFAULT_VERSIONS, EnvContext, SimRelease, release_from_argv
+from toolkit.sim.release import DEFAULT_VERSIONS, EnvContext, SimRelease, option_value, release_from_argv
 
 __all__ = ["FAULTS", "SimConfig", "build_parser", "engine_of", "parse_server_args"]
 
@@ -81,12 +81,8 @@ class SimConfig:
 
 def engine_of(argv: Sequence[str]) -> str:
     """The `--engine` value before full parsing (it picks which parser applies); default sglang."""
-    for i, arg in enumerate(argv):
-        if arg == "--engine" and i + 1 < len(argv) and argv[i + 1] in SIM_ENGINES:
-            return argv[i + 1]
-        if arg.startswith("--engine=") and arg.split("=", 1)[1] in SIM_ENGINES:
-            return arg.split("=", 1)[1]
-    return "sglang"
+    value = option_value(argv, "--engine")
+    return value if value in SIM_ENGINES else "sglang"
 
 
 def _add_sim_flags(parser: argparse.ArgumentParser, release: SimRelease) -> None:

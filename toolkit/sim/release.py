@@ -36,7 +36,7 @@ from toolkit.engines import (
 from toolkit.engines.profile import EnvWrite, ProcessRole
 
 __all__ = ["DEFAULT_VERSIONS", "SimRelease", "EnvContext", "release_from_argv", "role_of", "KNOWN_CONDITIONS",
-           "installed_kernel"]
+           "installed_kernel", "option_value"]
 
 DEFAULT_VERSIONS = {"sglang": "0.5.23", "vllm": "0.33.0", "transformers": "5.24.0"}
 ENGINE_NAMES = {"sglang": "SGLang", "vllm": "vLLM", "transformers": "transformers serve"}
@@ -161,7 +161,8 @@ def _concrete(value: str, exported: Mapping[str, str], context: EnvContext) -> s
     return value
 
 
-def _option(argv: Sequence[str], name: str) -> str | None:
+def option_value(argv: Sequence[str], name: str) -> str | None:
+    """The value of ``name`` on a command line (``--x V`` or ``--x=V``), before full parsing."""
     for i, arg in enumerate(argv):
         if arg == name and i + 1 < len(argv):
             return argv[i + 1]
@@ -172,7 +173,7 @@ def _option(argv: Sequence[str], name: str) -> str | None:
 
 def release_from_argv(argv: Sequence[str], engine: str) -> SimRelease:
     """The release named by ``--sim-engine-version`` (or the default); ValueError when no profile covers it."""
-    text = _option(argv, "--sim-engine-version") or DEFAULT_VERSIONS[engine]
+    text = option_value(argv, "--sim-engine-version") or DEFAULT_VERSIONS[engine]
     try:
         version = parse_version(text)
     except VersionError as exc:
