@@ -38,7 +38,7 @@ from pathlib import Path
 
 from tqdm.auto import tqdm
 
-from toolkit.engines import PEER_NAMES, PROFILES, EngineProfile
+from toolkit.engines import PEER_NAMES, PROFILES, RELEASE_HINTS, EngineProfile, ReleaseRange, parse_version
 from toolkit.server.help_table import FlagTable, parse_help
 
 REPO = Path(__file__).resolve().parents[1]
@@ -256,11 +256,16 @@ def _profile_rows(p: EngineProfile) -> list[tuple[str, str]]:
     for h in p.health:
         rows.append((f"`{h.method} {h.path}`: proves generation {h.proves_generation}, takes >= {h.min_latency_s:g} s, "
                      f"unhealthy -> {h.unhealthy_status} ({'; '.join(h.unhealthy_when)}), body {h.body}", h.source))
+        rows += [(f"`{h.path}` answers {a.status}: {a.meaning}, body {a.body}"
+                  + (f" (reason in `{a.reason_field}`)" if a.reason_field else ""), a.source) for a in h.answers]
     rows.append((f"ready line `{p.ready_log_line}`", p.ready_log_source))
     m = p.metrics
-    spec = ", ".join(x for x in (m.spec_accepted_tokens, m.spec_draft_tokens, m.spec_drafts, m.spec_accept_length) if x)
-    served = f" needs `{m.enabled_by}`" if m.enabled_by else " always served"
-    rows.append((f"`{p.metrics_path}`{served}: `{m.running}`, `{m.waiting}`, `{m.kv_cache_usage}`; spec: {spec}", m.source))
+    if m is not None:
+        spec = ", ".join(x for x in (m.spec_accepted_tokens, m.spec_draft_tokens, m.spec_drafts, m.spec_accept_length)
+                         if x)
+        served = f" needs `{m.enabled_by}`" if m.enabled_by else " always served"
+        rows.append((f"`{p.metrics_path}`{served}: `{m.running}`, `{m.waiting}`, `{m.kv_cache_usage}`; spec: {spec}",
+                     m.source))
     for e in (p.flush_cache, p.start_profile, p.stop_profile):
         if e is None:
             continue
@@ -273,11 +278,22 @@ def _profile_rows(p: EngineProfile) -> list[tuple[str, str]]:
         rows.append(("; ".join(parts), e.source))
     env = f" or `{p.api_key_env}`" if p.api_key_env else " (no env variable)"
     open_ = f"; open: {', '.join(p.api_key_open)}" if p.api_key_open else ""
-    rows.append((f"`{p.api_key_flag}`{env} guards {', '.join(p.api_key_guarded)}{open_}", p.api_key_source))
+    if p.api_key_flag is None:
+        rows.append(("no API key: every route is open", p.api_key_source))
+    else:
+        rows.append((f"`{p.api_key_flag}`{env} guards {', '.join(p.api_key_guarded)}{open_}", p.api_key_source))
     rows.append((f"version: `{p.version_command}`", p.version_source))
     rows.append((f"flags captured from: {', '.join(p.flag_releases)}", "toolkit/engines/flags/ (scripts/engine_contracts.py)"))
     rows += [("note: " + note, "(in the note)") for note in p.notes]
+    rows += [(f"hint `{h.family}` [{h.releases}]: {h.text}", h.source) for h in RELEASE_HINTS
+             if h.engine == p.engine and _overlaps(h.releases, p.releases)]
     return rows
+
+
+def _overlaps(a: ReleaseRange, b: ReleaseRange) -> bool:
+    below = a.high is not None and b.low is not None and parse_version(a.high) <= parse_version(b.low)
+    above = b.high is not None and a.low is not None and parse_version(b.high) <= parse_version(a.low)
+    return not (below or above)
 
 
 def beliefs_markdown() -> str:

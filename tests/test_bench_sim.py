@@ -17,7 +17,7 @@ EAGLE = list(testing.EAGLE3_ARGS)
 
 @pytest.fixture(scope="module")
 def sim_url() -> Iterator[str]:
-    with testing.SimProcess(["--model-path", "m", "--tp", "1", "--sim-startup-s", "0.2", *EAGLE]) as sim:
+    with testing.SimProcess(["--model-path", "m", "--tp-size", "1", "--sim-startup-s", "0.2", *EAGLE]) as sim:
         sim.wait_for(READY)
         yield f"http://127.0.0.1:{sim.port}"
 

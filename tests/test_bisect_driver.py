@@ -284,7 +284,7 @@ def test_checkout_reads_git_on_the_host(any_host: Host, tmp_path: Path) -> None:
     with pytest.raises(ToolkitError, match="'nope' is not a commit"):
         checkout.resolve("nope")
     path = checkout.add_worktree(commits[1]["sha"])
-    assert (Path(path) / "sim_perf.json").exists() and git(tmp_path / "repo with space", "rev-parse", "HEAD") == \
+    assert (Path(path) / "python" / "sglang" / "sim_perf.json").exists() and git(tmp_path / "repo with space", "rev-parse", "HEAD") == \
         commits[2]["sha"]
     checkout.remove_worktree(path)
     assert not Path(path).exists()

@@ -42,9 +42,10 @@ ALL_PROFILES = [p for lines in PROFILES.values() for p in lines]
 
 def test_public_api_is_pinned() -> None:
     assert engines.__all__ == [
-        "PEER_NAMES", "PROFILES", "Endpoint", "EngineProfile", "EnvOutcome", "EnvWrite", "FlagEntry",
-        "HealthCheck", "MetricNames", "PeerName", "ProfileMatch", "ReleaseFlags", "ReleaseRange", "Version",
-        "VersionError", "load_release_flags", "parse_version", "parse_version_output", "peer_names",
+        "PEER_NAMES", "PROFILES", "RELEASE_HINTS", "Endpoint", "EngineProfile", "EnvOutcome", "EnvWrite", "FlagEntry",
+        "HealthAnswer", "HealthCheck", "MetricNames", "PeerName", "ProfileMatch", "ReleaseFlags", "ReleaseHint",
+        "ReleaseRange", "Version", "VersionError", "flag_history", "hint_text", "load_release_flags", "parse_version",
+        "parse_version_output", "peer_names",
         "profile_for", "profile_named", "resolve_profile",
     ]
 
@@ -146,7 +147,7 @@ def test_releases_outside_every_line_are_flagged() -> None:
 
 
 def test_unknown_engine_lists_the_known_ones() -> None:
-    with pytest.raises(ValueError, match="known: sglang, vllm"):
+    with pytest.raises(ValueError, match="known: sglang, transformers, vllm"):
         profile_for("tgi", "2.0")
     with pytest.raises(KeyError, match="sglang-0.5.20"):
         profile_named("sglang-9")
@@ -272,7 +273,7 @@ def test_metric_names() -> None:
 
 def test_every_fact_names_its_release_and_line() -> None:
     for p in ALL_PROFILES:
-        sources = [p.start_method_source, p.api_key_source, p.version_source, p.metrics.source,
+        sources = [p.start_method_source, p.api_key_source, p.version_source, *(m.source for m in [p.metrics] if m),
                    *(w.source for w in p.env_writes), *(h.source for h in p.health),
                    *(e.source for e in (p.flush_cache, p.start_profile, p.stop_profile) if e is not None)]
         for source in sources:
@@ -291,7 +292,7 @@ def test_every_profile_has_its_flag_lists() -> None:
         for release in p.flag_releases:
             assert release in p.releases, (p.name, release)
             flags = load_release_flags(p.engine, release)
-            assert len(flags) > 50 and f"{p.engine} {release}" in flags.source
+            assert len(flags) > (20 if p.engine == "transformers" else 50) and f"{p.engine} {release}" in flags.source
 
 
 def test_cuda_graph_max_bs_is_gone_from_0_5_20() -> None:
@@ -366,7 +367,7 @@ def test_itl_mapping_depends_on_backend_and_speculation() -> None:
 def test_docs_list_every_belief_with_its_source() -> None:
     doc = (REPO / "docs" / "engine-releases.md").read_text(encoding="utf-8").replace("\\|", "|")
     for p in ALL_PROFILES:
-        sources = [p.start_method_source, p.api_key_source, p.version_source, p.metrics.source,
+        sources = [p.start_method_source, p.api_key_source, p.version_source, *(m.source for m in [p.metrics] if m),
                    *(w.source for w in p.env_writes), *(h.source for h in p.health),
                    *(e.source for e in (p.flush_cache, p.start_profile, p.stop_profile) if e is not None)]
         for source in sources:

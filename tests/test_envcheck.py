@@ -22,6 +22,7 @@ from dataclasses import dataclass
 
 import pytest
 
+from toolkit.engines import profile_for
 from toolkit.moves import envcheck as envcheck_module
 from toolkit.moves.envcheck import (
     KNOWN_OVERRIDES,
@@ -172,7 +173,8 @@ USER_ENV = {
     "CUDA_DEVICE_MAX_CONNECTIONS": "1",
     "PATH": "/usr/bin",
 }
-# What SGLang's _set_envs_and_config leaves in the schedulers it spawns.
+# What SGLang 0.4.10's _set_envs_and_config leaves in the schedulers it spawns (engine.py:625-630); from
+# 0.5.4.post3 a user's NCCL_NVLS_ENABLE is kept (the trees below are read as 0.4.10 launches).
 WORKER_ENV = {
     **USER_ENV,
     "NCCL_NVLS_ENABLE": "0",
@@ -180,9 +182,11 @@ WORKER_ENV = {
     "NCCL_CUMEM_ENABLE": "0",
 }
 EXPECTED = {"NCCL_ALGO": "Ring", "NCCL_PROTO": "Simple", "NCCL_NVLS_ENABLE": "1", "NCCL_DEBUG": None}
+RELEASE = "0.4.10"
 NVLS_REASON = (
-    "SGLang's _set_envs_and_config sets NCCL_NVLS_ENABLE in the scheduler processes "
-    "(str(int(--enable-nccl-nvls or --enable-symm-mem)); always up to 0.4.x; later when unset or either flag is given)"
+    "SGLang 0.4.10 writes NCCL_NVLS_ENABLE='0' in its launcher before it starts its worker processes, whatever the "
+    "user exported, '1' with --enable-nccl-nvls (0.4.3+; 0.4.0-0.4.1 write '0' unconditionally, "
+    "python/sglang/srt/server.py:571) (sglang 0.4.10 python/sglang/srt/entrypoints/engine.py:627)"
 )
 
 
@@ -213,7 +217,7 @@ def sglang_tree(tp: int = 8, *, worker_env: Mapping[str, str] = WORKER_ENV) -> l
 
 
 def test_workers_show_what_sglang_wrote_and_why() -> None:
-    report = check_env(sglang_tree(), EXPECTED)
+    report = check_env(sglang_tree(), EXPECTED, release=RELEASE)
     frame = report.frame.set_index(["process", "variable"])
     assert frame.at[("server [4200]", "NCCL_NVLS_ENABLE"), "status"] == "ok"  # exec-time environment
     row = frame.loc[("TP5 [4305]", "NCCL_NVLS_ENABLE")]
@@ -254,13 +258,21 @@ def test_override_reasons_only_where_the_engine_spawned_the_process() -> None:
     assert (report.frame.at[0, "status"], report.frame.at[0, "reason"]) == ("overridden", None)
 
 
-def test_vllm_overrides_cite_env_override() -> None:
+def test_vllm_overrides_name_the_release_and_what_proc_cannot_show() -> None:
+    """0.8.5 writes '0' on `import vllm` even over a user's value, and `vllm serve` spawns its workers,
+    so their /proc shows it (env_override.py:11-25); 0.33 writes nothing (none since 0.10.2); 0.6.6
+    writes it inside each worker, where no /proc shows it: only NCCL's echo can (worker_base.py:445)."""
     worker = Proc("h", 21, 20, ("VLLM::Worker_TP1",), {"NCCL_CUMEM_ENABLE": "0"})
-    report = check_env([worker], {"NCCL_CUMEM_ENABLE": "1"})
+    report = check_env([worker], {"NCCL_CUMEM_ENABLE": "1"}, release="0.8.5")
     assert report.frame.at[0, "reason"] == (
-        "vLLM's env_override.py sets NCCL_CUMEM_ENABLE in the worker processes "
-        "('0'; on `import vllm` (always in 0.6-0.8; later only when unset and no multi-node NVLink))"
+        "vLLM 0.8.5 writes NCCL_CUMEM_ENABLE='0' in every process that imports it, whatever the user exported, "
+        "unless /dev/nvidia-caps-imex-channels exists (multi-node NVLink) (vllm 0.8.5 vllm/env_override.py:11-25)"
     )
+    assert check_env([worker], {"NCCL_CUMEM_ENABLE": "1"}, release="0.33.0").frame.at[0, "reason"] is None
+    kept = Proc("h", 21, 20, ("VLLM::Worker_TP1",), {"NCCL_CUMEM_ENABLE": "1"})
+    old = check_env([kept], {"NCCL_CUMEM_ENABLE": "1"}, release="0.6.6")
+    assert old.ok and len(old.notes) == 1 and "vLLM 0.6.6 writes '0' where /proc of its worker" in old.notes[0]
+    assert "what /proc cannot see: NCCL_CUMEM_ENABLE" in str(old)
 
 
 def test_an_untitled_child_inherits_its_parents_engine() -> None:
@@ -270,7 +282,7 @@ def test_an_untitled_child_inherits_its_parents_engine() -> None:
     row = report.frame.set_index("pid").loc[11]
     assert (row["role"], row["engine"], row["status"]) == ("other", "sglang", "overridden")
     assert row["reason"].startswith(
-        "SGLang's _set_envs_and_config sets CUDA_DEVICE_MAX_CONNECTIONS in the processes it spawns"
+        "SGLang (sglang-0.5.20+, release not detected) writes CUDA_DEVICE_MAX_CONNECTIONS='8' in its launcher"
     )
 
 
@@ -297,7 +309,7 @@ def test_several_hosts_are_named_in_the_process_labels() -> None:
 
 
 def test_by_rank_and_heatmap_frames() -> None:
-    report = check_env(sglang_tree(tp=2), EXPECTED)
+    report = check_env(sglang_tree(tp=2), EXPECTED, release=RELEASE)
     table = report.by_rank()
     assert table.index.tolist() == list(EXPECTED)
     assert table.at["NCCL_NVLS_ENABLE", "TP1 [4301]"] == "0"
@@ -310,7 +322,7 @@ def test_by_rank_and_heatmap_frames() -> None:
 
 
 def test_summary_text_and_reprs() -> None:
-    report = check_env(sglang_tree(tp=8), EXPECTED)
+    report = check_env(sglang_tree(tp=8), EXPECTED, release=RELEASE)
     assert report.summary() == (
         "env check of 10 processes x 4 variables on gpu-a: 28 ok, 8 overridden, 0 missing, 4 unreadable; "
         "NCCL_NVLS_ENABLE overridden in 8 of 10"
@@ -333,12 +345,13 @@ def test_all_ok_summary() -> None:
     )
 
 
-def test_every_known_override_says_where_and_when() -> None:
-    assert {o.engine for o in KNOWN_OVERRIDES} == {"sglang", "vllm"}
-    assert len({(o.engine, o.variable) for o in KNOWN_OVERRIDES}) == len(KNOWN_OVERRIDES)
+def test_every_known_override_comes_from_the_profiles_with_its_source() -> None:
+    assert {o.engine for o in KNOWN_OVERRIDES} == {"sglang", "vllm"}  # transformers serve writes nothing
+    assert {(o.variable, o.where) for o in KNOWN_OVERRIDES if o.engine == "sglang"} == {
+        (w.name, w.source) for w in profile_for("sglang", None).env_writes}
     for override in KNOWN_OVERRIDES:
-        assert override.where and override.when and override.writes
-        assert override.variable in override.reason(Role.WORKER)
+        assert override.when and override.writes and ":" in override.where
+        assert override.variable in override.reason(Role.WORKER) and override.line in override.reason(Role.WORKER)
 
 
 # --- NCCL_DEBUG=INFO echoes ----------------------------------------------------------------
@@ -459,7 +472,7 @@ def test_with_nccl_log_joins_roles_and_reasons() -> None:
         "gpu-a:4301:4301 [1] NCCL INFO NCCL_ALGO set by environment to Ring",
         "gpu-a:4301:4301 [1] NCCL INFO NCCL_NVLS_ENABLE set by environment to 1.",
     ]
-    report = check_env(tree, {"NCCL_ALGO": "Ring", "NCCL_NVLS_ENABLE": "1"}).with_nccl_log(log)
+    report = check_env(tree, {"NCCL_ALGO": "Ring", "NCCL_NVLS_ENABLE": "1"}, release=RELEASE).with_nccl_log(log)
     assert report.nccl is not None
     by = report.nccl.set_index(["rank", "variable"])
     assert (by.at[("TP0", "NCCL_NVLS_ENABLE"), "status"], by.at[("TP0", "NCCL_NVLS_ENABLE"), "reason"]) == (
@@ -467,7 +480,7 @@ def test_with_nccl_log_joins_roles_and_reasons() -> None:
         NVLS_REASON,
     )
     assert by.at[("TP1", "NCCL_NVLS_ENABLE"), "status"] == "ok"
-    assert report.summary().endswith("; NCCL log: 3 of 4 echoes as expected")
+    assert report.summary().endswith("; NCCL log: 3 of 4 echoes as expected (NCCL's echoes are the authority)")
     assert set(report.nccl["role"]) == {"worker"}
 
 
@@ -497,12 +510,13 @@ def _proc_tree(root: int) -> list[Proc]:
     not pathlib.Path("/proc/self/environ").exists() or importlib.util.find_spec("toolkit.sim.worker") is None,
     reason="needs Linux /proc and the simulator",
 )
-def test_the_simulators_workers_show_sglangs_overrides() -> None:
+def test_the_simulators_workers_show_sglang_0_4_10s_overrides() -> None:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
     env = {**os.environ, "NCCL_ALGO": "Ring", "NCCL_NVLS_ENABLE": "1"}
-    argv = [sys.executable, "-m", "toolkit.sim", "--model-path", "m", "--tp-size", "2", "--port", str(port)]
+    argv = [sys.executable, "-m", "toolkit.sim", "--model-path", "m", "--tp-size", "2", "--port", str(port),
+            "--sim-engine-version", RELEASE]
     server = subprocess.Popen(
         argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True
     )
@@ -514,7 +528,7 @@ def test_the_simulators_workers_show_sglangs_overrides() -> None:
             assert time.monotonic() < deadline, "the simulator did not start its two workers within 20 s"
             time.sleep(0.05)
             tree = _proc_tree(server.pid)
-        report = check_env(tree, {"NCCL_ALGO": "Ring", "NCCL_NVLS_ENABLE": "1"})
+        report = check_env(tree, {"NCCL_ALGO": "Ring", "NCCL_NVLS_ENABLE": "1"}, release=RELEASE)
     finally:
         os.killpg(server.pid, signal.SIGTERM)
         server.wait(timeout=20)

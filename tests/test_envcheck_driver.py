@@ -1,9 +1,10 @@
 """env_report on real process trees: the simulator's TP ranks over the loopback sshd, several hosts, NCCL echoes.
 
-The simulator starts one process per TP rank and applies SGLang's overrides
-(``NCCL_CUMEM_ENABLE=0``, ``NCCL_NVLS_ENABLE=0``) to its own environment before spawning
-them, as ``_set_envs_and_config`` does; ``--sim-drop-env-in-workers`` starts the ranks
-without a variable, the "never reached the workers" case.
+The simulator starts one process per TP rank with the environment the imitated release
+leaves them (SGLang 0.5.23 keeps a user's ``NCCL_CUMEM_ENABLE``; 0.4.10 overwrites it with
+``0`` in ``_set_envs_and_config`` before spawning); ``--sim-drop-env-in-workers`` starts
+the ranks without a variable, the "never reached the workers" case. With ``NCCL_DEBUG=INFO``
+each rank echoes what NCCL read, as NCCL does.
 """
 
 from __future__ import annotations
@@ -45,26 +46,44 @@ def status(report: EnvReport, variable: str) -> dict[str, str]:
 
 
 @pytest.mark.ssh
-def test_sim_ranks_launch_env_overrides_and_a_dropped_variable(ssh_host: Host, tmp_path: Path) -> None:
-    spec = sim(sim_drop_env_in_workers="NCCL_ALGO").with_env(LAUNCH_ENV)
+def test_sim_ranks_keep_what_the_user_exported_at_the_default_release(ssh_host: Host, tmp_path: Path) -> None:
+    """SGLang 0.5.23: every variable the user exported reaches every rank (engine.py:1898-1915 write
+    NCCL_CUMEM_ENABLE/NCCL_NVLS_ENABLE only when unset); NCCL's own echoes agree."""
+    wanted = {**LAUNCH_ENV, "NCCL_DEBUG": "INFO"}
+    spec = sim(sim_drop_env_in_workers="NCCL_ALGO").with_env(wanted)
     with Journal(tmp_path / "journal.sqlite") as journal, launch(ssh_host, spec, log_dir=str(tmp_path)) as server:
         server.wait_ready(timeout_s=60)
-        report = env_report(server, LAUNCH_ENV, journal=journal)
+        report = env_report(server, wanted, journal=journal)
         steps = journal.steps()
     print(f"\n{report}")
-    assert set(report.frame["host"]) == {ssh_host.name}
-    assert status(report, "NCCL_PROTO") == {"server": "ok", "TP0": "ok", "TP1": "ok"}  # set on launch: every rank
-    for overridden in ("NCCL_CUMEM_ENABLE", "NCCL_NVLS_ENABLE"):
-        assert status(report, overridden) == {"server": "ok", "TP0": "overridden", "TP1": "overridden"}
-        worker = report.frame[(report.frame["variable"] == overridden) & (report.frame["rank"] == "TP1")].iloc[0]
-        assert worker["actual"] == "0" and "_set_envs_and_config" in worker["reason"]
+    assert set(report.frame["host"]) == {ssh_host.name} and report.release == "0.5.23"
+    for kept in ("NCCL_PROTO", "NCCL_CUMEM_ENABLE", "NCCL_NVLS_ENABLE"):
+        assert status(report, kept) == {"server": "ok", "TP0": "ok", "TP1": "ok"}, kept
     assert status(report, "NCCL_ALGO") == {"server": "ok", "TP0": "missing", "TP1": "missing"}
-    assert report.nccl is None  # the simulator runs no NCCL
-    assert not report.ok and "NCCL_CUMEM_ENABLE overridden in 2 of 3" in report.summary()
+    assert report.nccl is not None
+    echoes = report.nccl.set_index(["rank", "variable"])["status"]
+    assert echoes[("TP1", "NCCL_CUMEM_ENABLE")] == "ok" and echoes[("TP0", "NCCL_ALGO")] == "not_logged"
+    assert not report.ok and "NCCL_ALGO missing in 2 of 3" in report.summary()
     assert isinstance(tk_plots.env(report), Figure)
     step = steps.iloc[-1]
     assert (step["kind"], step["verdict"], step["hosts"]) == ("nccl_env", "refuted", ssh_host.name)
-    assert "NCCL_ALGO" in step["notes"] and "_set_envs_and_config" in step["notes"]
+    assert "NCCL_ALGO" in step["notes"]
+
+
+@pytest.mark.ssh
+def test_sim_ranks_at_0_4_10_show_sglangs_overrides_with_release_and_source(ssh_host: Host, tmp_path: Path) -> None:
+    spec = sim(sim_engine_version="0.4.10").with_env(LAUNCH_ENV)
+    with launch(ssh_host, spec, log_dir=str(tmp_path)) as server:
+        server.wait_ready(timeout_s=60)
+        report = env_report(server, LAUNCH_ENV)
+    assert report.release == "0.4.10"
+    for overridden in ("NCCL_CUMEM_ENABLE", "NCCL_NVLS_ENABLE"):
+        assert status(report, overridden) == {"server": "ok", "TP0": "overridden", "TP1": "overridden"}
+        worker = report.frame[(report.frame["variable"] == overridden) & (report.frame["rank"] == "TP1")].iloc[0]
+        assert worker["actual"] == "0" and worker["reason"].startswith(f"SGLang 0.4.10 writes {overridden}='0'")
+        assert "sglang 0.4.10 python/sglang/srt/entrypoints/engine.py:62" in worker["reason"]
+    assert report.nccl is None  # no NCCL_DEBUG=INFO: no echoes
+    assert "NCCL_CUMEM_ENABLE overridden in 2 of 3" in report.summary()
 
 
 @pytest.mark.ssh

@@ -93,3 +93,16 @@ def test_the_real_transformers_serve_help(local_host: Host) -> None:
         validate_spec(local_host, spec.with_flags({"--reasoning": "maybe"}), cache=cache)
     assert validate_spec(local_host, spec.with_flags({"--reasoning": "off", "--compile": False}), cache=cache) == []
     assert len(cache) == 1
+
+
+def test_the_detected_release_rejects_a_removed_flag_and_says_when_it_went(local_host: Host) -> None:
+    """--cuda-graph-max-bs: an option up to SGLang 0.5.13, an alias to 0.5.19, gone from 0.5.20 (argparse then
+    finds two flags it prefixes: the release exits with 'ambiguous option')."""
+    spec = ServerSpec.simulator(tp=2).with_flags({"--cuda-graph-max-bs": 8})
+    with pytest.raises(InvalidFlag) as info:
+        validate_spec(local_host, spec, cache=FlagTableCache())
+    text = str(info.value)
+    assert "ambiguous flag --cuda-graph-max-bs" in text and "sglang 0.5.23 (toolkit.sim)" in text
+    assert "--cuda-graph-max-bs exists up to sglang 0.5.19 and is gone from 0.5.20 (this host runs 0.5.23)" in text
+    old = ServerSpec.simulator(tp=2, sim_engine_version="0.4.10").with_flags({"--cuda-graph-max-bs": 8})
+    assert validate_spec(local_host, old, cache=FlagTableCache()) == []

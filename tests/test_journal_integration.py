@@ -29,7 +29,7 @@ def test_a_real_server_spec_is_stored_flattened_and_redacted(tmp_path: Path) -> 
     with journal.step("flag_change", spec=spec) as step:
         step.record(bench_result(60.1))
     row = journal.results(wide=True).iloc[0]
-    assert row["flag:--speculative-algorithm"] == "EAGLE3" and row["flag:--tp"] == "8"
+    assert row["flag:--speculative-algorithm"] == "EAGLE3" and row["flag:--tp-size"] == "8"
     assert row["env:NCCL_ALGO"] == "Ring" and row["env:HF_TOKEN"] == "[REDACTED]"
     step_row = journal.steps().iloc[0]
     assert SECRET not in step_row["command"] and "--speculative-num-steps 2" in step_row["command"]

@@ -40,7 +40,7 @@ def test_sglang_preset_renders_the_seed_launch() -> None:
         }
     )
     assert spec.argv() == [
-        "python", "-m", "sglang.launch_server", "--model-path", "moonshotai/Kimi-K2.5", "--tp", "8", "--port",
+        "python", "-m", "sglang.launch_server", "--model-path", "moonshotai/Kimi-K2.5", "--tp-size", "8", "--port",
         "8000", "--host", "0.0.0.0", "--speculative-algorithm", "EAGLE3", "--speculative-num-steps", "2",
         "--speculative-attention-mode", "decode",
     ]  # fmt: skip
@@ -93,20 +93,24 @@ def test_simulator_preset_keeps_the_engine_and_is_marked_simulated() -> None:
     ]  # fmt: skip
     assert sim.engine == "vllm" and sim.simulated and sim.describe() == "sim baseline"
     sglang = ServerSpec.simulator(tp=2)
-    assert sglang.argv()[1:] == ["-m", "toolkit.sim", "--model-path", "sim-model", "--tp", "2", "--port", "30000",
-                                 "--host", "0.0.0.0"]  # fmt: skip
+    assert sglang.argv()[1:] == ["-m", "toolkit.sim", "--model-path", "sim-model", "--tp-size", "2", "--port",
+                                 "30000", "--host", "0.0.0.0"]  # fmt: skip
     assert sglang.launcher[0] == sys.executable and sglang.engine == "sglang"
-    with pytest.raises(InvalidFlag, match="sglang or vllm"):
-        ServerSpec.simulator("transformers")
+    tf = ServerSpec.simulator("transformers", model="tiny")
+    assert tf.argv()[1:] == ["-m", "toolkit.sim", "--engine", "transformers", "tiny", "--port", "8000", "--host",
+                             "0.0.0.0"]  # fmt: skip
+    with pytest.raises(InvalidFlag, match="sglang, vllm or transformers"):
+        ServerSpec.simulator("tgi")
 
 
 def test_the_simulator_accepts_what_the_presets_render() -> None:
     from toolkit.sim.args import parse_server_args
 
-    for engine in ("sglang", "vllm"):
+    for engine in ("sglang", "vllm", "transformers"):
         spec = ServerSpec.simulator(engine, model="kimi", tp=2, port=9001)
         config = parse_server_args(spec.argv()[3:])
-        assert (config.engine, config.model_path, config.tp_size, config.port) == (engine, "kimi", 2, 9001)
+        tp = 1 if engine == "transformers" else 2  # one process
+        assert (config.engine, config.model_path, config.tp_size, config.port) == (engine, "kimi", tp, 9001)
 
 
 # -- changes return new specs ------------------------------------------------------------------
@@ -114,16 +118,16 @@ def test_specs_are_immutable_and_changes_return_new_specs() -> None:
     base = ServerSpec.sglang("m", tp=8)
     with pytest.raises(dataclasses.FrozenInstanceError):
         base.port = 1  # type: ignore[misc]
-    changed = base.with_flags({"--tp": 4, "--new": "x"}).with_env({"NCCL_ALGO": "Ring"})
-    assert base.flag("--tp") == "8" and base.env == () and base.flag("--new") is MISSING
+    changed = base.with_flags({"--tp-size": 4, "--new": "x"}).with_env({"NCCL_ALGO": "Ring"})
+    assert base.flag("--tp-size") == "8" and base.env == () and base.flag("--new") is MISSING
     assert [n for n, _ in changed.flags] == [
         "--model-path",
-        "--tp",
+        "--tp-size",
         "--port",
         "--host",
         "--new",
     ]  # order kept
-    assert changed.without_flags("--new", "--absent").flags == base.with_flags({"--tp": 4}).flags
+    assert changed.without_flags("--new", "--absent").flags == base.with_flags({"--tp-size": 4}).flags
     assert changed.with_env(NCCL_ALGO=None).env == ()
     assert hash(base) == hash(ServerSpec.sglang("m", tp=8))
 

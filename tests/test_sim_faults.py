@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import http.client
 import signal
 import socket
@@ -15,12 +16,13 @@ from toolkit.sim.testing import SimProcess, child_pids, free_port, is_alive, str
 pytestmark = pytest.mark.timeout(90)
 
 SIGQUIT_LINE = "Received sigquit from a child process. It usually means the child failed."
+RUNNING_SIGQUIT_LINE = "SIGQUIT received. signum=None, frame=None. It usually means one child failed."
 KILLED = -signal.SIGKILL  # SGLang's kill_process_tree ends the server with SIGKILL (shell status 137)
 ENGINE_INIT = "RuntimeError: Engine core initialization failed. See root cause above. Failed core proc(s): {}"
 # name: (flags, expected exit status, lines the log must contain)
 STARTUP_FAULTS: dict[str, tuple[list[str], int, list[str]]] = {
     "oom": (
-        ["--tp", "4", "--sim-fault", "oom", "--sim-fault-rank", "2"],
+        ["--tp-size", "4", "--sim-fault", "oom", "--sim-fault-rank", "2"],
         KILLED,
         [
             "TP2] Scheduler hit an exception: Traceback (most recent call last):",
@@ -29,7 +31,7 @@ STARTUP_FAULTS: dict[str, tuple[list[str], int, list[str]]] = {
         ],
     ),
     "nccl": (
-        ["--tp", "2", "--sim-fault", "nccl"],
+        ["--tp-size", "2", "--sim-fault", "nccl"],
         KILLED,
         [
             "torch.distributed.DistBackendError: NCCL error in: /pytorch/torch/csrc/distributed/c10d/"
@@ -39,7 +41,7 @@ STARTUP_FAULTS: dict[str, tuple[list[str], int, list[str]]] = {
         ],
     ),
     "scheduler-traceback": (
-        ["--tp", "2", "--sim-fault", "scheduler-traceback"],
+        ["--tp-size", "2", "--sim-fault", "scheduler-traceback"],
         KILLED,
         [
             '  File "/usr/local/lib/python3.12/site-packages/sglang/srt/managers/scheduler.py", line',
@@ -128,7 +130,7 @@ def test_crash_while_serving_cuts_the_stream() -> None:
         [
             "--model-path",
             "m",
-            "--tp",
+            "--tp-size",
             "2",
             "--sim-startup-s",
             "0.5",
@@ -149,12 +151,14 @@ def test_crash_while_serving_cuts_the_stream() -> None:
         log = sim.log_text()
         assert "TP1] Scheduler hit an exception: Traceback (most recent call last):" in log
         assert "RuntimeError: CUDA error: an illegal memory access was encountered" in log
-        assert log.rstrip().endswith(SIGQUIT_LINE)
+        # After the warm-up the tokenizer manager's handler answers SIGQUIT (0.5.4+; 0.5.23
+        # python/sglang/srt/managers/tokenizer_manager.py:4072-4074), not the launcher's.
+        assert log.rstrip().endswith(RUNNING_SIGQUIT_LINE)
 
 
 def test_hang_is_alive_and_silent_and_leaves_no_orphans() -> None:
     with SimProcess(
-        ["--model-path", "m", "--tp", "2", "--sim-startup-s", "0.5", "--sim-fault", "hang"]
+        ["--model-path", "m", "--tp-size", "2", "--sim-startup-s", "0.5", "--sim-fault", "hang"]
     ) as sim:
         sim.wait_for("Init torch distributed begin.")
         time.sleep(1.0)
@@ -191,3 +195,23 @@ def test_slow_start_reaches_ready_late() -> None:
         sim.wait_for("The server is fired up and ready to roll!")
         assert time.monotonic() - started >= 1.8
         assert sim.stop() == 0
+
+
+@pytest.mark.parametrize(
+    "release, line, sigquit",
+    [
+        # 0.5.23 python/sglang/srt/utils/watchdog.py:150-155, then the tokenizer manager's handler (0.5.4+)
+        ("0.5.23", "TP1] Scheduler watchdog timeout (self.watchdog_timeout=1.0, self.soft=False)", RUNNING_SIGQUIT_LINE),
+        # 0.4.10 python/sglang/srt/managers/scheduler.py:2010, then the launcher's handler
+        ("0.4.10", "TP1] Watchdog timeout (self.watchdog_timeout=1.0)", SIGQUIT_LINE),
+    ],
+)
+def test_a_stalled_step_ends_in_the_releases_watchdog_lines(release: str, line: str, sigquit: str) -> None:
+    with SimProcess(["--model-path", "m", "--tp-size", "2", "--sim-startup-s", "0.5", "--sim-fault", "watchdog",
+                     "--sim-crash-after-requests", "0", "--watchdog-timeout", "1", "--sim-engine-version", release]) as sim:
+        sim.wait_for("The server is fired up and ready to roll!")
+        with contextlib.suppress(OSError, http.client.HTTPException, AssertionError):
+            stream_completion(sim.port, max_tokens=50, timeout_s=20)  # it never finishes
+        assert sim.wait_exit(timeout_s=60) == KILLED
+        log = sim.log_text()
+        assert line in log and log.rstrip().endswith(sigquit)

@@ -41,12 +41,12 @@ RATE_CASES = {
 def rate_servers() -> Iterator[dict[str, SimProcess]]:
     """One server per configuration, started together so their start-ups overlap."""
     servers = {
-        name: SimProcess(["--model-path", "m", "--tp", "2", "--sim-startup-s", "0.5", *flags])
+        name: SimProcess(["--model-path", "m", "--tp-size", "2", "--sim-startup-s", "0.5", *flags])
         for name, flags in RATE_CASES.items()
     }
     try:
         for server in servers.values():  # measure only once no start-up competes for the CPU
-            server.wait_for(READY)
+            server.wait_for(READY, timeout_s=90)  # twelve processes start at once on a busy 2-core machine
         yield servers
     finally:
         for server in servers.values():
@@ -109,11 +109,16 @@ def test_readiness_sequence_and_endpoints() -> None:
         status, models = get_json(sim.port, "/v1/models")  # uvicorn is up before the warm-up ends
         assert status == 200 and models["data"][0]["id"] == "served"
         assert models["data"][0]["owned_by"] == "sglang-simulator"
+        # SGLang 0.5.23: /health and /health_generate are one handler, 503 until the warm-up went through
+        # (python/sglang/srt/entrypoints/http_server.py:721-736), then >= 1 s per answer (sleep(1) at :780).
         assert get_json(sim.port, "/health_generate")[0] == 503
         assert get_json(sim.port, "/health")[0] == 503
         assert READY not in sim.log_text()
         log = sim.wait_for(READY)
+        started = time.monotonic()
         assert get_json(sim.port, "/health_generate")[0] == 200
+        assert get_json(sim.port, "/health")[0] == 200
+        assert time.monotonic() - started >= 1.9
         status, info = get_json(sim.port, "/get_server_info")
         assert status == 200 and info["simulator"] == "toolkit.sim" and info["tp_size"] == 1
         status, body = get_json(
@@ -131,11 +136,12 @@ def test_readiness_sequence_and_endpoints() -> None:
             log.index(x)
             for x in (
                 "SIMULATED SGLang server",
-                "server_args=ServerArgs(model_path='org/Model-7B'",
+                "imitating SGLang 0.5.23",
+                "server_args={'model_path': 'org/Model-7B'",  # a dict from 0.5.19 (entrypoints/engine.py:265)
                 "Load weight begin. avail mem=",
                 "KV Cache is allocated. #tokens: ",
-                "Capture cuda graph begin.",
-                "Capture cuda graph end. Time elapsed: ",
+                "Capture target decode CUDA graph begin. backend=full, num_tokens_per_req=1, avail mem=",
+                "Capture target decode CUDA graph end. bs=[1, 2, 4, 8, 12, 16, 24",
                 f"INFO:     Started server process [{sim.pid}]",
                 "INFO:     Application startup complete.",
                 "Uvicorn running on",
@@ -148,27 +154,31 @@ def test_readiness_sequence_and_endpoints() -> None:
         assert f"Finished server process [{sim.pid}]" in sim.log_text()
 
 
-def test_tp_workers_are_processes_with_the_engine_environment() -> None:
-    env = {
-        **os.environ,
-        "NCCL_CUMEM_ENABLE": "1",
-        "NCCL_NVLS_ENABLE": "1",
-        "NCCL_ALGO": "Ring",
-        "NCCL_DEBUG": "INFO",
-    }
-    with SimProcess(
-        [
-            "--model-path",
-            "m",
-            "--tp",
-            "8",
-            "--sim-startup-s",
-            "1.0",
-            "--sim-drop-env-in-workers",
-            "NCCL_ALGO",
-        ],
-        env=env,
-    ) as sim:
+def test_older_release_logs_and_health_as_it_did() -> None:
+    """SGLang 0.4.10: the ServerArgs repr, 'Capture cuda graph' lines, an instant /health (0.4.10
+    python/sglang/srt/entrypoints/http_server.py:232-235); /get_server_info only."""
+    with SimProcess(["--model-path", "m", "--sim-engine-version", "0.4.10", "--sim-startup-s", "0.5"]) as sim:
+        log = sim.wait_for("Uvicorn running on")
+        assert "server_args=ServerArgs(model_path='m'" in log and "imitating SGLang 0.4.10" in log
+        assert "Capture cuda graph begin. This can take up to several minutes. avail mem=" in log
+        assert "Capture cuda graph bs [1, 2, 4, 8, 12, 16, 24" in log
+        started = time.monotonic()
+        assert get_json(sim.port, "/health")[0] == 200 and time.monotonic() - started < 0.9
+        sim.wait_for(READY)
+        assert get_json(sim.port, "/server_info")[0] == 404 and get_json(sim.port, "/get_server_info")[0] == 200
+
+
+def _launch_with_user_env(release: str, tp: int) -> tuple[SimProcess, dict[str, str]]:
+    env = {**os.environ, "NCCL_CUMEM_ENABLE": "1", "NCCL_NVLS_ENABLE": "1", "NCCL_ALGO": "Ring", "NCCL_DEBUG": "INFO"}
+    sim = SimProcess(["--model-path", "m", "--tp-size", str(tp), "--sim-startup-s", "1.0", "--sim-engine-version",
+                      release, "--sim-drop-env-in-workers", "NCCL_ALGO"], env=env)
+    return sim, env
+
+
+def test_tp_workers_are_processes_with_the_release_environment() -> None:
+    """SGLang 0.5.23 keeps the user's NCCL_CUMEM_ENABLE=1 (engine.py:1898-1907) and NCCL's own echo says so."""
+    sim, _ = _launch_with_user_env("0.5.23", 8)
+    with sim:
         log = sim.wait_for(READY, timeout_s=30)
         workers = child_pids(sim.pid)
         ranks = {int(proc_cmdline(pid)[proc_cmdline(pid).index("--tp-rank") + 1]): pid for pid in workers}
@@ -178,19 +188,38 @@ def test_tp_workers_are_processes_with_the_engine_environment() -> None:
         assert parent["NCCL_CUMEM_ENABLE"] == "1" and parent["NCCL_ALGO"] == "Ring"
         for pid in workers:
             child = proc_environ(pid)
-            assert child["NCCL_CUMEM_ENABLE"] == "0" and child["NCCL_NVLS_ENABLE"] == "0"
+            assert child["NCCL_CUMEM_ENABLE"] == "1" and child["NCCL_NVLS_ENABLE"] == "1"
+            assert child["NCCL_GRAPH_REGISTER"] == "0"  # 0.5.23 parallel_hook.py:369-371,425: TP > 1, CUDA graphs
             assert child["NCCL_DEBUG"] == "INFO" and "NCCL_ALGO" not in child
+        echoes = [line for line in log.splitlines() if "NCCL INFO NCCL_CUMEM_ENABLE set by environment to 1." in line]
+        assert len(echoes) == 8
         glmasr = [
             line
             for line in log.splitlines()
             if "Ignore import error when loading sglang.srt.models.glmasr" in line
         ]
         assert len(glmasr) == 8 and any(" TP5] " in line for line in glmasr)
-        os.kill(ranks[3], signal.SIGKILL)  # a scheduler dies: the server follows, like SGLang
+        os.kill(ranks[3], signal.SIGKILL)  # a scheduler dies: 0.5.10+'s subprocess watchdog notices, SIGQUIT
         assert sim.wait_exit() == -signal.SIGKILL
-        assert "Received sigquit from a child process. It usually means the child failed." in sim.log_text()
+        text = sim.log_text()
+        assert f"Subprocess scheduler_3 (pid={ranks[3]}) crashed with exit code -9. Triggering SIGQUIT" in text
+        assert "SIGQUIT received. signum=None, frame=None. It usually means one child failed." in text
         time.sleep(0.3)
         assert not any(is_alive(pid) for pid in workers)
+
+
+def test_sglang_0_4_10_overwrites_the_users_nccl_cumem_enable() -> None:
+    """0.4.x writes NCCL_CUMEM_ENABLE='0' whatever the user exported (0.4.10 engine.py:626): every
+    scheduler's /proc shows it, the launcher's keeps the user's value."""
+    sim, _ = _launch_with_user_env("0.4.10", 2)
+    with sim:
+        log = sim.wait_for(READY, timeout_s=30)
+        assert proc_environ(sim.pid)["NCCL_CUMEM_ENABLE"] == "1"
+        for pid in child_pids(sim.pid):
+            child = proc_environ(pid)
+            assert (child["NCCL_CUMEM_ENABLE"], child["NCCL_NVLS_ENABLE"]) == ("0", "0")
+            assert child["TORCH_NCCL_AVOID_RECORD_STREAMS"] == "1" and child["CUDA_DEVICE_MAX_CONNECTIONS"] == "4"
+        assert log.count("NCCL INFO NCCL_CUMEM_ENABLE set by environment to 0.") == 2
 
 
 def test_vllm_mode_serves_and_counts() -> None:

@@ -26,6 +26,7 @@ __all__ = [
     "ProcessDied",
     "JobNotStarted",
     "ServerDied",
+    "ExtensionMismatch",
     "ReadinessTimeout",
     "ServerHung",
     "InvalidFlag",
@@ -133,6 +134,14 @@ class ServerDied(ProcessDied):
                  report: ReadinessReport | None = None) -> None:
         self.report = report
         super().__init__(message, host=host, evidence=evidence, hint=hint)
+
+
+class ExtensionMismatch(ServerDied):
+    """A commit's compiled parts (SGLang's kernel wheel, vLLM's ``_C``) do not fit the code: it cannot run.
+
+    Raised before a launch (the source check) or from the engine's own words in the log. A
+    bisection skips such a commit (it cannot be measured); it is never judged benign.
+    """
 
 
 class ReadinessTimeout(HostError):

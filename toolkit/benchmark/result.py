@@ -29,6 +29,7 @@ from toolkit.benchmark.client import ClientSettings
 from toolkit.benchmark.metrics import SUMMARY_KEYS, RequestRecord
 from toolkit.benchmark.server_view import ServerView
 from toolkit.benchmark.workload import Workload
+from toolkit.engines import peer_names
 from toolkit.stats import mean_interval
 
 __all__ = ["BenchResult", "requests_frame", "spread_frame"]
@@ -97,6 +98,11 @@ def _json_safe(v: Any) -> Any:
     if isinstance(v, list | tuple):
         return [_json_safe(x) for x in v]
     return None if v is pd.NA else v
+
+
+# Our keys that a peer prints too (toolkit.engines.bench_names), in the order of the table.
+PEER_KEYS = ("output_throughput", "median_ttft_ms", "median_tpot_ms", "median_itl_ms", "median_itl_per_token_ms",
+             "mean_itl_ms", "mean_itl_per_token_ms", "median_e2el_ms", "accept_length")
 
 
 def _fmt(v: Any, digits: int = 2) -> str:
@@ -174,6 +180,23 @@ class BenchResult:
             )
         return rows
 
+    def peer_rows(self) -> list[tuple[str, str, str, str]]:
+        """Which figure of ``vllm bench serve`` and of SGLang's ``bench_serving`` (per backend) each of our
+        keys equals, for this run (speculative or not: SGLang's "Median ITL" is then per token).
+
+        From ``toolkit.engines.bench_names`` (vllm 0.33.0 vllm/benchmarks/serve.py, sglang 0.5.23
+        python/sglang/benchmark/serving.py); "-" where the peer prints no equal figure.
+        """
+        speculative = self.server_view.accept_length is not None
+        rows = [("toolkit key", "vllm bench serve", "bench_serving sglang", "bench_serving sglang-oai")]
+        peers = [peer_names("vllm bench serve", "vllm", speculative=speculative),
+                 peer_names("sglang.bench_serving", "sglang", speculative=speculative),
+                 peer_names("sglang.bench_serving", "sglang-oai", speculative=speculative)]
+        for key in PEER_KEYS:
+            a, b, c = (next((n.printed.rstrip(":") for n in found if n.toolkit_key == key), "-") for found in peers)
+            rows.append((key, a, b, c))
+        return rows
+
     def __str__(self) -> str:
         s, sv = self.summary, self.server_view
         lines = [self.headline()]
@@ -187,6 +210,9 @@ class BenchResult:
         if sv.accept_length is not None:
             cum = ", server's running average" if sv.cumulative else ""
             lines.append(f"  accept length {sv.accept_length:.3f} (from {sv.accept_length_source}{cum})")
+        if self.ok:
+            lines.append("  the peers' names for these figures (docs/metrics.md):")
+            lines += ["    " + f"{r[0]:<26}" + "".join(f"{c:<33}" for c in r[1:]).rstrip() for r in self.peer_rows()]
         return "\n".join(lines)
 
     __repr__ = __str__

@@ -14,6 +14,7 @@ import statistics
 import threading
 import time
 from collections.abc import Callable, Coroutine, Mapping, Sequence
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, ParamSpec, TypeVar
 
@@ -36,6 +37,14 @@ __all__ = ["bench", "bench_async", "resolve_url"]
 T = TypeVar("T")
 P = ParamSpec("P")
 ENDPOINTS = ("completions", "chat")
+
+
+@dataclass(frozen=True)
+class SnapshotPaths:
+    """The endpoints whose figures a run reads before and after (only those the engine serves)."""
+
+    metrics: str | None = "/metrics"
+    info: tuple[str, ...] = ("/server_info", "/get_server_info")
 
 
 def resolve_url(target: Server | MultiNodeServer | str) -> str:
@@ -102,8 +111,8 @@ async def bench_async(
 ) -> BenchResult:
     """Benchmark an OpenAI-compatible server as ``vllm bench serve`` would; return a BenchResult.
 
-    ``target`` is a URL or a toolkit ``Server``; ``model=None`` takes the first id from
-    ``/v1/models``. ``endpoint`` is ``"completions"`` or ``"chat"``. Lengths are in tokens:
+    ``target`` is a URL or a toolkit ``Server`` (then the API key its spec carries is sent, and only
+    the endpoints its release serves are read); ``model=None`` takes the first id from ``/v1/models``. ``endpoint`` is ``"completions"`` or ``"chat"``. Lengths are in tokens:
     ``input_len`` as counted by ``tokenizer`` (``"server"``: the server's ``/tokenize``, as SGLang
     0.5 and vLLM serve it; a path: a ``tokenizer.json`` read locally; ``None``: words, no tokenizer;
     when the server has no ``/tokenize`` the prompt stays in words and the result says so),
@@ -139,6 +148,11 @@ async def bench_async(
     if deadline_s is not None and not deadline_s > 0:
         raise ValueError(f"deadline_s must be positive seconds, got {deadline_s}")
     url = resolve_url(target)
+    server = target.head if isinstance(target, MultiNodeServer) else target if isinstance(target, Server) else None
+    if api_key is None and server is not None:
+        api_key = server.spec.api_key()  # the key the launch demands; redacted wherever the spec is recorded
+    profile = server.release().profile if server is not None else None
+    snapshot = SnapshotPaths(profile.metrics_path, profile.info_paths) if profile is not None else SnapshotPaths()
     workload = make_workload(
         num_prompts=num_prompts,
         input_len=input_len,
@@ -207,6 +221,7 @@ async def bench_async(
                     slos,
                     server_log,
                     warm_errors,
+                    snapshot,
                     label=f"bench {k + 1}/{repeats}" if repeats > 1 else "bench",
                     deadline_s=budget_s,
                     stop_after_failures=min(first_n, num_prompts),
@@ -225,12 +240,14 @@ async def _one_run(
     slos: Mapping[str, float],
     server_log: LogMetricSource | None,
     warm_errors: tuple[str, ...],
+    snapshot: SnapshotPaths,
     *,
     label: str,
     deadline_s: float,
     stop_after_failures: int,
 ) -> BenchResult:
-    before = await fetch_snapshot(aux, settings.url)
+    before = await fetch_snapshot(aux, settings.url, metrics_path=snapshot.metrics, info_paths=snapshot.info,
+                                  headers=headers)
     bar = tqdm(
         total=len(workload.requests), desc=label, unit="req", disable=not settings.progress, leave=False
     )
@@ -255,7 +272,8 @@ async def _one_run(
             hint="the server answered no request of this run: read its log (server.log_tail()) and the first error",
         )
     ended = time.time()
-    after = await fetch_snapshot(aux, settings.url)
+    after = await fetch_snapshot(aux, settings.url, metrics_path=snapshot.metrics, info_paths=snapshot.info,
+                                 headers=headers)
     view = build_server_view(
         before,
         after,

@@ -311,8 +311,11 @@ def build_server_view(
     )
 
 
-async def fetch_snapshot(session: Any, base_url: str, *, timeout_s: float = 5.0) -> ServerSnapshot:
-    """GET ``/metrics`` and ``/server_info`` (or ``/get_server_info``); errors become notes."""
+async def fetch_snapshot(session: Any, base_url: str, *, timeout_s: float = 5.0, metrics_path: str | None = "/metrics",
+                         info_paths: tuple[str, ...] = ("/server_info", "/get_server_info"),
+                         headers: Mapping[str, str] | None = None) -> ServerSnapshot:
+    """GET the metrics and server-info endpoints the server serves (its release profile names them:
+    transformers serve has neither, SGLang 0.4 only ``/get_server_info``); errors become notes."""
     import aiohttp  # I/O lives here only; the rest of this module is pure
 
     timeout = aiohttp.ClientTimeout(total=timeout_s)
@@ -320,18 +323,19 @@ async def fetch_snapshot(session: Any, base_url: str, *, timeout_s: float = 5.0)
     vllm = None
     sgl = None
     metrics_ok = info_ok = False
-    try:
-        async with session.get(f"{base_url}/metrics", timeout=timeout) as resp:
-            if resp.status == 200:
-                metrics_ok = True
-                vllm = vllm_spec_counters(parse_prometheus(await resp.text()))
-            else:
-                errors.append(f"{base_url}/metrics: HTTP {resp.status}")
-    except Exception as exc:
-        errors.append(f"{base_url}/metrics: {type(exc).__name__}: {exc}")
-    for path in ("/server_info", "/get_server_info"):
+    if metrics_path is not None:
         try:
-            async with session.get(f"{base_url}{path}", timeout=timeout) as resp:
+            async with session.get(f"{base_url}{metrics_path}", timeout=timeout, headers=headers) as resp:
+                if resp.status == 200:
+                    metrics_ok = True
+                    vllm = vllm_spec_counters(parse_prometheus(await resp.text()))
+                else:
+                    errors.append(f"{base_url}{metrics_path}: HTTP {resp.status}")
+        except Exception as exc:
+            errors.append(f"{base_url}{metrics_path}: {type(exc).__name__}: {exc}")
+    for path in info_paths:
+        try:
+            async with session.get(f"{base_url}{path}", timeout=timeout, headers=headers) as resp:
                 if resp.status == 200:
                     info_ok = True
                     sgl = sglang_accept_length(await resp.json(content_type=None))
@@ -343,5 +347,6 @@ async def fetch_snapshot(session: Any, base_url: str, *, timeout_s: float = 5.0)
             errors.append(f"{base_url}{path}: {type(exc).__name__}: {exc}")
             break
     else:
-        errors.append(f"{base_url}/server_info: not served (not SGLang)")
+        if info_paths:
+            errors.append(f"{base_url}{info_paths[0]}: not served (not SGLang)")
     return ServerSnapshot(vllm, sgl, metrics_ok, info_ok, tuple(errors))

@@ -64,6 +64,19 @@ PEER_NAMES: tuple[PeerName, ...] = (
              f"{_SG}:1153-1181,1293", speculative=True),
     PeerName("sglang.bench_serving", _SG_OAI, "Median ITL (ms):", "median_itl_ms", "median_itl_ms",
              "gap between successive chunks, pooled", f"{_SG}:228,381,1183", speculative=False),
+    # The means: per-token on the same backends as the medians; a mean of per-token gaps is total gap time over
+    # tokens, which a client that only knows each request's tokens per chunk computes exactly too.
+    PeerName("sglang.bench_serving", ("sglang",), "Mean ITL (ms):", "mean_itl_ms", "mean_itl_per_token_ms",
+             "native /generate: each chunk gap / new tokens, repeated per token; the mean", f"{_SG}:790-797,1292,1787"),
+    PeerName("sglang.bench_serving", _SG_OAI, "Mean ITL (ms):", "mean_itl_ms", "mean_itl_per_token_ms",
+             "OpenAI backends once /server_info reports an accept length: chunk gaps over the tokens of the "
+             "chunk's text as the client's tokenizer counts them (retokenized); the mean", f"{_SG}:1153-1181,1292,1787",
+             speculative=True),
+    PeerName("sglang.bench_serving", _SG_OAI, "Mean ITL (ms):", "mean_itl_ms", "mean_itl_ms",
+             "gap between successive chunks, pooled; the mean", f"{_SG}:228,381,1292,1787", speculative=False),
+    PeerName("vllm bench serve", (ANY_BACKEND,), "Mean ITL (ms):", "mean_itl_ms", "mean_itl_ms",
+             "gap between successive chunks, pooled: per chunk under speculative decoding; the mean",
+             f"{_VL}:795,1424-1427"),
     PeerName("sglang.bench_serving", ("sglang", *_SG_OAI), "Accept length:", "accept_length", "accept_length",
              "GET /server_info internal_states[0].avg_spec_accept_length after the run: the server's own "
              "average, not limited to the benchmark's requests", f"{_SG}:1640-1662,1748,1905", speculative=True),

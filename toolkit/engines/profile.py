@@ -23,13 +23,14 @@ __all__ = [
     "StartMethod",
     "EnvWrite",
     "EnvOutcome",
+    "HealthAnswer",
     "HealthCheck",
     "Endpoint",
     "MetricNames",
     "EngineProfile",
 ]
 
-Engine = Literal["sglang", "vllm"]
+Engine = Literal["sglang", "vllm", "transformers"]
 # Roles as toolkit.envcheck.roles.Role spells them.
 ProcessRole = Literal["server", "worker", "engine_core", "api_server", "detokenizer", "dp_controller", "every"]
 WriteWhen = Literal["always", "if_unset", "with_flag"]
@@ -42,7 +43,11 @@ _ANCESTORS: dict[str, tuple[str, ...]] = {
     "detokenizer": ("server",),
     "dp_controller": ("server",),
 }
-StartMethod = Literal["fork", "spawn"]
+# "threads": one process, its workers are threads (transformers serve's batching worker).
+StartMethod = Literal["fork", "spawn", "threads"]
+# What a health answer says, as the engine's code means it. "starting_or_dead": the engine answers
+# the same for "not warmed up yet" and "stuck" (SGLang's 503): only the log tells them apart.
+AnswerMeaning = Literal["ready", "starting", "dead", "starting_or_dead"]
 
 
 @dataclass(frozen=True)
@@ -106,6 +111,23 @@ class EnvOutcome:
 
 
 @dataclass(frozen=True)
+class HealthAnswer:
+    """One answer of a health endpoint and what it means, read in the engine's handler.
+
+    ``body`` describes what the answer carries ("empty", or the JSON shape). When the
+    engine puts the reason in a JSON field, ``reason_field`` names it, so a toolkit that
+    reads the answer can quote it instead of waiting (transformers serve's
+    ``{"status": "unhealthy", "reason": "cb_worker_dead"}``).
+    """
+
+    status: int
+    meaning: AnswerMeaning
+    source: str
+    body: str = "empty"
+    reason_field: str | None = None
+
+
+@dataclass(frozen=True)
 class HealthCheck:
     """A health endpoint and what its answers mean.
 
@@ -126,6 +148,14 @@ class HealthCheck:
     unhealthy_status: int = 503
     unhealthy_when: tuple[str, ...] = ()
     body: str = "empty"
+    answers: tuple[HealthAnswer, ...] = ()
+
+    def meaning(self, status: int) -> AnswerMeaning | None:
+        """What ``status`` means on this endpoint (None: the engine's code does not answer it)."""
+        return next((a.meaning for a in self.answers if a.status == status), None)
+
+    def answer(self, status: int) -> HealthAnswer | None:
+        return next((a for a in self.answers if a.status == status), None)
 
 
 @dataclass(frozen=True)
@@ -182,12 +212,12 @@ class EngineProfile:
     ready_log_line: str
     ready_log_source: str
     models_path: str
-    metrics_path: str
-    metrics: MetricNames
+    metrics_path: str | None  # None: the engine serves no /metrics (do not probe it)
+    metrics: MetricNames | None
     flush_cache: Endpoint | None
     start_profile: Endpoint | None
     stop_profile: Endpoint | None
-    api_key_flag: str
+    api_key_flag: str | None  # None: the engine has no API key
     api_key_env: str | None
     api_key_source: str
     api_key_guarded: tuple[str, ...]  # path prefixes that need the key ...
@@ -197,6 +227,8 @@ class EngineProfile:
     flag_releases: tuple[str, ...]
     allow_abbrev: bool = True
     notes: tuple[str, ...] = ()
+    info_paths: tuple[str, ...] = ()  # server-info endpoints, newest first (SGLang /server_info, /get_server_info)
+    version_path: str | None = None  # an endpoint answering {"version": ...} (vLLM /version)
     _flags: dict[str, ReleaseFlags] = field(default_factory=dict, init=False, repr=False, compare=False)
 
     def __contains__(self, version: object) -> bool:
@@ -207,9 +239,14 @@ class EngineProfile:
 
         The answer is 401 ``{"error": "Unauthorized"}``; the key goes in ``Authorization: Bearer KEY``.
         """
-        if any(path.startswith(prefix) for prefix in self.api_key_open):
+        if self.api_key_flag is None or any(path.startswith(prefix) for prefix in self.api_key_open):
             return False
         return any(path.startswith(prefix) for prefix in self.api_key_guarded)
+
+    @property
+    def readiness_check(self) -> HealthCheck:
+        """The health endpoint that says the most: one that proves generation, else the first listed."""
+        return next((h for h in self.health if h.proves_generation), self.health[0])
 
     def flags(self, version: Version | str | None = None) -> ReleaseFlags:
         """The captured flag list for ``version`` (the newest capture at or below it).

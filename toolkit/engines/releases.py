@@ -19,13 +19,15 @@ from dataclasses import dataclass
 
 from toolkit.engines.profile import EngineProfile
 from toolkit.engines.sglang import SGLANG_PROFILES
+from toolkit.engines.transformers import TRANSFORMERS_PROFILES
 from toolkit.engines.versions import Version, VersionError, parse_version
 from toolkit.engines.vllm import VLLM_PROFILES
 
-__all__ = ["PROFILES", "ProfileMatch", "resolve_profile", "profile_for", "profile_named"]
+__all__ = ["PROFILES", "ProfileMatch", "resolve_profile", "profile_for", "profile_named", "flag_history"]
 
 # Oldest first; the last line of each engine is the newest.
-PROFILES: dict[str, tuple[EngineProfile, ...]] = {"sglang": SGLANG_PROFILES, "vllm": VLLM_PROFILES}
+PROFILES: dict[str, tuple[EngineProfile, ...]] = {
+    "sglang": SGLANG_PROFILES, "vllm": VLLM_PROFILES, "transformers": TRANSFORMERS_PROFILES}
 
 
 @dataclass(frozen=True)
@@ -83,3 +85,22 @@ def profile_named(name: str) -> EngineProfile:
                 return line
     known = ", ".join(line.name for lines in PROFILES.values() for line in lines)
     raise KeyError(f"no engine profile named {name!r}; known: {known}")
+
+
+def flag_history(engine: str, flag: str) -> tuple[str | None, str | None]:
+    """(the last captured release that has ``flag``, the first captured release after it that has not).
+
+    ``(None, None)``: no captured release of ``engine`` ever had it.
+
+    >>> flag_history("sglang", "--cuda-graph-max-bs")
+    ('0.5.19', '0.5.20')
+    """
+    captured = sorted({(line, r) for line in PROFILES.get(engine, ()) for r in line.flag_releases},
+                      key=lambda pair: parse_version(pair[1]))
+    last_with, first_without = None, None
+    for line, release in captured:
+        if flag in line.flags(release):
+            last_with, first_without = release, None
+        elif last_with is not None and first_without is None:
+            first_without = release
+    return last_with, first_without

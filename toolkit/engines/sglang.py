@@ -18,7 +18,15 @@ shows the written values and the launcher's own shows what the user exported.
 
 from __future__ import annotations
 
-from toolkit.engines.profile import Endpoint, EngineProfile, EnvWrite, HealthCheck, MetricNames, ProcessRole
+from toolkit.engines.profile import (
+    Endpoint,
+    EngineProfile,
+    EnvWrite,
+    HealthAnswer,
+    HealthCheck,
+    MetricNames,
+    ProcessRole,
+)
 from toolkit.engines.versions import ReleaseRange
 
 __all__ = ["SGLANG_PROFILES"]
@@ -50,9 +58,16 @@ def _health_generating(release: str, health: int, starting: int, sleep: int, tim
     src = f"sglang {release} {_HTTP}:{health}-{health + 1}, asyncio.sleep(1) at :{sleep}"
     health_note = (f"; /health skips generation only with {env_switch}" if env_switch else "")
     return (
-        HealthCheck("/health_generate", "GET", True, 1.0, src, 20.0, 503, unhealthy),
-        HealthCheck("/health", "GET", True, 1.0, src + health_note, 20.0, 503, unhealthy),
+        HealthCheck("/health_generate", "GET", True, 1.0, src, 20.0, 503, unhealthy, answers=_ANSWERS_05(src)),
+        HealthCheck("/health", "GET", True, 1.0, src + health_note, 20.0, 503, unhealthy, answers=_ANSWERS_05(src)),
     )
+
+
+def _ANSWERS_05(src: str) -> tuple[HealthAnswer, ...]:  # noqa: N802 - reads like the constant it is
+    """200 after a token came back; 503 (no body) for starting, shutting down and stuck alike."""
+    return (HealthAnswer(200, "ready", f"{src} (200 once the health request's token came back)"),
+            HealthAnswer(503, "starting_or_dead", f"{src} (503, no body: warm-up not finished, shutting down, "
+                                                   "or no detokenizer output for 20 s; only the log says which)"))
 
 
 def _metrics(release: str, path: str, running: int, queue: int, usage: int, accept: int,
@@ -102,13 +117,19 @@ _V04 = EngineProfile(
         HealthCheck("/health_generate", "GET", True, 1.0,
                     f"sglang 0.4.10 {_HTTP}:238-293, asyncio.sleep(1) at :274", 20.0, 503,
                     (f"shutting down ({_HTTP}:240)",
-                     f"no detokenizer output within SGLANG_HEALTH_CHECK_TIMEOUT (default 20 s) ({_HTTP}:110)")),
-        HealthCheck("/health", "GET", False, 0.0, f"sglang 0.4.10 {_HTTP}:232-235 (always 200: HTTP is up)"),
+                     f"no detokenizer output within SGLANG_HEALTH_CHECK_TIMEOUT (default 20 s) ({_HTTP}:110)"),
+                    answers=(HealthAnswer(200, "ready", f"sglang 0.4.10 {_HTTP}:279 (a token came back)"),
+                             HealthAnswer(503, "starting_or_dead", f"sglang 0.4.10 {_HTTP}:243,293 (shutting "
+                                          "down, or no detokenizer output for 20 s; before warm-up the request "
+                                          "waits in the scheduler)"))),
+        HealthCheck("/health", "GET", False, 0.0, f"sglang 0.4.10 {_HTTP}:232-235 (always 200: HTTP is up)",
+                    answers=(HealthAnswer(200, "ready", f"sglang 0.4.10 {_HTTP}:235 (HTTP is up)"),)),
     ),
     ready_log_line="The server is fired up and ready to roll!",
     ready_log_source=f"sglang 0.4.10 {_HTTP}:1087",
     models_path="/v1/models",
     metrics_path="/metrics",
+    info_paths=("/get_server_info",),
     metrics=_metrics("0.4.10", "python/sglang/srt/metrics/collector.py", 161, 189, 175, 210, 935),
     flush_cache=Endpoint("/flush_cache", ("GET", "POST"), f"sglang 0.4.10 {_HTTP}:421", note=_FLUSH_NOTE),
     start_profile=_profile_endpoints("0.4.10", 432, 453, _PROFILE_FIELDS_04)[0],
@@ -159,6 +180,7 @@ _V050 = EngineProfile(
     ready_log_source=f"sglang 0.5.4.post1 {_HTTP}:1548",
     models_path="/v1/models",
     metrics_path="/metrics",
+    info_paths=("/get_server_info",),
     metrics=_metrics("0.5.4.post1", "python/sglang/srt/metrics/collector.py", 167, 179, 203, 229, 218),
     flush_cache=Endpoint("/flush_cache", ("GET", "POST"), f"sglang 0.5.4.post1 {_HTTP}:613", note=_FLUSH_NOTE),
     start_profile=_profile_endpoints("0.5.4.post1", 634, 656, (*_PROFILE_FIELDS_04, "merge_profiles"))[0],
@@ -235,6 +257,7 @@ _V0519 = EngineProfile(
     ready_log_source=f"sglang 0.5.19 {_HTTP}:2412",
     models_path="/v1/models",
     metrics_path="/metrics",
+    info_paths=("/server_info", "/get_server_info"),  # /server_info from 0.5.6
     metrics=_metrics("0.5.19", "python/sglang/srt/observability/metrics_collector.py", 278, 284, 318, 425, 289),
     flush_cache=Endpoint("/flush_cache", ("GET", "POST"), f"sglang 0.5.19 {_HTTP}:980", note=_FLUSH_NOTE),
     start_profile=_profile_endpoints("0.5.19", 1171, 1182, _PROFILE_FIELDS_0523)[0],
@@ -280,6 +303,7 @@ _V0520 = EngineProfile(
     ready_log_source=f"sglang 0.5.23 {_HTTP}:2600",
     models_path="/v1/models",
     metrics_path="/metrics",
+    info_paths=("/server_info", "/get_server_info"),  # /get_server_info deprecated (http_server.py:853-860)
     metrics=_metrics("0.5.23", "python/sglang/srt/observability/metrics_collector.py", 365, 371, 405, 512, 315),
     flush_cache=Endpoint("/flush_cache", ("GET", "POST"), f"sglang 0.5.23 {_HTTP}:1025-1040",
                          query_fields=("timeout",), note=_FLUSH_NOTE + "; HTTP 400 when it did not flush"),

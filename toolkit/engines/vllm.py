@@ -19,7 +19,15 @@ changed:
 
 from __future__ import annotations
 
-from toolkit.engines.profile import Endpoint, EngineProfile, EnvWrite, HealthCheck, MetricNames, ProcessRole
+from toolkit.engines.profile import (
+    Endpoint,
+    EngineProfile,
+    EnvWrite,
+    HealthAnswer,
+    HealthCheck,
+    MetricNames,
+    ProcessRole,
+)
 from toolkit.engines.versions import ReleaseRange
 
 __all__ = ["VLLM_PROFILES"]
@@ -37,8 +45,10 @@ _SPAWNED: tuple[ProcessRole, ...] = ("engine_core", "worker")
 
 def _health(release: str, src: str, dead_status: int, dead_src: str) -> tuple[HealthCheck, ...]:
     """vLLM starts its HTTP server only after the engine is up, so a 200 means loaded, not generating."""
+    answers = (HealthAnswer(200, "ready", f"vllm {release} {src} (the engine answered check_health)"),
+               HealthAnswer(dead_status, "dead", f"{dead_src} (no body)"))
     return (HealthCheck("/health", "GET", False, 0.0, f"vllm {release} {src}", None, dead_status,
-                        (f"engine dead (EngineDeadError / engine.errored): {dead_src}",)),)
+                        (f"engine dead (EngineDeadError / engine.errored): {dead_src}",), answers=answers),)
 
 
 def _models(release: str, src: str) -> str:
@@ -89,7 +99,7 @@ def _line(name: str, releases: ReleaseRange, start_method: str, start_method_sou
         start_method_source=start_method_source, env_writes=env_writes, health=health,
         ready_log_line="Application startup complete.",
         ready_log_source="uvicorn, once vLLM's server runs (vLLM lists its routes just before: 'Available routes are:')",
-        models_path="/v1/models", metrics_path="/metrics", metrics=metrics, flush_cache=reset,
+        models_path="/v1/models", metrics_path="/metrics", metrics=metrics, flush_cache=reset, version_path="/version",
         start_profile=profile[0], stop_profile=profile[1], api_key_flag="--api-key", api_key_env="VLLM_API_KEY",
         api_key_source=api_key_source, api_key_guarded=guarded, api_key_open=(), version_command=_VERSION_CMD,
         version_source=version_source, flag_releases=flag_releases, notes=notes,

@@ -4,6 +4,11 @@ Synchronous and short (urllib, a timeout on each call), because they run from `w
 prober thread and from the drivers between runs. The benchmark's own streaming traffic is
 `toolkit.benchmark.client` (aiohttp). None of these raises for an HTTP or network failure:
 a refused connection is an answer too (the server is not up yet).
+
+Only endpoints the engine serves are asked (the release profile names them: SGLang's
+``/health_generate``, vLLM's and transformers' ``/health``; ``/server_info`` only of SGLang),
+and the API key the spec carries goes along (``Authorization: Bearer KEY``), because vLLM
+guards ``/v1`` with it: a probe without it sees 401 forever.
 """
 
 from __future__ import annotations
@@ -11,9 +16,14 @@ from __future__ import annotations
 import json
 import urllib.error
 import urllib.request
+from collections.abc import Mapping
 from dataclasses import dataclass
 
-__all__ = ["HttpAnswer", "request", "ProbeOutcome", "probe_generation", "engine_versions"]
+from toolkit.engines import EngineProfile, resolve_profile
+from toolkit.server.health import ProbeOutcome, judge_answer, quote_body
+
+__all__ = ["HttpAnswer", "request", "auth_headers", "ProbeOutcome", "probe_server", "probe_generation",
+           "engine_versions"]
 
 
 @dataclass(frozen=True)
@@ -28,11 +38,16 @@ class HttpAnswer:
         return json.loads(self.body)
 
 
+def auth_headers(api_key: str | None) -> dict[str, str]:
+    """``Authorization: Bearer KEY`` (vLLM and SGLang both take it), or nothing."""
+    return {"Authorization": f"Bearer {api_key}"} if api_key else {}
+
+
 def request(url: str, *, body: dict[str, object] | None = None, timeout_s: float = 5.0,
-            max_bytes: int = 1 << 20) -> HttpAnswer:
+            max_bytes: int = 1 << 20, headers: Mapping[str, str] | None = None) -> HttpAnswer:
     """GET (or POST ``body`` as JSON) ``url``; never raises for HTTP or network errors."""
     data = None if body is None else json.dumps(body).encode()
-    req = urllib.request.Request(url, data=data, headers={"Content-Type": "application/json"})
+    req = urllib.request.Request(url, data=data, headers={"Content-Type": "application/json", **(headers or {})})
     try:
         with urllib.request.urlopen(req, timeout=timeout_s) as response:  # noqa: S310 (http only)
             return HttpAnswer(response.status, response.read(max_bytes))
@@ -43,66 +58,116 @@ def request(url: str, *, body: dict[str, object] | None = None, timeout_s: float
         return HttpAnswer(0, b"", f"{type(exc).__name__}: {reason}")
 
 
-@dataclass(frozen=True)
-class ProbeOutcome:
-    """One readiness probe: did it pass, what it said, and did it prove that the server generates."""
-
-    ok: bool
-    detail: str
-    proves_generation: bool
+def _detail(what: str, answer: HttpAnswer) -> str:
+    if not answer.status:
+        return f"{what}: {answer.error}"
+    quoted = quote_body(answer.body, 200) if answer.status != 200 else ""
+    return f"{what} {answer.status}" + (f" {quoted}" if quoted else "")
 
 
-def probe_generation(url: str, engine: str, *, timeout_s: float = 5.0, model: str | None = None) -> ProbeOutcome:
-    """Ask the server to prove it generates; never raises (a refused connection is a failed probe).
+def _first_model(base: str, headers: Mapping[str, str], timeout_s: float) -> tuple[str | None, ProbeOutcome | None]:
+    answer = request(f"{base}/v1/models", timeout_s=timeout_s, headers=headers)
+    if answer.status != 200:
+        return None, ProbeOutcome(False, _detail("GET /v1/models", answer), False, status=answer.status,
+                                  body=answer.body.decode("utf-8", "replace"))
+    try:
+        listed = answer.json()
+        models = listed.get("data") if isinstance(listed, dict) else None
+        return (str(models[0]["id"]) if models else None), None
+    except (ValueError, KeyError, TypeError, IndexError):
+        return None, ProbeOutcome(False, "GET /v1/models 200 with a body that is not a model list", False)
 
-    SGLang: `GET /health_generate` runs one decode step through the scheduler. Others:
-    `GET /v1/models` (proves only that HTTP is up), then a one-token completion.
+
+def _one_token(base: str, model: str, headers: Mapping[str, str], timeout_s: float) -> ProbeOutcome:
+    """A one-token completion (a chat completion on a chat-only server): proof that the server generates."""
+    body: dict[str, object] = {"model": model, "prompt": "ping", "max_tokens": 1, "temperature": 0}
+    what = "POST /v1/completions (1 token)"
+    answer = request(f"{base}/v1/completions", body=body, timeout_s=timeout_s, headers=headers)
+    if answer.status == 404:
+        chat = {"model": model, "messages": [{"role": "user", "content": "ping"}], "max_tokens": 1}
+        what = "POST /v1/chat/completions (1 token)"
+        answer = request(f"{base}/v1/chat/completions", body=chat, timeout_s=timeout_s, headers=headers)
+    ok = answer.status == 200
+    return ProbeOutcome(ok, _detail(what, answer), ok, status=answer.status,
+                        body=answer.body.decode("utf-8", "replace"))
+
+
+def probe_server(url: str, profile: EngineProfile | None, *, api_key: str | None = None, model: str | None = None,
+                 timeout_s: float = 5.0) -> ProbeOutcome:
+    """Ask the server, as its release answers, whether it is ready; never raises.
+
+    With a profile: its health endpoint first (SGLang's proves generation by itself; a
+    "dead" answer ends it, with the worker's own error from one request when the engine
+    puts a reason in its answers); then, if that endpoint does not prove generation, a
+    one-token completion. Without one (a plain command): ``/v1/models``, then a completion.
     """
     base = url.rstrip("/")
-    if engine == "sglang":
-        answer = request(f"{base}/health_generate", timeout_s=timeout_s)
-        return ProbeOutcome(answer.status == 200, _detail("GET /health_generate", answer), answer.status == 200)
+    headers = auth_headers(api_key)
+    if profile is not None:
+        check = profile.readiness_check
+        what = f"{check.method} {check.path}"
+        answer = request(f"{base}{check.path}", timeout_s=max(timeout_s, check.min_latency_s + 2.0), headers=headers)
+        if not answer.status:
+            return ProbeOutcome(False, _detail(what, answer), False)
+        judged = judge_answer(check, what, answer.status, answer.body, profile.engine)
+        if judged.verdict == "dead":
+            dead_answer = check.answer(answer.status)
+            if dead_answer is not None and dead_answer.reason_field and model is not None:
+                request_said = _one_token(base, model, headers, timeout_s)
+                if not request_said.ok and request_said.body:
+                    judged = _with_evidence(judged, f"and a request: {request_said.detail}")
+            return judged
+        if not judged.ok or judged.proves_generation:
+            return judged
     if model is None:
-        answer = request(f"{base}/v1/models", timeout_s=timeout_s)
-        if answer.status != 200:
-            return ProbeOutcome(False, _detail("GET /v1/models", answer), False)
-        try:
-            listed = answer.json()
-            models = listed.get("data") if isinstance(listed, dict) else None
-            model = str(models[0]["id"]) if models else None
-        except (ValueError, KeyError, TypeError, IndexError):
-            return ProbeOutcome(False, "GET /v1/models 200 with a body that is not a model list", False)
+        model, failed = _first_model(base, headers, timeout_s)
+        if failed is not None:
+            return failed
         if model is None:
             return ProbeOutcome(True, "GET /v1/models 200 (no model listed)", False)
-    body: dict[str, object] = {"model": model, "prompt": "ping", "max_tokens": 1, "temperature": 0}
-    answer = request(f"{base}/v1/completions", body=body, timeout_s=timeout_s)
-    if answer.status == 404:  # a chat-only server
-        chat = {"model": model, "messages": [{"role": "user", "content": "ping"}], "max_tokens": 1}
-        answer = request(f"{base}/v1/chat/completions", body=chat, timeout_s=timeout_s)
-        return ProbeOutcome(answer.status == 200, _detail("POST /v1/chat/completions (1 token)", answer),
-                            answer.status == 200)
-    return ProbeOutcome(answer.status == 200, _detail("POST /v1/completions (1 token)", answer), answer.status == 200)
+    return _one_token(base, model, headers, timeout_s)
 
 
-def _detail(what: str, answer: HttpAnswer) -> str:
-    return f"{what} {answer.status}" if answer.status else f"{what}: {answer.error}"
+def _with_evidence(outcome: ProbeOutcome, line: str) -> ProbeOutcome:
+    return ProbeOutcome(outcome.ok, outcome.detail, outcome.proves_generation, outcome.verdict,
+                        (*outcome.evidence, line), outcome.hint, outcome.status, outcome.body)
 
 
-def engine_versions(url: str, engine: str, *, timeout_s: float = 2.0) -> dict[str, str]:
-    """The engine version the server reports (SGLang ``/get_server_info``, vLLM ``/version``); {} if unknown."""
-    path = {"sglang": "/get_server_info", "vllm": "/version"}.get(engine)
-    if path is None:
-        return {}
-    answer = request(url.rstrip("/") + path, timeout_s=timeout_s)
-    if answer.status != 200:
-        return {}
+def probe_generation(url: str, engine: str, *, timeout_s: float = 5.0, model: str | None = None,
+                     api_key: str | None = None) -> ProbeOutcome:
+    """:func:`probe_server` with the newest profile of ``engine`` (none for an engine without profiles)."""
     try:
-        data = answer.json()
+        profile: EngineProfile | None = resolve_profile(engine, None).profile
+    except ValueError:
+        profile = None
+    return probe_server(url, profile, api_key=api_key, model=model, timeout_s=timeout_s)
+
+
+def engine_versions(url: str, engine: str, *, timeout_s: float = 2.0, profile: EngineProfile | None = None,
+                    api_key: str | None = None) -> dict[str, str]:
+    """The engine version the server reports (SGLang ``/server_info``, vLLM ``/version``); {} if unknown.
+
+    Asks only the endpoints the release serves (transformers serve has none: nothing is asked).
+    """
+    try:
+        chosen = profile or resolve_profile(engine, None).profile
     except ValueError:
         return {}
-    if not isinstance(data, dict):
-        return {}
-    versions = {engine: str(data["version"])} if data.get("version") else {}
-    if data.get("simulator"):
-        versions["simulator"] = str(data["simulator"])
-    return versions
+    paths = (*chosen.info_paths, *((chosen.version_path,) if chosen.version_path else ()))
+    for path in paths:
+        answer = request(url.rstrip("/") + path, timeout_s=timeout_s, headers=auth_headers(api_key))
+        if answer.status == 404:
+            continue
+        if answer.status != 200:
+            return {}
+        try:
+            data = answer.json()
+        except ValueError:
+            return {}
+        if not isinstance(data, dict):
+            return {}
+        versions = {engine: str(data["version"])} if data.get("version") else {}
+        if data.get("simulator"):
+            versions["simulator"] = str(data["simulator"])
+        return versions
+    return {}

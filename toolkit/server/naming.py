@@ -33,10 +33,12 @@ _PRESET_FLAGS = frozenset(
         "--model-path",
         "--model",
         "--tp",
+        "--tp-size",
         "--port",
         "--host",
         "--tensor-parallel-size",
         "--engine",
+        "--sim-engine-version",
         "--nnodes",
         "--node-rank",
         "--dist-init-addr",
@@ -52,6 +54,7 @@ _SHORT = {
     "--speculative-draft-model-path": "draft",
     "--attention-backend": "attn-backend",
     "--cuda-graph-max-bs": "cg-max-bs",
+    "--cuda-graph-max-bs-decode": "cg-max-bs",  # SGLang 0.5.14+; the only spelling from 0.5.20
     "--mem-fraction-static": "mem",
 }
 
@@ -87,6 +90,7 @@ def secret_values(flags: tuple[tuple[str, FlagValue], ...], env: tuple[tuple[str
     ``--api-key Xk9s3cr3tpass`` has no known credential format, only its name says it is one.
     """
     values = {v for n, v in flags if is_secret_name(n) and isinstance(v, str)}
+    values |= {w for n, v in flags if is_secret_name(n) and isinstance(v, tuple) for w in v}  # vLLM's --api-key list
     values |= {v for n, v in env if is_secret_name(n)}
     return frozenset(v for v in values if len(v) >= 4)  # "1" or "on" would redact half of every line
 

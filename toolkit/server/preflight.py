@@ -14,6 +14,13 @@ The help commands: ``python -m sglang.launch_server --help``, ``vllm serve --hel
 ``transformers serve --help``, and the simulator's ``python -m toolkit.sim --help`` (with
 ``--engine vllm`` in its vLLM mode). A ``ServerSpec.command`` has no help to read: it is
 not checked.
+
+The release on the host is detected first (:func:`~toolkit.server.release.detect_release`,
+cached the same way) and names the table: an error says which release rejected the flag,
+and when a flag existed in an earlier release it says when it went (``--cuda-graph-max-bs``:
+last in SGLang 0.5.19, gone in 0.5.20). A spec that runs a checkout (``with_source``) has its
+compiled parts checked against the checkout before anything starts
+(:class:`~toolkit.errors.ExtensionMismatch`).
 """
 
 from __future__ import annotations
@@ -22,23 +29,23 @@ import dataclasses
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from toolkit.errors import CommandFailed, InvalidFlag
-from toolkit.host.shell import join, quote, quote_path
+from toolkit.engines import flag_history
+from toolkit.errors import CommandFailed, ExtensionMismatch, InvalidFlag
+from toolkit.host.shell import join
+from toolkit.server import source as sources
 from toolkit.server.flag_check import FlagTableCache, check_flags
 from toolkit.server.help_table import FlagProblem, parse_help
+from toolkit.server.release import DEFAULT_RELEASES, DetectedRelease, ReleaseCache, detect_release
 
 if TYPE_CHECKING:
     from toolkit.host.place import Target
     from toolkit.server.spec import ServerSpec
 
-__all__ = ["validate_spec", "help_source", "HelpSource", "DEFAULT_CACHE"]
+__all__ = ["validate_spec", "check_source", "help_source", "HelpSource", "DEFAULT_CACHE"]
 
 #: The cache :func:`validate_spec` uses unless given another; ``DEFAULT_CACHE.clear()`` empties it.
 DEFAULT_CACHE = FlagTableCache()
 
-# Which installed distribution's version names the build whose --help we read.
-_DISTRIBUTIONS = {"sglang": "sglang", "vllm": "vllm", "transformers": "transformers"}
-_VERSION_CODE = "import importlib.metadata as m, sys; print(m.version(sys.argv[1]))"
 
 
 @dataclass(frozen=True)
@@ -47,13 +54,12 @@ class HelpSource:
 
     ``command`` is the full bash line (working directory and environment as the launch
     has them); ``shown`` the same without the environment, for messages (values such as
-    tokens stay out of errors); ``version_command`` prints the distribution's version.
+    tokens stay out of errors). The release is named by :func:`~toolkit.server.release.detect_release`.
     """
 
     engine: str
     command: str
     shown: str
-    version_command: str
 
 
 def help_source(spec: ServerSpec) -> HelpSource | None:
@@ -65,36 +71,23 @@ def help_source(spec: ServerSpec) -> HelpSource | None:
     """
     launcher = spec.launcher
     if spec.simulated:
-        words, dist = (*launcher, "--help"), "toolkit"
+        chosen = spec.flag("--sim-engine-version")
+        words: tuple[str, ...] = (*launcher, *(("--sim-engine-version", chosen) if isinstance(chosen, str) else ()),
+                                  "--help")
     elif spec.engine == "sglang":
-        words, dist = (*launcher, "--help"), _DISTRIBUTIONS["sglang"]
+        words = (*launcher, "--help")
     elif spec.engine in ("vllm", "transformers"):
         head = launcher[: launcher.index("serve") + 1] if "serve" in launcher else launcher
-        words, dist = (*head, "--help=all" if spec.engine == "vllm" else "--help"), _DISTRIBUTIONS[spec.engine]
+        words = (*head, "--help=all" if spec.engine == "vllm" else "--help")
     else:
         return None
     helper = dataclasses.replace(spec, launcher=words, flags=())
-    return HelpSource(spec.engine, helper.command(), join(words), _version_command(words[0], dist, helper))
-
-
-def _version_command(program: str, dist: str, helper: ServerSpec) -> str:
-    """Bash that prints ``dist``'s version as seen by the interpreter behind ``program``.
-
-    A console script (``vllm``, ``transformers``) names its interpreter in its ``#!`` line.
-    """
-    find = (
-        f"py={quote(program)}"
-        if program.rsplit("/", 1)[-1].startswith("python")
-        else f"exe=$(command -v -- {quote(program)}) || exit 3; "
-        "py=$(head -n 1 \"$exe\" | sed -n 's/^#! *//p' | cut -d ' ' -f 1); [ -x \"$py\" ] || py=python3"
-    )
-    cd = f"cd {quote_path(helper.workdir)} && " if helper.workdir else ""
-    env = "env " + " ".join(quote(f"{k}={v}") for k, v in helper.env) + " " if helper.env else ""
-    return f'{cd}{find}; {env}"$py" -c {quote(_VERSION_CODE)} {quote(dist)} 2>/dev/null'
+    return HelpSource(spec.engine, helper.command(), join(words))
 
 
 def validate_spec(
-    host: Target, spec: ServerSpec, *, cache: FlagTableCache = DEFAULT_CACHE, timeout_s: float = 300.0
+    host: Target, spec: ServerSpec, *, cache: FlagTableCache = DEFAULT_CACHE, timeout_s: float = 300.0,
+    releases: ReleaseCache = DEFAULT_RELEASES,
 ) -> list[FlagProblem]:
     """Raise :class:`~toolkit.errors.InvalidFlag` if ``host``'s engine would reject ``spec``'s flags.
 
@@ -111,8 +104,10 @@ def validate_spec(
     source = help_source(spec)
     if source is None:
         return []
-    probe = host.run(source.version_command, check=False, timeout_s=60)
-    version = (probe.stdout.strip() or None) if probe.ok else None
+    release = detect_release(host, spec, cache=releases)
+    if spec.source is not None and not spec.simulated:
+        check_source(host, spec)
+    version = release.version
     key = None if version is None else f"{version}|{spec.commit or ''}|{source.command}"
     table = cache.get(host.name, source.engine, key)
     if table is None:
@@ -128,12 +123,54 @@ def validate_spec(
                 hint="install the engine there, or point the spec's python= at the environment that has it",
             )
         text = result.stdout if result.stdout.strip() else result.stderr
-        named = f"toolkit.sim {version}" if spec.simulated and version else version
+        named = f"{version} (toolkit.sim)" if spec.simulated and version else version
         table = parse_help(text, engine=source.engine, version=named, source=source.shown)
         cache.put(host.name, source.engine, key, table)
     flags = [(name, " ".join(value) if isinstance(value, tuple) else value) for name, value in spec.flags]
     try:
         return list(check_flags(flags, table))
     except InvalidFlag as exc:
-        raise InvalidFlag(f"{exc.message} (checked against {table.label} on {host.name})", evidence=exc.evidence,
-                          hint=exc.hint) from None
+        gone = _removed_flags(spec, release)
+        raise InvalidFlag(f"{exc.message} (checked against {table.label} on {host.name})",
+                          evidence=[*exc.evidence, *gone], hint=exc.hint) from None
+
+
+def _removed_flags(spec: ServerSpec, release: DetectedRelease) -> list[str]:
+    """For each flag of ``spec`` the detected release lacks but an earlier release had: when it went."""
+    profile = release.profile
+    if profile is None or release.version is None:
+        return []
+    have = profile.flags(release.version)
+    notes = []
+    for name, _ in spec.flags:
+        bare = name.split("=", 1)[0]
+        if bare in have:
+            continue
+        last_with, first_without = flag_history(spec.engine, bare)
+        if last_with is not None and first_without is not None:
+            notes.append(f"{bare} exists up to {spec.engine} {last_with} and is gone from {first_without} "
+                         f"(this host runs {release.version}); see docs/engine-releases.md")
+    return notes
+
+
+def check_source(host: Target, spec: ServerSpec, *, timeout_s: float = 120.0) -> None:
+    """Raise :class:`~toolkit.errors.ExtensionMismatch` when the checkout's compiled parts do not fit.
+
+    The question SGLang's launcher asks at start (is the kernel wheel new enough for this
+    commit?) or vLLM's import of its ``_C`` would answer minutes later, asked in seconds.
+    """
+    if spec.source is None:
+        return
+    python = spec.launcher[0] if spec.launcher[0].rsplit("/", 1)[-1].startswith("python") else (
+        spec.launcher[0].rsplit("/", 1)[0] + "/python" if "/" in spec.launcher[0] else "python")
+    command = sources.check_command(spec.engine, spec.source, python, spec.env)
+    if command is None:
+        return
+    result = host.run(command, check=False, timeout_s=timeout_s)
+    where = f"{spec.source}" + (f" at {spec.commit[:12]}" if spec.commit else "")
+    verdict = sources.parse_check(spec.engine, result.stdout + "\n" + result.stderr, where)
+    if not verdict.fits:
+        raise ExtensionMismatch(
+            f"{verdict.problem} on {host.name}", host=host.name, evidence=verdict.evidence,
+            hint="install the kernel the commit needs (or rebuild the checkout: spec.source_build()); a "
+                 "bisection skips such a commit: it cannot be measured")

@@ -206,6 +206,19 @@ class ReadinessTracker:
             self._maybe_ready(at)
         return self.state
 
+    def probe_failed(self, message: str, evidence: tuple[str, ...] = (), hint: str | None = None, *,
+                     at: float) -> ReadinessState:
+        """A probe's answer says the server will never be ready: the engine reports itself dead, or it
+        gave the same error answer again and again. ``evidence`` quotes the answers."""
+        self._now = max(self._now, at)
+        self._probes += 1
+        if self.state in _TERMINAL:
+            return self.state
+        after = " after it was ready" if self.ready_at is not None else ""
+        self.failure = Failure("died", f"{message}{after}", at, None, None, tuple(evidence), hint)
+        self.state = ReadinessState.FAILED
+        return self.state
+
     def process_exited(self, code: int | None, at: float) -> ReadinessState:
         """The server process ended (``code`` None when unknown). A server that exited is not ready."""
         self._now = max(self._now, at)

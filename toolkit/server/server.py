@@ -19,9 +19,10 @@ from toolkit.host.place import Place
 from toolkit.host.placement import Placement
 from toolkit.logs import LogEvent
 from toolkit.server.follow import LogFollower
-from toolkit.server.http import ProbeOutcome, probe_generation
+from toolkit.server.http import ProbeOutcome, probe_server
 from toolkit.server.logfile import count_lines, tail_lines
 from toolkit.server.readiness import ReadinessReport
+from toolkit.server.release import DetectedRelease, detect_release
 from toolkit.server.spec import ServerSpec
 from toolkit.server.state import ServerState, ServerStatus
 from toolkit.server.wait import StartupWatch, wait_ready
@@ -102,20 +103,26 @@ class Server:
     def _observe(self, events: list[LogEvent]) -> None:
         self.state.observe(events, time.time())
 
+    def release(self) -> DetectedRelease:
+        """The engine release this server runs, and its profile (asked on the host once per build)."""
+        return detect_release(self.host, self.spec)
+
     def probe(self, timeout_s: float = 5.0) -> ProbeOutcome:
-        """One readiness probe of this server (see :func:`toolkit.server.http.probe_generation`)."""
-        engine = self.spec.engine if self.spec.engine in _ENGINES_WITH_PACKS else "generic"
+        """One readiness probe, as this release answers (see :func:`toolkit.server.http.probe_server`)."""
         model = self.spec.model if self.spec.engine == "transformers" else None
-        return probe_generation(self.url, engine, timeout_s=timeout_s, model=model)
+        return probe_server(self.url, self.release().profile, api_key=self.spec.api_key(), model=model,
+                            timeout_s=timeout_s)
 
     def wait_ready(self, *, timeout_s: float = 900.0, hang_after_s: float = 300.0, probe_interval_s: float = 1.0,
-                   fast_probe_interval_s: float = 0.1, probe_timeout_s: float = 5.0,
+                   fast_probe_interval_s: float = 0.25, probe_timeout_s: float = 5.0,
                    alive_interval_s: float = 0.25) -> ReadinessReport:
         """Block until the server is ready or has failed: see :func:`toolkit.server.wait.wait_ready`."""
+        release = self.release()
+        self.state.use_release(release.engine, release.version)
         watch = StartupWatch(
             state=self.state, follower=self.follow(), probe=self.probe, is_alive=self.is_alive,
             count_log_lines=lambda: count_lines(self.host, self.log_path), where=self.where,
-            host_name=self.host.name,
+            host_name=self.host.name, from_source=self.spec.source is not None,
         )
         return wait_ready(watch, timeout_s=timeout_s, hang_after_s=hang_after_s, probe_interval_s=probe_interval_s,
                           fast_probe_interval_s=fast_probe_interval_s, probe_timeout_s=probe_timeout_s,

@@ -10,15 +10,13 @@ reaches the engine exactly, which hand-written ``ssh host "python ... $FLAGS"`` 
 >>> eagle.describe()
 'EAGLE3 steps=2'
 >>> eagle.command()
-'exec python -m sglang.launch_server --model-path moonshotai/Kimi-K2.5 --tp 8 --port 8000 --host 0.0.0.0 --speculative-algorithm EAGLE3 --speculative-num-steps 2'
+'exec python -m sglang.launch_server --model-path moonshotai/Kimi-K2.5 --tp-size 8 --port 8000 --host 0.0.0.0 --speculative-algorithm EAGLE3 --speculative-num-steps 2'
 """
 
 from __future__ import annotations
 
 import dataclasses
 import functools
-import json
-import os
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -26,83 +24,23 @@ from typing import Any, Final, overload
 
 from toolkit.errors import InvalidFlag
 from toolkit.host.shell import check_env_name, check_word, quote, quote_path
+from toolkit.server import source as sources
 from toolkit.server.naming import FlagValue, describe, parameters, secret_values
+from toolkit.server.spec_values import (
+    MISSING,
+    _Missing,
+    check_flag_name,
+    interpreter,
+    render_value,
+    tool,
+)
+from toolkit.server.spec_values import (
+    keyword_flags as as_flags,
+)
 
 __all__ = ["ServerSpec", "FlagValue", "MISSING", "SPEC_ENGINES"]
 
 SPEC_ENGINES: Final = ("sglang", "vllm", "transformers", "command")
-
-
-class _Missing:
-    """The value of a flag a spec does not have (distinct from None, which is a switch)."""
-
-    def __repr__(self) -> str:
-        return "MISSING"
-
-    def __bool__(self) -> bool:
-        return False
-
-
-MISSING: Final = _Missing()
-
-def _render(name: str, value: object) -> FlagValue | _Missing:
-    """A Python value as a flag value: True/None switch, False drops the flag, dict -> JSON."""
-    if value is None or value is True:
-        return None
-    if value is False:
-        return MISSING
-    if isinstance(value, str):
-        return check_word(value, what=f"the value of {name}")
-    if isinstance(value, int | float):
-        return str(value)
-    if isinstance(value, os.PathLike):
-        return check_word(os.fspath(value), what=f"the value of {name}")
-    if isinstance(value, bytes | bytearray):
-        raise InvalidFlag(f"{name}: pass text, not bytes", evidence=[repr(value)], hint="decode it first")
-    if isinstance(value, Mapping):
-        return check_word(json.dumps(value, separators=(",", ":")), what=f"the value of {name}")
-    if isinstance(value, Sequence):
-        words = tuple(_render(name, item) for item in value)
-        if not all(isinstance(w, str) for w in words):
-            raise InvalidFlag(
-                f"{name}: every item of a list value must be a string or a number", evidence=[repr(value)]
-            )
-        return words  # type: ignore[return-value]
-    raise InvalidFlag(
-        f"{name}: a flag value must be str, int, float, bool, dict (JSON) or a list, not {type(value).__name__}",
-        evidence=[repr(value)],
-        hint="True makes a switch, False removes the flag, a dict becomes compact JSON",
-    )
-
-
-def _check_name(name: str) -> str:
-    if not isinstance(name, str) or not name.startswith("-") or name.strip("-") == "" or " " in name:
-        raise InvalidFlag(
-            f"{name!r} is not a flag name",
-            hint="spell flags as on the command line, e.g. '--speculative-num-steps' (or a keyword: "
-            "speculative_num_steps=2)",
-        )
-    return name
-
-
-def _tool(tool: str, python: str | None) -> str:
-    """Where an engine's console script lives: next to ``python``, or in a venv directory."""
-    if python is None:
-        return tool
-    base = python.rstrip("/")
-    if os.path.basename(base).startswith("python"):
-        directory = os.path.dirname(base)
-        return f"{directory}/{tool}" if directory else tool
-    return f"{base}/bin/{tool}"
-
-
-def _interpreter(python: str) -> str:
-    base = python.rstrip("/")
-    return base if os.path.basename(base).startswith("python") else f"{base}/bin/python"
-
-
-def _keyword_flags(flags: Mapping[str, object]) -> dict[str, object]:
-    return {("--" + k.replace("_", "-") if not k.startswith("-") else k): v for k, v in flags.items()}
 
 
 def _command_preset(
@@ -167,6 +105,8 @@ class ServerSpec:
     commit: str | None = None
     label: str | None = None
     simulated: bool = False
+    source: str | None = None  # the checkout whose code runs (with_source)
+    source_install: sources.Install = "pythonpath"
 
     def __post_init__(self) -> None:
         if self.engine not in SPEC_ENGINES:
@@ -178,7 +118,7 @@ class ServerSpec:
             )
         if not isinstance(self.port, int) or isinstance(self.port, bool) or not 0 < self.port < 65536:
             raise InvalidFlag(f"port must be an integer 1-65535, not {self.port!r}")
-        flags = tuple((_check_name(n), tuple(v) if isinstance(v, list) else v) for n, v in self.flags)
+        flags = tuple((check_flag_name(n), tuple(v) if isinstance(v, list) else v) for n, v in self.flags)
         names = [n for n, _ in flags]
         if len(set(names)) != len(names):
             raise InvalidFlag(
@@ -206,13 +146,15 @@ class ServerSpec:
         python: str = "python",
         **flags: object,
     ) -> ServerSpec:
-        """``python -m sglang.launch_server --model-path M --tp N --port P --host H`` plus ``flags``.
+        """``python -m sglang.launch_server --model-path M --tp-size N --port P --host H`` plus ``flags``.
 
         Keyword flags use underscores: ``speculative_num_steps=2`` -> ``--speculative-num-steps 2``.
+        ``--tp-size`` is SGLang's option in every release (``--tp`` worked only as argparse's
+        prefix of it).
         """
-        base = cls("sglang", (_interpreter(python), "-m", "sglang.launch_server"), model, port, python=python)
-        preset = {"--model-path": model, "--tp": tp, "--port": port, "--host": host}
-        return base.with_flags({**preset, **_keyword_flags(flags)})
+        base = cls("sglang", (interpreter(python), "-m", "sglang.launch_server"), model, port, python=python)
+        preset = {"--model-path": model, "--tp-size": tp, "--port": port, "--host": host}
+        return base.with_flags({**preset, **as_flags(flags)})
 
     @classmethod
     def vllm(
@@ -227,13 +169,13 @@ class ServerSpec:
         **flags: object,
     ) -> ServerSpec:
         """``vllm serve MODEL --tensor-parallel-size N --port P [--speculative-config JSON]``."""
-        base = cls("vllm", (_tool("vllm", python), "serve", model), model, port, python=python)
+        base = cls("vllm", (tool("vllm", python), "serve", model), model, port, python=python)
         preset: dict[str, object] = {"--tensor-parallel-size": tp, "--port": port}
         if host is not None:
             preset["--host"] = host
         if speculative_config is not None:
             preset["--speculative-config"] = dict(speculative_config)
-        return base.with_flags({**preset, **_keyword_flags(flags)})
+        return base.with_flags({**preset, **as_flags(flags)})
 
     @classmethod
     def transformers(
@@ -251,9 +193,9 @@ class ServerSpec:
         loaded before the port opens (so an open port means loaded), and requests must name
         it as given. Without it the server starts empty and loads whatever a request names.
         """
-        launcher = (_tool("transformers", python), "serve") + ((model,) if model else ())
+        launcher = (tool("transformers", python), "serve") + ((model,) if model else ())
         base = cls("transformers", launcher, model, port, python=python)
-        return base.with_flags({"--port": port, "--host": host, **_keyword_flags(flags)})
+        return base.with_flags({"--port": port, "--host": host, **as_flags(flags)})
 
     @classmethod
     def simulator(
@@ -269,33 +211,33 @@ class ServerSpec:
     ) -> ServerSpec:
         """The simulated server (``python -m toolkit.sim``), speaking and logging like ``engine``.
 
-        It takes the engine's own flags (``--model-path --tp`` for SGLang, ``--model
-        --tensor-parallel-size`` for vLLM), so a flag sweep is written once for both.
+        It takes the engine's own flags (``--model-path --tp-size`` for SGLang, ``--model
+        --tensor-parallel-size`` for vLLM), so a flag sweep is written once for both, and
+        imitates the newest release unless ``sim_engine_version="0.4.10"`` names another.
         ``engine`` stays "sglang"/"vllm" so that that engine's log rules apply;
         ``simulated`` marks it everywhere.
         """
-        if engine not in ("sglang", "vllm"):
-            raise InvalidFlag(
-                f"the simulator imitates sglang or vllm, not {engine!r}", hint="engine='sglang' or 'vllm'"
-            )
+        if engine not in ("sglang", "vllm", "transformers"):
+            raise InvalidFlag(f"the simulator imitates sglang, vllm or transformers, not {engine!r}",
+                              hint="engine='sglang', 'vllm' or 'transformers'")
         chosen = port if port is not None else (30000 if engine == "sglang" else 8000)
+        launcher: tuple[str, ...] = (python, "-m", "toolkit.sim")
+        preset: dict[str, object] = {"--model-path": model, "--tp-size": tp}
         if engine == "vllm":
-            launcher: tuple[str, ...] = (python, "-m", "toolkit.sim", "--engine", "vllm")
-            preset: dict[str, object] = {"--model": model, "--tensor-parallel-size": tp}
-        else:
-            launcher = (python, "-m", "toolkit.sim")
-            preset = {"--model-path": model, "--tp": tp}
+            launcher, preset = (*launcher, "--engine", "vllm"), {"--model": model, "--tensor-parallel-size": tp}
+        elif engine == "transformers":  # one process; the model is transformers serve's positional FORCE_MODEL
+            launcher, preset = (*launcher, "--engine", "transformers", model), {}
         base = cls(engine, launcher, model, chosen, python=python, simulated=True)
         preset.update({"--port": chosen, "--host": host})
-        return base.with_flags({**preset, **_keyword_flags(flags)})
+        return base.with_flags({**preset, **as_flags(flags)})
 
     # -- changes -----------------------------------------------------------------------------
     def with_flags(self, flags: Mapping[str, object] | None = None, /, **keyword_flags: object) -> ServerSpec:
         """A new spec with flags set (True: switch, False: removed, dict: JSON, list: nargs)."""
         current = dict(self.flags)
         changes: dict[str, Any] = {}
-        for name, value in {**(flags or {}), **_keyword_flags(keyword_flags)}.items():
-            rendered = _render(_check_name(name), value)
+        for name, value in {**(flags or {}), **as_flags(keyword_flags)}.items():
+            rendered = render_value(check_flag_name(name), value)
             if rendered is MISSING:
                 current.pop(name, None)
                 continue
@@ -325,6 +267,64 @@ class ServerSpec:
                     f"environment value of {name} must be str, int or float, not {type(value).__name__}"
                 )
         return dataclasses.replace(self, env=tuple(current.items()))
+
+    def with_source(self, repo_dir: str, *, commit: str | None = None,
+                    install: sources.Install = "pythonpath") -> ServerSpec:
+        """The same launch running the code of the checkout ``repo_dir`` (at ``commit``, for the record).
+
+        SGLang: ``PYTHONPATH=<repo_dir>/python`` (its package lives there; ``<repo_dir>`` alone
+        would run the installed release), or ``install="editable"``: a per-commit venv
+        ``<repo_dir>/.venv-toolkit`` with ``pip install -e python`` (:meth:`source_build` says how).
+        vLLM: the per-commit venv with the precompiled wheel of that commit
+        (``VLLM_USE_PRECOMPILED=1 pip install -e .``). The simulator finds its simulated checkout
+        the way Python finds the package. Before a launch, :func:`~toolkit.server.preflight.validate_spec`
+        checks that the checkout's compiled parts fit (``ExtensionMismatch`` otherwise).
+
+        >>> spec = ServerSpec.sglang("m").with_source("/src/sglang", commit="1a2b3c4d")
+        >>> dict(spec.env)["PYTHONPATH"], spec.commit
+        ('/src/sglang/python', '1a2b3c4d')
+        """
+        if self.engine not in sources.LAYOUT:
+            raise InvalidFlag(f"with_source runs SGLang or vLLM from a checkout, not {self.engine}",
+                              hint="for any other program, set workdir= or PYTHONPATH with with_env")
+        root = repo_dir.rstrip("/")
+        chosen: sources.Install = "editable" if self.engine == "vllm" and not self.simulated else install
+        current = dict(self.env).get("PYTHONPATH")
+        if self.source is not None and current:  # moving to another checkout: drop the old entry
+            current = ":".join(p for p in current.split(":") if not p.startswith(self.source.rstrip("/") + "/")
+                               and p != self.source.rstrip("/"))
+        spec = self.with_env({"PYTHONPATH": sources.pythonpath(self.engine, root, current)})
+        launcher = self.launcher
+        if chosen == "editable" and not self.simulated:
+            venv = f"{root}/{sources.VENV}"
+            head = (f"{venv}/bin/vllm", "serve") if self.engine == "vllm" else (f"{venv}/bin/python",)
+            launcher = (*head, *self.launcher[len(head):])
+        return dataclasses.replace(spec, launcher=launcher, source=root, source_install=chosen,
+                                   commit=commit if commit is not None else self.commit)
+
+    def at_checkout(self, repo_dir: str, commit: str) -> ServerSpec:
+        """This spec's source moved to another checkout of the same repository (a worktree), at ``commit``."""
+        if self.source is None:
+            raise InvalidFlag("at_checkout needs a spec made with with_source(repo_dir)", evidence=[self.command()])
+        return self.with_source(repo_dir, commit=commit, install=self.source_install)
+
+    def source_build(self) -> str | None:
+        """What must run in the checkout before this spec can launch (None: nothing)."""
+        if self.source is None or self.simulated:
+            return None
+        return sources.build_command(self.engine, self.source_install)
+
+    def api_key(self) -> str | None:
+        """The API key the server will demand (``--api-key``; vLLM also ``VLLM_API_KEY``), for probes and bench.
+
+        Never recorded as is: :meth:`secrets` lists it, and every record goes through redaction.
+        """
+        value = self.flag("--api-key")
+        if isinstance(value, tuple):
+            return value[0] if value else None
+        if isinstance(value, str):
+            return value
+        return dict(self.env).get("VLLM_API_KEY") if self.engine == "vllm" else None
 
     def flag(self, name: str) -> FlagValue | _Missing:
         """The value of ``name``: a string, a tuple (nargs), None (a switch), or MISSING."""
@@ -358,6 +358,8 @@ class ServerSpec:
             "commit": self.commit,
             "label": self.label,
             "simulated": self.simulated,
+            "source": self.source,
+            "source_install": self.source_install,
             "describe": self.describe(),
             "command": self.command(),
         }

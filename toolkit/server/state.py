@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from toolkit.logs import LogEvent, Verdict
+from toolkit.server.hints import release_hint
 from toolkit.server.readiness import Failure, ReadinessReport, ReadinessState, ReadinessTracker
 
 __all__ = ["Lifecycle", "ServerStatus", "ServerState", "ErrorSummary"]
@@ -47,8 +48,10 @@ class ErrorSummary:
     hint: str | None
 
     @classmethod
-    def of_failure(cls, failure: Failure) -> ErrorSummary:
-        return cls(FAILURE_ERRORS.get(failure.kind, failure.kind), failure.message, failure.evidence(), failure.hint)
+    def of_failure(cls, failure: Failure, engine: str | None = None, version: str | None = None) -> ErrorSummary:
+        """The failure as shown; its hint spelled with the flags of ``engine`` ``version`` when known."""
+        return cls(FAILURE_ERRORS.get(failure.kind, failure.kind), failure.message, failure.evidence(),
+                   release_hint(failure.hint, engine, version))
 
 
 @dataclass(frozen=True)
@@ -96,8 +99,19 @@ class ServerState:
         self._stop_note: str | None = None
         self._failed_before_stop = False
         self._listeners: list[Listener] = []
+        self._release: tuple[str | None, str | None] = (None, None)
 
     # -- inputs ----------------------------------------------------------------------------
+    def use_release(self, engine: str | None, version: str | None) -> None:
+        """The engine release the server runs: failure hints are spelled with its flags."""
+        with self._lock:
+            self._release = (engine, version)
+
+    @property
+    def release(self) -> tuple[str | None, str | None]:
+        with self._lock:
+            return self._release
+
     def observe(self, events: Iterable[LogEvent], at: float) -> ServerStatus:
         """Classified log lines (from the server's follower)."""
         with self._lock:
@@ -116,6 +130,15 @@ class ServerState:
         with self._lock:
             self._now = max(self._now, at)
             self._tracker.probe(ok, detail, proves_generation, at=at)
+        return self._changed()
+
+    def probe_failed(self, *, message: str, evidence: tuple[str, ...], hint: str | None, at: float) -> ServerStatus:
+        """A probe's answer says the server will not become ready (from `wait_ready`): it lands here so that
+        every view shows the failure, not only the error `wait_ready` raises."""
+        with self._lock:
+            self._now = max(self._now, at)
+            if self._stop_requested_at is None:
+                self._tracker.probe_failed(message, evidence, hint, at=at)
         return self._changed()
 
     def process_exited(self, code: int | None, at: float) -> ServerStatus:
@@ -188,7 +211,7 @@ class ServerState:
             failed = self._failed_before_stop if self._stop_requested_at is not None else self._failed()
             error = self._error
             if report.failure is not None and report.state in (ReadinessState.FAILED, ReadinessState.HUNG):
-                error = ErrorSummary.of_failure(report.failure)
+                error = ErrorSummary.of_failure(report.failure, *self._release)
             lifecycle: Lifecycle
             if failed:
                 lifecycle = "failed"

@@ -8,29 +8,41 @@ widgets draw):
 - the log, through the server's one `tail -F` follower, which feeds the state itself:
   every classified line arrives within milliseconds, so a fatal line is known as soon as
   it is written;
-- an HTTP prober that proves generation (`/health_generate` for SGLang, else a one-token
-  completion); `/v1/models` alone is not proof. It probes once a second while the server
-  loads and every 0.1 s once the log says the HTTP server is up or the ready line came;
+- an HTTP prober that asks what the engine's release answers (its profile's health
+  endpoint: SGLang's `/health_generate` proves generation; vLLM's and transformers'
+  `/health` are followed by a one-token completion, with the spec's API key); `/v1/models`
+  alone is not proof. It reads the answers: one the engine means as "dead" (vLLM 0.11+
+  `/health` 503, transformers' `{"status": "unhealthy", "reason": ...}`) or the same error
+  answer again and again (a 401 for a missing key, a 503 naming a dead worker) is a
+  failure within seconds, with the answer quoted. It backs off (`health.ProbeSchedule`):
+  about once a second while loading, at most four a second once the log says HTTP is up,
+  fewer after each failed probe and as time passes, so it never drowns the engine's log;
 - the process tree, checked a few times a second: a server killed without a word
   (the OOM killer, `kill -9`) is known to be dead even if its log says nothing.
 """
 
 from __future__ import annotations
 
+import re
 import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from toolkit.errors import ReadinessTimeout, ServerDied, ServerHung
+from toolkit.errors import ExtensionMismatch, ReadinessTimeout, ServerDied, ServerHung
 from toolkit.server.follow import LogFollower
-from toolkit.server.http import ProbeOutcome
+from toolkit.server.health import ProbeOutcome, ProbeSchedule, RepeatedErrors
+from toolkit.server.hints import release_hint
 from toolkit.server.readiness import ReadinessReport, ReadinessState
+from toolkit.server.source import mismatch_in_log
 from toolkit.server.state import ServerState, ServerStatus
 
 __all__ = ["StartupWatch", "wait_ready"]
 
 _FAST_PHASES = frozenset({"http_up", "warmup", "ready"})
+# A server that answers "still loading" in words does so for minutes (llama.cpp: 503 "Loading model"):
+# such answers are waits, however often they repeat.
+_LOADING_WORDS = re.compile(r"load|start|warm|not ready|initiali", re.IGNORECASE)
 # After the exit, read the log to its end before deciding: wait while the follower still makes
 # progress (a loaded machine delays it by seconds), give up after this long without progress...
 _EXIT_QUIET_S = 2.0
@@ -49,6 +61,7 @@ class StartupWatch:
     count_log_lines: Callable[[], int | None]
     where: str  # "sim EAGLE3 on localhost (pid 4242, log /tmp/...)", for the error
     host_name: str
+    from_source: bool = False  # the server runs a checkout (with_source): vLLM's _C warning is then a mismatch
 
 
 class _Watchers:
@@ -59,6 +72,7 @@ class _Watchers:
         self.watch = watch
         self.done = threading.Event()
         self.fast = threading.Event()
+        self.ready_said = threading.Event()
         self.wake = threading.Event()
         self.exited_at: float | None = None
         self.intervals = (probe_interval_s, fast_probe_interval_s)
@@ -80,19 +94,38 @@ class _Watchers:
             thread.join(timeout=self.probe_timeout_s + 1)
 
     def on_status(self, status: ServerStatus) -> None:
-        """The log says HTTP is up (or ready): probe now and often."""
+        """The log says HTTP is up: probe now and often; it says ready: probe now, and start the back-off anew."""
         if not self.fast.is_set() and (status.log_says_ready or (status.phase or "") in _FAST_PHASES):
             self.fast.set()
             self.wake.set()
+        if status.log_says_ready and not self.ready_said.is_set():
+            self.ready_said.set()
+            self.wake.set()
 
     def _probe_loop(self) -> None:
+        schedule = ProbeSchedule(loading_s=self.intervals[0], fast_s=self.intervals[1])
+        repeated = RepeatedErrors()
+        failures, was_fast = 0, (False, False)
+        state = self.watch.state
         while not self.done.is_set():
             outcome = self.watch.probe(self.probe_timeout_s)
             if self.done.is_set():
                 return
-            self.watch.state.probe(ok=outcome.ok, detail=outcome.detail,
-                                   proves_generation=outcome.proves_generation, at=time.time())
-            self.wake.wait(self.intervals[1] if self.fast.is_set() else self.intervals[0])
+            now = time.time()
+            if outcome.verdict == "dead":
+                state.probe_failed(message=f"the server answered that it is dead: {outcome.detail}",
+                                   evidence=outcome.evidence, hint=outcome.hint, at=now)
+            else:
+                state.probe(ok=outcome.ok, detail=outcome.detail, proves_generation=outcome.proves_generation, at=now)
+                again = None if _LOADING_WORDS.search(outcome.body) else repeated.see(
+                    " ".join(outcome.detail.split()[:2]), outcome.status, outcome.body, at=now)
+                if again is not None and not state.status().readiness.ready:
+                    state.probe_failed(message=f"the server gives the same error answer to every probe: {again}",
+                                       evidence=(again,), hint=_repeat_hint(outcome.status), at=now)
+            fast = (self.fast.is_set(), self.ready_said.is_set())
+            failures = 0 if fast != was_fast else failures + (0 if outcome.proves_generation else 1)
+            was_fast = fast
+            self.wake.wait(schedule.interval(elapsed_s=now - state.started_at, failures=failures, fast=fast[0]))
             self.wake.clear()
 
     def _alive_loop(self) -> None:
@@ -106,7 +139,27 @@ class _Watchers:
                 return
 
 
-def _error_for(report: ReadinessReport, watch: StartupWatch) -> ServerDied | ReadinessTimeout:
+def _repeat_hint(status: int) -> str:
+    if status in (401, 403):
+        return ("the server wants an API key the probe does not send: put it in the spec "
+                "(with_flags({'--api-key': KEY}), or VLLM_API_KEY in with_env) so that probes and bench() send it")
+    return "the server cannot serve: read the quoted answer and the last log lines, fix the cause, launch again"
+
+
+def _last_word(watch: StartupWatch, report: ReadinessReport, alive: bool, timeout_s: float) -> tuple[str, ...]:
+    """What the server itself answers now, when a failure came from the log but it still serves HTTP
+    (transformers serve's `{"status": "unhealthy", "reason": ...}`): quoted beside the log's lines."""
+    failure = report.failure
+    if not alive or failure is None or failure.kind != "fatal":
+        return ()
+    outcome = watch.probe(min(timeout_s, 2.0))
+    if outcome.verdict == "dead":
+        return (f"the server answers: {outcome.detail}", *outcome.evidence[1:])
+    return (f"the server answers: {outcome.detail}",) if outcome.body.strip() and not outcome.ok else ()
+
+
+def _error_for(report: ReadinessReport, watch: StartupWatch,
+               said: tuple[str, ...] = ()) -> ServerDied | ReadinessTimeout:
     failure = report.failure
     if failure is None:  # FAILED and HUNG always carry one; say so rather than assert
         return ServerDied(f"the server failed without a recorded cause [{watch.where}]", host=watch.host_name,
@@ -114,8 +167,16 @@ def _error_for(report: ReadinessReport, watch: StartupWatch) -> ServerDied | Rea
     message = f"{failure.message} [{watch.where}]"
     kinds: dict[str, type[ServerDied] | type[ReadinessTimeout]] = {
         "died": ServerDied, "fatal": ServerDied, "timeout": ReadinessTimeout, "hung": ServerHung}
-    return kinds[failure.kind](message, host=watch.host_name, evidence=failure.evidence(), hint=failure.hint,
-                               report=report)
+    kind = kinds[failure.kind]
+    evidence = (*failure.evidence(), *said)
+    mismatch = mismatch_in_log(evidence, watch.from_source) if kind is ServerDied else None
+    if mismatch is not None:  # the engine itself says its compiled parts do not fit the code
+        kind = ExtensionMismatch
+        message = f"the engine's compiled extension does not match its code: {mismatch.strip()} [{watch.where}]"
+    hint = release_hint(failure.hint, *watch.state.release)
+    if mismatch is not None:
+        hint = "install the kernel (or build) this commit needs; a bisection skips such a commit"
+    return kind(message, host=watch.host_name, evidence=evidence, hint=hint, report=report)
 
 
 def wait_ready(
@@ -124,7 +185,7 @@ def wait_ready(
     timeout_s: float = 900.0,
     hang_after_s: float = 300.0,
     probe_interval_s: float = 1.0,
-    fast_probe_interval_s: float = 0.1,
+    fast_probe_interval_s: float = 0.25,
     probe_timeout_s: float = 5.0,
     alive_interval_s: float = 0.25,
 ) -> ReadinessReport:
@@ -183,7 +244,8 @@ def wait_ready(
             if report.state is ReadinessState.READY:
                 return report
             if report.state is ReadinessState.HUNG or (report.state is ReadinessState.FAILED and state.settled):
-                raise _error_for(report, watch)
+                alive = watchers.exited_at is None and not exit_decided
+                raise _error_for(report, watch, _last_word(watch, report, alive, probe_timeout_s))
             if status.stop_requested_at is not None:
                 raise ServerDied(f"the server was stopped while waiting for it to be ready [{watch.where}]",
                                  host=watch.host_name, report=report,

@@ -1,25 +1,32 @@
-"""Command-line flags of the simulator: the engines' real flag names, parsed as the engines parse them.
+"""Command-line flags of the simulator: the imitated release's flags, parsed as that release parses them.
 
 SGLang builds one `argparse.ArgumentParser` and calls `parse_args`, so an unknown flag ends with
-`error: unrecognized arguments: ...` and exit status 2; so does this parser. `--help` lists every
-flag and its choices because the toolkit validates flags against `--help` output.
-Simulator-only knobs start with `--sim-` (plus `--engine` and `--source-dir`).
+`error: unrecognized arguments: ...` and exit status 2; so does this parser (toolkit/sim/parsers.py
+builds it from the release's captured flag list). `--help` lists every flag and its choices because
+the toolkit validates flags against `--help` output. Simulator-only knobs start with `--sim-` (plus
+`--engine` and `--source-dir`); `--sim-engine-version` names the release (default: the newest).
 """
 
 from __future__ import annotations
 
 import argparse
-import json
+import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TypedDict
 
 from toolkit.sim.latency import DecodeSetup, Speculation
+from toolkit.sim.parsers import sglang_parser, transformers_parser, vllm_parser
+from toolkit.sim.release import DEFAULT_VERSIONS, EnvContext, SimRelease, option_value, release_from_argv
 
 __all__ = ["FAULTS", "SimConfig", "build_parser", "engine_of", "parse_server_args"]
 
-FAULTS = ("none", "oom", "nccl", "port-in-use", "scheduler-traceback", "crash-while-serving", "hang", "slow-start")
-SIM_ENGINES = ("sglang", "vllm")
+# worker-dead-after-start: the engine's worker dies once HTTP is up; the server keeps answering
+# (transformers serve's batching thread; the others' schedulers die with their server).
+# watchdog (SGLang): a forward step stalls while serving; the rank's watchdog fires after --watchdog-timeout.
+FAULTS = ("none", "oom", "nccl", "port-in-use", "scheduler-traceback", "crash-while-serving", "hang", "slow-start",
+          "worker-dead-after-start", "watchdog")
+SIM_ENGINES = ("sglang", "vllm", "transformers")
 VLLM_SPEC_METHODS = ("eagle", "eagle3", "mtp", "deepseek_mtp", "medusa", "ngram", "draft_model")
 
 
@@ -28,6 +35,7 @@ class SimConfig:
     """Everything a launch decided, engine-neutral. Built only by `parse_server_args`."""
 
     engine: str
+    release: SimRelease
     argv: tuple[str, ...]
     model_path: str
     served_model_name: str
@@ -56,27 +64,38 @@ class SimConfig:
     source_dir: str | None
     spin_ms: float
     namespace: dict[str, object]  # every parsed flag by its dest, for the server_args dump
+    api_keys: tuple[str, ...] = ()  # --api-key (vLLM: also VLLM_API_KEY); empty: no guard
+    skip_warmup: bool = False
 
     @property
     def decode_setup(self) -> DecodeSetup:
         return DecodeSetup(cuda_graph=self.cuda_graph, cuda_graph_max_bs=self.cuda_graph_max_bs,
                            speculation=self.speculation)
 
+    @property
+    def env_context(self) -> EnvContext:
+        """What the release's environment writes depend on (their conditions)."""
+        flags = frozenset(a.split("=", 1)[0] for a in self.argv if a.startswith("-"))
+        return EnvContext(self.tp_size, self.cuda_graph, flags, self.namespace)
+
 
 def engine_of(argv: Sequence[str]) -> str:
     """The `--engine` value before full parsing (it picks which parser applies); default sglang."""
-    for i, arg in enumerate(argv):
-        if arg == "--engine" and i + 1 < len(argv) and argv[i + 1] in SIM_ENGINES:
-            return argv[i + 1]
-        if arg.startswith("--engine=") and arg.split("=", 1)[1] in SIM_ENGINES:
-            return arg.split("=", 1)[1]
-    return "sglang"
+    value = option_value(argv, "--engine")
+    return value if value in SIM_ENGINES else "sglang"
 
 
-def _add_sim_flags(parser: argparse.ArgumentParser, engine: str) -> None:
+def _add_sim_flags(parser: argparse.ArgumentParser, release: SimRelease) -> None:
+    engine = release.engine
     g = parser.add_argument_group("simulator (toolkit.sim only; not engine flags)")
     g.add_argument("--engine", choices=SIM_ENGINES, default=engine,
-                   help="which server to imitate: sglang (python -m sglang.launch_server) or vllm (vllm serve)")
+                   help="which server to imitate: sglang (python -m sglang.launch_server), vllm (vllm serve) or "
+                        "transformers (transformers serve)")
+    g.add_argument("--sim-engine-version", default=DEFAULT_VERSIONS[engine], metavar="VERSION",
+                   help=f"the {engine} release to imitate (default {DEFAULT_VERSIONS[engine]}, the newest read); "
+                        "its flags, environment writes, log lines and health answers (docs/simulator.md)")
+    # Like `sglang version` / `vllm --version`: the toolkit reads the imitated release here.
+    g.add_argument("--version", action="version", version=f"toolkit.sim imitating {engine} {release.version}")
     g.add_argument("--sim-startup-s", type=float, default=3.0,
                    help="seconds from launch to the ready line (default 3.0; tests use ~0.5)")
     g.add_argument("--sim-warmup-s", type=float, default=None,
@@ -98,92 +117,15 @@ def _add_sim_flags(parser: argparse.ArgumentParser, engine: str) -> None:
                    help="read performance parameters from DIR/sim_perf.json (see make-repo)")
 
 
-def _sglang_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="python -m toolkit sim",
-        description="SIMULATED SGLang server (toolkit.sim): real SGLang flag names, no GPU, no model.")
-    a = parser.add_argument
-    a("--model-path", "--model", dest="model_path", required=True,
-      help="The path of the model weights. This can be a local folder or a Hugging Face repo ID.")
-    a("--tokenizer-path", default=None, help="The path of the tokenizer.")
-    a("--served-model-name", default=None, help="Override the model name returned by the v1/models endpoint.")
-    a("--host", default="127.0.0.1", help="The host of the HTTP server.")
-    a("--port", type=int, default=30000, help="The port of the HTTP server.")
-    a("--tp-size", "--tp", dest="tp_size", type=int, default=1, help="The tensor parallelism size.")
-    a("--trust-remote-code", action="store_true", help="Whether to allow custom models from the Hub.")
-    a("--context-length", type=int, default=None, help="The model's maximum context length.")
-    a("--dtype", default="auto", choices=["auto", "half", "float16", "bfloat16", "float", "float32"],
-      help="Data type for model weights and activations.")
-    a("--kv-cache-dtype", default="auto", choices=["auto", "fp8_e5m2", "fp8_e4m3", "bf16", "bfloat16"],
-      help="Data type for kv cache storage.")
-    a("--quantization", default=None, help="The quantization method.")
-    a("--mem-fraction-static", type=float, default=None,
-      help="The fraction of the memory used for static allocation (model weights and KV cache memory pool).")
-    a("--max-running-requests", type=int, default=None, help="The maximum number of running requests.")
-    a("--chunked-prefill-size", type=int, default=None, help="The maximum number of tokens in a chunk.")
-    a("--attention-backend", default=None, choices=["flashinfer", "triton", "torch_native", "fa3", "flashmla"],
-      help="Choose the kernels for attention layers.")
-    a("--speculative-algorithm", default=None, choices=["EAGLE", "EAGLE3", "NEXTN"],
-      help="Speculative algorithm.")
-    a("--speculative-draft-model-path", "--speculative-draft-model", dest="speculative_draft_model_path",
-      default=None, help="The path of the draft model weights.")
-    a("--speculative-num-steps", type=int, default=None,
-      help="The number of steps sampled from draft model in Speculative Decoding.")
-    a("--speculative-eagle-topk", type=int, default=None,
-      help="The number of tokens sampled from the draft model in eagle2 each step.")
-    a("--speculative-num-draft-tokens", type=int, default=None,
-      help="The number of tokens sampled from the draft model in Speculative Decoding.")
-    a("--speculative-attention-mode", default="prefill", choices=["prefill", "decode"],
-      help="Attention backend for speculative decoding operations (both target verify and draft extend).")
-    a("--disable-cuda-graph", action="store_true", help="Disable cuda graph.")
-    a("--cuda-graph-max-bs", type=int, default=None, help="Set the maximum batch size for cuda graph.")
-    a("--disable-radix-cache", action="store_true", help="Disable RadixAttention for prefix caching.")
-    a("--enable-metrics", action="store_true", help="Enable log prometheus metrics.")
-    a("--enable-nccl-nvls", action="store_true", help="Enable NCCL NVLS for prefill heavy requests when available.")
-    a("--log-level", default="info", help="The logging level of all loggers.")
-    a("--log-level-http", default=None, help="The logging level of HTTP server.")
-    a("--decode-log-interval", type=int, default=40, help="The log interval of decode batch.")
-    a("--random-seed", type=int, default=None, help="The random seed.")
-    a("--dist-init-addr", "--nccl-init-addr", dest="dist_init_addr", default=None,
-      help="The host address for initializing distributed backend (e.g., `192.168.0.2:25000`).")
-    a("--nnodes", type=int, default=1, help="The number of nodes.")
-    a("--node-rank", type=int, default=0, help="The node rank.")
-    a("--dist-timeout", type=int, default=None, help="Set timeout for torch.distributed initialization.")
-    a("--watchdog-timeout", type=float, default=300, help="Set watchdog timeout in seconds.")
-    _add_sim_flags(parser, "sglang")
-    return parser
+def build_parser(engine: str, release: SimRelease | None = None) -> argparse.ArgumentParser:
+    """The parser for one engine and release (default: the newest); `--help` prints it."""
+    chosen = release or release_from_argv((), engine)
 
+    def knobs(parser: argparse.ArgumentParser) -> None:
+        _add_sim_flags(parser, chosen)
 
-def _vllm_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="python -m toolkit sim --engine vllm",
-        description="SIMULATED vLLM OpenAI-compatible server (toolkit.sim): `vllm serve MODEL` flags, no GPU.")
-    a = parser.add_argument
-    a("model_tag", nargs="?", default=None, help="The model tag to serve (optional if specified in config)")
-    a("--model", default=None, help="Name or path of the Hugging Face model to use.")
-    a("--host", default=None, help="Host name.")
-    a("--port", type=int, default=8000, help="Port number.")
-    a("--served-model-name", nargs="+", default=None, help="The model name(s) used in the API.")
-    a("--tensor-parallel-size", "-tp", dest="tensor_parallel_size", type=int, default=1,
-      help="Number of tensor parallel groups.")
-    a("--speculative-config", type=json.loads, default=None,
-      help='Speculative decoding configuration as JSON, e.g. \'{"method": "eagle3", "model": "...", '
-           '"num_speculative_tokens": 2}\'.')
-    a("--enforce-eager", action="store_true", help="Always use eager-mode PyTorch (no CUDA graphs).")
-    a("--max-model-len", type=int, default=None, help="Model context length.")
-    a("--gpu-memory-utilization", type=float, default=0.9, help="The fraction of GPU memory to be used.")
-    a("--max-num-seqs", type=int, default=None, help="Maximum number of sequences per iteration.")
-    a("--trust-remote-code", action="store_true", help="Trust remote code from huggingface.")
-    a("--dtype", default="auto", choices=["auto", "half", "float16", "bfloat16", "float", "float32"],
-      help="Data type for model weights and activations.")
-    a("--disable-log-requests", action="store_true", help="Disable logging requests.")
-    _add_sim_flags(parser, "vllm")
-    return parser
-
-
-def build_parser(engine: str) -> argparse.ArgumentParser:
-    """The parser for one engine; `--help` prints it."""
-    return _vllm_parser() if engine == "vllm" else _sglang_parser()
+    builders = {"vllm": vllm_parser, "transformers": transformers_parser}
+    return builders.get(engine, sglang_parser)(chosen, knobs)
 
 
 class _SimFields(TypedDict):
@@ -219,7 +161,8 @@ def _sim_fields(ns: argparse.Namespace, parser: argparse.ArgumentParser, tp: int
     }
 
 
-def _sglang_config(ns: argparse.Namespace, parser: argparse.ArgumentParser, argv: tuple[str, ...]) -> SimConfig:
+def _sglang_config(ns: argparse.Namespace, parser: argparse.ArgumentParser, argv: tuple[str, ...],
+                   release: SimRelease) -> SimConfig:
     if ns.tp_size < 1:
         parser.error(f"argument --tp-size: must be >= 1, got {ns.tp_size}")
     speculation = None
@@ -236,17 +179,20 @@ def _sglang_config(ns: argparse.Namespace, parser: argparse.ArgumentParser, argv
                                   verify_in_extend=ns.speculative_attention_mode == "prefill")
     default_bs = 64 if speculation else 256
     return SimConfig(
-        engine="sglang", argv=argv, model_path=ns.model_path,
+        engine="sglang", release=release, argv=argv, model_path=ns.model_path,
         served_model_name=ns.served_model_name or ns.model_path, tp_size=ns.tp_size, host=ns.host, port=ns.port,
         speculative_algorithm=ns.speculative_algorithm, speculative_draft_model_path=ns.speculative_draft_model_path,
         speculation=speculation, cuda_graph=not ns.disable_cuda_graph,
         cuda_graph_max_bs=ns.cuda_graph_max_bs or default_bs,
         mem_fraction_static=ns.mem_fraction_static or 0.85, context_length=ns.context_length or 131072,
         log_level=ns.log_level.lower(), decode_log_interval=max(ns.decode_log_interval, 1),
-        enable_nccl_nvls=ns.enable_nccl_nvls, namespace=dict(vars(ns)), **_sim_fields(ns, parser, ns.tp_size))
+        enable_nccl_nvls=ns.enable_nccl_nvls, namespace=dict(vars(ns)),
+        api_keys=(ns.api_key,) if ns.api_key else (), skip_warmup=ns.skip_server_warmup,
+        **_sim_fields(ns, parser, ns.tp_size))
 
 
-def _vllm_config(ns: argparse.Namespace, parser: argparse.ArgumentParser, argv: tuple[str, ...]) -> SimConfig:
+def _vllm_config(ns: argparse.Namespace, parser: argparse.ArgumentParser, argv: tuple[str, ...],
+                 release: SimRelease) -> SimConfig:
     model = ns.model_tag or ns.model
     if model is None:
         parser.error("the following arguments are required: model_tag (or --model)")
@@ -264,20 +210,46 @@ def _vllm_config(ns: argparse.Namespace, parser: argparse.ArgumentParser, argv: 
         algorithm, draft_model = method, spec.get("model")
         # vLLM verifies drafts in its (piecewise) CUDA-graph decode path: decode-mode cost.
         speculation = Speculation(num_steps=spec["num_speculative_tokens"], verify_in_extend=False)
+    # --api-key wins over VLLM_API_KEY from 0.8.5 (vllm/entrypoints/openai/api_server.py:842-843); 0.6.0 had
+    # `VLLM_API_KEY or args.api_key` (:367). A list from 0.11.
+    given = ns.api_key if isinstance(ns.api_key, list) else [ns.api_key] if ns.api_key else []
+    env_key = os.environ.get("VLLM_API_KEY")
+    keys = [env_key] if env_key and (not given or not release.at_least("0.8.5")) else given
     return SimConfig(
-        engine="vllm", argv=argv, model_path=model,
+        engine="vllm", release=release, argv=argv, model_path=model,
         served_model_name=(ns.served_model_name or [model])[0], tp_size=tp, host=ns.host or "0.0.0.0",
         port=ns.port, speculative_algorithm=algorithm, speculative_draft_model_path=draft_model,
         speculation=speculation, cuda_graph=not ns.enforce_eager, cuda_graph_max_bs=512,
         mem_fraction_static=ns.gpu_memory_utilization, context_length=ns.max_model_len or 131072,
         log_level="info", decode_log_interval=40, enable_nccl_nvls=False,
-        namespace=dict(vars(ns)), **_sim_fields(ns, parser, tp))
+        namespace=dict(vars(ns)), api_keys=tuple(keys), **_sim_fields(ns, parser, tp))
+
+
+def _transformers_config(ns: argparse.Namespace, parser: argparse.ArgumentParser, argv: tuple[str, ...],
+                         release: SimRelease) -> SimConfig:
+    model = ns.force_model or "sim-model"
+    fields = _sim_fields(ns, parser, 1)
+    if fields["fault"] == "worker-dead-after-start" and not ns.continuous_batching:
+        parser.error("--sim-fault worker-dead-after-start needs --continuous-batching (the worker is its thread)")
+    return SimConfig(
+        engine="transformers", release=release, argv=argv, model_path=model, served_model_name=model, tp_size=1,
+        host=ns.host, port=ns.port, speculative_algorithm=None, speculative_draft_model_path=None, speculation=None,
+        cuda_graph=False, cuda_graph_max_bs=64 if ns.continuous_batching else 1, mem_fraction_static=0.9,
+        context_length=32768, log_level=ns.log_level.lower(), decode_log_interval=40, enable_nccl_nvls=False,
+        namespace=dict(vars(ns)), **fields)
+
+
+_CONFIGS = {"sglang": _sglang_config, "vllm": _vllm_config, "transformers": _transformers_config}
 
 
 def parse_server_args(argv: Sequence[str]) -> SimConfig:
     """Parse a server command line; argparse exits with status 2 on any error, like the engines."""
     argv = tuple(argv)
     engine = engine_of(argv)
-    parser = build_parser(engine)
+    try:
+        release = release_from_argv(argv, engine)
+    except ValueError as exc:
+        build_parser(engine).error(str(exc))
+    parser = build_parser(engine, release)
     ns = parser.parse_args(list(argv))
-    return _vllm_config(ns, parser, argv) if engine == "vllm" else _sglang_config(ns, parser, argv)
+    return _CONFIGS[engine](ns, parser, argv, release)

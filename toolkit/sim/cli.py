@@ -1,8 +1,10 @@
 """`python -m toolkit.sim [FLAGS]` runs a simulated server; `python -m toolkit.sim make-repo DIR` writes a history.
 
-The serve path parses flags like the engine (argparse: unknown flag -> exit 2), reads
-`--source-dir` if given (a broken checkout dies with the engine's ImportError traceback, exit 1),
-then runs the server until SIGTERM or a fault ends it.
+The serve path parses flags like the imitated release (argparse: unknown flag -> exit 2), reads
+the simulated source checkout if there is one (a broken checkout dies with the engine's
+ImportError traceback, exit 1), then runs the server until SIGTERM or a fault ends it. Imports
+are plain: this is the server process (it needs aiohttp anyway); the cheap processes are the TP
+ranks, which run `toolkit.sim.worker` and never import this module or aiohttp.
 """
 
 from __future__ import annotations
@@ -12,35 +14,31 @@ import os
 import sys
 import time
 
+from toolkit.sim import faults
+from toolkit.sim.args import parse_server_args
+from toolkit.sim.logs import banner
+from toolkit.sim.repo import main as make_repo_main
+from toolkit.sim.server import SimServer
+from toolkit.sim.source import find_source
+
 __all__ = ["main"]
 
 
 def main(argv: list[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
     if args[:1] == ["make-repo"]:
-        from toolkit.sim.repo import main as make_repo_main
-
         return make_repo_main(args[1:])
-    from toolkit.sim import faults
-    from toolkit.sim.args import parse_server_args
-    from toolkit.sim.logs import banner
-    from toolkit.sim.source import load_source_perf
-
     config = parse_server_args(args)
-    source = None
-    if config.source_dir is not None:
-        try:
-            source = load_source_perf(config.source_dir)
-        except ValueError as exc:
-            print(f"toolkit.sim: error: {exc}", file=sys.stderr)
-            return 2
-        if source.import_error is not None:
-            details = f"source {config.source_dir} ({source.version}): this build fails to import"
-            print(banner(config.engine, time.time(), os.getpid(), details), flush=True)
-            module, name = source.import_error
-            root = os.path.join(os.path.abspath(config.source_dir), "python")
-            print("\n".join(faults.import_error_traceback(config.engine, root, module, name)), file=sys.stderr)
-            return 1
-    from toolkit.sim.server import SimServer  # aiohttp is imported only when a server really starts
-
+    try:
+        source = find_source(config.engine, config.source_dir)
+    except ValueError as exc:
+        print(f"toolkit.sim: error: {exc}", file=sys.stderr)
+        return 2
+    if source is not None and source.import_error is not None:
+        details = f"source {source.root} ({source.version}): this build fails to import"
+        print(banner(config.engine, time.time(), os.getpid(), details), flush=True)
+        module, name = source.import_error
+        print("\n".join(faults.import_error_traceback(config.engine, source.package_root, module, name)),
+              file=sys.stderr)
+        return 1
     return asyncio.run(SimServer(config, source).run())

@@ -15,6 +15,9 @@ __all__ = [
     "bind_error",
     "cuda_oom",
     "import_error_traceback",
+    "kernel_version_traceback",
+    "transformers_cb_traceback",
+    "SCHEDULER_WAIT_FRAMES",
     "nccl_error",
     "sglang_crash_traceback",
     "sglang_graph_capture_traceback",
@@ -128,7 +131,7 @@ def sglang_init_traceback(kind: str, rank: int, pid: int) -> list[str]:
     return traceback_lines(frames, [cuda_oom(rank, pid)])
 
 
-def sglang_graph_capture_traceback() -> list[str]:
+def sglang_graph_capture_traceback(advice: Sequence[str] = ()) -> list[str]:
     """A scheduler traceback from CUDA graph capture, with SGLang's "Possible solutions" text."""
     runner = "sglang/srt/model_executor/cuda_graph_runner.py"
     inner = traceback_lines([
@@ -143,12 +146,7 @@ def sglang_graph_capture_traceback() -> list[str]:
         (_RUNNER, 2011, "init_device_graphs", "self.graph_runner = graph_runners[self.device](self)"),
         (runner, 378, "__init__", "raise Exception("),
     ], ["Exception: Capture cuda graph failed: " + CUDA_ILLEGAL_ACCESS[0].split(": ", 1)[1],
-        *CUDA_ILLEGAL_ACCESS[1:], "", "Possible solutions:",
-        "1. set --mem-fraction-static to a smaller value (e.g., 0.8 or 0.7)",
-        "2. set --cuda-graph-max-bs to a smaller value (e.g., 16)",
-        "3. disable torch compile by not using --enable-torch-compile",
-        "4. disable CUDA graph by --disable-cuda-graph. (Not recommended. Huge performance loss)",
-        "Open an issue on GitHub https://github.com/sgl-project/sglang/issues/new/choose "])
+        *CUDA_ILLEGAL_ACCESS[1:], "", *advice])
     return inner + ["", "During handling of the above exception, another exception occurred:", ""] + outer
 
 
@@ -279,3 +277,44 @@ def import_error_traceback(engine: str, root: str, module: str, name: str) -> li
             (f"{root}/sglang/srt/managers/scheduler.py", 88, "<module>", f"from {module} import ("),
         ]
     return traceback_lines(frames, [f"ImportError: cannot import name '{name}' from '{module}' ({module_file})"])
+
+
+# The launcher waiting for its schedulers (sglang 0.5.23 python/sglang/srt/entrypoints/engine.py:994-1031, 2023-2029).
+SCHEDULER_WAIT_FRAMES: list[Frame] = [
+    ("sglang/launch_server.py", 31, "<module>", "run_server(server_args)"),
+    ("sglang/srt/entrypoints/http_server.py", 3154, "launch_server", "_launch_subprocesses("),
+    ("sglang/srt/entrypoints/engine.py", 995, "wait_for_ready", "infos = _wait_for_scheduler_ready(scheduler_pipe_readers, "
+                                                                 "scheduler_procs)"),
+    ("sglang/srt/entrypoints/engine.py", 2029, "_wait_for_scheduler_ready", "raise _scheduler_died_error(i, scheduler_procs[i])"),
+]
+
+
+def kernel_version_traceback(package_root: str, package: str, installed: str | None, required: str) -> list[str]:
+    """SGLang's launcher refusing an old kernel wheel (0.5.23 engine.py:1962-1966, utils/common.py:2428-2431)."""
+    root = f"{package_root}/sglang" if package_root else "sglang"
+    frames: list[Frame] = [
+        ("<frozen runpy>", 198, "_run_module_as_main", ""),
+        ("<frozen runpy>", 88, "_run_code", ""),
+        (f"{root}/launch_server.py", 31, "<module>", "run_server(server_args)"),
+        (f"{root}/srt/entrypoints/engine.py", 1155, "_launch_subprocesses", "_set_envs_and_config()"),
+        (f"{root}/srt/entrypoints/engine.py", 1962, "_set_envs_and_config", "assert_pkg_version("),
+        (f"{root}/srt/utils/common.py", 2428, "assert_pkg_version", "raise Exception("),
+    ]
+    advice = f"Please reinstall the latest version with `pip install {package} --force-reinstall`"
+    if installed is None:
+        return traceback_lines(frames, [f"Exception: {package} with minimum required version {required} is not "
+                                        f"installed. {advice}"])
+    return traceback_lines(frames, [
+        f"Exception: {package} is installed with version {installed}, which is less than the minimum required "
+        f"version {required}. {advice}"])
+
+
+def transformers_cb_traceback() -> list[str]:
+    """The batching thread's exception, as ``logger.error(..., exc_info=True)`` prints it
+    (transformers 5.24.0 transformers/generation/continuous_batching/continuous_api.py:1150)."""
+    api = "transformers/generation/continuous_batching/continuous_api.py"
+    return traceback_lines([
+        (api, 1122, "_run_generation_loop", "self._inner_generation_loop(batch_processor)"),
+        (api, 1180, "_inner_generation_loop", "self._generation_step()"),
+        (api, 1162, "_generation_step", "self.batch_processor._generation_step(self.model)"),
+    ], CUDA_ILLEGAL_ACCESS)

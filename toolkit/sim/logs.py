@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 __all__ = [
@@ -21,13 +21,13 @@ __all__ = [
     "sglang_decode_batch",
     "sglang_line",
     "sglang_prefill_batch",
-    "server_args_dump",
     "uvicorn_line",
     "vllm_line",
     "vllm_plain",
     "vllm_spec_metrics",
     "vllm_throughput",
     "vllm_uvicorn",
+    "plain_uvicorn",
 ]
 
 SIMULATOR_BANNER = (
@@ -39,9 +39,12 @@ _LEVELS = {"debug": 10, "info": 20, "warning": 30, "error": 40, "critical": 50, 
 
 def banner(engine: str, now: float, pid: int, details: str) -> str:
     """The first line of every simulated log, in the engine's own line format."""
-    text = SIMULATOR_BANNER.format(engine="SGLang" if engine == "sglang" else "vLLM") + f" [{details}]"
+    name = {"sglang": "SGLang", "vllm": "vLLM", "transformers": "transformers serve"}.get(engine, engine)
+    text = SIMULATOR_BANNER.format(engine=name) + f" [{details}]"
     if engine == "sglang":
         return sglang_line(now, text)
+    if engine == "transformers":
+        return text  # transformers' logger prints the message alone (no formatter on its handler)
     return vllm_line(now, f"APIServer pid={pid}", "INFO", "simulator", text)
 
 
@@ -77,6 +80,11 @@ def vllm_line(now: float, process: str, level: str, source: str, message: str) -
 def vllm_plain(process: str, message: str) -> str:
     """A line printed (not logged) by a vLLM process: only the process prefix."""
     return f"({process}) {message}"
+
+
+def plain_uvicorn(level: str, message: str) -> str:
+    """uvicorn's own format, as ``transformers serve`` leaves it: ``INFO:     Application startup complete.``"""
+    return f"{_levelprefix(level)} {message}"
 
 
 def vllm_uvicorn(process: str, level: str, message: str) -> str:
@@ -148,11 +156,6 @@ def vllm_spec_metrics(num_drafts: int, accepted: int, drafted: int, per_position
             f"{accepted / span:.2f} tokens/s, Drafted throughput: {drafted / span:.2f} tokens/s, Accepted: "
             f"{accepted} tokens, Drafted: {drafted} tokens, Per-position acceptance rate: {rates}, "
             f"Avg Draft acceptance rate: {draft_rate:.1f}%")
-
-
-def server_args_dump(fields: Mapping[str, object]) -> str:
-    """`server_args=ServerArgs(model_path='...', tp_size=8, ...)`: Python reprs, as SGLang prints its dataclass."""
-    return "server_args=ServerArgs(" + ", ".join(f"{k}={v!r}" for k, v in fields.items()) + ")"
 
 
 class LogWriter:

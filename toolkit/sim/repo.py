@@ -1,11 +1,14 @@
 """`python -m toolkit.sim make-repo DIR`: a git history whose commits change the simulated build's speed.
 
-Every commit touches a source file and nudges `sim_perf.json` harmlessly (decode step within
-+-0.2%); commit K (1-based, `--regression-at`) makes decode steps ~20% slower and later commits
-keep it. `--no-change` keeps the performance identical on every commit (the incident's "the git
-pull was not the culprit" case). `--broken-at J` makes commit J fail at start-up with an
-ImportError and commit J+1 fix it, so a bisect driver can exercise `skip`. Authors and dates are
-fixed, so the same arguments give the same SHAs.
+Laid out like the real repository (`--layout sglang`: the package in `python/sglang/`, the default;
+`--layout vllm`: `vllm/` at the top; toolkit/sim/layouts.py). Every commit touches a source file
+and nudges the package's `sim_perf.json` harmlessly (decode step within +-0.2%); commit K (1-based,
+`--regression-at`) makes decode steps ~20% slower and later commits keep it. `--no-change` keeps
+the performance identical on every commit (the incident's "the git pull was not the culprit"
+case). `--broken-at J` makes commit J fail at start-up with an ImportError and commit J+1 fix it,
+so a bisect driver can exercise `skip`; `--kernel-mismatch-at J` makes commit J need a newer
+kernel wheel than the simulated install has (SGLang's launcher refuses to start), J+1 reverts it.
+Authors and dates are fixed, so the same arguments give the same SHAs.
 """
 
 from __future__ import annotations
@@ -18,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from toolkit.sim.latency import PerfParams
-from toolkit.sim.source import PERF_FILE
+from toolkit.sim.layouts import KERNEL_TOO_NEW, LAYOUTS, commit_files, source_files
 
 __all__ = ["CommitInfo", "main", "make_repo"]
 
@@ -41,8 +44,7 @@ MESSAGES = (
 REGRESSION_MESSAGE = "[Perf] Use NCCL all-reduce for small batches instead of the custom all-reduce kernel"
 BROKEN_MESSAGE = "[Refactor] Rename compute_dp_attention_world_info to compute_dp_attention_info"
 FIX_MESSAGE = "[Fix] Restore compute_dp_attention_world_info import in the scheduler"
-FILES = ("python/sglang/srt/managers/scheduler.py", "python/sglang/srt/model_executor/model_runner.py",
-         "python/sglang/srt/speculative/eagle_worker.py", "python/sglang/srt/layers/dp_attention.py")
+KERNEL_MESSAGE = "[Kernel] Require the new sglang-kernel for the fused MoE path"
 
 
 @dataclass(frozen=True)
@@ -52,6 +54,7 @@ class CommitInfo:
     message: str
     decode_step_ms: float
     broken: bool
+    kernel_mismatch: bool = False
 
 
 def _git(directory: Path, *args: str, when: int = 0) -> str:
@@ -70,9 +73,16 @@ def _jitter(index: int) -> float:
 
 
 def make_repo(directory: str | Path, commits: int, regression_at: int | None, no_change: bool = False,
-              broken_at: int | None = None, regression_pct: float = 20.0) -> list[CommitInfo]:
+              broken_at: int | None = None, regression_pct: float = 20.0, layout: str = "sglang",
+              kernel_mismatch_at: int | None = None) -> list[CommitInfo]:
     """Write the history; returns one CommitInfo per commit, oldest first."""
     root = Path(directory)
+    if layout not in LAYOUTS:
+        raise ValueError(f"--layout must be one of {', '.join(LAYOUTS)}, not {layout!r}")
+    if kernel_mismatch_at is not None and (layout != "sglang" or not 2 <= kernel_mismatch_at <= commits
+                                           or kernel_mismatch_at in (regression_at, broken_at)):
+        raise ValueError(f"--kernel-mismatch-at needs --layout sglang, a commit between 2 and {commits}, and one "
+                         "that is neither --regression-at nor --broken-at")
     if commits < 2:
         raise ValueError("--commits must be at least 2 (a good and a bad end)")
     if not no_change and (regression_at is None or not 2 <= regression_at <= commits):
@@ -91,26 +101,27 @@ def make_repo(directory: str | Path, commits: int, regression_at: int | None, no
         if not no_change:
             step *= 1 + _jitter(i)
         broken = broken_at == i
+        mismatch = kernel_mismatch_at == i
         message = (REGRESSION_MESSAGE if i == regression_at and not no_change else BROKEN_MESSAGE if broken
+                   else KERNEL_MESSAGE if mismatch
                    else FIX_MESSAGE if broken_at is not None and i == broken_at + 1
                    else "Initial import of the simulated source tree" if i == 1 else MESSAGES[(i - 2) % len(MESSAGES)])
-        perf: dict[str, object] = {"schema": 1, "version": f"0.5.9.dev{i}",
-                                   "perf": {**base.to_mapping(), "decode_step_ms": round(step, 4)}}
+        perf: dict[str, object] = {"schema": 1, "perf": {**base.to_mapping(), "decode_step_ms": round(step, 4)}}
         if broken:
-            perf["import_error"] = {"module": "sglang.srt.layers.dp_attention", "name": "compute_dp_attention_world_info"}
-        (root / PERF_FILE).write_text(json.dumps(perf, indent=2) + "\n", encoding="utf-8")
-        (root / "README.md").write_text("# sglang (simulated source tree)\n\nWritten by `python -m toolkit.sim "
-                                        "make-repo`; `python -m toolkit.sim --source-dir .` reads sim_perf.json.\n")
-        version = root / "python/sglang/version.py"
-        version.parent.mkdir(parents=True, exist_ok=True)
-        version.write_text(f'__version__ = "0.5.9.dev{i}"\n')
-        touched = root / FILES[i % len(FILES)]
-        touched.parent.mkdir(parents=True, exist_ok=True)
-        with touched.open("a", encoding="utf-8") as fh:
-            fh.write(f"# {message}\n")
+            perf["import_error"] = {"module": f"{layout}.srt.layers.dp_attention" if layout == "sglang" else
+                                    "vllm.v1.attention.backends.utils", "name": "compute_dp_attention_world_info"}
+        version = f"0.5.23.dev{i}" if layout == "sglang" else f"0.33.1.dev{i}"
+        changed = commit_files(layout, version, perf, KERNEL_TOO_NEW if mismatch else None)
+        sources = source_files(layout)
+        touched = root / sources[i % len(sources)]
+        changed[sources[i % len(sources)]] = (touched.read_text(encoding="utf-8") if touched.exists() else "") + \
+            f"# {message}\n"
+        for path, text in changed.items():
+            (root / path).parent.mkdir(parents=True, exist_ok=True)
+            (root / path).write_text(text, encoding="utf-8")
         _git(root, "add", "-A")
         _git(root, "commit", "-q", "--no-gpg-sign", "-m", message, when=i)
-        out.append(CommitInfo(i, _git(root, "rev-parse", "HEAD"), message, round(step, 4), broken))
+        out.append(CommitInfo(i, _git(root, "rev-parse", "HEAD"), message, round(step, 4), broken, mismatch))
     return out
 
 
@@ -125,10 +136,16 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--no-change", action="store_true", help="identical performance on every commit")
     parser.add_argument("--broken-at", type=int, default=None, metavar="J",
                         help="commit J fails at start-up with an ImportError; J+1 fixes it")
+    parser.add_argument("--layout", choices=LAYOUTS, default="sglang",
+                        help="sglang: the package in python/sglang (default); vllm: vllm/ at the top")
+    parser.add_argument("--kernel-mismatch-at", type=int, default=None, metavar="J",
+                        help="commit J needs a newer kernel wheel than the simulated install (SGLang's launcher "
+                             "refuses to start); J+1 reverts it")
     parser.add_argument("--json", action="store_true", help="print the commits as JSON")
     ns = parser.parse_args(argv)
     try:
-        infos = make_repo(ns.directory, ns.commits, ns.regression_at, ns.no_change, ns.broken_at, ns.regression_pct)
+        infos = make_repo(ns.directory, ns.commits, ns.regression_at, ns.no_change, ns.broken_at, ns.regression_pct,
+                          ns.layout, ns.kernel_mismatch_at)
     except ValueError as exc:
         parser.error(str(exc))
     if ns.json:

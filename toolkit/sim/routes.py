@@ -1,9 +1,15 @@
-"""HTTP endpoints of the simulated server (aiohttp), shaped like SGLang's and vLLM's.
+"""HTTP endpoints of the simulated server (aiohttp), shaped like the imitated release's.
 
 Generation goes through the engine's step loop, so tokens arrive at the latency model's pace;
 with speculative decoding one SSE chunk carries all tokens of one verify step. Requests that
-arrive before SGLang's warm-up finished wait for it (`/v1/models` answers at once, `/health`
-and `/health_generate` say 503), as with the real server.
+arrive before SGLang's warm-up finished wait for it (`/v1/models` answers at once). Health as
+the release answers it (toolkit/sim/health.py). With `--api-key` (vLLM: or `VLLM_API_KEY`) the
+release's guarded paths answer 401 `{"error": "Unauthorized"}` without `Authorization: Bearer
+KEY` (vllm 0.33.0 vllm/entrypoints/serve/middleware/authenticate.py:11,30-60; sglang 0.5.23
+python/sglang/srt/utils/auth.py:101-106).
+
+The handlers see the server through :class:`RouteHost` (a protocol): this module never imports
+the server module, so the two do not import each other.
 """
 
 from __future__ import annotations
@@ -13,22 +19,19 @@ import json
 import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
-from typing import TYPE_CHECKING
 
 from aiohttp import web
 
 from toolkit.sim import protocol
 from toolkit.sim.engine import Chunk, GenRequest
+from toolkit.sim.health import HealthRoutes
 from toolkit.sim.metrics import render_vllm_metrics
+from toolkit.sim.release_logs import server_args_fields
+from toolkit.sim.route_host import RouteHost
 from toolkit.sim.startup import sglang_server_args
-from toolkit.sim.startup_vllm import VLLM_VERSION
-
-if TYPE_CHECKING:
-    from toolkit.sim.server import SimServer
 
 __all__ = ["build_app"]
 
-SGLANG_VERSION = "0.5.9"
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 
@@ -52,7 +55,7 @@ async def _chunks(request: GenRequest) -> AsyncIterator[Chunk]:
 class Routes:
     """The handlers; they read the server's engine, config and readiness."""
 
-    def __init__(self, server: SimServer) -> None:
+    def __init__(self, server: RouteHost) -> None:
         self.server = server
         self.config = server.config
         self.started = int(time.time())
@@ -81,6 +84,20 @@ class Routes:
         except (json.JSONDecodeError, UnicodeDecodeError):
             raise protocol.BadRequest("The request body is not valid JSON.") from None
 
+    @web.middleware
+    async def guard(self, request: web.Request, handler: Handler) -> web.StreamResponse:
+        """The release's API-key check (only guarded paths; /sim/ is the simulator's own)."""
+        keys = self.config.api_keys
+        profile = self.config.release.profile
+        if keys and not request.path.startswith("/sim/") and profile.needs_api_key(request.path):
+            scheme, _, token = request.headers.get("Authorization", "").partition(" ")
+            # vLLM's ASGI middleware reads the scheme case-insensitively (0.33.0 authenticate.py:30-45);
+            # SGLang and older vLLM compare the whole header with f"Bearer {key}".
+            lenient = self.config.engine == "vllm" and self.config.release.at_least("0.25.0")
+            if not ((scheme.lower() == "bearer" if lenient else scheme == "Bearer") and token in keys):
+                return web.json_response({"error": "Unauthorized"}, status=401)
+        return await handler(request)
+
     async def _start(self, prompt_tokens: int, max_tokens: int, rid: str) -> GenRequest:
         await self.server.ready.wait()  # generation is proven only after the warm-up request
         gen = self.server.engine.new_request(rid, prompt_tokens, max_tokens)
@@ -95,19 +112,6 @@ class Routes:
                 "root": self.config.model_path, "parent": None, "max_model_len": self.config.context_length}
         return web.json_response({"object": "list", "data": [card]})
 
-    async def health(self, request: web.Request) -> web.Response:
-        if self.config.engine == "sglang" and not self.server.ready.is_set():
-            return web.Response(status=503)
-        return web.Response(status=200)
-
-    async def health_generate(self, request: web.Request) -> web.Response:
-        if not self.server.ready.is_set():
-            return web.Response(status=503)
-        gen = await self._start(1, 1, f"HEALTH_CHECK_{uuid.uuid4().hex}")
-        async for _ in _chunks(gen):
-            pass
-        return web.Response(status=200)
-
     async def model_info(self, request: web.Request) -> web.Response:
         return web.json_response({"model_path": self.config.model_path, "tokenizer_path": self.config.model_path,
                                   "is_generation": True, "simulator": "toolkit.sim"})
@@ -118,9 +122,12 @@ class Routes:
                                     "memory_usage": {"token_capacity": self.server.max_total_tokens}}
         if self.config.speculation is not None and totals.spec_forward_ct:
             state["avg_spec_accept_length"] = totals.spec_accept_tokens / totals.spec_forward_ct
-        version = self.server.source.version if self.server.source and self.server.source.version else SGLANG_VERSION
-        return web.json_response({**sglang_server_args(self.config), "internal_states": [state],
-                                  "version": version, "simulator": "toolkit.sim"})
+        source = self.server.source
+        version = source.version if source and source.version else str(self.config.release.version)
+        fields = server_args_fields(self.config.release, sglang_server_args(self.config))
+        fields.pop("api_key", None)
+        return web.json_response({**fields, "internal_states": [state], "version": version,
+                                  "simulator": "toolkit.sim"})
 
     async def flush_cache(self, request: web.Request) -> web.Response:
         engine = self.server.engine
@@ -148,7 +155,7 @@ class Routes:
         return web.json_response({"count": count, "max_model_len": 32768, "tokens": list(range(count))})
 
     async def version(self, request: web.Request) -> web.Response:
-        return web.json_response({"version": VLLM_VERSION, "simulator": "toolkit.sim"})
+        return web.json_response({"version": str(self.config.release.version), "simulator": "toolkit.sim"})
 
     async def sim_info(self, request: web.Request) -> web.Response:
         """Simulator only: the latency model's predictions for this launch (docs/simulator.md)."""
@@ -157,8 +164,8 @@ class Routes:
             "simulator": "toolkit.sim", "engine": self.config.engine, "perf": m.params.to_mapping(),
             "step_ms": m.step_ms(1), "mean_accept_length": m.mean_accept_length(),
             "single_stream_tok_s": m.tokens_per_s(1), "cuda_graph": m.uses_cuda_graph(1),
-            "ready": self.server.ready.is_set(), "pid": self.server.pid,
-            "worker_pids": [c.pid for c in self.server.pool.children]})
+            "ready": self.server.ready.is_set(), "pid": self.server.pid, "worker_pids": self.server.worker_pids(),
+            "release": str(self.config.release.version)})
 
     # ---- generation ----------------------------------------------------------------------------
     async def completions(self, request: web.Request) -> web.StreamResponse:
@@ -168,6 +175,10 @@ class Routes:
         return await self._openai(request, chat=True)
 
     async def _openai(self, request: web.Request, chat: bool) -> web.StreamResponse:
+        if self.server.worker_error is not None:  # transformers serve 5.24 serving/utils.py:949-958, server.py:78-81
+            rid = request.headers.get("X-Request-ID") or str(uuid.uuid4())
+            return web.json_response({"error": f"CB worker is dead and cannot accept request {rid}: "
+                                               f"{self.server.worker_error}"}, status=503)
         try:
             sampling = protocol.parse_sampling(await self._body(request), chat, self.config.served_model_name,
                                                strict_model=self.config.engine == "vllm")
@@ -255,28 +266,31 @@ class Routes:
             raise
 
 
-def build_app(server: SimServer) -> web.Application:
-    """The aiohttp application of one simulated server."""
+def build_app(server: RouteHost) -> web.Application:
+    """The aiohttp application of one simulated server: the routes its release serves."""
     r = Routes(server)
-    app = web.Application(middlewares=[r.access_log], client_max_size=64 * 1024 * 1024)
+    health = HealthRoutes(server)
+    app = web.Application(middlewares=[r.access_log, r.guard], client_max_size=64 * 1024 * 1024)
 
     async def server_header(request: web.Request, response: web.StreamResponse) -> None:
         response.headers["Server"] = "uvicorn (toolkit.sim simulator)"
 
     app.on_response_prepare.append(server_header)
     add = app.router
+    engine = server.config.engine
     add.add_get("/v1/models", r.models)
-    add.add_get("/health", r.health)
     add.add_post("/v1/completions", r.completions)
     add.add_post("/v1/chat/completions", r.chat_completions)
     add.add_get("/sim/info", r.sim_info)
+    health.add_to(add)
+    if engine == "transformers":
+        return app  # transformers 5.24 serving/server.py:106-154: no /metrics, no /tokenize, no server info
     for path in ("/tokenize", "/v1/tokenize"):
         add.add_post(path, r.tokenize)
-    if server.config.engine == "sglang":
-        add.add_get("/health_generate", r.health_generate)
+    if engine == "sglang":
         for path in ("/get_model_info", "/model_info"):
             add.add_get(path, r.model_info)
-        for path in ("/get_server_info", "/server_info"):
+        for path in server.config.release.profile.info_paths:
             add.add_get(path, r.server_info)
         add.add_route("*", "/flush_cache", r.flush_cache)
         add.add_post("/generate", r.generate)

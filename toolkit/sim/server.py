@@ -1,10 +1,13 @@
-"""The simulated server's life: start-up, readiness, faults, shutdown, in the engines' order.
+"""The simulated server's life: start-up, readiness, faults, shutdown, in the imitated release's order.
 
 SGLang: server_args dump, schedulers start (one process per TP rank), uvicorn comes up (so
 /v1/models answers), a warm-up request runs, then `The server is fired up and ready to roll!`;
 a scheduler failure arrives as SIGQUIT and ends everything with SIGKILL, as SGLang's
 kill_process_tree does. vLLM: the API server binds its port first, starts EngineCore and
-workers, and `Application startup complete.` is the ready line.
+workers, and `Application startup complete.` is the ready line. transformers serve: one
+process, uvicorn's own lines; its batching worker is a thread that can die while the server
+keeps answering (`--sim-fault worker-dead-after-start`). Texts that changed between releases
+come from toolkit/sim/release_logs.py.
 """
 
 from __future__ import annotations
@@ -22,18 +25,18 @@ from typing import Any
 
 from aiohttp import web
 
-from toolkit.sim import faults, logs, startup
+from toolkit.sim import faults, logs, release_logs, startup
 from toolkit.sim.args import SimConfig
 from toolkit.sim.engine import Engine, GenRequest
 from toolkit.sim.latency import LatencyModel, PerfParams
-from toolkit.sim.source import SourcePerf
+from toolkit.sim.release import installed_kernel
+from toolkit.sim.routes import build_app
+from toolkit.sim.source import SourcePerf, kernel_too_old
 from toolkit.sim.startup_vllm import VLLM_ROUTES, vllm_preamble
 from toolkit.sim.stats_log import SglangStatsLog, VllmStatsLog
 from toolkit.sim.workers import Child, WorkerFailed, WorkerPool
 
 __all__ = ["SimServer"]
-
-SIGQUIT_LINE = "Received sigquit from a child process. It usually means the child failed."
 
 
 class SimServer:
@@ -51,6 +54,9 @@ class SimServer:
         self.ready = asyncio.Event()
         self.http_up = False
         self.crashed = False
+        self.shutting_down = False
+        self.worker_error: str | None = None
+        self.running_phase = False  # SGLang: the tokenizer manager's loop runs (from the warm-up on)
         self.requests_seen = 0
         self._stop: asyncio.Future[int] | None = None
         self._runner: web.AppRunner | None = None
@@ -68,18 +74,23 @@ class SimServer:
         now = time.time()
         if self.config.engine == "sglang":
             self.writer.write(logs.sglang_line(now, message, rank), level)
+        elif self.config.engine == "transformers":
+            self.writer.write(message, level)  # transformers' handler has no formatter
         else:
             text = "\n".join(logs.vllm_line(now, self.api_label, level, source, p) for p in message.split("\n"))
             self.writer.write(text, level)
 
     def plain(self, lines: list[str], label: str | None = None, level: str = "error") -> None:
         prefix = label or self.api_label
-        text = "\n".join(lines if self.config.engine == "sglang" else [logs.vllm_plain(prefix, x) for x in lines])
+        text = "\n".join(lines if self.config.engine != "vllm" else [logs.vllm_plain(prefix, x) for x in lines])
         self.writer.write(text, level)
 
     def uvicorn(self, message: str, level: str = "info") -> None:
         if self.config.engine == "sglang":
             self.writer.write(logs.uvicorn_line(time.time(), level, message), level)
+        elif self.config.engine == "transformers":
+            # uvicorn logs at info whatever --log-level says (transformers/cli/serve.py:221: log_level="info")
+            self.writer.write(logs.plain_uvicorn(level, message), "sim")
         else:
             self.writer.write(logs.vllm_uvicorn(self.api_label, level, message), level)
 
@@ -96,9 +107,18 @@ class SimServer:
         if self._stop is not None and not self._stop.done():
             self._stop.set_result(code)
 
+    def worker_pids(self) -> list[int]:
+        return [c.pid for c in self.pool.children]
+
     def die_like_sglang(self) -> None:
-        """SGLang's sigquit handler: kill_process_tree(os.getpid()) kills the children, then itself."""
-        self.log(SIGQUIT_LINE, "error")
+        """SGLang's sigquit handler: kill_process_tree(os.getpid()) kills the children, then itself.
+
+        The launcher's handler until the tokenizer manager's loop runs; its own from then on (0.5.4+).
+        """
+        release = self.config.release
+        line = (release_logs.running_sigquit_line if self.running_phase else release_logs.launch_sigquit_line)(release)
+        if line is not None:
+            self.log(line, "error")
         self.pool.kill()
         os.kill(os.getpid(), signal.SIGKILL)
 
@@ -145,7 +165,8 @@ class SimServer:
         c = self.config
         details = f"startup {c.startup_s:g} s, fault {c.fault}, seed {c.seed}"
         if self.source is not None:
-            details += f", source {c.source_dir} ({self.source.version})"
+            details += f", source {self.source.root} ({self.source.version})"
+        details = f"imitating {c.release.label}, {details}"
         self.writer.write(logs.banner(c.engine, time.time(), self.pid, details), "sim")
 
     def _bind_early(self) -> socket.socket | None:
@@ -171,7 +192,11 @@ class SimServer:
         if c.engine == "sglang":
             for message in startup.sglang_preamble(c):
                 self.log(message, "warning")
-            self.log(logs.server_args_dump(startup.sglang_server_args(c)))
+            self.log(release_logs.server_args_line(c.release, startup.sglang_server_args(c)))
+            if self._kernel_refused():
+                return 1
+        elif c.engine == "transformers":
+            await asyncio.sleep(startup.phases(c).pre + startup.phases(c).weights)  # FORCE_MODEL loads first
         else:
             for level, source, message in vllm_preamble(c):
                 self.log(message, level, source=source)
@@ -196,12 +221,16 @@ class SimServer:
             self.engine.hooks.append(SglangStatsLog(self.engine, self._stats_emit, c.decode_log_interval,
                                                     self.max_total_tokens))
             self._tasks.append(asyncio.create_task(self._warmup()))
+        elif c.engine == "transformers":
+            self.ready.set()
+            if c.fault == "worker-dead-after-start":
+                self._tasks.append(asyncio.create_task(self._cb_worker_dies()))
         else:
             interval = float(os.environ.get("VLLM_LOG_STATS_INTERVAL", "10"))
             self._tasks.append(asyncio.create_task(
                 VllmStatsLog(self.engine, self._stats_emit, interval, self.max_total_tokens).run()))
             self.ready.set()
-        if c.fault == "crash-while-serving":
+        if c.fault in ("crash-while-serving", "watchdog") and c.engine != "transformers":
             self._arm_crash()
         assert self._stop is not None
         code = await self._stop
@@ -210,8 +239,6 @@ class SimServer:
         return code
 
     async def _start_http(self, sock: socket.socket | None) -> int | None:
-        from toolkit.sim.routes import build_app  # aiohttp app only once the engine is up
-
         self._runner = web.AppRunner(build_app(self), access_log=None, handle_signals=False)
         await self._runner.setup()
         c = self.config
@@ -239,7 +266,7 @@ class SimServer:
             self.uvicorn("Application shutdown complete.")
             return 1
         self.http_up = True
-        if c.engine == "sglang":
+        if c.engine != "vllm":
             self.uvicorn(f"Uvicorn running on http://{c.host}:{c.port} (Press CTRL+C to quit)")
         return None
 
@@ -247,9 +274,17 @@ class SimServer:
         return ("127.0.0.1", self._rng.randrange(32768, 60999))
 
     async def _warmup(self) -> None:
-        """SGLang's _wait_and_warmup: GET /model_info, an 8-token POST /generate, then the ready line."""
+        """SGLang's _wait_and_warmup: GET /model_info, an 8-token POST /generate, then the ready line.
+
+        With --skip-server-warmup the status is Up at once (0.5.23 http_server.py:2593).
+        """
         c = self.config
         self.access(self._peer(), "GET", "/model_info", "1.1", 200)
+        self.running_phase = True  # the first request starts the tokenizer manager's loop
+        if c.skip_warmup:
+            self.log("The server is fired up and ready to roll!")
+            self.ready.set()
+            return
         generation = (self.model.prefill_ms(6) + 7 * self.model.step_ms(1)) / 1000.0
         await asyncio.sleep(max(c.warmup_s - generation, 0.0))  # first-request JIT compilation
         request = self.engine.new_request("warmup", 6, 8)
@@ -264,8 +299,12 @@ class SimServer:
         c = self.config
         if c.engine == "sglang":
             # A failing scheduler sends SIGQUIT (die_like_sglang); this is a scheduler that just died.
-            self.log(f"Rank {child.rank} scheduler is dead. Please check if there are relevant logs.", "error")
-            self.log(f"Exit code: {child.popen.wait()}", "error")
+            lines, traceback = release_logs.scheduler_died_lines(c.release, child.rank, child.popen.wait())
+            if traceback:
+                self.plain(faults.traceback_lines(faults.SCHEDULER_WAIT_FRAMES, lines))
+            else:
+                for line in lines:
+                    self.log(line, "error")
             return 1
         self.pool.kill()
         if child.role == "worker":
@@ -278,12 +317,39 @@ class SimServer:
 
     def _on_child_death(self, child: Child) -> None:
         if self.config.engine == "sglang":
-            code = child.popen.wait()
-            status = -code if code < 0 else code << 8  # what os.waitpid reports
-            self.log(f"Child process unexpectedly failed with an exit code {status}. pid={child.pid}", "warning")
-            self.die_like_sglang()
+            line, fatal = release_logs.child_crashed_line(self.config.release, child.rank, child.pid, child.popen.wait())
+            if line is not None:
+                self.log(line, "error" if fatal else "warning")
+            if fatal:
+                self.die_like_sglang()
+            else:
+                self.crashed = True  # 0.4.10-0.5.9: nobody notices; requests hang
+                if self._engine_task is not None:
+                    self._engine_task.cancel()
             return
         self._engine_dead()
+
+    def _kernel_refused(self) -> bool:
+        """SGLang's launcher checks the kernel wheel before anything starts (release.installed_kernel)."""
+        if self.source is None or self.source.kernel is None:
+            return False
+        package, required = self.source.kernel
+        installed_package, version = installed_kernel(self.config.release)
+        installed = version if installed_package == package else None
+        if installed is not None and not kernel_too_old(required, installed):
+            return False
+        self.plain(faults.kernel_version_traceback(self.source.package_root, package, installed, required))
+        return True
+
+    async def _cb_worker_dies(self) -> None:
+        """transformers serve: the batching thread dies; the server keeps answering (503 with the reason)."""
+        await asyncio.sleep(self.config.crash_after_s or 0.0)
+        error = faults.CUDA_ILLEGAL_ACCESS[0].split(": ", 1)[1]
+        self.worker_error = error
+        self.crashed = True
+        if self._engine_task is not None:
+            self._engine_task.cancel()
+        self.log("\n".join([f"Error in generation loop: {error}", *faults.transformers_cb_traceback()]), "error")
 
     def _engine_dead(self) -> None:
         """vLLM: the API server learns that EngineCore died, logs EngineDeadError and shuts down."""
@@ -320,9 +386,10 @@ class SimServer:
         role, rank = ("scheduler", self.config.fault_rank) if self.config.engine == "sglang" else ("engine-core", 0)
         child = self.pool.child(role, rank)
         if child is not None:
-            self.pool.command(child, "crash")
+            self.pool.command(child, "stall" if self.config.fault == "watchdog" else "crash")
 
     def _graceful_shutdown(self) -> None:
+        self.shutting_down = True
         self.uvicorn("Shutting down")
         self.uvicorn("Waiting for application shutdown.")
         self.uvicorn("Application shutdown complete.")

@@ -1,21 +1,37 @@
-"""Reading a simulated source checkout: `sim_perf.json` decides how fast the simulated build runs.
+"""Reading a simulated source checkout: which commit's code the simulated engine runs, and how fast it is.
 
-`python -m toolkit.sim --source-dir DIR` reads DIR/sim_perf.json from whatever commit is checked
-out there, so `git bisect` over a make-repo history changes the measured rate. Pure parsing plus
-one file read.
+A real SGLang checkout keeps its package under ``python/sglang`` (so ``PYTHONPATH=<repo>/python``
+runs the commit; ``PYTHONPATH=<repo>`` silently runs the installed release), vLLM under
+``vllm/``. ``make-repo`` lays its histories out the same way and puts ``sim_perf.json`` inside
+the package. The simulator finds it as Python would find the package: ``--source-dir DIR``
+names the checkout, otherwise the engine's package is looked up on ``PYTHONPATH`` (``sys.path``),
+so a spec that points ``PYTHONPATH`` at the wrong folder runs "the installed release" here too.
+
+A checkout also says which compiled kernel it needs: SGLang's launcher checks
+``assert_pkg_version("sglang-kernel", MIN, ...)`` before it starts anything (sglang 0.5.23
+python/sglang/srt/entrypoints/engine.py:1962-1966; "sgl-kernel" up to 0.5.18) and raises
+``Exception: sglang-kernel is installed with version X, which is less than the minimum required
+version MIN. ...`` (python/sglang/srt/utils/common.py:2422-2436). The simulator reads MIN from
+the checkout's engine.py and compares it with the kernel the imitated release was built with.
 """
 
 from __future__ import annotations
 
+import importlib.util
 import json
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from toolkit.engines import parse_version
 from toolkit.sim.latency import PerfParams
 
-__all__ = ["PERF_FILE", "SourcePerf", "load_source_perf", "parse_source_perf"]
+__all__ = ["PERF_FILE", "SourcePerf", "find_source", "load_source_perf", "parse_source_perf", "package_dirs"]
 
 PERF_FILE = "sim_perf.json"
+# Where each layout keeps its package, relative to the checkout (make-repo --layout).
+PACKAGE_DIRS = {"sglang": "python/sglang", "vllm": "vllm"}
+_KERNEL_CHECK = re.compile(r'assert_pkg_version\(\s*"(?P<pkg>sgl-kernel|sglang-kernel)",\s*"(?P<min>[^"]+)"')
 
 
 @dataclass(frozen=True)
@@ -25,6 +41,9 @@ class SourcePerf:
     params: PerfParams
     version: str | None = None
     import_error: tuple[str, str] | None = None  # (module, name): this commit fails to import
+    root: str = ""  # the checkout
+    package_root: str = ""  # the folder on sys.path that holds the package (<root>/python for SGLang)
+    kernel: tuple[str, str] | None = None  # (package, minimum version) the commit's launcher checks
 
 
 def parse_source_perf(text: str) -> SourcePerf:
@@ -46,12 +65,52 @@ def parse_source_perf(text: str) -> SourcePerf:
                       import_error)
 
 
+def package_dirs(root: Path) -> list[tuple[Path, Path]]:
+    """(package folder, folder on sys.path) candidates of a checkout, SGLang's layout first, then flat."""
+    out = [(root / rel, (root / rel).parent) for rel in PACKAGE_DIRS.values()]
+    return out + [(root, root)]
+
+
 def load_source_perf(source_dir: str | Path) -> SourcePerf:
-    """Read DIR/sim_perf.json; a missing file is a ValueError that says how to create one."""
-    path = Path(source_dir) / PERF_FILE
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise ValueError(f"--source-dir {source_dir} has no {PERF_FILE}; write a simulated source tree with "
-                         f"`python -m toolkit.sim make-repo DIR` or point --source-dir at one") from None
-    return parse_source_perf(text)
+    """Read a checkout's sim_perf.json (inside its package, or at its top); ValueError says how to make one."""
+    root = Path(source_dir)
+    for package, on_path in package_dirs(root):
+        path = package / PERF_FILE
+        if path.is_file():
+            return _read(path, root, on_path)
+    raise ValueError(f"--source-dir {source_dir} has no {PERF_FILE} (looked in python/sglang/, vllm/ and the top); "
+                     "write a simulated source tree with `python -m toolkit.sim make-repo DIR` or point "
+                     "--source-dir at one")
+
+
+def _read(path: Path, root: Path, on_path: Path) -> SourcePerf:
+    perf = parse_source_perf(path.read_text(encoding="utf-8"))
+    engine_py = path.parent / "srt" / "entrypoints" / "engine.py"
+    kernel = None
+    if engine_py.is_file():
+        found = _KERNEL_CHECK.search(engine_py.read_text(encoding="utf-8"))
+        kernel = (found["pkg"], found["min"]) if found else None
+    return SourcePerf(perf.params, perf.version, perf.import_error, str(root), str(on_path), kernel)
+
+
+def find_source(engine: str, source_dir: str | None) -> SourcePerf | None:
+    """The simulated checkout this server runs: ``--source-dir``, else the engine's package on sys.path.
+
+    None: no simulated checkout (the simulator's built-in build, "the installed release").
+    """
+    if source_dir is not None:
+        return load_source_perf(source_dir)
+    spec = importlib.util.find_spec(engine) if engine in PACKAGE_DIRS else None
+    locations = list(spec.submodule_search_locations or []) if spec is not None else []
+    for location in locations:
+        perf = Path(location) / PERF_FILE
+        if perf.is_file():
+            package = Path(location)
+            root = package.parent.parent if engine == "sglang" else package.parent
+            return _read(perf, root, package.parent)
+    return None
+
+
+def kernel_too_old(required: str, installed: str) -> bool:
+    """SGLang's own comparison: ``installed < required`` (packaging versions)."""
+    return parse_version(installed) < parse_version(required)

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 from toolkit.sim import faults
 from toolkit.sim.args import SimConfig
+from toolkit.sim.release_logs import capture_lines, graph_capture_advice
 
 __all__ = [
     "Line", "Phases", "Script", "max_total_tokens", "model_architecture", "phases", "sglang_preamble",
@@ -106,8 +107,9 @@ def sglang_preamble(config: SimConfig) -> list[str]:
     return out
 
 
-def _sglang_fail(rank: int, pid: int, kind: str) -> str:
-    tb = faults.sglang_graph_capture_traceback() if kind == "graph" else faults.sglang_init_traceback(kind, rank, pid)
+def _sglang_fail(rank: int, pid: int, kind: str, config: SimConfig | None = None) -> str:
+    advice = graph_capture_advice(config.release) if config is not None else []
+    tb = faults.sglang_graph_capture_traceback(advice) if kind == "graph" else faults.sglang_init_traceback(kind, rank, pid)
     return "Scheduler hit an exception: " + "\n".join(tb)
 
 
@@ -168,23 +170,23 @@ def sglang_worker_script(config: SimConfig, rank: int, pid: int) -> Script:
     avail -= 2 * kv_gb
     lines.append(Line(t + jitter, f"Memory pool end. avail mem={avail:.2f} GB"))
     if config.cuda_graph:
-        lines.append(Line(t + jitter, "Capture cuda graph begin. This can take up to several minutes. "
-                                      f"avail mem={avail - 0.55:.2f} GB"))
-        if rank == 0:
-            lines.append(Line(t + 0.001, f"Capture cuda graph bs {_bs_list(config.cuda_graph_max_bs)}"))
+        bs = _bs_list(config.cuda_graph_max_bs)
+        begin, end = capture_lines(config.release, "target", bs, avail - 0.55, 0.8 * ph.graph, 0.33)
+        lines.append(Line(t + jitter, begin))
+        if rank == 0 and config.release.at_least("0.4.6") and not config.release.at_least("0.5.14"):
+            lines.append(Line(t + 0.001, f"Capture cuda graph bs {bs}"))  # cuda_graph_runner.py:299 in 0.5.9
         graph_end = t + (0.8 if config.speculation else 1.0) * ph.graph
         if config.fault == "scheduler-traceback":
             if fail_here:
                 at = t + 0.5 * ph.graph
-                return Script(tuple(lines + [Line(at, _sglang_fail(rank, pid, "graph"), level="error")]), "fail", at)
+                return Script(tuple(lines + [Line(at, _sglang_fail(rank, pid, "graph", config), level="error")]),
+                              "fail", at)
             return Script(tuple(lines), "hang", t)
-        lines.append(Line(graph_end + jitter, f"Capture cuda graph end. Time elapsed: {0.8 * ph.graph:.2f} s. "
-                                              f"mem usage=0.33 GB. avail mem={avail - 0.88:.2f} GB."))
+        lines.append(Line(graph_end + jitter, end))
         if config.speculation:
-            lines.append(Line(graph_end + jitter, "Capture draft cuda graph begin. This can take up to several "
-                                                  f"minutes. avail mem={avail - 0.88:.2f} GB"))
-            lines.append(Line(t + ph.graph + jitter, f"Capture draft cuda graph end. Time elapsed: {0.2 * ph.graph:.2f} "
-                                                     f"s. mem usage=0.12 GB. avail mem={avail - 1.0:.2f} GB."))
+            begin, end = capture_lines(config.release, "draft", bs, avail - 0.88, 0.2 * ph.graph, 0.12)
+            lines.append(Line(graph_end + jitter, begin))
+            lines.append(Line(t + ph.graph + jitter, end))
         t += ph.graph
     if rank == 0:
         lines.append(Line(t + 0.002, f"max_total_num_tokens={tokens}, chunked_prefill_size=8192, "
@@ -227,4 +229,5 @@ def sglang_server_args(config: SimConfig) -> dict[str, object]:
         "speculative_attention_mode": ns.get("speculative_attention_mode", "prefill"),
         "disable_radix_cache": ns.get("disable_radix_cache", False), "disable_cuda_graph": not config.cuda_graph,
         "cuda_graph_max_bs": config.cuda_graph_max_bs, "enable_nccl_nvls": config.enable_nccl_nvls,
+        "api_key": ns.get("api_key"),
     }

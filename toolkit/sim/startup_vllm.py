@@ -1,8 +1,9 @@
 """Start-up scripts of the simulated vLLM processes: APIServer (the server), EngineCore, Worker_TPn.
 
 Pure, like startup.py. Formats follow real vLLM 0.25 logs (../shared/real-logs/058, 067): every
-line carries its process prefix, `(EngineCore pid=N)` or `(Worker_TP1 pid=N)`; with TP=1 the
-EngineCore process also loads the model, as in vLLM.
+line carries its process prefix, `(EngineCore pid=N)` or `(Worker_TP1 pid=N)` (part of the log
+format from 0.33, vllm/logger.py:28-31; a stdout wrapper before); with TP=1 the EngineCore
+process also loads the model, as in vLLM. The version printed is the imitated release's.
 """
 
 from __future__ import annotations
@@ -11,9 +12,7 @@ from toolkit.sim import faults
 from toolkit.sim.args import SimConfig
 from toolkit.sim.startup import Line, Script, model_architecture, phases
 
-__all__ = ["VLLM_ROUTES", "VLLM_VERSION", "vllm_engine_script", "vllm_preamble", "vllm_worker_script"]
-
-VLLM_VERSION = "0.25.1"
+__all__ = ["VLLM_ROUTES", "vllm_engine_script", "vllm_preamble", "vllm_worker_script"]
 VLLM_ROUTES = (
     ("/openapi.json", "GET, HEAD"), ("/docs", "GET, HEAD"), ("/health", "GET"), ("/load", "GET"),
     ("/metrics", "GET"), ("/version", "GET"), ("/tokenize", "POST"), ("/detokenize", "POST"),
@@ -38,7 +37,7 @@ def vllm_preamble(config: SimConfig) -> list[tuple[str, str, str]]:
         if value not in (None, False, "", 8000, 1, 0.9):
             non_default[key] = value
     arch, _ = model_architecture(config.model_path)
-    out = [("info", "api_server.py:1896", f"vLLM API server version {VLLM_VERSION}"),
+    out = [("info", "api_server.py:1896", f"vLLM API server version {config.release.version}"),
            ("info", "utils.py:328", f"non-default args: {non_default}"),
            ("info", "model.py:619", f"Resolved architecture: {arch}"),
            ("info", "model.py:1776", f"Using max model len {config.context_length}")]
@@ -113,7 +112,7 @@ def vllm_worker_script(config: SimConfig, rank: int, pid: int) -> Script:
 
 def vllm_engine_script(config: SimConfig, pid: int) -> Script:
     """The `EngineCore` process; with TP=1 it loads the model itself."""
-    lines = [Line(0.0, f"Initializing a V1 LLM engine (v{VLLM_VERSION}) with config: model='{config.model_path}', "
+    lines = [Line(0.0, f"Initializing a V1 LLM engine (v{config.release.version}) with config: model='{config.model_path}', "
                        f"speculative_config={_spec_repr(config)}, tokenizer='{config.model_path}', "
                        "skip_tokenizer_init=False, tokenizer_mode=auto, revision=None, trust_remote_code=False, "
                        f"dtype=torch.bfloat16, max_seq_len={config.context_length}, download_dir=None, "

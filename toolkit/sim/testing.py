@@ -68,7 +68,7 @@ class SimProcess:
     def log_text(self) -> str:
         return self.log_path.read_text(encoding="utf-8", errors="replace")
 
-    def wait_for(self, text: str, timeout_s: float = 15.0) -> str:
+    def wait_for(self, text: str, timeout_s: float = 45.0) -> str:
         """Wait until `text` appears in the log; raise with the log tail if the process exits first."""
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
@@ -83,7 +83,7 @@ class SimProcess:
             time.sleep(0.02)
         raise AssertionError(f"{text!r} not in the simulator log after {timeout_s} s:\n{self.log_text()[-3000:]}")
 
-    def wait_exit(self, timeout_s: float = 15.0) -> int:
+    def wait_exit(self, timeout_s: float = 45.0) -> int:
         return self.proc.wait(timeout=timeout_s)
 
     def stop(self) -> int:

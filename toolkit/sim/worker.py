@@ -15,13 +15,17 @@ import ctypes
 import os
 import select
 import signal
+import socket
 import sys
 import time
+from collections.abc import Mapping
 
 from toolkit.sim import faults
 from toolkit.sim.args import SimConfig, parse_server_args
 from toolkit.sim.logs import LogWriter, sglang_line, vllm_line, vllm_plain
-from toolkit.sim.startup import Line, Script, sglang_worker_script
+from toolkit.sim.release import role_of
+from toolkit.sim.release_logs import watchdog_lines
+from toolkit.sim.startup import Line, Script, phases, sglang_worker_script
 from toolkit.sim.startup_vllm import vllm_engine_script, vllm_worker_script
 
 __all__ = ["main"]
@@ -76,6 +80,31 @@ class _Process:
         return vllm_worker_script(self.config, self.rank, self.pid)
 
 
+def _apply_in_process_writes(config: SimConfig, role: str) -> None:
+    """What the release writes in this process itself (or before a fork): in os.environ, never in /proc."""
+    _, in_process = config.release.child_environment(os.environ, role, config.env_context)
+    os.environ.update(in_process)
+
+
+def nccl_echo_lines(env: Mapping[str, str], rank: int, pid: int, at_s: float, host: str) -> list[Line]:
+    """NCCL's own echo of the variables it read (``NCCL_DEBUG=INFO``), as NCCL 2.2x prints it.
+
+    ``gpu-a:4242:4242 [3] NCCL INFO NCCL_ALGO set by environment to Ring``; integer
+    parameters end with a period (``... NCCL_CUMEM_ENABLE set by environment to 1.``), as in
+    the H200 torchrun log tests/data/logs/127. The authority on what NCCL used: it reads the
+    process's os.environ, including what the engine wrote in-process.
+    """
+    if env.get("NCCL_DEBUG", "").upper() not in ("INFO", "TRACE"):
+        return []
+    lines = []
+    for name in sorted(env):
+        if name.startswith("NCCL_") and not name.startswith("NCCL_DEBUG"):
+            value = env[name]
+            text = f"{host}:{pid}:{pid} [{rank}] NCCL INFO {name} set by environment to {value}"
+            lines.append(Line(at_s, text + ("." if value.isdigit() else ""), style="plain"))
+    return lines
+
+
 def _sleep_until(deadline: float, parent_pid: int) -> None:
     while True:
         remaining = deadline - time.monotonic()
@@ -107,6 +136,20 @@ def _crash(proc: _Process, parent_pid: int, ready_fd: int) -> int:
     return 1
 
 
+def _stall(proc: _Process, parent_pid: int) -> int:
+    """A forward step that never returns: after --watchdog-timeout the scheduler's watchdog logs, waits 5 s
+    "so that the parent process can print the error", and sends SIGQUIT (0.4.10 managers/scheduler.py:2010-2017;
+    0.5.23 utils/watchdog.py:147-166)."""
+    timeout = float(str(proc.config.namespace.get("watchdog_timeout") or 300))
+    time.sleep(timeout)
+    for text in watchdog_lines(proc.config.release, timeout):
+        proc.write(Line(0.0, text, level="error"))
+    time.sleep(5)
+    if proc.config.engine == "sglang":
+        os.kill(parent_pid, signal.SIGQUIT)
+    return _wait_for_death(parent_pid)
+
+
 def _wait_for_death(parent_pid: int) -> int:
     """After SIGQUIT to the server: stay (like SGLang's scheduler) until the server kills the tree."""
     while os.getppid() == parent_pid:
@@ -131,6 +174,8 @@ def _idle(proc: _Process, parent_pid: int, ready_fd: int, command_fd: int) -> in
             word, buffer = buffer.split(b"\n", 1)
             if word == b"crash":
                 return _crash(proc, parent_pid, ready_fd)
+            if word == b"stall":
+                return _stall(proc, parent_pid)
             if word == b"exit":
                 return 0
 
@@ -150,8 +195,14 @@ def main(argv: list[str] | None = None) -> int:
     ns = parser.parse_args(own)
     _die_with_parent(ns.parent_pid)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the whole group; the server decides
-    proc = _Process(parse_server_args(server_argv), ns.role, ns.tp_rank)
+    config = parse_server_args(server_argv)
+    _apply_in_process_writes(config, ns.role)
+    proc = _Process(config, ns.role, ns.tp_rank)
     script = proc.script()
+    if config.tp_size > 1 and role_of(config.engine, ns.role) == "worker":
+        echoes = nccl_echo_lines(os.environ, ns.tp_rank, proc.pid, phases(config).dist * 0.9, socket.gethostname())
+        script = Script(tuple(sorted((*script.lines, *echoes), key=lambda line: line.at_s)), script.outcome,
+                        script.outcome_at_s)
     start = time.monotonic() if ns.t0 is None else ns.t0
     for line in script.lines:
         _sleep_until(start + line.at_s, ns.parent_pid)

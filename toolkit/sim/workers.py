@@ -1,11 +1,12 @@
 """The server's child processes: one per TP rank (plus vLLM's EngineCore), real OS processes.
 
 Each child is `python -m toolkit.sim.worker --engine E --role R --tp-rank N ... -- <server argv>`,
-started with the server's environment after the engine's own overrides (SGLang's
-`_set_envs_and_config` sets NCCL_CUMEM_ENABLE and NCCL_NVLS_ENABLE before it spawns schedulers;
-vLLM's env_override.py sets two torch variables). The server's /proc environ keeps the user's
-values, exactly as with the real engines. Children report over a pipe ("ready" or "failed"); the
-pipe's EOF tells the server that a child died.
+started with the server's environment plus what the imitated release writes before it starts
+that process in a way `/proc/<pid>/environ` shows (toolkit/sim/release.py: SGLang 0.5.23 keeps a
+user's NCCL_CUMEM_ENABLE and writes NCCL_GRAPH_REGISTER=0 only when unset; 0.4.10 overwrites
+NCCL_CUMEM_ENABLE with 0). The server's /proc environ keeps the user's values, exactly as with
+the real engines. Children report over a pipe ("ready" or "failed"); the pipe's EOF tells the
+server that a child died.
 """
 
 from __future__ import annotations
@@ -22,23 +23,15 @@ from dataclasses import dataclass
 
 from toolkit.sim.args import SimConfig
 
-__all__ = ["Child", "WorkerFailed", "WorkerPool", "worker_env_overrides", "worker_environment"]
+__all__ = ["Child", "WorkerFailed", "WorkerPool", "worker_environment"]
 
 
-def worker_env_overrides(config: SimConfig) -> dict[str, str]:
-    """Variables the engine sets in its own process before spawning workers (so workers inherit them)."""
-    if config.engine == "vllm":
-        return {"PYTORCH_NVML_BASED_CUDA_CHECK": "1", "TORCHINDUCTOR_COMPILE_THREADS": "1"}
-    return {"TF_CPP_MIN_LOG_LEVEL": "3", "NCCL_CUMEM_ENABLE": "0",
-            "NCCL_NVLS_ENABLE": str(int(config.enable_nccl_nvls)), "TORCH_NCCL_AVOID_RECORD_STREAMS": "1",
-            "CUDA_DEVICE_MAX_CONNECTIONS": "4", "CUDA_MODULE_LOADING": "AUTO"}
-
-
-def worker_environment(parent_env: Mapping[str, str], config: SimConfig) -> dict[str, str]:
-    """The environment a worker starts with: the server's, minus `--sim-drop-env-in-workers`, plus overrides."""
+def worker_environment(parent_env: Mapping[str, str], config: SimConfig, role: str = "scheduler") -> dict[str, str]:
+    """What a child of ``role`` is exec'd with: the server's environment minus ``--sim-drop-env-in-workers``,
+    plus the release's writes that its ``/proc/<pid>/environ`` shows."""
     env = {k: v for k, v in parent_env.items() if k not in config.drop_env_in_workers}
-    env.update(worker_env_overrides(config))
-    return env
+    started, _ = config.release.child_environment(env, role, config.env_context)
+    return started
 
 
 @dataclass
@@ -78,12 +71,13 @@ class WorkerPool:
 
     def _roles(self) -> list[tuple[str, int]]:
         tp = self.config.tp_size
+        if self.config.engine == "transformers":
+            return []  # one process: the batching worker is a thread of the server
         if self.config.engine == "vllm":
             return [("engine-core", 0)] + ([("worker", r) for r in range(tp)] if tp > 1 else [])
         return [("scheduler", r) for r in range(tp)]
 
     def spawn(self) -> None:
-        env = worker_environment(os.environ, self.config)
         t0 = time.monotonic()  # CLOCK_MONOTONIC is system-wide: every rank times its script from here
         for role, rank in self._roles():
             ready_r, ready_w = os.pipe()
@@ -91,6 +85,7 @@ class WorkerPool:
             argv = [sys.executable, "-m", "toolkit.sim.worker", "--engine", self.config.engine, "--role", role,
                     "--tp-rank", str(rank), "--parent-pid", str(os.getpid()), "--ready-fd", str(ready_w),
                     "--command-fd", str(command_r), "--t0", f"{t0:.6f}", "--", *self.config.argv]
+            env = worker_environment(os.environ, self.config, role)
             popen = subprocess.Popen(argv, env=env, stdin=subprocess.DEVNULL, pass_fds=(ready_w, command_r))
             os.close(ready_w)
             os.close(command_r)
@@ -118,6 +113,8 @@ class WorkerPool:
 
     async def wait_ready(self) -> None:
         """Return when every child reported ready; raise WorkerFailed for the first one that failed."""
+        if not self.children:
+            return
         loop = asyncio.get_running_loop()
         done: asyncio.Future[None] = loop.create_future()
 

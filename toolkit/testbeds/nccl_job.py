@@ -6,10 +6,12 @@ Run under torchrun, one process per rank::
 
 Each rank initialises the process group, all-reduces in a loop and writes SGLang-style
 lines (`[TIME TPn] ...`, then `The server is fired up and ready to roll!`) so that the
-toolkit's follower and classifier treat it like an engine. Like SGLang, which sets
-`NCCL_CUMEM_ENABLE` in its scheduler processes whatever the user exported, every rank
-overrides that one variable: it re-executes itself with the changed environment, so the
-override is visible in `/proc/<pid>/environ` exactly as an engine's worker would show it.
+toolkit's follower and classifier treat it like an engine. Like SGLang up to 0.5.4.post1, which
+writes `NCCL_CUMEM_ENABLE=0` in its launcher whatever the user exported (0.4.10
+python/sglang/srt/entrypoints/engine.py:626; 0.5.4.post1 :673; from 0.5.4.post2 a user's value
+is kept, :680), every rank overrides that one variable: it re-executes itself with the changed
+environment, so the override is visible in `/proc/<pid>/environ` exactly as a spawned worker of
+such a release would show it.
 With `--backend gloo` the same job runs on CPUs (the CI path).
 """
 

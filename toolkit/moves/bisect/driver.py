@@ -134,10 +134,11 @@ class _Prober:
         return probe
 
     def _build(self, sha: str) -> None:
-        if not self.build:
+        build = self.build or self.spec.source_build()  # with_source: its per-commit build, if any
+        if not build:
             return
         result = self.host.run(
-            f"cd {quote_path(self.checkout.repo_dir)} && {self.build}", check=False, timeout_s=self.build_timeout_s
+            f"cd {quote_path(self.checkout.repo_dir)} && {build}", check=False, timeout_s=self.build_timeout_s
         )
         if result.exit_code == BUILD_SKIP_EXIT:
             raise ToolkitError(f"the build of {sha[:12]} exited {BUILD_SKIP_EXIT}: it cannot be tested (skip)",

@@ -109,9 +109,11 @@ def compare_commits(
         specs = []
         for sha in shas:
             worktrees.append(checkout.add_worktree(sha))
-            if build:
-                host.run(f"cd {quote_path(worktrees[-1])} && {build}", timeout_s=build_timeout_s)
-            specs.append(dataclasses.replace(retarget(spec, repo_dir, worktrees[-1]), commit=sha))
+            built = build or spec.source_build()  # with_source: its per-commit build (a venv), if any
+            if built:
+                host.run(f"cd {quote_path(worktrees[-1])} && {built}", timeout_s=build_timeout_s)
+            specs.append(spec.at_checkout(worktrees[-1], sha) if spec.source is not None
+                         else dataclasses.replace(retarget(spec, repo_dir, worktrees[-1]), commit=sha))
         labels = [f"{sha[:8]} {subject[:40]}" for sha, subject in zip(shas, subjects, strict=True)]
         return compare(
             host, specs[0], specs[1], repeats=repeats, bench=bench, journal=journal, kind=kind,
@@ -131,6 +133,6 @@ def _require_checkout_paths(spec: ServerSpec, repo_dir: str) -> None:
         raise InvalidFlag(
             f"the spec never mentions {repo_dir}: both commits would run the same installed code",
             evidence=[spec.command()],
-            hint=f"point the spec at the checkout: workdir='{repo_dir}', "
-                 f"with_env({{'PYTHONPATH': '{repo_dir}/python'}}), or the simulator's source_dir='{repo_dir}'",
+            hint=f"run the checkout's code: spec.with_source('{repo_dir}') (SGLang: PYTHONPATH={repo_dir}/python; "
+                 "vLLM: a per-commit venv with its precompiled wheel)",
         )

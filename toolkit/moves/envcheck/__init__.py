@@ -2,8 +2,8 @@
 
 - :mod:`~toolkit.moves.envcheck.roles` (pure): a process's role, engine and rank from its
   title or command line (``sglang::scheduler_TP3`` is TP3).
-- :mod:`~toolkit.moves.envcheck.overrides` (pure data): the variables SGLang and vLLM write
-  into their workers, with the code that does it.
+- :mod:`~toolkit.moves.envcheck.overrides` (pure): why a variable differs, from the engine
+  profiles' writes (release, condition, source line), and what ``/proc`` cannot show.
 - :mod:`~toolkit.moves.envcheck.report` (pure): :func:`check_env` -> :class:`EnvReport`, one
   row per process and variable: ok, missing, overridden or unreadable, and why.
 - :mod:`~toolkit.moves.envcheck.nccl` (pure): what NCCL itself echoed with ``NCCL_DEBUG=INFO``.

@@ -82,8 +82,11 @@ def nccl_env_frame(
     *,
     roles: Mapping[tuple[str, int], ProcessRole] | None = None,
     host: str | None = None,
+    version: str | None = None,
 ) -> pd.DataFrame:
     """Compare each NCCL process's echoed variables with ``expected``.
+
+    ``version``: the engine release, for the reason of an ``overridden`` echo.
 
     One row per (process that logged NCCL INFO, expected ``NCCL_*`` variable), with
     columns host, pid, device, nccl_rank, role, rank, variable, log_value, expected,
@@ -128,7 +131,7 @@ def nccl_env_frame(
             ):
                 status, reason = "ok", None
             else:
-                status, reason = "overridden", override_reason(role, variable)
+                status, reason = "overridden", override_reason(role, variable, got, version, seen_by="nccl")
             records.append(
                 {
                     "host": host,

@@ -1,146 +1,130 @@
-"""Which variables do the engines write into their workers' environment, and where? Pure data.
+"""Why a variable differs in a process: the engine release that wrote it, where, when, and whether /proc can show it.
 
-``/proc/PID/environ`` holds the environment a process was *exec'd* with. SGLang's
-``_set_envs_and_config`` and vLLM's ``env_override`` write ``os.environ`` in the
-launcher after it started, so the launcher still shows what the user exported while
-the spawned schedulers and workers show what the engine wrote. :data:`KNOWN_OVERRIDES`
-lists those writes with the code responsible, so that an ``overridden`` row can say why.
+The facts are the engine profiles' (``toolkit.engines``: every write with its release and
+source line); this module only phrases them for a report. ``/proc/PID/environ`` holds the
+environment a process was *exec'd* with: SGLang's launcher writes ``os.environ`` before it
+spawns its schedulers, so their ``/proc`` shows the writes; vLLM 0.6's workers write inside
+themselves and vLLM 0.7-0.8.2 forks, so there ``/proc`` keeps showing what the user exported
+while NCCL reads something else. What ``/proc`` cannot show is listed by
+:func:`unseen_writes`; NCCL's own ``NCCL_DEBUG=INFO`` echo is the authority for what NCCL used.
+
+>>> from toolkit.moves.envcheck.roles import ProcessRole, Role
+>>> override_reason(ProcessRole(Role.WORKER, "sglang"), "NCCL_CUMEM_ENABLE", "0", "0.4.10")[:96]
+"SGLang 0.4.10 writes NCCL_CUMEM_ENABLE='0' in its launcher before it starts its worker processes"
+>>> override_reason(ProcessRole(Role.WORKER, "sglang"), "NCCL_CUMEM_ENABLE", "0", "0.5.23") is None
+False
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 
+from toolkit.engines import PROFILES, EngineProfile, EnvWrite, resolve_profile
+from toolkit.engines.profile import ProcessRole as EngineRole
 from toolkit.moves.envcheck.roles import ProcessRole, Role
 
-__all__ = ["KnownOverride", "KNOWN_OVERRIDES", "override_reason"]
+__all__ = ["KnownOverride", "KNOWN_OVERRIDES", "known_overrides", "override_reason", "unseen_writes"]
+
+_ENGINE_NAMES = {"sglang": "SGLang", "vllm": "vLLM", "transformers": "transformers serve"}
+_PROCESS_WORDS = {"server": "its launcher", "every": "every process that imports it", "worker": "each worker itself",
+                  "engine_core": "its engine core", "api_server": "its API server"}
+# envcheck's roles as the profiles name them; an untitled child of the server is one it spawned.
+_ROLES: dict[Role, EngineRole] = {
+    Role.SERVER: "server", Role.WORKER: "worker", Role.ENGINE_CORE: "engine_core", Role.API_SERVER: "api_server",
+    Role.DETOKENIZER: "detokenizer", Role.DP_CONTROLLER: "dp_controller", Role.TOKENIZER: "detokenizer",
+    Role.OTHER: "worker",
+}
 
 
 @dataclass(frozen=True)
 class KnownOverride:
-    """An engine that writes a variable into its children's environment, and where."""
+    """One write of one engine release line, as a report explains it (from ``EngineProfile.env_writes``)."""
 
     engine: str
     variable: str
-    writes: str  # the value, or how it is computed
-    when: str  # the condition, in the engine's terms
-    where: str  # the code that does it, for the reader who wants to check
+    writes: str  # the value
+    when: str  # always / only when unset / with a flag, and the engine's condition
+    where: str  # the release and source line
+    line: str  # the profile line, e.g. sglang-0.5.20+
+    visible_in: tuple[str, ...]
 
     def reason(self, role: Role) -> str:
-        who = {"sglang": "SGLang", "vllm": "vLLM"}.get(self.engine, self.engine)
-        if self.engine == "sglang" and role == Role.WORKER:
-            procs = "scheduler processes"
-        elif role == Role.OTHER:
-            procs = "processes it spawns"
-        else:
-            procs = f"{role} processes"
-        return f"{who}'s {self.where} sets {self.variable} in the {procs} ({self.writes}; {self.when})"
+        shown = ", ".join(self.visible_in) or "no process"
+        return (f"{_ENGINE_NAMES.get(self.engine, self.engine)} ({self.line}) writes {self.variable}={self.writes!r} "
+                f"{self.when} ({self.where}); /proc shows it in: {shown}")
 
 
-# Sources: SGLang python/sglang/srt/entrypoints/engine.py::_set_envs_and_config (0.5.23
-# wheel; older releases through public forks of it, e.g. verl's patched copy citing
-# sgl-project/sglang#6723), srt/arg_groups/attention_hook.py, srt/utils/common.py;
-# vLLM vllm/env_override.py (vllm-project/vllm, several releases),
+def _when(write: EnvWrite) -> str:
+    base = {"always": "whatever the user exported", "if_unset": "only when it is unset"}.get(
+        write.when, f"when started with {write.flag}")
+    return base + (f", {write.condition}" if write.condition else "")
 
 
-KNOWN_OVERRIDES: tuple[KnownOverride, ...] = (
-    KnownOverride(
-        "sglang",
-        "NCCL_CUMEM_ENABLE",
-        "'0' or str(int(--enable-symm-mem))",
-        "always up to 0.4.x; from 0.5 when unset or with --enable-symm-mem",
-        "_set_envs_and_config",
-    ),
-    KnownOverride(
-        "sglang",
-        "NCCL_NVLS_ENABLE",
-        "str(int(--enable-nccl-nvls or --enable-symm-mem))",
-        "always up to 0.4.x; later when unset or either flag is given",
-        "_set_envs_and_config",
-    ),
-    KnownOverride(
-        "sglang", "CUDA_DEVICE_MAX_CONNECTIONS", "'4', '8' since 0.5.x", "always", "_set_envs_and_config"
-    ),
-    KnownOverride(
-        "sglang", "TORCH_NCCL_AVOID_RECORD_STREAMS", "'1'", "always, up to 0.5.x", "_set_envs_and_config"
-    ),
-    KnownOverride("sglang", "CUDA_MODULE_LOADING", "'AUTO'", "always, up to 0.5.x", "_set_envs_and_config"),
-    KnownOverride("sglang", "TF_CPP_MIN_LOG_LEVEL", "'3'", "always, up to 0.5.x", "_set_envs_and_config"),
-    KnownOverride(
-        "sglang", "NCCL_GRAPH_MIXING_SUPPORT", "'0'", "when unset and --dcp-size > 1", "_set_envs_and_config"
-    ),
-    KnownOverride("sglang", "TRTLLM_ENABLE_PDL", "'1'", "unless it is set to '0'", "_set_envs_and_config"),
-    KnownOverride(
-        "sglang",
-        "NCCL_ALGO",
-        "'allreduce:tree'",
-        "with --enable-deterministic-inference and TP > 1",
-        "_handle_deterministic_inference",
-    ),
-    KnownOverride(
-        "sglang",
-        "NCCL_MIN_NCHANNELS",
-        "SGLANG_DETERMINISTIC_NCCL_NCHANNELS",
-        "with --enable-deterministic-inference and TP > 1",
-        "_handle_deterministic_inference",
-    ),
-    KnownOverride(
-        "sglang",
-        "NCCL_MAX_NCHANNELS",
-        "SGLANG_DETERMINISTIC_NCCL_NCHANNELS",
-        "with --enable-deterministic-inference and TP > 1",
-        "_handle_deterministic_inference",
-    ),
-    KnownOverride(
-        "sglang",
-        "CUDA_VISIBLE_DEVICES",
-        "the one GPU of the rank",
-        "with SGLANG_ONE_VISIBLE_DEVICE_PER_PROCESS=1",
-        "maybe_reindex_device_id",
-    ),
-    KnownOverride(
-        "vllm",
-        "NCCL_CUMEM_ENABLE",
-        "'0'",
-        "on `import vllm` (always in 0.6-0.8; later only when unset and no multi-node NVLink)",
-        "env_override.py",
-    ),
-    KnownOverride(
-        "vllm", "TORCHINDUCTOR_COMPILE_THREADS", "'1'", "on `import vllm`, always", "env_override.py"
-    ),
-    KnownOverride(
-        "vllm", "PYTORCH_NVML_BASED_CUDA_CHECK", "'1'", "on `import vllm`, always", "env_override.py"
-    ),
-    KnownOverride(
-        "vllm",
-        "VLLM_WORKER_MULTIPROC_METHOD",
-        "'spawn'",
-        "when unset, or when CUDA is already initialised",
-        "_maybe_force_spawn",
-    ),
-    KnownOverride(
-        "vllm",
-        "OMP_NUM_THREADS",
-        "a per-worker thread count",
-        "when unset, before starting workers",
-        "set_multiprocessing_worker_envs",
-    ),
-)
-
-_OVERRIDE_INDEX: dict[tuple[str, str], KnownOverride] = {(o.engine, o.variable): o for o in KNOWN_OVERRIDES}
-# Processes an engine spawns after writing os.environ: these inherit its overrides.
-_SPAWNED_ROLES = frozenset(
-    {Role.WORKER, Role.ENGINE_CORE, Role.DETOKENIZER, Role.TOKENIZER, Role.DP_CONTROLLER, Role.OTHER}
-)
+def known_overrides(engine: str, version: str | None = None) -> tuple[KnownOverride, ...]:
+    """Every write of ``engine``'s release line for ``version`` (the newest line when None)."""
+    profile = resolve_profile(engine, version).profile
+    return tuple(KnownOverride(engine, w.name, w.value, _when(w), w.source, profile.name, tuple(w.visible_in))
+                 for w in profile.env_writes_at(version))
 
 
-def override_reason(role: ProcessRole, variable: str) -> str | None:
-    """Why ``variable`` differs in a process of ``role``, when an engine is known to write it.
+#: The newest line's writes of each engine (what a report assumes when the release is unknown).
+KNOWN_OVERRIDES: tuple[KnownOverride, ...] = tuple(o for engine in PROFILES for o in known_overrides(engine))
 
-    >>> override_reason(ProcessRole(Role.WORKER, "vllm"), "NCCL_CUMEM_ENABLE").startswith("vLLM's env_override.py")
-    True
+
+def _reaching(profile: EngineProfile, variable: str, version: str | None, role: EngineRole) -> tuple[EnvWrite, ...]:
+    """The writes of ``variable`` that happen in ``role`` or in a process that starts it (the profile's rule)."""
+    flags = {w.flag for w in profile.env_writes if w.flag}
+    outcome = profile.predict_env({}, flags, version, role).get(variable)
+    return outcome.writes if outcome is not None else ()
+
+
+def _label(profile: EngineProfile, version: str | None) -> str:
+    name = _ENGINE_NAMES.get(profile.engine, profile.engine)
+    return f"{name} {version}" if version else f"{name} ({profile.name}, release not detected)"
+
+
+def override_reason(role: ProcessRole, variable: str, actual: str | None = None, version: str | None = None, *,
+                    seen_by: str = "proc") -> str | None:
+    """Why ``variable`` reads ``actual`` in a process of ``role``, when the engine release writes it there.
+
+    ``seen_by="proc"``: the value came from ``/proc/PID/environ``, so only writes that ``/proc``
+    of that role shows can explain it; ``"nccl"``: NCCL's echo, which sees every write.
     """
-    known = _OVERRIDE_INDEX.get((role.engine or "", variable))
-    if known is None or role.role not in _SPAWNED_ROLES:
+    engine_role = _ROLES.get(role.role)
+    if role.engine not in PROFILES or engine_role is None:
         return None
-    return known.reason(role.role)
+    profile = resolve_profile(role.engine, version).profile
+    writes = [w for w in _reaching(profile, variable, version, engine_role)
+              if seen_by == "nccl" or engine_role in w.visible_in]
+    if not writes:
+        return None
+    matching = [w for w in writes if actual is None or w.value == actual] or writes
+    write = matching[-1]
+    where = _PROCESS_WORDS.get(write.process, f"its {write.process}")
+    before = (f" before it starts its {role.role} processes" if write.process not in (engine_role, "every")
+              else "")
+    return (f"{_label(profile, version)} writes {variable}={write.value!r} in {where}{before}, {_when(write)} "
+            f"({write.source})")
+
+
+def unseen_writes(engine: str | None, version: str | None, variables: Iterable[str],
+                  roles: Iterable[Role]) -> list[str]:
+    """What ``/proc`` cannot show: writes of ``variables`` that reach a process of ``roles`` in its own
+    Python (or before a fork), so its ``/proc`` keeps the exported value while NCCL reads the written one."""
+    if engine not in PROFILES:
+        return []
+    profile = resolve_profile(engine, version).profile
+    notes: list[str] = []
+    for variable in variables:
+        for role in dict.fromkeys(r for r in roles if r in (Role.WORKER, Role.ENGINE_CORE)):  # where NCCL runs
+            engine_role = _ROLES[role]
+            for write in _reaching(profile, variable, version, engine_role):
+                if engine_role in write.visible_in:
+                    continue
+                note = (f"{variable}: {_label(profile, version)} writes {write.value!r} where /proc of its {role} "
+                        f"processes cannot show it ({_when(write)}; {write.source}): their /proc keeps the exported "
+                        "value; only NCCL's own echo (NCCL_DEBUG=INFO) says what NCCL used")
+                if note not in notes:
+                    notes.append(note)
+    return notes

@@ -70,7 +70,8 @@ def env_report(
     with ThreadPoolExecutor(max_workers=min(len(jobs), 8)) as pool:
         infos = [info for found in pool.map(lambda job: job[1](), jobs) for info in found]
         logs = list(pool.map(_nccl_lines, nodes)) if nccl_log else []
-    report = check_env(infos, wanted)
+    release = nodes[0].release()  # asked once per host and build (toolkit.server.release)
+    report = check_env(infos, wanted, release=release.version)
     by_host: dict[str, list[str]] = {}
     for node, lines in zip(nodes, logs, strict=False):
         by_host.setdefault(node.host.name, []).extend(lines)

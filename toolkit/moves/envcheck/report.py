@@ -11,7 +11,12 @@ Statuses: ``ok`` (equal to expected, or present when any value is expected),
 code when it is a known override, see :mod:`~toolkit.moves.envcheck.overrides`) and
 ``unreadable`` (the process could not be read: it exited, or belongs to another user).
 An ``ok`` launcher beside ``overridden`` workers is the signature of an engine that
-rewrote its own ``os.environ`` before spawning them.
+rewrote its own ``os.environ`` before spawning them; the reason names the release, the
+condition and the source line (from the engine profiles, ``toolkit.engines``).
+
+What ``/proc`` cannot see is said too (:attr:`EnvReport.notes`): a write an engine makes
+inside a worker, or before a fork, never reaches ``/proc``. NCCL's own ``NCCL_DEBUG=INFO``
+echoes (:meth:`EnvReport.with_nccl_log`) are the authority for what NCCL used.
 """
 
 from __future__ import annotations
@@ -19,16 +24,12 @@ from __future__ import annotations
 import html
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING
 
 import pandas as pd
 
 from toolkit.moves.envcheck.nccl import nccl_env_frame
-from toolkit.moves.envcheck.overrides import override_reason
+from toolkit.moves.envcheck.overrides import override_reason, unseen_writes
 from toolkit.moves.envcheck.roles import ProcessLike, ProcessRole, Role, classify_tree
-
-if TYPE_CHECKING:
-    pass
 
 __all__ = ["EnvReport", "STATUS_CODES", "check_env"]
 
@@ -65,6 +66,8 @@ class EnvReport:
     frame: pd.DataFrame
     expected: tuple[tuple[str, str | None], ...]
     nccl: pd.DataFrame | None = None
+    release: str | None = None  # the engine release the reasons were read for ("0.5.23")
+    notes: tuple[str, ...] = ()  # what /proc cannot show, for this release
 
     def problems(self) -> pd.DataFrame:
         """The rows that are not ``ok``."""
@@ -108,7 +111,8 @@ class EnvReport:
         ``host`` names the host whose log this is, as the report names it: NCCL prints the
         machine's own hostname, which is rarely the ``user@host:port`` the toolkit uses.
         """
-        return replace(self, nccl=nccl_env_frame(lines, dict(self.expected), roles=self.roles(), host=host))
+        return replace(self, nccl=nccl_env_frame(lines, dict(self.expected), roles=self.roles(), host=host,
+                                                 version=self.release))
 
     def roles(self) -> dict[tuple[str, int], ProcessRole]:
         """Each process's role, engine and rank, keyed by (host, pid)."""
@@ -125,7 +129,8 @@ class EnvReport:
     def with_nccl_logs(self, logs: Mapping[str, Iterable[str]]) -> EnvReport:
         """Like :meth:`with_nccl_log` for several nodes: ``{host name: that host's log lines}``."""
         frames = [
-            nccl_env_frame(lines, dict(self.expected), roles=self.roles(), host=host) for host, lines in logs.items()
+            nccl_env_frame(lines, dict(self.expected), roles=self.roles(), host=host, version=self.release)
+            for host, lines in logs.items()
         ]
         if not frames:
             return self
@@ -152,7 +157,7 @@ class EnvReport:
             text += f"; {top['variable']} {top['status']} in {top['n']} of {processes}"
         if self.nccl is not None:
             good = int((self.nccl["status"] == "ok").sum())
-            text += f"; NCCL log: {good} of {len(self.nccl)} echoes as expected"
+            text += f"; NCCL log: {good} of {len(self.nccl)} echoes as expected (NCCL's echoes are the authority)"
         return text
 
     def __str__(self) -> str:
@@ -161,6 +166,7 @@ class EnvReport:
         if len(problems):
             columns = ["process", "variable", "expected", "actual", "status", "reason"]
             lines.append(problems[columns].fillna("").to_string(index=False))
+        lines += [f"what /proc cannot see: {note}" for note in self.notes]
         return "\n".join(lines)
 
     def _repr_html_(self) -> str:
@@ -176,9 +182,10 @@ class EnvReport:
                 for c in table.columns
             )
             rows.append(f"<tr><th>{html.escape(str(variable))}</th>{cells}</tr>")
+        notes = "".join(f"<p>what /proc cannot see: {html.escape(note)}</p>" for note in self.notes)
         return (
             f"<p>{html.escape(self.summary())}</p>"
-            f"<table><thead><tr><th>variable</th>{head}</tr></thead><tbody>{''.join(rows)}</tbody></table>"
+            f"<table><thead><tr><th>variable</th>{head}</tr></thead><tbody>{''.join(rows)}</tbody></table>{notes}"
         )
 
 
@@ -191,8 +198,13 @@ def check_env(
     expected: Mapping[str, str | None],
     *,
     skip_roles: Iterable[Role | str] = (Role.HELPER, Role.SHELL),
+    release: str | None = None,
 ) -> EnvReport:
     """Compare each process's environment with ``expected`` (``None``: any value, but set).
+
+    ``release``: the engine's release on the host (``server.release().version``): overridden
+    rows then name that release's write, its condition and source line, and :attr:`EnvReport.notes`
+    lists what its workers' ``/proc`` cannot show. Unknown: the newest profile, said so.
 
     Shell wrappers and helpers are skipped by default: ``bash -c 'NCCL_ALGO=Ring python
     ...'`` never has the variable itself, so it would read as ``missing`` and hide the
@@ -216,7 +228,7 @@ def check_env(
         label = f"{info.host} " if multi_host else ""
         label += f"{role.rank or role.role} [{info.pid}]"
         for variable, want in expected.items():
-            actual, status, reason = _judge(info, role, variable, want)
+            actual, status, reason = _judge(info, role, variable, want, release)
             records.append(
                 {
                     "host": info.host,
@@ -236,11 +248,14 @@ def check_env(
             )
     records.sort(key=lambda r: (r["host"], r["_order"]))
     frame = pd.DataFrame(records, columns=[*_FRAME_COLUMNS, "_order"]).drop(columns="_order")
-    return EnvReport(frame=frame, expected=tuple(expected.items()))
+    engines = [r.engine for r in roles.values() if r.engine]
+    present = [roles[(i.host, i.pid)].role for i in infos]
+    notes = unseen_writes(engines[0] if engines else None, release, expected, present)
+    return EnvReport(frame=frame, expected=tuple(expected.items()), release=release, notes=tuple(notes))
 
 
 def _judge(
-    info: ProcessLike, role: ProcessRole, variable: str, want: str | None
+    info: ProcessLike, role: ProcessRole, variable: str, want: str | None, release: str | None = None
 ) -> tuple[str | None, str, str | None]:
     # A zombie reads as an empty environment with an error: unreadable, not "missing".
     if info.environ is None or (info.error and not info.environ):
@@ -250,4 +265,4 @@ def _judge(
         return None, "missing", None
     if want is None or actual == want:
         return actual, "ok", None
-    return actual, "overridden", override_reason(role, variable)
+    return actual, "overridden", override_reason(role, variable, actual, release)

@@ -1,0 +1,36 @@
+"""A failure's hint, spelled with the flags of the release that failed: pure.
+
+The log rule packs attach one hint per failure family (``toolkit.logs.packs.Hints``), written
+for SGLang and vLLM at once. Once the release is known (``toolkit.server.release``), the
+engine's own text for that family and release replaces it (``toolkit.engines.hint_text``):
+"lower --cuda-graph-max-bs-decode" on SGLang 0.5.20+, "try --enforce-eager" on vLLM.
+
+>>> release_hint(Hints.CUDA_GRAPH, "sglang", "0.5.23").count("--cuda-graph-max-bs-decode")
+1
+>>> release_hint("read the log", "sglang", "0.5.23")
+'read the log'
+"""
+
+from __future__ import annotations
+
+from toolkit.engines import hint_text
+from toolkit.logs.packs import Hints
+
+__all__ = ["FAMILIES", "release_hint"]
+
+#: Each pack hint and its family name (the key of toolkit.engines.hints.RELEASE_HINTS).
+FAMILIES: dict[str, str] = {
+    Hints.OOM: "OOM", Hints.KV_TOO_SMALL: "KV_TOO_SMALL", Hints.PORT: "PORT", Hints.NCCL: "NCCL",
+    Hints.IMPORT: "IMPORT", Hints.CUDA: "CUDA", Hints.ARCH: "ARCH", Hints.MODEL: "MODEL", Hints.EXITED: "EXITED",
+    Hints.KILLED: "KILLED", Hints.CRASH: "CRASH", Hints.WATCHDOG: "WATCHDOG", Hints.CUDA_GRAPH: "CUDA_GRAPH",
+    Hints.TRITON: "TRITON", Hints.ARGS: "ARGS",
+}
+
+
+def release_hint(hint: str | None, engine: str | None, version: str | None) -> str | None:
+    """``hint`` as ``engine`` ``version`` spells it (unchanged when it names no release-specific flag)."""
+    if hint is None or engine is None:
+        return hint
+    family = FAMILIES.get(hint)
+    specific = hint_text(engine, family, version) if family else None
+    return specific or hint

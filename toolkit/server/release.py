@@ -1,0 +1,160 @@
+"""Which engine release a spec will run on a host: asked once, kept, and turned into its profile.
+
+Everything the toolkit believes about an engine depends on the release (``toolkit.engines``):
+which flags exist, what it writes into its workers' environment, what its health endpoint
+answers. :func:`detect_release` asks the host, in the spec's own interpreter, working
+directory and environment, what is installed (``importlib.metadata``, instant; ``import
+sglang`` loads the runtime), keeps the answer per host and build like the flag tables of
+:mod:`~toolkit.server.preflight`, and picks the profile. A spec that runs a checkout
+(``with_source``) is asked the checkout's own version: SGLang's ``version.py`` (a literal
+up to 0.5.6) or the nearest tag, because from 0.5.7 ``sglang.__version__`` of a checkout
+on ``PYTHONPATH`` reports the *installed* release (python/sglang/version.py:1-8 in 0.5.19).
+The simulator answers ``--version`` with the release it imitates.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import threading
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from toolkit.engines import EngineProfile, ProfileMatch, VersionError, parse_version_output, resolve_profile
+from toolkit.host.shell import join, quote, quote_path
+from toolkit.server.source import LAYOUT
+
+if TYPE_CHECKING:
+    from toolkit.host.place import Target
+    from toolkit.server.spec import ServerSpec
+
+__all__ = ["DetectedRelease", "ReleaseCache", "DEFAULT_RELEASES", "detect_release", "release_key",
+           "version_command", "release_from_output"]
+
+_DISTRIBUTIONS = {"sglang": "sglang", "vllm": "vllm", "transformers": "transformers"}
+_VERSION_CODE = "import importlib.metadata as m, sys; print(m.version(sys.argv[1]))"
+
+
+@dataclass(frozen=True)
+class DetectedRelease:
+    """The release a spec runs on a host, how that was learnt, and the profile that describes it."""
+
+    engine: str
+    version: str | None
+    match: ProfileMatch | None  # None: no engine profile applies (a plain command)
+    how: str
+
+    @property
+    def profile(self) -> EngineProfile | None:
+        return self.match.profile if self.match is not None else None
+
+    def describe(self) -> str:
+        """``sglang 0.5.23 (profile sglang-0.5.20+)``, or what was assumed and why."""
+        if self.match is None:
+            return f"{self.engine}: no engine profile"
+        head = f"{self.engine} {self.version}" if self.version else f"{self.engine} (release unknown)"
+        note = f"; {self.match.note}" if self.match.note else ""
+        return f"{head} (profile {self.match.profile.name}{note})"
+
+
+def _version_of_interpreter(program: str, dist: str, spec: ServerSpec) -> str:
+    """Bash printing ``dist``'s version as the interpreter behind ``program`` sees it (a console
+    script names its interpreter in its ``#!`` line)."""
+    find = (
+        f"py={quote(program)}"
+        if program.rsplit("/", 1)[-1].startswith("python")
+        else f"exe=$(command -v -- {quote(program)}) || exit 3; "
+        "py=$(head -n 1 \"$exe\" | sed -n 's/^#! *//p' | cut -d ' ' -f 1); [ -x \"$py\" ] || py=python3"
+    )
+    cd = f"cd {quote_path(spec.workdir)} && " if spec.workdir else ""
+    env = "env " + " ".join(quote(f"{k}={v}") for k, v in spec.env) + " " if spec.env else ""
+    return f'{cd}{find}; {env}"$py" -c {quote(_VERSION_CODE)} {quote(dist)} 2>/dev/null'
+
+
+def version_command(spec: ServerSpec) -> str | None:
+    """The bash line whose output names ``spec``'s release on its host; None for a plain command."""
+    if spec.simulated:
+        words = [*spec.launcher]
+        chosen = spec.flag("--sim-engine-version")
+        if isinstance(chosen, str):
+            words += ["--sim-engine-version", chosen]
+        return dataclasses.replace(spec, launcher=(*words, "--version"), flags=()).command() + " 2>&1"
+    if spec.engine not in _DISTRIBUTIONS:
+        return None
+    if spec.source is not None and spec.engine in LAYOUT:
+        package = f"{LAYOUT[spec.engine]}/{spec.engine}".lstrip("./")
+        literal = f"sed -n 's/^__version__ *= *[\"'\\'']\\([^\"'\\'']*\\).*/\\1/p' {package}/version.py 2>/dev/null"
+        return f"cd {quote_path(spec.source)} && {{ git describe --tags --abbrev=0 2>/dev/null; {literal}; }}"
+    program = spec.launcher[0]
+    return _version_of_interpreter(program, _DISTRIBUTIONS[spec.engine], spec)
+
+
+def release_key(host_name: str, spec: ServerSpec) -> str:
+    """What makes two specs the same build on a host: engine, launcher, checkout, directory, environment."""
+    env = dict(spec.env)
+    parts = [host_name, spec.engine, join(spec.launcher[:3]), spec.source or "", spec.commit or "",
+             spec.workdir or "", env.get("PYTHONPATH", ""), env.get("VIRTUAL_ENV", "")]
+    if spec.simulated:
+        chosen = spec.flag("--sim-engine-version")
+        parts.append(chosen if isinstance(chosen, str) else "")
+    return "|".join(parts)
+
+
+def release_from_output(engine: str, output: str | None, how: str) -> DetectedRelease:
+    """Pure: the release named in a version command's output, and its profile (assumed when unreadable)."""
+    version = None
+    if output:
+        try:
+            version = parse_version_output(output).text
+        except VersionError:
+            version = None
+    try:
+        match = resolve_profile(engine, version)
+    except ValueError:
+        return DetectedRelease(engine, version, None, how)
+    return DetectedRelease(engine, version, match, how)
+
+
+class ReleaseCache:
+    """Detected releases per :func:`release_key`; thread-safe. ``clear()`` forgets them (after an upgrade)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._known: dict[str, DetectedRelease] = {}
+
+    def get(self, key: str) -> DetectedRelease | None:
+        with self._lock:
+            return self._known.get(key)
+
+    def put(self, key: str, release: DetectedRelease) -> None:
+        with self._lock:
+            self._known[key] = release
+
+    def clear(self) -> None:
+        with self._lock:
+            self._known.clear()
+
+
+#: The cache :func:`detect_release` uses unless given another.
+DEFAULT_RELEASES = ReleaseCache()
+
+
+def detect_release(host: Target, spec: ServerSpec, *, cache: ReleaseCache = DEFAULT_RELEASES,
+                   timeout_s: float = 60.0) -> DetectedRelease:
+    """The release ``spec`` runs on ``host`` (asked once per host and build, then kept).
+
+    An answer that cannot be read is not cached (the next launch asks again) and assumes the
+    newest profile, saying so in :meth:`DetectedRelease.describe`.
+    """
+    key = release_key(host.name, spec)
+    known = cache.get(key)
+    if known is not None:
+        return known
+    command = version_command(spec)
+    if command is None:
+        return DetectedRelease(spec.engine, None, None, "a plain command: no engine release")
+    result = host.run(command, check=False, timeout_s=timeout_s)
+    output = result.stdout if result.ok else None
+    release = release_from_output(spec.engine, output, command)
+    if release.version is not None:
+        cache.put(key, release)
+    return release
