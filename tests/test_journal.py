@@ -79,7 +79,7 @@ def test_wide_results_are_tidy_with_the_spec_flattened_by_naming(journal: Journa
     assert results["label"].tolist() == [BASE.describe()] * 2 + [EAGLE.describe()] * 2
     assert results["flag:--speculative-algorithm"].tolist()[2:] == ["EAGLE3", "EAGLE3"]
     assert results["flag:--enable-torch-compile"].tolist()[2:] == [SWITCH, SWITCH]
-    assert results["flag:--tp"].unique().tolist() == ["8"]
+    assert results["flag:--tp-size"].unique().tolist() == ["8"]
     assert results["env:NCCL_ALGO"].tolist()[2:] == ["Ring", "Ring"]
     assert results["output_throughput"].tolist() == pytest.approx([82.5, 82.9, 60.1, 60.5])
     assert {"step_id", "kind", "title", "verdict", "engine", "commit", "completed"} <= set(results.columns)
@@ -208,7 +208,7 @@ def test_a_fresh_process_finds_everything(tmp_path: Path) -> None:
                           "verdicts": steps["verdict"].fillna("none").tolist(),
                           "tok_s": results["output_throughput"].tolist(), "requests": len(j.requests()),
                           "root_cause": j.root_cause_text(), "error": steps["error"].tolist()[1],
-                          "flags": results["flag:--tp"].tolist()}}))
+                          "flags": results["flag:--tp-size"].tolist()}}))
     """)
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT)
     seen = json.loads(out.stdout.splitlines()[-1])
