@@ -7,6 +7,7 @@ middle keeps the runs it finished, and the next open marks the step ``interrupte
 
 from __future__ import annotations
 
+import dataclasses
 import time
 import traceback
 from collections.abc import Iterable, Mapping
@@ -121,14 +122,18 @@ class StepRecorder:
             f"not {type(result).__name__}; use record_metrics() or record_log_lines() for log rows"
         )
 
-    def record_bench(self, result: Any, *, run_label: str | None = None, repeat: int | None = None) -> int:
+    def record_bench(self, result: Any, *, run_label: str | None = None, repeat: int | None = None,
+                     host: str | None = None) -> int:
         """Store a benchmark run: its summary, per-request rows and settings, in one transaction.
 
         A result that holds repeats (``BenchResult.runs``) is stored as one run per repeat
         (``repeat`` 0..n-1), so tables and plots show the spread; the first run's id is returned.
+        ``host`` names the host the run's server ran on, when a step's runs span several hosts.
         """
         repeats = result.get("runs") if isinstance(result, Mapping) else getattr(result, "runs", None)
         parts = [bench_parts(r) for r in repeats] if repeats else [bench_parts(result)]
+        if host is not None:
+            parts = [dataclasses.replace(part, extra={**part.extra, "host": str(host)}) for part in parts]
         run_ids: list[int] = []
         label = None if run_label is None else str(run_label)
         with self._store.transaction() as tx:
