@@ -186,7 +186,7 @@ def compare(
 
         with lane.guard():
             run_launch(lane.host, lane.spec(specs[slot.side]), step=steps[slot.side], benches=slot.benches,
-                       bench_call=bench_call, timeout_s=timeout_s, log_dir=log_dir, run_label=labels[slot.side],
+                       bench_call=bench_call, timeout_s=timeout_s, log_dir=lane.log_dir(log_dir), run_label=labels[slot.side],
                        first_repeat=first_repeat, launch_no=launch_no, on_run=on_run, on_server=lane.watch)
 
     done = pool.run(queues, work, units=lambda job: job[0].benches, desc=title[:40], progress=progress,

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import contextlib
 import queue
+import re
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
@@ -30,6 +31,7 @@ from typing import Any, Generic, TypeVar
 
 from toolkit.host.group import HostGroup
 from toolkit.host.host import Host
+from toolkit.server.launch import DEFAULT_LOG_DIR
 from toolkit.server.server import Server
 from toolkit.server.spec import ServerSpec
 
@@ -93,6 +95,17 @@ class Lane:
         """``spec`` as it must run on this host (the pool's ``spec_for_host``, if any)."""
         return spec if self.pool.spec_for_host is None else self.pool.spec_for_host(self.host, spec)
 
+    def log_dir(self, log_dir: str | None) -> str | None:
+        """Where this host's server logs go: a folder per host when there are several.
+
+        Several "hosts" may be one machine (127.0.0.1, .2, .3) sharing /tmp; two launches of
+        one spec in the same millisecond would otherwise write the same log file.
+        """
+        if len(self.pool) == 1:
+            return log_dir
+        slug = re.sub(r"[^A-Za-z0-9._-]+", "-", self.host.name).strip("-.") or f"host{self.index}"
+        return f"{(log_dir or DEFAULT_LOG_DIR).rstrip('/')}/{slug}"
+
     def watch(self, server: Server | None) -> None:
         """Hand to :func:`~toolkit.moves.trial.run_launch` as ``on_server``: the pool can stop it on Ctrl-C."""
         self._server = server
@@ -155,6 +168,23 @@ class HostPool:
         return f"HostPool({', '.join(h.name for h in self.hosts)})"
 
     # -- progress (drawn by the calling thread only) ---------------------------------------------
+    @contextlib.contextmanager
+    def progress(self, desc: str = "", *, unit: str = "run", enabled: bool = True) -> Iterator[None]:
+        """One progress bar per host, kept open over several :meth:`run` calls (a bisection's rounds)."""
+        from tqdm.auto import tqdm
+
+        opened = not self._bars
+        if opened:
+            self._bars = [tqdm(total=0, desc=f"{host.name}: {desc}"[:60], unit=unit, position=i, leave=True,
+                               disable=not enabled) for i, host in enumerate(self.hosts)]
+        try:
+            yield
+        finally:
+            if opened:
+                for bar in self._bars:
+                    bar.close()
+                self._bars = []
+
     def post(self, lane: int, kind: str, value: object) -> None:
         if self._threaded:
             self._events.put((lane, kind, value))
@@ -172,6 +202,9 @@ class HostPool:
             bar.set_description_str(f"{name}: {value}"[:60])
         elif kind == "postfix":
             bar.set_postfix_str(str(value))
+        elif kind == "total" and isinstance(value, int):
+            bar.total += value
+            bar.refresh()
 
     def _drain(self) -> None:
         while True:
@@ -198,31 +231,24 @@ class HostPool:
         ``units(job)`` sizes each host's progress bar (default one per job). A KeyboardInterrupt,
         in this thread or in a job, is re-raised here once every host has stopped.
         """
-        from tqdm.auto import tqdm
-
         if len(queues) != len(self.hosts):
             raise ValueError(f"{len(queues)} queues for {len(self.hosts)} hosts")
         self.interrupted = self.stopping = False
         results: list[list[Done[J, R]]] = [[] for _ in self.hosts]
-        self._bars = [
-            tqdm(total=sum(units(j) if units else 1 for j in jobs), desc=f"{host.name}: {desc}"[:60], unit=unit,
-                 position=i, leave=True, disable=not progress)
-            for i, (host, jobs) in enumerate(zip(self.hosts, queues, strict=True))
-        ]
         busy = [i for i, jobs in enumerate(queues) if jobs]
-        self._threaded = len(busy) > 1
-        try:
-            if not self._threaded:
-                for i in busy:
-                    self._work_through(self.lanes[i], queues[i], work, results[i], stop_on_error)
-            else:
-                self._run_threads(busy, queues, work, results, stop_on_error)
-        finally:
-            self._drain()
-            self._threaded = False
-            for bar in self._bars:
-                bar.close()
-            self._bars = []
+        with self.progress(desc, unit=unit, enabled=progress):
+            for i, jobs in enumerate(queues):
+                self._draw(i, "total", sum(units(j) if units else 1 for j in jobs))
+            self._threaded = len(busy) > 1
+            try:
+                if not self._threaded:
+                    for i in busy:
+                        self._work_through(self.lanes[i], queues[i], work, results[i], stop_on_error)
+                else:
+                    self._run_threads(busy, queues, work, results, stop_on_error)
+            finally:
+                self._drain()
+                self._threaded = False
         interrupts = [d.error for lane in results for d in lane
                       if d.error is not None and not isinstance(d.error, Exception)]
         if interrupts:

@@ -140,7 +140,7 @@ def sweep(
             step = book.start()
             with lane.guard():
                 run_launch(lane.host, lane.spec(variant.spec), step=step, benches=per_launch, bench_call=bench_call,
-                           timeout_s=timeout_s, log_dir=log_dir, run_label=variant.label,
+                           timeout_s=timeout_s, log_dir=lane.log_dir(log_dir), run_label=variant.label,
                            first_repeat=launch_no * per_launch, launch_no=launch_no, on_run=on_run,
                            on_server=lane.watch)
         except BaseException as exc:

@@ -25,7 +25,7 @@ from toolkit.moves.bisect.checkout import GitCheckout
 from toolkit.server.server import Server
 from toolkit.server.spec import FlagValue, ServerSpec
 
-__all__ = ["compare_commits", "retarget"]
+__all__ = ["compare_commits", "retarget", "require_checkout_paths"]
 
 
 def _moved(value: str, old: str, new: str) -> str:
@@ -103,7 +103,7 @@ def compare_commits(
     checkout = GitCheckout(host, repo_dir)
     shas = checkout.resolve(a), checkout.resolve(b)
     subjects = [checkout.subject(sha) for sha in shas]
-    _require_checkout_paths(spec, repo_dir)
+    require_checkout_paths(spec, repo_dir)
     worktrees: list[str] = []
     try:
         specs = []
@@ -125,12 +125,18 @@ def compare_commits(
             checkout.remove_worktree(path)
 
 
-def _require_checkout_paths(spec: ServerSpec, repo_dir: str) -> None:
+def require_checkout_paths(spec: ServerSpec, repo_dir: str) -> None:
+    """Refuse a spec that never mentions ``repo_dir``: every worktree would run the same installed code.
+
+    An editable install (``pip install -e repo_dir/python``) does not follow a worktree;
+    ``PYTHONPATH=<repo_dir>/python``, rewritten to each worktree, takes precedence over it.
+    """
     probe = "/toolkit-worktree-probe"
     if retarget(spec, repo_dir, probe) == spec:
         raise InvalidFlag(
             f"the spec never mentions {repo_dir}: both commits would run the same installed code",
             evidence=[spec.command()],
             hint=f"point the spec at the checkout: workdir='{repo_dir}', "
-                 f"with_env({{'PYTHONPATH': '{repo_dir}/python'}}), or the simulator's source_dir='{repo_dir}'",
+                 f"with_env({{'PYTHONPATH': '{repo_dir}/python'}}) (it wins over an editable install), "
+                 f"or the simulator's source_dir='{repo_dir}'",
         )

@@ -1,0 +1,53 @@
+"""The bisection's record in git's own words: ``git bisect`` fed the verdicts, without moving anyone's checkout.
+
+``git bisect`` probes one commit at a time, so it cannot drive rounds of several probes
+side by side. It can still *keep the record*: ``git bisect good|bad|skip SHA`` accepts a
+verdict on any commit, in any order. So at the end of a bisection the verdicts are replayed
+into ``git bisect start --no-checkout --first-parent`` inside one of our probe worktrees (a
+linked worktree has its own bisect state; ``--no-checkout`` moves only ``BISECT_HEAD``),
+``git bisect log`` is read back, and the state is reset. The log replays with
+``git bisect replay`` in any clone, and git's own conclusion checks the planner's.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from toolkit.moves.bisect.checkout import GitCheckout
+from toolkit.moves.bisect.gitparse import BisectStep, CommitVerdict, parse_bisect_step
+
+__all__ = ["Ledger", "write_ledger"]
+
+
+@dataclass(frozen=True)
+class Ledger:
+    """``git bisect log`` after the verdicts, and what git concluded from them (None if it could not say)."""
+
+    log: str
+    step: BisectStep | None
+
+
+def write_ledger(worktree: GitCheckout, good: str, bad: str, verdicts: Sequence[tuple[str, CommitVerdict]]) -> Ledger:
+    """Replay ``verdicts`` (in the order measured) into ``git bisect`` in ``worktree``; return the log.
+
+    ``worktree`` must be a checkout of ours (a probe worktree): its bisect state is started
+    and reset here. Git before 2.29 has no ``--first-parent`` for bisect; it is left out there
+    (the same for a linear history).
+    """
+    if not worktree.git("bisect", "start", "--no-checkout", "--first-parent", check=False).ok:
+        worktree.git("bisect", "reset", check=False)
+        worktree.git("bisect", "start", "--no-checkout")
+    try:
+        worktree.git("bisect", "bad", bad)
+        last = worktree.git("bisect", "good", good, ok=(0, 1, 2))
+        for sha, verdict in verdicts:
+            last = worktree.git("bisect", verdict, sha, ok=(0, 1, 2))
+        log = worktree.git("bisect", "log").stdout
+    finally:
+        worktree.git("bisect", "reset", check=False)
+    try:
+        step: BisectStep | None = parse_bisect_step(f"{last.stdout}\n{last.stderr}")
+    except ValueError:
+        step = None
+    return Ledger(log, step)
