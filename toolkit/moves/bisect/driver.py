@@ -17,7 +17,6 @@ is git's own log, and git's conclusion checks ours.
 
 from __future__ import annotations
 
-import dataclasses
 import math
 import statistics
 import time
@@ -229,11 +228,13 @@ class _Rounds:
                     raise
                 self.notes.append(f"the ends looked alike after {self.prober.repeats} runs each ({exc.message}); "
                                   f"measured both again with {self.prober.max_repeats} runs")
-                first = {good.probe, bad.probe}
-                self.probes = [dataclasses.replace(p, reason=f"measured again with {self.prober.max_repeats} runs: "
-                                                   "these looked like noise") if p.probe in first else p
-                               for p in self.probes]
+                first = (good, bad)
+                self.probes = [p for p in self.probes if p not in first]  # the journal keeps them
                 good, bad = self._round(picks, 0, None, runs=self.prober.max_repeats)
+                for old, new in zip(first, (good, bad), strict=True):
+                    if (recorder := self.prober.steps.get(old.probe)) is not None:
+                        recorder.set_verdict("inconclusive", note=f"measured again with {self.prober.max_repeats} "
+                                             f"runs in step {new.step_id}: the ends looked alike")
                 refs = check_references(good, bad, metric=self.prober.metric, **judging)
         except NothingToBisect as exc:  # the seed's "old commit, same baseline": worth keeping
             if journal is not None:

@@ -82,10 +82,14 @@ def _spread(values: Sequence[float], noise: Noise) -> tuple[float, int]:
 
     Their own spread pooled with ``noise``, but never less than their own: two samples that
     happen to agree are not a precise measurement, and a commit noisier than the rest keeps
-    its wide interval.
+    its wide interval. From five samples on, their own spread is the robust one.
     """
     n = len(values)
     own = statistics.stdev(values) if n >= 2 else math.nan
+    if n >= 5:  # from five on, a robust spread (1.4826 x MAD), so one stalled run does not veto the rest
+        centre = statistics.median(values)
+        mad = statistics.median(abs(x - centre) for x in values)
+        own = 1.4826 * mad if mad > 0 else own
     df = (n - 1 if n >= 2 else 0) + noise.df
     squares = ((n - 1) * own**2 if n >= 2 else 0.0) + (noise.df * noise.sd**2 if noise.df else 0.0)
     if not df:
