@@ -154,7 +154,7 @@ def perf_bisect(
     result = BisectResult(
         metric, good_sha, bad_sha, first_bad, outcome.candidates, tuple(run.probes), refs.threshold,
         refs.margin, lower, ledger.log, tuple(notes + run.notes), time.monotonic() - started, tuple(subjects.items()),
-        run.confidence(refs), run.round_no, tuple(h.name for h in pool.hosts), why, advice, git_first_bad,
+        run.confidence(refs) if run.contradiction is None else None, run.round_no, tuple(h.name for h in pool.hosts), why, advice, git_first_bad,
     )
     if journal is not None:
         journal.note("bisect result", f"{result.summary()}\n\n{ledger.log}")

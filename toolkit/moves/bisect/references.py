@@ -12,9 +12,9 @@ search names a random commit. So the two ends are measured first and checked twi
 
 Two samples a side make Welch's interval very wide (about one degree of freedom): a 12 %
 regression measured 73.3, 69.5 against 63.1, 63.4 on a busy machine was called noise.
-When the interval includes zero but the change is at least ``min_effect`` in the bad
-direction, :class:`NothingToBisect` says ``could_resolve``: the driver then measures both
-ends again before it gives up.
+When the interval includes zero but leaves room for a regression of ``min_effect`` or
+more, :class:`NothingToBisect` says ``could_resolve``: the driver then measures both ends
+again before it gives up.
 """
 
 from __future__ import annotations
@@ -88,7 +88,9 @@ def check_references(
         confidence = 1.0 - comparison.p_value / 2 if worse else comparison.p_value / 2
         if comparison.verdict == "within_noise":
             noise_text = comparison.reason
-            could_resolve = worse and abs(change) >= min_effect
+            # More runs can still tell when the interval leaves room for a regression of min_effect or more.
+            room = comparison.ci_high if lower_is_better else -comparison.ci_low
+            could_resolve = room >= min_effect * abs(good_ref)
     if noise_text is None and abs(change) < min_effect:
         noise_text = f"{abs(change):.2%} is under min_effect={min_effect:g}"
     if noise_text is not None:
@@ -96,8 +98,11 @@ def check_references(
             f"the good and bad ends differ by {bad_ref - good_ref:+.4g} {metric} ({change:+.1%}), within noise "
             f"({noise_text}): there is no regression to bisect",
             good_samples=good.samples, bad_samples=bad.samples, evidence=numbers, could_resolve=could_resolve,
-            hint="the slowdown is not in this commit range (the seed's 'old commit, same baseline'); "
-                 "look at flags, environment or the workload instead, or raise repeats=",
+            hint=(f"a regression of {min_effect:.0%} or more is still possible, but {len(good.samples)} runs a side "
+                  "cannot tell it from noise: raise max_repeats= (or repeats=), or lengthen bench= so that each "
+                  "run is steadier" if could_resolve else
+                  "the slowdown is not in this commit range (the seed's 'old commit, same baseline'); "
+                  "look at flags, environment or the workload instead, or raise repeats="),
         )
     if not worse:
         raise NothingToBisect(
