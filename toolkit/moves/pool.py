@@ -157,6 +157,8 @@ class HostPool:
         self.lanes = tuple(Lane(self, i, host) for i, host in enumerate(self.hosts))
         self.interrupted = False
         self.stopping = False
+        self._cause: BaseException | None = None  # the first interrupt: the one re-raised
+        self._cause_lock = threading.Lock()
         self._events: queue.SimpleQueue[tuple[int, str, object]] = queue.SimpleQueue()
         self._threaded = False
         self._bars: list[Any] = []
@@ -234,6 +236,7 @@ class HostPool:
         if len(queues) != len(self.hosts):
             raise ValueError(f"{len(queues)} queues for {len(self.hosts)} hosts")
         self.interrupted = self.stopping = False
+        self._cause = None
         results: list[list[Done[J, R]]] = [[] for _ in self.hosts]
         busy = [i for i, jobs in enumerate(queues) if jobs]
         with self.progress(desc, unit=unit, enabled=progress):
@@ -249,10 +252,8 @@ class HostPool:
             finally:
                 self._drain()
                 self._threaded = False
-        interrupts = [d.error for lane in results for d in lane
-                      if d.error is not None and not isinstance(d.error, Exception)]
-        if interrupts:
-            raise interrupts[0]
+        if self._cause is not None:
+            raise self._cause
         return results
 
     def _run_threads(self, busy: list[int], queues: Sequence[Sequence[J]], work: Callable[[Lane, J], R],
@@ -268,8 +269,8 @@ class HostPool:
             while alive := [t for t in threads if t.is_alive()]:
                 self._drain()
                 alive[0].join(0.1)
-        except BaseException:  # Ctrl-C here, in the caller's thread: stop the servers, then wait for the hosts
-            self.interrupt()
+        except BaseException as exc:  # Ctrl-C here, in the caller's thread: stop the servers, wait for the hosts
+            self.interrupt(exc)
             for thread in threads:
                 thread.join()
             raise
@@ -284,12 +285,15 @@ class HostPool:
             except BaseException as exc:  # kept with its job; the caller decides
                 out.append(Done(lane.index, lane.host.name, job, None, exc))
                 if not isinstance(exc, Exception):
-                    self.interrupt()
+                    self.interrupt(exc)
                 elif stop_on_error:
                     self.stopping = True
 
-    def interrupt(self) -> None:
+    def interrupt(self, cause: BaseException | None = None) -> None:
         """Stop handing out jobs and stop every server running now (their jobs then fail as interrupted)."""
+        with self._cause_lock:
+            if self._cause is None and cause is not None:
+                self._cause = cause
         self.interrupted = self.stopping = True
         for lane in self.lanes:
             lane.stop_server()
