@@ -23,7 +23,9 @@ from toolkit.server.spec import ServerSpec
 from toolkit.sim.testing import free_port
 
 pytestmark = [pytest.mark.ssh, pytest.mark.slow, pytest.mark.timeout(600)]
-BENCH = {"num_prompts": 3, "max_concurrency": 1, "input_len": 8, "output_len": 16, "warmup": 0}
+# Longer outputs than the other bisect tests: a stalled scheduler step on a busy machine then weighs little
+# beside the decode steps the regression slows (measured beside two CPU hogs: 1% spread per run, not 4%).
+BENCH = {"num_prompts": 2, "max_concurrency": 1, "input_len": 8, "output_len": 48, "warmup": 0}
 
 
 def make_repo(path: Path, *args: str) -> list[dict[str, Any]]:
@@ -151,7 +153,7 @@ def test_a_skipped_commit_next_to_the_regression_leaves_candidates_and_says_why(
     print(f"\n{result}")
     assert result.first_bad is None
     assert result.candidates == (commits[9]["sha"], commits[10]["sha"])
-    assert result.why is not None and "could not be measured" in result.why and "ImportError" in result.why
+    assert result.why is not None and "could not be measured" in result.why and "ServerDied" in result.why
     assert result.advice is not None and "125" in result.advice
     assert "why: only commits that could not be measured" in str(result) and "what to do:" in str(result)
     assert "git bisect skip" in result.git_log and result.git_first_bad is None

@@ -72,9 +72,20 @@ def pool_noise(sample_sets: Iterable[Sequence[float]]) -> Noise:
     for samples in sample_sets:
         values = [float(x) for x in samples if not math.isnan(float(x))]
         if len(values) >= 2:
-            squares += statistics.variance(values) * (len(values) - 1)
+            squares += _own_spread(values) ** 2 * (len(values) - 1)
             df += len(values) - 1
     return Noise(math.sqrt(squares / df), df) if df else Noise()
+
+
+def _own_spread(values: Sequence[float]) -> float:
+    """The samples' standard deviation; from five on the robust one (1.4826 x MAD), so one stalled run
+    (a busy machine, a neighbour's job) does not set the spread of all the others."""
+    own = statistics.stdev(values)
+    if len(values) >= 5:
+        centre = statistics.median(values)
+        mad = statistics.median(abs(x - centre) for x in values)
+        own = 1.4826 * mad if mad > 0 else own
+    return own
 
 
 def _spread(values: Sequence[float], noise: Noise) -> tuple[float, int]:
@@ -85,11 +96,7 @@ def _spread(values: Sequence[float], noise: Noise) -> tuple[float, int]:
     its wide interval. From five samples on, their own spread is the robust one.
     """
     n = len(values)
-    own = statistics.stdev(values) if n >= 2 else math.nan
-    if n >= 5:  # from five on, a robust spread (1.4826 x MAD), so one stalled run does not veto the rest
-        centre = statistics.median(values)
-        mad = statistics.median(abs(x - centre) for x in values)
-        own = 1.4826 * mad if mad > 0 else own
+    own = _own_spread(values) if n >= 2 else math.nan
     df = (n - 1 if n >= 2 else 0) + noise.df
     squares = ((n - 1) * own**2 if n >= 2 else 0.0) + (noise.df * noise.sd**2 if noise.df else 0.0)
     if not df:

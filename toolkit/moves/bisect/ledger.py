@@ -11,6 +11,7 @@ linked worktree has its own bisect state; ``--no-checkout`` moves only ``BISECT_
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -18,6 +19,8 @@ from toolkit.moves.bisect.checkout import GitCheckout
 from toolkit.moves.bisect.gitparse import BisectStep, CommitVerdict, parse_bisect_step
 
 __all__ = ["Ledger", "write_ledger"]
+
+_FIRST_BAD = re.compile(r"^# first (?:bad|new) commit: \[([0-9a-f]{7,64})\]", re.MULTILINE)
 
 
 @dataclass(frozen=True)
@@ -46,6 +49,9 @@ def write_ledger(worktree: GitCheckout, good: str, bad: str, verdicts: Sequence[
         log = worktree.git("bisect", "log").stdout
     finally:
         worktree.git("bisect", "reset", check=False)
+    found = _FIRST_BAD.findall(log)  # git notes its conclusion in the log, whichever verdict came last
+    if found:
+        return Ledger(log, BisectStep("done", commit=found[-1]))
     try:
         step: BisectStep | None = parse_bisect_step(f"{last.stdout}\n{last.stderr}")
     except ValueError:

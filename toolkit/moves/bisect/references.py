@@ -4,14 +4,16 @@ The seed's "an old commit gave the same baseline" is exactly the case where a bi
 would be a waste: every probe would land within noise of both ends, and a noise-driven
 search names a random commit. So the two ends are measured first and checked twice:
 
-- with at least two samples a side, Welch's interval of the difference
-  (:func:`toolkit.stats.compare_samples`) must exclude zero, in the bad direction, and
-  the change must reach ``min_effect`` (as in :func:`toolkit.moves.compare`);
+- with at least two samples a side, the interval of the difference of the medians (each
+  median's standard error from its own spread, robust from five samples on) must exclude
+  zero, in the bad direction, and the change must reach ``min_effect`` (as in
+  :func:`toolkit.moves.compare`);
 - the judge that will rule on every probe must call the good end good and the bad end
   bad (a ``threshold``/``relative_drop`` beyond the real regression would not).
 
 Two samples a side make Welch's interval very wide (about one degree of freedom): a 12 %
-regression measured 73.3, 69.5 against 63.1, 63.4 on a busy machine was called noise.
+regression measured 73.3, 69.5 against 63.1, 63.4 on a busy machine was called noise; and
+one stalled run among eight widens an interval of means as much.
 When the interval includes zero but leaves room for a regression of ``min_effect`` or
 more, :class:`NothingToBisect` says ``could_resolve``: the driver then measures both ends
 again before it gives up.
@@ -26,7 +28,7 @@ from dataclasses import dataclass
 from toolkit.errors import ToolkitError
 from toolkit.moves.bisect.judgement import Noise, assess, pool_noise, standard_error
 from toolkit.moves.bisect.result import NothingToBisect, Probe
-from toolkit.stats import compare_samples
+from toolkit.stats import t_cdf, t_quantile
 
 __all__ = ["References", "check_references"]
 
@@ -42,7 +44,7 @@ class References:
     probes: tuple[Probe, Probe]
     threshold_se: float = 0.0
     noise: Noise = Noise()
-    confidence: float = 1.0  # that the bad end really is worse (one-sided, from Welch's test)
+    confidence: float = 1.0  # that the bad end really is worse (one-sided t on the medians' difference)
 
 
 def check_references(
@@ -83,13 +85,19 @@ def check_references(
     ]
     noise_text, confidence, could_resolve = None, 1.0, False
     if len(good.samples) >= 2 and len(bad.samples) >= 2:
-        comparison = compare_samples(good.samples, bad.samples, higher_is_better=not lower_is_better)
-        numbers.append(f"95% interval of bad - good: {comparison.ci_low:+.4g} .. {comparison.ci_high:+.4g}")
-        confidence = 1.0 - comparison.p_value / 2 if worse else comparison.p_value / 2
-        if comparison.verdict == "within_noise":
-            noise_text = comparison.reason
+        # The medians' difference, each median's standard error from its own (robust) spread: one stalled
+        # run on a busy machine must not hide a regression the way it widens Welch's interval of the means.
+        se = math.hypot(standard_error(good.samples), standard_error(bad.samples))
+        df = len(good.samples) + len(bad.samples) - 2
+        diff = bad_ref - good_ref
+        half = t_quantile(0.975, df) * se
+        numbers.append(f"95% interval of the medians' difference bad - good: {diff - half:+.4g} .. {diff + half:+.4g}")
+        sure = t_cdf(abs(diff) / se, df) if se > 0 else 1.0
+        confidence = sure if worse else 1.0 - sure
+        if diff - half <= 0.0 <= diff + half:
+            noise_text = "the 95% interval of the difference includes zero"
             # More runs can still tell when the interval leaves room for a regression of min_effect or more.
-            room = comparison.ci_high if lower_is_better else -comparison.ci_low
+            room = (diff + half) if lower_is_better else -(diff - half)
             could_resolve = room >= min_effect * abs(good_ref)
     if noise_text is None and abs(change) < min_effect:
         noise_text = f"{abs(change):.2%} is under min_effect={min_effect:g}"
