@@ -17,6 +17,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from toolkit.host.host import Host
 from toolkit.moves import bisect as bisection_module
 from toolkit.moves.bisect import (
     BisectLogEntry,
@@ -30,7 +31,9 @@ from toolkit.moves.bisect import (
     parse_bisect_step,
     parse_rev_list,
 )
+from toolkit.moves.bisect.checkout import GitCheckout
 from toolkit.moves.bisect.judgement import pool_noise, standard_error
+from toolkit.moves.bisect.ledger import write_ledger
 
 C = [f"c{i}" for i in range(1, 9)]  # c1..c8, oldest first; c8 is the known bad
 
@@ -501,5 +504,31 @@ def test_our_choice_and_skips_agree_with_git(repo) -> None:
         step = parse_bisect_step(output)
         assert step.kind == "ambiguous"
         assert set(step.candidates) == set(state.outcome().candidates)
+    finally:
+        git(repo, "bisect", "reset")
+
+
+@pytest.mark.parametrize("hosts", [1, 2, 3, 5])
+def test_k_ary_verdicts_replayed_into_git_reach_gits_own_answer_and_replay(repo, tmp_path, hosts: int) -> None:
+    good = git(repo, "rev-list", "--max-parents=0", "HEAD").strip()
+    commits = parse_rev_list(git(repo, "rev-list", "--first-parent", "--reverse", f"{good}..HEAD"))
+    state = BisectState.start(commits, good=good)
+    while picks := state.next_commits(hosts):
+        for commit in picks:  # a round's bad probes come oldest first: git must not lose the oldest
+            state = state.apply(commit, "bad" if slow(repo, commit) else "good")
+    checkout = GitCheckout(Host.local(), str(repo))
+    worktree = GitCheckout(Host.local(), checkout.add_worktree(good))
+    try:
+        ledger = write_ledger(worktree, good, commits[-1], [(c, v, commits.index(c)) for c, v in state.history])
+    finally:
+        checkout.remove_worktree(worktree.repo_dir)
+    assert ledger.step is not None and ledger.step.kind == "done"
+    assert ledger.step.commit == state.outcome().first_bad and slow(repo, ledger.step.commit)
+    assert "git bisect start '--no-checkout' '--first-parent'" in ledger.log
+    assert "We are not bisecting" in git(repo, "bisect", "log", ok=(1,))  # the checkout's own state is untouched
+    (tmp_path / "log").write_text(ledger.log)
+    replayed = git(repo, "bisect", "replay", str(tmp_path / "log"))
+    try:
+        assert f"{state.outcome().first_bad} is the first bad commit" in replayed
     finally:
         git(repo, "bisect", "reset")

@@ -140,7 +140,8 @@ def perf_bisect(
                               threshold_se=refs.threshold_se, confidence=confidence)
 
             run.probe_until_done(judge)
-        ledger = write_ledger(worktrees[0], good_sha, bad_sha, run.state.history)
+        ledger = write_ledger(worktrees[0], good_sha, bad_sha,
+                              [(sha, verdict, order[sha]) for sha, verdict in run.state.history])
     finally:
         for checkout, worktree in zip(checkouts, worktrees, strict=False):
             checkout.remove_worktree(worktree.repo_dir)

@@ -31,20 +31,26 @@ class Ledger:
     step: BisectStep | None
 
 
-def write_ledger(worktree: GitCheckout, good: str, bad: str, verdicts: Sequence[tuple[str, CommitVerdict]]) -> Ledger:
-    """Replay ``verdicts`` (in the order measured) into ``git bisect`` in ``worktree``; return the log.
+def write_ledger(worktree: GitCheckout, good: str, bad: str,
+                 verdicts: Sequence[tuple[str, CommitVerdict, int]]) -> Ledger:
+    """Replay ``verdicts`` (commit, verdict, place in the history) into ``git bisect`` in ``worktree``.
 
-    ``worktree`` must be a checkout of ours (a probe worktree): its bisect state is started
-    and reset here. Git before 2.29 has no ``--first-parent`` for bisect; it is left out there
-    (the same for a linear history).
+    Good and skip verdicts go in the order given (measured); bad ones after them, newest
+    first: git keeps a single bad ref, and ``git bisect bad`` on a commit newer than the bad
+    one it holds would move it back (two bad probes of one round, given oldest first, left
+    git two revisions short of its answer). ``worktree`` must be a checkout of ours (a probe
+    worktree): its bisect state is started and reset here. Git before 2.29 has no
+    ``--first-parent`` for bisect; it is left out there (the same for a linear history).
     """
+    ordered: list[tuple[str, CommitVerdict]] = [(sha, v) for sha, v, _ in verdicts if v != "bad"]
+    ordered += [(sha, v) for sha, v, _ in sorted((e for e in verdicts if e[1] == "bad"), key=lambda e: -e[2])]
     if not worktree.git("bisect", "start", "--no-checkout", "--first-parent", check=False).ok:
         worktree.git("bisect", "reset", check=False)
         worktree.git("bisect", "start", "--no-checkout")
     try:
         worktree.git("bisect", "bad", bad)
         last = worktree.git("bisect", "good", good, ok=(0, 1, 2))
-        for sha, verdict in verdicts:
+        for sha, verdict in ordered:
             last = worktree.git("bisect", verdict, sha, ok=(0, 1, 2))
         log = worktree.git("bisect", "log").stdout
     finally:
