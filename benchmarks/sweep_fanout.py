@@ -8,7 +8,7 @@ is, per host, ``(wall time - sum of (time to ready + benchmark call)) / configur
 the worst host shown: port check, flag preflight, launch, log following, metric lines,
 journal writes and the verified stop (the target is 1 s or less).
 
-    .venv/bin/python benchmarks/sweep_fanout.py [--configs 6] [--hosts 1 2 3] [--startup-s 1.0]
+    .venv/bin/python benchmarks/sweep_fanout.py [--configs 6] [--hosts 1 2 3] [--startup-s 1.0] [--spin-ms 0]
 """
 
 from __future__ import annotations
@@ -37,7 +37,7 @@ from toolkit.sim.testing import free_port  # noqa: E402
 BENCH = {"num_prompts": 4, "max_concurrency": 1, "input_len": 16, "output_len": 48, "progress": False}
 
 
-def run(hosts: list[Host], configs: int, startup_s: float, work: Path) -> dict[str, float]:
+def run(hosts: list[Host], configs: int, startup_s: float, spin_ms: float, work: Path) -> dict[str, float]:
     ports: dict[str, int] = {}
     spent: dict[str, float] = defaultdict(float)
     lock = threading.Lock()
@@ -52,7 +52,7 @@ def run(hosts: list[Host], configs: int, startup_s: float, work: Path) -> dict[s
             spent[server.host.name] += time.monotonic() - started
         return result
 
-    spec = ServerSpec.simulator(tp=1, port=free_port(), host="127.0.0.1", sim_startup_s=startup_s)
+    spec = ServerSpec.simulator(tp=1, port=free_port(), host="127.0.0.1", sim_startup_s=startup_s, sim_spin_ms=spin_ms)
     with Journal(work / f"sweep-{len(hosts)}.sqlite", investigation="fan-out benchmark") as journal:
         started = time.monotonic()
         result = sweep(hosts, spec, vary={"--sim-seed": list(range(1, configs + 1))}, bench=timed_bench,
@@ -74,6 +74,9 @@ def main() -> int:
     parser.add_argument("--configs", type=int, default=6)
     parser.add_argument("--hosts", type=int, nargs="+", default=[1, 2, 3])
     parser.add_argument("--startup-s", type=float, default=1.0, help="the simulator's start-up time")
+    parser.add_argument("--spin-ms", type=float, default=0.0,
+                        help="the simulator's --sim-spin-ms (0: it sleeps between steps, so three servers on two "
+                             "cores do not compete for the CPU the way three GPU nodes never would)")
     args = parser.parse_args()
     if max(args.hosts) > len(ADDRESSES):
         raise SystemExit(f"at most {len(ADDRESSES)} loopback hosts")
@@ -89,13 +92,14 @@ def main() -> int:
         rows = []
         try:
             for count in args.hosts:
-                rows.append((count, run(everyone[:count], args.configs, args.startup_s, work)))
+                rows.append((count, run(everyone[:count], args.configs, args.startup_s, args.spin_ms, work)))
         finally:
             for host in everyone:
                 host.close()
             sshd.stop()
     one = next((r["wall_s"] for n, r in rows if n == 1), None)
-    print(f"{args.configs} configurations, simulator start-up {args.startup_s:g} s, bench {BENCH}")
+    print(f"{args.configs} configurations, simulator start-up {args.startup_s:g} s, spin {args.spin_ms:g} ms, "
+          f"bench {BENCH}")
     print("hosts  wall (s)  vs 1 host  ready (s)  bench (s)  overhead/config (s)  tok/s")
     for count, r in rows:
         ratio = f"{r['wall_s'] / one:8.2f}x" if one else "        -"

@@ -13,6 +13,7 @@ import threading
 from pathlib import Path
 
 import pytest
+from matplotlib.figure import Figure
 
 from toolkit.benchmark import BenchResult, bench
 from toolkit.host.group import HostGroup
@@ -23,6 +24,7 @@ from toolkit.moves.pool import HostPool
 from toolkit.server.server import Server
 from toolkit.server.spec import ServerSpec
 from toolkit.sim.testing import free_port
+from toolkit.views import plots as tk_plots
 
 pytestmark = [pytest.mark.ssh, pytest.mark.timeout(240)]
 BENCH = {"num_prompts": 3, "input_len": 8, "output_len": 24, "max_concurrency": 1}
@@ -109,6 +111,9 @@ def test_repeats_rotate_over_hosts_and_a_slow_node_is_named_not_blamed_on_a_comb
     assert f"{slow.name} runs at" in effects.text and "a slow node" in effects.text
     table = result.table()
     assert table["ratio"].iloc[1] > 1.4  # decode still beats prefill on every host, the slow one included
+    png = tmp_path / "by-host.png"
+    tk_plots.sweep(result, by_host=True).savefig(png, dpi=60)
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
 def test_compare_over_three_hosts_pairs_by_host_so_a_slow_node_is_not_a_slow_flag(
@@ -142,6 +147,7 @@ def test_a_real_difference_survives_a_slow_node(ssh_hosts: list[Host], tmp_path:
     print(f"\n{ab!r}")
     assert ab.verdict == "b_faster" and ab.ratio > 1.5 and ab.comparison.ci_low > 0
     assert ab.host_effects is not None and ab.host_effects.of(ssh_hosts[0].name).ratio < 0.9  # type: ignore[union-attr]
+    assert isinstance(tk_plots.ab(ab, by_host=True), Figure)
 
 
 def test_ctrl_c_on_one_host_stops_the_servers_on_every_host(ssh_hosts: list[Host], tmp_path: Path) -> None:
