@@ -2,7 +2,7 @@
 
 They are one machine, so ``spec_for_host`` gives each host its own port and bind address. A
 "slow node" is made the way a real one is: its server runs a slower build (a source tree
-whose ``sim_perf.json`` has a 50% slower decode step).
+whose ``sim_perf.json`` has a decode step twice as long).
 """
 
 from __future__ import annotations
@@ -59,7 +59,7 @@ def slow_tree(tmp_path: Path) -> Path:
     tree = tmp_path / "slow-node"
     tree.mkdir()
     (tree / "sim_perf.json").write_text(json.dumps({"schema": 1, "version": "slow-node",
-                                                    "perf": {"decode_step_ms": 18.15}}))
+                                                    "perf": {"decode_step_ms": 24.2}}))
     return tree
 
 
@@ -107,7 +107,7 @@ def test_repeats_rotate_over_hosts_and_a_slow_node_is_named_not_blamed_on_a_comb
     effects = result.host_effects()
     assert effects is not None and effects.identifiable
     flagged = [e for e in effects.effects if e.beyond_noise]
-    assert [e.host for e in flagged] == [slow.name] and flagged[0].ratio < 0.85
+    assert [e.host for e in flagged] == [slow.name] and flagged[0].ratio < 0.8
     assert f"{slow.name} runs at" in effects.text and "a slow node" in effects.text
     table = result.table()
     assert table["ratio"].iloc[1] > 1.4  # decode still beats prefill on every host, the slow one included
