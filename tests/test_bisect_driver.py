@@ -2,9 +2,9 @@
 
 ``python -m toolkit.sim make-repo`` writes a git history whose commits change the
 simulator's decode step (``--source-dir`` reads ``sim_perf.json`` from the checkout), so
-a real ``git bisect`` drives real launches and real benchmarks. Every test ends by
-checking what a user would check: the checkout is back on its branch, git has no
-bisection in progress, and no server is left running.
+real worktrees drive real launches and real benchmarks, and real ``git bisect`` keeps the
+record. Every test ends by checking what a user would check: the checkout never moved,
+git has no bisection of ours in progress, no worktree and no server is left behind.
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ import doctest
 import importlib
 import json
 import math
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -33,7 +34,7 @@ from toolkit.moves.bisect import (
     expected_probes,
     perf_bisect,
 )
-from toolkit.moves.bisect.checkout import CheckoutBusy, GitCheckout
+from toolkit.moves.bisect.checkout import GitCheckout
 from toolkit.moves.bisect.references import check_references
 from toolkit.server.spec import ServerSpec
 from toolkit.sim.testing import free_port
@@ -67,12 +68,13 @@ def git(repo: Path, *args: str) -> str:
 
 
 def assert_restored(repo: Path, host: Host, spec: ServerSpec, head: str) -> None:
-    """The checkout is back where it was, with no bisection and no server left behind."""
+    """The checkout is where it was, with no bisection, no worktree and no server left behind."""
     assert git(repo, "symbolic-ref", "--short", "HEAD") == "main"
     assert git(repo, "rev-parse", "HEAD") == head
     assert git(repo, "status", "--porcelain") == ""
     assert not (repo / ".git" / "BISECT_START").exists()
     assert not (repo / ".git" / "toolkit-perf-bisect.json").exists()
+    assert git(repo, "worktree", "list").count("\n") == 0, git(repo, "worktree", "list")
     assert host.port_holder(spec.port) is None
     # [-] keeps pgrep's own command line (and its shell's) from matching
     leftovers = host.run(f"pgrep -f -- '[-]-source-dir {repo}' || true").stdout.split()
@@ -90,34 +92,41 @@ def test_finds_the_planted_regression_in_log2_probes(ssh_host: Host, tmp_path: P
                              journal=journal, log_dir=str(tmp_path / "logs"), progress=True, timeout_s=60)
         steps = journal.steps()
     print(f"\n16-commit bisect: {result.probe_count} probes in {result.wall_s:.1f} s\n{result}")
-    assert result.first_bad == commits[10]["sha"]
+    assert result.first_bad == result.git_first_bad == commits[10]["sha"]
     assert result.first_bad_subject == commits[10]["message"]
     assert result.probe_count <= expected_probes(15)  # 15 candidates after the good end: 4 probes
+    assert result.confidence is not None and result.confidence >= 0.9 and result.why is None
     assert [p.role for p in result.probes[:2]] == ["good_ref", "bad_ref"]
     frame = result.frame
-    assert {"order", "commit", "subject", "samples", "median", "verdict"} <= set(frame.columns)
-    assert all(len(samples) == 2 for samples in frame["samples"])
+    assert {"order", "commit", "subject", "samples", "median", "verdict", "confidence", "host"} <= set(frame.columns)
+    assert all(2 <= len(samples) <= 8 for samples in frame["samples"])  # 2 runs, more while ambiguous
     slow = frame[frame["order"] >= 10]
     assert set(slow["verdict"]) == {"bad"} and set(frame[frame["order"] < 10]["verdict"]) == {"good"}
+    assert set(frame["host"]) == {ssh_host.name}
     assert "first bad commit" in str(result) and result.first_bad[:12] in str(result)
     assert isinstance(tk_plots.bisection(result), Figure)
     probes = steps[steps["kind"] == "bisect_probe"]
-    assert len(probes) == len(result.probes) and set(probes["status"]) == {"done"}
-    assert set(probes["verdict"]) == {"confirmed", "refuted"}
-    assert "git bisect good" in result.git_log
+    assert len(probes) >= len(result.probes) and set(probes["status"]) == {"done"}
+    assert set(probes["verdict"]) <= {"confirmed", "refuted", "inconclusive"}
+    assert "git bisect good" in result.git_log and "git bisect start '--no-checkout' '--first-parent'" in result.git_log
     assert_restored(repo, ssh_host, spec, head)
 
 
 @pytest.mark.ssh
 @pytest.mark.slow
 def test_a_commit_that_fails_to_start_is_skipped(ssh_host: Host, tmp_path: Path) -> None:
-    commits = make_repo(tmp_path / "repo", "--commits", "16", "--regression-at", "11", "--broken-at", "8")
+    # Commit 9 is the planner's first probe (the midpoint of 15 candidates); it does not start.
+    commits = make_repo(tmp_path / "repo", "--commits", "16", "--regression-at", "11", "--broken-at", "9")
     repo, spec = tmp_path / "repo", sim_spec(tmp_path / "repo")
     head = git(repo, "rev-parse", "HEAD")
     result = perf_bisect(ssh_host, str(repo), good=commits[0]["sha"], bad="main", spec=spec, bench=BENCH,
                          log_dir=str(tmp_path / "logs"), progress=False, timeout_s=60)
-    assert result.first_bad == commits[10]["sha"]
-    broken = [p for p in result.probes if p.commit == commits[7]["sha"]]
+    # Once, on a busy machine, the old judge skipped commit 10 (its two runs straddled the threshold) and
+    # the broken commit's skip left git with "one of 10, 11": first_bad None. Now commit 10 is measured again.
+    print(f"\n{result}")
+    assert result.first_bad == commits[10]["sha"], result
+    assert result.confidence is not None and result.confidence >= 0.9
+    broken = [p for p in result.probes if p.commit == commits[8]["sha"]]
     assert len(broken) == 1 and broken[0].verdict == "skip"
     assert broken[0].error is not None and "ServerDied" in broken[0].error
     print(f"\n{result}")
@@ -133,8 +142,8 @@ def test_a_failing_build_stops_the_bisect_and_restores_the_checkout(ssh_host: Ho
     commits = make_repo(tmp_path / "repo", "--commits", "8", "--regression-at", "5")
     repo, spec = tmp_path / "repo", sim_spec(tmp_path / "repo")
     head = git(repo, "rev-parse", "HEAD")
-    # The build breaks on the first commit git picks (the midpoint, commit 4), after both ends ran.
-    build = (f'[ "$(git rev-parse HEAD)" != {commits[3]["sha"]} ] || '
+    # The build breaks on the first commit probed (the midpoint, commit 5), after both ends ran.
+    build = (f'[ "$(git rev-parse HEAD)" != {commits[4]["sha"]} ] || '
              '{ echo "error: sgl-kernel build failed" >&2; exit 3; }')
     with pytest.raises(CommandFailed, match="the build command failed") as failure:
         perf_bisect(ssh_host, str(repo), good=commits[0]["sha"], bad="main", spec=spec, bench=BENCH, repeats=1,
@@ -155,8 +164,10 @@ def test_an_interrupt_stops_the_server_and_restores_the_checkout(ssh_host: Host,
 
     def interrupted_bench(server: Any) -> Any:
         calls.append(server.pid)
-        if len(calls) == 3:  # the first probe, while its server runs
-            assert git(repo, "rev-parse", "HEAD") == commits[3]["sha"]
+        if len(calls) == 3:  # the first probe, while its server runs, from a worktree at that commit
+            worktree = Path(str(server.spec.flag("--source-dir")))
+            assert server.spec.commit == commits[4]["sha"] == git(worktree, "rev-parse", "HEAD")
+            assert git(repo, "rev-parse", "HEAD") == head  # the person's checkout never moves
             raise KeyboardInterrupt
         return bench(server, progress=False, **BENCH)
 
@@ -173,32 +184,39 @@ def test_a_bisect_left_by_a_dead_kernel_is_reset_first(local_host: Host, tmp_pat
     commits = make_repo(tmp_path / "repo", "--commits", "8", "--regression-at", "5")
     repo, spec = tmp_path / "repo", sim_spec(tmp_path / "repo")
     head = git(repo, "rev-parse", "HEAD")
-    # A kernel that starts a bisection, moves the checkout and dies without cleaning up.
+    # A kernel that (with the older driver) started a bisection in the checkout and moved it, or (with this
+    # one) made a probe worktree, and died without cleaning up.
     script = ("import os, sys; from toolkit.host.host import Host; from toolkit.moves.bisect.checkout import GitCheckout; "
-              "c = GitCheckout(Host.local(), sys.argv[1]); c.start_bisect(); c.checkout(sys.argv[2]); os._exit(0)")
-    subprocess.run([sys.executable, "-c", script, str(repo), commits[2]["sha"]], check=True)
+              "c = GitCheckout(Host.local(), sys.argv[1]); c.start_bisect(); c.checkout(sys.argv[2]); "
+              "print(c.add_worktree(sys.argv[2], owned=True)); os._exit(0)")
+    left = subprocess.run([sys.executable, "-c", script, str(repo), commits[2]["sha"]], check=True,
+                          capture_output=True, text=True).stdout.strip()
     assert (repo / ".git" / "BISECT_START").exists() and git(repo, "rev-parse", "HEAD") == commits[2]["sha"]
-    with pytest.warns(UserWarning, match="left over .* its kernel died"), \
-            pytest.raises(CommandFailed, match="the build command failed"):
+    assert Path(left).is_dir() and left in git(repo, "worktree", "list")
+    with pytest.warns(UserWarning) as warned, pytest.raises(CommandFailed, match="the build command failed"):
         perf_bisect(local_host, str(repo), good=commits[0]["sha"], bad="main", spec=spec, build="exit 7",
                     bench=BENCH, progress=False)
+    messages = [str(w.message) for w in warned]
+    assert any(f"removed the probe worktree {left}" in m and "its kernel died" in m for m in messages), messages
+    assert any(re.search("reset a bisection left over .* its kernel died", m) for m in messages), messages
+    assert not Path(left).exists()
     assert_restored(repo, local_host, spec, head)
 
 
-def test_a_bisect_started_by_hand_or_a_dirty_checkout_is_left_alone(local_host: Host, tmp_path: Path) -> None:
+@pytest.mark.slow
+def test_a_bisect_started_by_hand_and_a_dirty_checkout_are_left_alone(local_host: Host, tmp_path: Path) -> None:
     commits = make_repo(tmp_path / "repo", "--commits", "4", "--regression-at", "3")
     repo, spec = tmp_path / "repo", sim_spec(tmp_path / "repo")
     git(repo, "bisect", "start", "main", commits[0]["sha"])
     moved_to = git(repo, "rev-parse", "HEAD")
-    with pytest.raises(CheckoutBusy, match="started outside the toolkit"):
-        perf_bisect(local_host, str(repo), good=commits[0]["sha"], bad="main", spec=spec, progress=False)
-    assert git(repo, "rev-parse", "HEAD") == moved_to  # the person's bisection is untouched
-    git(repo, "bisect", "reset")
     (repo / "README.md").write_text("edited\n")
-    with pytest.raises(CheckoutBusy, match="uncommitted changes"):
-        perf_bisect(local_host, str(repo), good=commits[0]["sha"], bad="main", spec=spec, progress=False)
+    result = perf_bisect(local_host, str(repo), good=commits[0]["sha"], bad="main", spec=spec, bench=BENCH,
+                         log_dir=str(tmp_path / "logs"), progress=False, timeout_s=60)
+    assert result.first_bad == commits[2]["sha"]  # measured in worktrees: neither the edit nor git's move matter
+    assert git(repo, "rev-parse", "HEAD") == moved_to  # the person's bisection is untouched
+    assert "git bisect start 'main'" in git(repo, "bisect", "log")
     assert git(repo, "status", "--porcelain") == "M README.md"
-    assert not (repo / ".git" / "BISECT_START").exists()
+    assert git(repo, "worktree", "list").count("\n") == 0
 
 
 @pytest.mark.ssh
@@ -221,7 +239,7 @@ def test_no_change_history_same_baseline_and_nothing_to_bisect(ssh_host: Host, t
             perf_bisect(ssh_host, str(repo), good=commits[0]["sha"], bad="main", spec=spec, bench=BENCH,
                         journal=journal, progress=False, log_dir=str(tmp_path / "logs"), timeout_s=60)
         last = journal.steps().iloc[-1]
-    assert len(nothing.value.good_samples) == len(nothing.value.bad_samples) == 2
+    assert len(nothing.value.good_samples) == len(nothing.value.bad_samples) in (2, 8)  # 8: measured again
     assert (last["kind"], last["title"]) == ("note", "nothing to bisect") and "within noise" in last["notes"]
     assert_restored(repo, ssh_host, spec, head)
 

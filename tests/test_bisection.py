@@ -10,23 +10,30 @@ from __future__ import annotations
 import doctest
 import math
 import os
+import statistics
 import subprocess
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from toolkit.host.host import Host
 from toolkit.moves import bisect as bisection_module
 from toolkit.moves.bisect import (
     BisectLogEntry,
     BisectState,
+    Noise,
     assess,
     expected_probes,
+    expected_rounds,
     judge,
     parse_bisect_log,
     parse_bisect_step,
     parse_rev_list,
 )
+from toolkit.moves.bisect.checkout import GitCheckout
+from toolkit.moves.bisect.judgement import pool_noise, standard_error
+from toolkit.moves.bisect.ledger import write_ledger
 
 C = [f"c{i}" for i in range(1, 9)]  # c1..c8, oldest first; c8 is the known bad
 
@@ -191,6 +198,71 @@ def test_with_skips_the_answer_is_right_or_the_ambiguous_range_is(
         assert "only skipped commits left" in outcome.message
 
 
+def run_rounds(state: BisectState, hosts: int, first_bad: int,
+               skipped: frozenset[int] = frozenset()) -> tuple[BisectState, int]:
+    """A k-ary bisection: each round judges ``hosts`` commits side by side."""
+    rounds = 0
+    while picks := state.next_commits(hosts):
+        assert len(set(picks)) == len(picks) and all(state.verdicts.get(c) is None for c in picks)
+        for commit in picks:
+            index = state.commits.index(commit)
+            state = state.apply(commit, "skip" if index in skipped else ("bad" if index >= first_bad else "good"))
+        rounds += 1
+    return state, rounds
+
+
+@pytest.mark.parametrize(("n", "hosts", "rounds"), [(1, 3, 0), (2, 1, 1), (15, 1, 4), (15, 3, 2), (63, 3, 3),
+                                                     (1023, 1, 10), (1023, 2, 7), (1023, 3, 5), (1023, 8, 4)])
+def test_expected_rounds_is_log_base_hosts_plus_one(n: int, hosts: int, rounds: int) -> None:
+    assert expected_rounds(n, hosts) == rounds == math.ceil(round(math.log(n, hosts + 1), 9))
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.integers(1, 1100).flatmap(lambda n: st.tuples(st.just(n), st.integers(0, n - 1), st.integers(1, 8))))
+def test_k_ary_rounds_find_what_a_binary_bisect_finds_in_log_k_plus_1_rounds(case: tuple[int, int, int]) -> None:
+    n, first_bad, hosts = case
+    commits = [f"{i:07x}" for i in range(n)]
+    state, rounds = run_rounds(BisectState.start(commits), hosts, first_bad)
+    binary, _ = run(BisectState.start(commits), first_bad)
+    assert state.outcome().first_bad == binary.outcome().first_bad == commits[first_bad]
+    assert rounds <= expected_rounds(n, hosts)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.integers(2, 300).flatmap(
+        lambda n: st.tuples(st.just(n), st.integers(0, n - 1), st.frozensets(st.integers(0, n - 2), max_size=n),
+                            st.integers(1, 5))
+    )
+)
+def test_k_ary_rounds_with_skips_give_the_answer_or_the_ambiguous_range(
+    case: tuple[int, int, frozenset[int], int],
+) -> None:
+    n, first_bad, skipped, hosts = case
+    commits = [f"{i:07x}" for i in range(n)]
+    state, _ = run_rounds(BisectState.start(commits), hosts, first_bad, skipped)
+    binary, _ = run(BisectState.start(commits), first_bad, skipped)
+    outcome = state.outcome()
+    if outcome.first_bad is not None:
+        assert outcome.first_bad == commits[first_bad]
+    else:
+        assert commits[first_bad] in outcome.candidates and "only skipped commits left" in outcome.message
+    if binary.outcome().first_bad is not None:  # what binary pins down despite the skips, k-ary does too
+        assert outcome.first_bad == binary.outcome().first_bad
+
+
+def test_next_commits_spread_over_the_range_and_route_around_skips_and_busy_ones() -> None:
+    state = BisectState.start([f"c{i}" for i in range(1, 16)])  # c15 is the known bad
+    assert state.next_commits(1) == (state.next_commit(),) == ("c8",)
+    assert state.next_commits(3) == ("c4", "c8", "c12")
+    assert state.next_commits(3, busy=["c8"]) == ("c4", "c7", "c12")
+    assert state.apply("c8", "skip").next_commits(3) == ("c4", "c7", "c12")
+    narrow = state.apply("c12", "good").apply("c14", "bad")
+    assert narrow.next_commits(5) == ("c13",)
+    with pytest.raises(ValueError, match="k must be >= 1"):
+        state.next_commits(0)
+
+
 # --- git's words ------------------------------------------------------------------------------
 
 SHA6 = "51956aa9a90e0e696ec041da8fd80f7d5836ed8f"
@@ -291,6 +363,9 @@ def test_replay_rebuilds_a_state_from_the_log() -> None:
 # --- the judge ----------------------------------------------------------------------------------
 
 
+QUIET = Noise(0.5, 20)  # the run-to-run spread pooled over earlier commits: 0.5 tok/s, 20 degrees of freedom
+
+
 @pytest.mark.parametrize(
     ("samples", "kwargs", "verdict"),
     [
@@ -298,35 +373,50 @@ def test_replay_rebuilds_a_state_from_the_log() -> None:
         ([59.8, 61.0, 60.3], {"good_ref": 82.5, "bad_ref": 60.0}, "bad"),
         ([], {"good_ref": 82.5, "bad_ref": 60.0}, "skip"),  # failed to start
         ([82.0, float("nan")], {"good_ref": 82.5, "bad_ref": 60.0}, "skip"),
-        ([71.0, 71.5, 71.3], {"good_ref": 82.5, "bad_ref": 60.0}, "skip"),  # median in 71.25 +- 1.125
-        ([80.0, 81.0, 60.0], {"good_ref": 82.5, "bad_ref": 60.0}, "skip"),  # straddles: too noisy
-        (
-            [80.0, 81.0, 80.5, 79.9, 60.0],
-            {"good_ref": 82.5, "bad_ref": 60.0},
-            "good",
-        ),  # 5+: quartiles, one outlier
+        ([71.0, 71.5, 71.3], {"good_ref": 82.5, "bad_ref": 60.0}, "skip"),  # on the threshold 71.25: measure again
+        ([80.0, 81.0, 60.0], {"good_ref": 82.5, "bad_ref": 60.0}, "skip"),  # straddles: measure again
+        ([80.0, 81.0, 80.5, 79.9, 60.0], {"good_ref": 82.5, "bad_ref": 60.0}, "good"),  # 5+: robust, one outlier
         ([73.0, 73.1, 72.9], {"good_ref": 82.5, "relative_drop": 0.1}, "bad"),  # threshold 74.25
         ([75.2, 75.3, 75.1], {"good_ref": 82.5, "relative_drop": 0.1}, "good"),
-        ([12.5, 13.0], {"good_ref": 12.0, "bad_ref": 29.0, "lower_is_better": True}, "good"),  # verify ms
-        ([28.0, 30.0], {"good_ref": 12.0, "bad_ref": 29.0, "lower_is_better": True}, "bad"),
-        ([13.5], {"good_ref": 12.0, "relative_drop": 0.1, "lower_is_better": True}, "bad"),  # threshold 13.2
-        ([70.0], {"good_ref": 82.5, "threshold": 70.0, "margin": 0.0}, "skip"),  # exactly on the line
-        ([70.1], {"good_ref": 82.5, "threshold": 70.0, "margin": 0.0}, "good"),
-        ([82.0], {"good_ref": 82.5, "bad_ref": 60.0, "min_samples": 3}, "skip"),
+        ([12.5, 13.0], {"good_ref": 12.0, "bad_ref": 29.0, "lower_is_better": True}, "skip"),  # 1 df: not yet
+        ([12.5, 13.0], {"good_ref": 12.0, "bad_ref": 29.0, "lower_is_better": True, "noise": QUIET}, "good"),
+        ([28.0, 30.0], {"good_ref": 12.0, "bad_ref": 29.0, "lower_is_better": True, "noise": QUIET}, "bad"),
+        ([13.5], {"good_ref": 12.0, "relative_drop": 0.1, "lower_is_better": True}, "skip"),  # one run, no noise yet
+        ([13.5], {"good_ref": 12.0, "relative_drop": 0.1, "lower_is_better": True, "noise": Noise(0.05, 20)}, "bad"),
+        ([70.0], {"good_ref": 82.5, "threshold": 70.0, "noise": QUIET}, "skip"),  # exactly on the line
+        ([70.1], {"good_ref": 82.5, "threshold": 70.0, "noise": Noise(0.01, 30)}, "good"),
+        ([82.0], {"good_ref": 82.5, "bad_ref": 60.0, "min_samples": 3, "noise": QUIET}, "skip"),
+        ([67.0, 67.05], {"good_ref": 72.0, "bad_ref": 60.0}, "good"),  # two runs that agree ...
+        ([67.0, 67.05], {"good_ref": 72.0, "bad_ref": 60.0, "noise": Noise(2.5, 20)}, "skip"),  # ... by luck
+        ([67.0, 67.05], {"good_ref": 72.0, "bad_ref": 60.0, "threshold_se": 2.0}, "skip"),  # a blurred threshold
     ],
 )
 def test_judge(samples: list[float], kwargs: dict, verdict: str) -> None:
     assert judge(samples, **kwargs) == verdict
 
 
-def test_assess_explains_itself() -> None:
+def test_assess_explains_itself_and_says_how_sure() -> None:
     good = assess([82.1, 81.7, 82.4], good_ref=82.5, bad_ref=60.0)
-    assert (good.median, good.threshold, good.margin, good.n) == (82.1, 71.25, 1.125, 3)
-    assert good.reason == "median 82.1 is above 71.25 ± 1.125"
+    assert (good.median, good.threshold, good.n, good.decided) == (82.1, 71.25, 3, True)
+    assert good.confidence is not None and 0.99 < good.confidence < 1.0
+    assert good.reason.startswith("median 82.1, 95% interval 81.") and "above the threshold 71.25 (P(good) = 0.99" \
+        in good.reason
     noisy = assess([80.0, 81.0, 60.0], good_ref=82.5, bad_ref=60.0)
-    assert noisy.reason == "samples 60..81 straddle 71.25 ± 1.125: too noisy to call"
+    assert (noisy.verdict, noisy.decided) == ("good", False) and "overlaps the threshold 71.25" in noisy.reason
+    assert noisy.confidence is not None and 0.5 < noisy.confidence < 0.99
+    more = assess([80.0, 81.0, 60.0, 80.7, 80.2, 81.3], good_ref=82.5, bad_ref=60.0)  # measured again
+    assert (more.verdict, more.decided) == ("good", True)
     failed = assess([], good_ref=82.5, bad_ref=60.0)
     assert failed.reason == "no usable samples: the server failed to start or the benchmark failed"
+    assert failed.confidence is None
+
+
+def test_noise_pools_over_commits_and_the_standard_error_never_trusts_luck() -> None:
+    assert pool_noise([[82.0, 84.0], [60.0, 61.0, 62.0], [70.0], []]) == Noise(math.sqrt(4 / 3), 3)
+    assert pool_noise([[1.0]]) == Noise()
+    assert standard_error([67.0, 67.05]) == pytest.approx(0.025)
+    assert standard_error([67.0, 67.05], Noise(2.5, 20)) == pytest.approx(2.44 / math.sqrt(2), rel=0.01)
+    assert standard_error([67.0, 70.0], Noise(0.1, 20)) == pytest.approx(statistics.stdev([67.0, 70.0]) / math.sqrt(2))
 
 
 @pytest.mark.parametrize(
@@ -338,7 +428,7 @@ def test_assess_explains_itself() -> None:
         ),
         ({"good_ref": 82.5}, "give threshold=, relative_drop= or bad_ref="),
         ({"good_ref": 82.5, "relative_drop": 10}, "relative_drop is a fraction between 0 and 1, got 10"),
-        ({"good_ref": 82.5, "threshold": 70.0, "margin": -1.0}, "margin must be >= 0"),
+        ({"good_ref": 82.5, "threshold": 70.0, "confidence": 1.5}, "confidence must lie between 0.5 and 1"),
     ],
 )
 def test_judge_refuses_unclear_references(kwargs: dict, message: str) -> None:
@@ -414,5 +504,31 @@ def test_our_choice_and_skips_agree_with_git(repo) -> None:
         step = parse_bisect_step(output)
         assert step.kind == "ambiguous"
         assert set(step.candidates) == set(state.outcome().candidates)
+    finally:
+        git(repo, "bisect", "reset")
+
+
+@pytest.mark.parametrize("hosts", [1, 2, 3, 5])
+def test_k_ary_verdicts_replayed_into_git_reach_gits_own_answer_and_replay(repo, tmp_path, hosts: int) -> None:
+    good = git(repo, "rev-list", "--max-parents=0", "HEAD").strip()
+    commits = parse_rev_list(git(repo, "rev-list", "--first-parent", "--reverse", f"{good}..HEAD"))
+    state = BisectState.start(commits, good=good)
+    while picks := state.next_commits(hosts):
+        for commit in picks:  # a round's bad probes come oldest first: git must not lose the oldest
+            state = state.apply(commit, "bad" if slow(repo, commit) else "good")
+    checkout = GitCheckout(Host.local(), str(repo))
+    worktree = GitCheckout(Host.local(), checkout.add_worktree(good))
+    try:
+        ledger = write_ledger(worktree, good, commits[-1], [(c, v, commits.index(c)) for c, v in state.history])
+    finally:
+        checkout.remove_worktree(worktree.repo_dir)
+    assert ledger.step is not None and ledger.step.kind == "done"
+    assert ledger.step.commit == state.outcome().first_bad and slow(repo, ledger.step.commit)
+    assert "git bisect start '--no-checkout' '--first-parent'" in ledger.log
+    assert "We are not bisecting" in git(repo, "bisect", "log", ok=(1,))  # the checkout's own state is untouched
+    (tmp_path / "log").write_text(ledger.log)
+    replayed = git(repo, "bisect", "replay", str(tmp_path / "log"))
+    try:
+        assert f"{state.outcome().first_bad} is the first bad commit" in replayed
     finally:
         git(repo, "bisect", "reset")

@@ -98,8 +98,10 @@ def test_investigation_template_runs_with_simulator_defaults(tmp_path: Path) -> 
 
 def test_bisect_notebook_finds_the_planted_commit(tmp_path: Path) -> None:
     notebook = execute("03_bisect.ipynb", tmp_path, out_dir=str(tmp_path), journal_path=str(tmp_path / "b.sqlite"),
-                       commits=12, regression_at=8, broken_at=4, port=30250)
-    assert "first bad commit" in text_of(notebook)
+                       commits=12, regression_at=10, broken_at=7, port=30250)  # 7: the first probe, the midpoint
+    text = text_of(notebook)
+    assert "first bad commit" in text and "your checkout never moved" in text
+    assert "skipped" in text and "(#7): ServerDied" in text  # the promised skip of the commit that does not start
 
 
 def test_real_server_sweep_measures_continuous_batching(tmp_path: Path) -> None:

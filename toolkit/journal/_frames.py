@@ -26,7 +26,7 @@ STEP_COLUMNS = [
 ]
 RESULT_BASE_COLUMNS = [
     "run_id", "step_id", "seq", "kind", "title", "label", "run_label", "repeat", "status", "verdict", "engine",
-    "model", "commit", "recorded_at",
+    "model", "commit", "host", "recorded_at",
 ]
 
 
@@ -78,11 +78,17 @@ def steps_frame(store: Store, investigation_id: int | None) -> pd.DataFrame:
     return frame
 
 
+def _only(hosts: Any) -> str | None:
+    """The step's host when it ran on one (a run recorded without its own host ran there)."""
+    return str(hosts[0]) if isinstance(hosts, list) and len(hosts) == 1 else None
+
+
 def results_frame(store: Store, investigation_id: int | None) -> pd.DataFrame:
     steps = store.read("SELECT id FROM steps WHERE investigation_id = ? ORDER BY id", (investigation_id,))
     seq_of = {row["id"]: seq for seq, row in enumerate(steps, start=1)}
     rows = store.read(
         "SELECT r.id AS run_id, r.step_id, r.label AS run_label, r.repeat, r.recorded_at, r.summary_json,"
+        " json_extract(r.extra_json, '$.host') AS run_host, s.hosts_json,"
         " s.kind, s.title, s.status, s.verdict, s.spec_label, s.spec_json"
         " FROM runs r JOIN steps s ON s.id = r.step_id WHERE s.investigation_id = ? ORDER BY r.id",
         (investigation_id,),
@@ -101,7 +107,8 @@ def results_frame(store: Store, investigation_id: int | None) -> pd.DataFrame:
             "label": row["run_label"] or row["spec_label"] or spec.get("label") or row["title"],
             "run_label": row["run_label"], "repeat": row["repeat"], "status": row["status"],
             "verdict": row["verdict"], "engine": spec.get("engine"), "model": spec.get("model"),
-            "commit": spec.get("commit"), "recorded_at": row["recorded_at"],
+            "commit": spec.get("commit"), "host": row["run_host"] or _only(loads(row["hosts_json"])),
+            "recorded_at": row["recorded_at"],
         }
         for key, value in summary.items():
             metric_names.setdefault(key, None)

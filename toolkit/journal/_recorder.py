@@ -9,6 +9,7 @@ Each ``record*`` takes the toolkit's own type and stores it through its adapter
 
 from __future__ import annotations
 
+import dataclasses
 import time
 import traceback
 from collections.abc import Iterable, Mapping
@@ -117,13 +118,17 @@ class StepRecorder:
             f"not {type(result).__name__}; record_metrics() takes MetricRows, record_log_lines() LogEvents or text"
         )
 
-    def record_bench(self, result: BenchResult, *, run_label: str | None = None, repeat: int | None = None) -> int:
+    def record_bench(self, result: BenchResult, *, run_label: str | None = None, repeat: int | None = None,
+                     host: str | None = None) -> int:
         """Store a benchmark run: its summary, per-request rows and settings, in one transaction.
 
         A result that holds repeats (``BenchResult.runs``) is stored as one run per repeat
         (``repeat`` 0..n-1), so tables and plots show the spread; the first run's id is returned.
+        ``host`` names the host the run's server ran on, when a step's runs span several hosts.
         """
         runs = bench_runs(result)
+        if host is not None:
+            runs = [dataclasses.replace(run, extra={**run.extra, "host": str(host)}) for run in runs]
         several = len(result.runs) > 0
         label = clean(run_label)
         prepared = [(clean(Json(run.summary)), clean(Json(run.extra or None)), [clean(Json(row)) for row in run.requests])

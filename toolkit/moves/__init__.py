@@ -15,8 +15,14 @@ choice, memory placement, graph capture) is *not* in those numbers: pass
 ``relaunch_each_repeat=True`` when a difference must survive a relaunch to count, as
 ``compare`` does by default.
 
-Layout: ``_params`` (pure: parameters, grids, names), ``_runner`` (one launch),
-``_result`` (SweepResult), ``_sweep`` (the driver), ``_abtest`` (A/B tests).
+Several hosts (a HostGroup or a list): the moves fan out, one server per host at a time,
+side by side (docs/fan-out.md); every run records its host, and the results tell a slow
+node from a slow configuration.
+
+Layout: ``params`` (pure: parameters, grids, names), ``schedule`` (pure: which host runs
+what, in which order), ``hostfactor`` (pure: host effects, A/B paired by host), ``trial``
+(one launch), ``pool`` (hosts side by side), ``sweep_result`` (SweepResult), ``sweep``,
+``abverdict`` (pure: an A/B test's words) and ``abtest`` (A/B tests), ``bisect/``, ``envcheck/``.
 
 >>> import toolkit as tk  # doctest: +SKIP
 >>> eagle = tk.ServerSpec.simulator(tp=8, port=30000, speculative_algorithm="EAGLE3", speculative_num_steps=2)  # doctest: +SKIP
@@ -28,6 +34,7 @@ Layout: ``_params`` (pure: parameters, grids, names), ``_runner`` (one launch),
 from __future__ import annotations
 
 from toolkit.moves.abtest import ABResult, ABVerdict, compare, compare_flag
+from toolkit.moves.hostfactor import HostEffect, HostEffects
 from toolkit.moves.params import (
     ABSENT,
     ENV_PREFIX,
@@ -37,6 +44,8 @@ from toolkit.moves.params import (
     param_text,
     spec_differences,
 )
+from toolkit.moves.pool import HostPool, Hosts, SpecForHost
+from toolkit.moves.schedule import Spread
 from toolkit.moves.sweep import OnFailure, sweep
 from toolkit.moves.sweep_result import SweepFailure, SweepResult
 from toolkit.moves.trial import RunOutcome, make_bench_call, run_launch
@@ -60,4 +69,10 @@ __all__ = [
     "run_launch",
     "ABSENT",
     "ENV_PREFIX",
+    "HostPool",
+    "Hosts",
+    "SpecForHost",
+    "Spread",
+    "HostEffect",
+    "HostEffects",
 ]

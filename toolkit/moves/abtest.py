@@ -8,10 +8,16 @@ order is counterbalanced, A B B A A B ..., so that a linear drift weighs on both
 equally. ``reuse_launch=True`` launches each side once and runs its repeats on it
 (cheaper, but it only measures the benchmark's own noise).
 
+With several hosts the rounds are spread over them and run side by side
+(:func:`toolkit.moves.schedule.ab_queues`): each round is an A and a B launch on one host,
+and B is judged against A from the per-round differences
+(:func:`toolkit.moves.hostfactor.paired_comparison`), so a slow node slows both sides of
+its rounds and cancels out; :attr:`ABResult.host_effects` names it.
+
 Both sides are journal steps (same ``kind``): A, the reference, and B, the change, which
 carries the hypothesis and the verdict. Two steps, not one with two labelled runs, so
 each run keeps its own spec in ``journal.results()`` and ``journal.compare(a, b)`` shows
-what differs.
+what differs; each run also records its host.
 
 >>> import toolkit as tk  # doctest: +SKIP
 >>> eagle = tk.ServerSpec.simulator(tp=8, port=30000, speculative_algorithm="EAGLE3", speculative_num_steps=2)  # doctest: +SKIP
@@ -24,12 +30,24 @@ what differs.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping
+import threading
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any
 
-from toolkit.benchmark.labels import metric_label
-from toolkit.moves.params import ENV_PREFIX, apply_param, param_text, spec_differences, value_text
+from toolkit.moves.abverdict import (
+    ABVerdict,
+    ab_sentence,
+    ab_verdict,
+    journal_verdict,
+    schedule,
+    side_labels,
+    value_label,
+)
+from toolkit.moves.hostfactor import HostEffects, host_effects, paired_comparison
+from toolkit.moves.params import ENV_PREFIX, apply_param
+from toolkit.moves.pool import Done, HostPool, Hosts, Lane, SpecForHost
+from toolkit.moves.schedule import Side, Slot, ab_queues
 from toolkit.moves.sweep_result import outcome_row, runs_frame
 from toolkit.moves.trial import RunOutcome, make_bench_call, run_launch
 from toolkit.server.server import Server
@@ -40,64 +58,18 @@ if TYPE_CHECKING:
     import pandas as pd
 
     from toolkit.benchmark import BenchResult
-    from toolkit.host.host import Host
     from toolkit.journal import Journal, StepVerdict
 
-__all__ = ["compare", "compare_flag", "ABResult", "ABVerdict", "schedule", "ab_verdict", "side_labels"]
-
-ABVerdict = Literal["a_faster", "b_faster", "within_noise"]  # "faster": better on the metric
-Side = Literal["a", "b"]
-
-
-def schedule(repeats: int, *, interleave: bool, reuse_launch: bool) -> list[tuple[Side, int]]:
-    """The launches in order, as (side, benchmark runs on that launch).
-
-    >>> schedule(3, interleave=True, reuse_launch=False)
-    [('a', 1), ('b', 1), ('b', 1), ('a', 1), ('a', 1), ('b', 1)]
-    """
-    if reuse_launch:
-        return [("a", repeats), ("b", repeats)]
-    if not interleave:
-        first: list[tuple[Side, int]] = [("a", 1)] * repeats
-        return first + [("b", 1)] * repeats
-    rounds: list[tuple[Side, int]] = []
-    for r in range(repeats):
-        rounds += [("a", 1), ("b", 1)] if r % 2 == 0 else [("b", 1), ("a", 1)]
-    return rounds
-
-
-def ab_verdict(comparison: Comparison, min_effect: float) -> tuple[ABVerdict, str]:
-    """The verdict and why: beyond noise only if the interval excludes no change and the change is >= min_effect."""
-    if comparison.verdict == "within_noise":
-        return "within_noise", comparison.reason
-    if not math.isnan(comparison.ratio) and abs(comparison.ratio - 1.0) < min_effect:
-        return "within_noise", (f"the difference, {abs(comparison.ratio - 1):.1%}, is below min_effect="
-                                f"{min_effect:.0%}: too small to matter, though the interval excludes zero")
-    return comparison.verdict, comparison.reason
-
-
-def side_labels(spec_a: ServerSpec, spec_b: ServerSpec) -> tuple[str, str]:
-    """Names for the sides from what differs: ``("prefill", "decode")``; ``("A", "B")`` if nothing does."""
-    diff_b = spec_differences(spec_a, spec_b)
-    if not diff_b:
-        return "A", "B"
-    diff_a = {name: spec_differences(spec_b, spec_a).get(name) for name in diff_b}
-    if len(diff_b) == 1:
-        (name, b_value), a_value = next(iter(diff_b.items())), next(iter(diff_a.values()))
-        return _value_label(name, a_value), _value_label(name, b_value)
-    return (", ".join(param_text(n, v) for n, v in diff_a.items()),
-            ", ".join(param_text(n, v) for n, v in diff_b.items()))
-
-
-def _value_label(name: str, value: object) -> str:
-    if value is None or value is False or value is True or name.startswith(ENV_PREFIX) or name == "commit":
-        return param_text(name, value)
-    return value_text(value)
+__all__ = ["compare", "compare_flag", "ABResult", "ABVerdict", "schedule", "ab_verdict", "ab_sentence", "side_labels"]
 
 
 @dataclass(frozen=True, eq=False)
 class ABResult:
-    """B against A on ``metric``: the statistics (``comparison``), the verdict, every run (``frame``)."""
+    """B against A on ``metric``: the statistics (``comparison``), the verdict, every run (``frame``).
+
+    ``frame`` has one row per run with its ``side``, ``host`` and ``block`` (the A/B round it
+    belongs to); ``host_effects`` says whether a host ran slower than the others (None on one host).
+    """
 
     label_a: str
     label_b: str
@@ -112,6 +84,7 @@ class ABResult:
     expect: ABVerdict | None
     journal_verdict: StepVerdict | None
     step_ids: tuple[int | None, int | None]
+    host_effects: HostEffects | None = None
 
     @property
     def ratio(self) -> float:
@@ -120,33 +93,20 @@ class ABResult:
     def __repr__(self) -> str:
         def runs(side: str) -> str:
             rows = self.frame[(self.frame["side"] == side) & (self.frame["status"] == "ok")]
-            return ", ".join(f"{v:.1f}" for v in rows[self.metric]) if self.metric in rows else ""
+            if self.metric not in rows:
+                return ""
+            several = rows["host"].nunique() > 1
+            return ", ".join(f"{v:.1f}" + (f" ({h})" if several else "") for v, h in zip(rows[self.metric], rows["host"],
+                                                                                          strict=True))
 
         judged = f" -> {self.journal_verdict} (expected {self.expect})" if self.journal_verdict else ""
+        hosts = f"\n  {self.host_effects.text}" if self.host_effects is not None else ""
         return (f"ABResult: {self.summary_text}{judged}\n  A {self.label_a}: {runs('a')}\n"
-                f"  B {self.label_b}: {runs('b')}\n  verdict {self.verdict}: {self.reason}")
-
-
-def ab_sentence(comparison: Comparison, verdict: ABVerdict, reason: str, label_a: str, label_b: str,
-              metric: str) -> str:
-    """One sentence: ``decode is 2.06x prefill on output tok/s (...; 95% CI of the ratio ...): beyond noise``."""
-    c = comparison
-    low, high = c.ratio_ci
-    ci = ("one run per side: noise unknown" if math.isnan(low)
-          else f"{c.confidence:.0%} CI of the ratio {low:.2f}x to {high:.2f}x")
-    head = (f"{label_b} is {c.ratio:.2f}x {label_a} on {metric_label(metric)} "
-            f"({_number(c.mean_b)} vs {_number(c.mean_a)}; {ci}; {c.n_b}+{c.n_a} runs)")
-    if verdict == "within_noise":
-        return f"{head}: within noise ({reason})"
-    return f"{head}: {label_b if verdict == 'b_faster' else label_a} better beyond noise"
-
-
-def _number(value: float) -> str:
-    return f"{value:.1f}" if abs(value) >= 10 else f"{value:.3g}"
+                f"  B {self.label_b}: {runs('b')}\n  verdict {self.verdict}: {self.reason}{hosts}")
 
 
 def compare(
-    host: Host,
+    hosts: Hosts,
     spec_a: ServerSpec,
     spec_b: ServerSpec,
     *,
@@ -165,6 +125,7 @@ def compare(
     label_b: str | None = None,
     confidence: float = 0.95,
     min_effect: float = 0.01,
+    spec_for_host: SpecForHost | None = None,
     timeout_s: float = 900,
     progress: bool = True,
     log_dir: str | None = None,
@@ -176,6 +137,11 @@ def compare(
     does, ``inconclusive`` within noise; None records no verdict. A difference smaller than
     ``min_effect`` (relative) counts as within noise. A failed launch stops the comparison
     and raises, after both steps record it.
+
+    ``hosts``: a Host, a HostGroup or a list. With several, the rounds run side by side (one
+    server per host at a time), B is judged from the per-round differences (paired by host)
+    and the result names a host that runs slower than the others. ``spec_for_host(host,
+    spec)`` adapts both sides' specs to a host (a port per address on one machine).
     """
     if repeats < 1:
         raise ValueError(f"repeats must be >= 1 (3 or more to see noise), got {repeats}")
@@ -187,69 +153,118 @@ def compare(
     direction = higher_is_better if higher_is_better is not None else metric_direction(metric)
     if direction is None:
         raise ValueError(f"cannot tell whether more {metric!r} is better; pass higher_is_better=True or False")
+    pool = HostPool(hosts, spec_for_host=spec_for_host)
     derived = side_labels(spec_a, spec_b)
     labels: dict[Side, str] = {"a": label_a or derived[0], "b": label_b or derived[1]}
     if labels["a"] == labels["b"]:
         labels = {"a": f"A: {labels['a']}", "b": f"B: {labels['b']}"}
     title = title or f"{labels['b']} vs {labels['a']}"
     specs: dict[Side, ServerSpec] = {"a": spec_a, "b": spec_b}
-    slots = schedule(repeats, interleave=interleave is not False, reuse_launch=reuse_launch)
-    bench_call = make_bench_call(bench, progress=False)
-    outcomes: dict[Side, list[RunOutcome]] = {"a": [], "b": []}
-    rows: list[dict[str, object]] = []
+    queues = _number_launches(ab_queues(repeats, len(pool), interleave=interleave is not False,
+                                        reuse_launch=reuse_launch))
+    used = [pool.hosts[i].name for i, q in enumerate(queues) if q]
     steps: dict[Side, Any] = {"a": None, "b": None}
     if journal is not None:
         for side in ("a", "b"):
-            steps[side] = journal.step(kind, f"{title} [{side.upper()}: {labels[side]}]", spec=specs[side], host=host,
+            steps[side] = journal.step(kind, f"{title} [{side.upper()}: {labels[side]}]", spec=specs[side], host=used,
                                        hypothesis=hypothesis if side == "b" else None)
-    from tqdm.auto import tqdm
+    bench_call = make_bench_call(bench, progress=False)
+    outcomes: dict[Side, list[tuple[int, RunOutcome]]] = {"a": [], "b": []}
+    rows: list[dict[str, object]] = []
+    lock = threading.Lock()
 
-    bar = tqdm(total=2 * repeats, desc=title[:40], unit="run", disable=not progress)
-    current: Side | None = None
+    def work(lane: Lane, job: tuple[Slot, int, int]) -> None:
+        slot, launch_no, first_repeat = job
+        lane.status(f"{slot.side.upper()}: {labels[slot.side]}")
+
+        def on_run(outcome: RunOutcome) -> None:
+            with lock:
+                outcomes[slot.side].append((slot.block, outcome))
+                rows.append(outcome_row(outcome, side=slot.side, label=labels[slot.side], host=lane.host.name,
+                                        block=slot.block))
+            lane.advance(1)
+
+        with lane.guard():
+            run_launch(lane.host, lane.spec(specs[slot.side]), step=steps[slot.side], benches=slot.benches,
+                       bench_call=bench_call, timeout_s=timeout_s, log_dir=lane.log_dir(log_dir), run_label=labels[slot.side],
+                       first_repeat=first_repeat, launch_no=launch_no, on_run=on_run, on_server=lane.watch)
+
+    done = pool.run(queues, work, units=lambda job: job[0].benches, desc=title[:40], progress=progress,
+                    stop_on_error=True)
+    failed = next((d for lane in done for d in lane if d.error is not None), None)
     try:
-        for current, benches in slots:
-            def on_run(outcome: RunOutcome, side: Side = current) -> None:
-                outcomes[side].append(outcome)
-                rows.append(outcome_row(outcome, side=side, label=labels[side]))
-                bar.update(1)
-
-            run_launch(host, specs[current], step=steps[current], benches=benches, bench_call=bench_call,
-                       timeout_s=timeout_s, log_dir=log_dir, run_label=labels[current],
-                       first_repeat=len(outcomes[current]), launch_no=0 if reuse_launch else len(outcomes[current]),
-                       on_run=on_run)
-        current = None
-        comparison, verdict, reason = _judge_runs(outcomes, metric, confidence, direction, min_effect)
+        if failed is not None:
+            raise failed.error  # type: ignore[misc]
+        comparison, verdict, reason = _judge_runs(outcomes, metric, confidence, direction, min_effect, len(used) > 1)
     except BaseException as exc:
-        _close_after_failure(steps, current, labels, exc)
+        stopped: Side | None = failed.job[0].side if failed is not None else None
+        _close_after_failure(steps, stopped, labels, exc)
         exc.add_note(f"compare() stopped after {len(outcomes['a'])}+{len(outcomes['b'])} runs"
-                     + (f", at side {current.upper()} ({labels[current]})" if current else "")
+                     + (f", at side {stopped.upper()} ({labels[stopped]}) on {_host_of(failed)}" if stopped else "")
                      + "; every server it started was stopped")
         raise
-    finally:
-        bar.close()
+    effects = _host_effects(outcomes, labels, metric, direction) if len(used) > 1 else None
     text = ab_sentence(comparison, verdict, reason, labels["a"], labels["b"], metric)
-    journal_verdict = _journal_verdict(verdict, expect)
+    judged = journal_verdict(verdict, expect)
     if steps["a"] is not None and steps["b"] is not None:
-        if journal_verdict is not None:
-            steps["b"].set_verdict(journal_verdict, note=text)
+        if judged is not None:
+            steps["b"].set_verdict(judged, note=text)
         else:
             steps["b"].note(text)
+        if effects is not None:
+            steps["b"].note(effects.text)
         steps["a"].note(f"reference side (A) of the comparison recorded in step {steps['b'].id}: {text}")
         steps["a"].finish("done")
         steps["b"].finish("done")
-    return ABResult(labels["a"], labels["b"], spec_a, spec_b, metric, comparison, verdict, reason, text,
-                    runs_frame(rows, ("side", "label")), expect, journal_verdict,
-                    (steps["a"].id if steps["a"] is not None else None, steps["b"].id if steps["b"] is not None else None))
+    frame = runs_frame(rows, ("side", "label", "host", "block"))
+    frame = frame.sort_values("block", kind="stable").reset_index(drop=True)
+    return ABResult(labels["a"], labels["b"], spec_a, spec_b, metric, comparison, verdict, reason, text, frame, expect,
+                    judged, (steps["a"].id if steps["a"] is not None else None,
+                             steps["b"].id if steps["b"] is not None else None), effects)
 
 
-def _judge_runs(outcomes: Mapping[Side, list[RunOutcome]], metric: str, confidence: float, higher_is_better: bool,
-                min_effect: float) -> tuple[Comparison, ABVerdict, str]:
-    values = {side: _metric_values(runs, metric) for side, runs in outcomes.items()}
+def _number_launches(queues: Sequence[Sequence[Slot]]) -> list[list[tuple[Slot, int, int]]]:
+    """Each slot with its side's launch number and first repeat, counted host by host."""
+    launches: dict[Side, int] = {"a": 0, "b": 0}
+    runs: dict[Side, int] = {"a": 0, "b": 0}
+    numbered: list[list[tuple[Slot, int, int]]] = []
+    for queue in queues:
+        numbered.append([])
+        for slot in queue:
+            numbered[-1].append((slot, launches[slot.side], runs[slot.side]))
+            launches[slot.side] += 1
+            runs[slot.side] += slot.benches
+    return numbered
+
+
+def _host_of(done: Done[tuple[Slot, int, int], None] | None) -> str:
+    return done.host if done is not None else "?"
+
+
+def _judge_runs(outcomes: Mapping[Side, list[tuple[int, RunOutcome]]], metric: str, confidence: float,
+                higher_is_better: bool, min_effect: float, paired: bool) -> tuple[Comparison, ABVerdict, str]:
+    values = {side: [v for _, o in runs if (v := _value(o, metric)) is not None] for side, runs in outcomes.items()}
     if not values["a"] or not values["b"]:
         raise ValueError(f"no run reported {metric!r} (A: {len(values['a'])}, B: {len(values['b'])} values); "
                          "choose a metric of BenchResult.summary, e.g. 'output_throughput'")
-    comparison = compare_samples(values["a"], values["b"], confidence=confidence, higher_is_better=higher_is_better)
+    if paired:
+        blocks: dict[int, tuple[list[float], list[float]]] = {}
+        for index, side in enumerate(("a", "b")):
+            for block, outcome in outcomes[side]:  # type: ignore[index]
+                if (value := _value(outcome, metric)) is not None:
+                    blocks.setdefault(block, ([], []))[index].append(value)
+        comparison = paired_comparison([blocks[b] for b in sorted(blocks)], confidence=confidence,
+                                       higher_is_better=higher_is_better)
+    else:
+        comparison = compare_samples(values["a"], values["b"], confidence=confidence, higher_is_better=higher_is_better)
     return (comparison, *ab_verdict(comparison, min_effect))
+
+
+def _host_effects(outcomes: Mapping[Side, list[tuple[int, RunOutcome]]], labels: Mapping[Side, str], metric: str,
+                  higher_is_better: bool) -> HostEffects | None:
+    rows = [(labels[side], outcome.host, value) for side, runs in outcomes.items() for _, outcome in runs
+            if (value := _value(outcome, metric)) is not None]
+    return host_effects(rows, slower="slow" if higher_is_better else "fast")
 
 
 def _close_after_failure(steps: Mapping[Side, Any], failed: Side | None, labels: Mapping[Side, str],
@@ -265,24 +280,14 @@ def _close_after_failure(steps: Mapping[Side, Any], failed: Side | None, labels:
                         f"failed with {type(exc).__name__} (see step {steps[failed].id})")
 
 
-def _metric_values(outcomes: list[RunOutcome], metric: str) -> list[float]:
-    values = []
-    for outcome in outcomes:
-        value = outcome.result.summary.get(metric)
-        if isinstance(value, int | float) and not isinstance(value, bool) and not math.isnan(value):
-            values.append(float(value))
-    return values
+def _value(outcome: RunOutcome, metric: str) -> float | None:
+    value = outcome.result.summary.get(metric)
+    if isinstance(value, int | float) and not isinstance(value, bool) and not math.isnan(value):
+        return float(value)
+    return None
 
 
-def _journal_verdict(verdict: ABVerdict, expect: ABVerdict | None) -> StepVerdict | None:
-    if expect is None:
-        return None
-    if verdict == "within_noise":
-        return "inconclusive"
-    return "confirmed" if verdict == expect else "refuted"
-
-
-def compare_flag(host: Host, spec: ServerSpec, flag: str, a: object, b: object, **kwargs: Any) -> ABResult:
+def compare_flag(hosts: Hosts, spec: ServerSpec, flag: str, a: object, b: object, **kwargs: Any) -> ABResult:
     """:func:`compare` of ``spec`` with ``flag`` at value ``a`` against value ``b``.
 
     ``flag`` is a flag (``"--speculative-attention-mode"``) or a variable (``"env:NCCL_ALGO"``);
@@ -293,7 +298,7 @@ def compare_flag(host: Host, spec: ServerSpec, flag: str, a: object, b: object, 
     ...              hypothesis="verify in extend mode without CUDA graphs is the bottleneck")  # doctest: +SKIP
     """
     spec_a, spec_b = apply_param(spec, flag, a), apply_param(spec, flag, b)
-    kwargs.setdefault("label_a", _value_label(flag, a))
-    kwargs.setdefault("label_b", _value_label(flag, b))
+    kwargs.setdefault("label_a", value_label(flag, a))
+    kwargs.setdefault("label_b", value_label(flag, b))
     kwargs.setdefault("title", f"{flag.removeprefix(ENV_PREFIX)}: {kwargs['label_b']} vs {kwargs['label_a']}")
-    return compare(host, spec_a, spec_b, **kwargs)
+    return compare(hosts, spec_a, spec_b, **kwargs)

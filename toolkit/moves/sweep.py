@@ -1,15 +1,16 @@
-"""``sweep()``: every combination launched, benchmarked, recorded and stopped, in turn."""
+"""``sweep()``: every combination launched, benchmarked, recorded and stopped, on one host or fanned out over several."""
 
 from __future__ import annotations
 
-import contextlib
+import threading
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Literal
 
 from toolkit.benchmark import BenchResult
-from toolkit.host.host import Host
-from toolkit.journal import Journal
-from toolkit.moves.params import expand
+from toolkit.journal import Journal, StepRecorder
+from toolkit.moves.params import Variant, expand
+from toolkit.moves.pool import HostPool, Hosts, Lane, SpecForHost
+from toolkit.moves.schedule import Spread, sweep_queues
 from toolkit.moves.sweep_result import SweepFailure, SweepResult, failure_row, outcome_row, runs_frame
 from toolkit.moves.trial import RunOutcome, make_bench_call, run_launch
 from toolkit.server.server import Server
@@ -20,14 +21,60 @@ __all__ = ["sweep", "OnFailure"]
 OnFailure = Literal["record", "stop"]
 
 
+class _VariantStep:
+    """The journal step of one combination, shared by its launches (maybe on several hosts at once).
+
+    It opens when the first launch starts and ends when the last one has reported: done, or
+    failed/interrupted with the first error.
+    """
+
+    def __init__(self, journal: Journal | None, kind: str, title: str, hypothesis: str | None, variant: Variant,
+                 hosts: list[str], launches: int) -> None:
+        self._open = (lambda: journal.step(kind, title, hypothesis=hypothesis, spec=variant.spec, host=hosts)) \
+            if journal is not None else None
+        self._left = launches
+        self._lock = threading.Lock()
+        self.recorder: StepRecorder | None = None
+        self.error: BaseException | None = None
+        self.runs_done = 0
+
+    @property
+    def id(self) -> int | None:
+        return None if self.recorder is None else self.recorder.id
+
+    def start(self) -> StepRecorder | None:
+        with self._lock:
+            if self.recorder is None and self._open is not None:
+                self.recorder = self._open()
+            return self.recorder
+
+    def report(self, error: BaseException | None) -> None:
+        with self._lock:
+            self._left -= 1
+            if error is not None and self.error is None:
+                self.error = error
+            if self._left == 0 and self.recorder is not None:
+                err = self.error
+                self.recorder.__exit__(None if err is None else type(err), err, None if err is None else err.__traceback__)
+
+    def abandon(self) -> None:
+        """Launches that never ran (the sweep stopped): end the step if it is still open."""
+        with self._lock:
+            if self.recorder is not None and self._left > 0:
+                self.recorder.finish("failed", error=f"the sweep stopped before {self._left} launch(es) of this "
+                                                     "combination ran" + (f" ({self.error})" if self.error else ""))
+
+
 def sweep(
-    host: Host,
+    hosts: Hosts,
     base_spec: ServerSpec | None,
     *,
     vary: Mapping[str, Sequence[object]] | None = None,
     specs: Sequence[ServerSpec] | None = None,
     repeats: int = 1,
     relaunch_each_repeat: bool = False,
+    spread: Spread = "alternate",
+    spec_for_host: SpecForHost | None = None,
     bench: Mapping[str, Any] | Callable[[Server], BenchResult] | None = None,
     journal: Journal | None = None,
     kind: str = "flag_change",
@@ -46,6 +93,13 @@ def sweep(
     ``on_failure="record"`` stores a failed combination (error, evidence, log lines) and
     goes on; ``"stop"`` stores it and re-raises. Servers are always stopped, Ctrl-C included.
 
+    ``hosts``: a Host, a HostGroup or a list; with several, combinations run side by side,
+    one server per host at a time (one progress bar per host). With
+    ``relaunch_each_repeat=True`` a combination's launches rotate over the hosts
+    (``spread="alternate"``; ``"same"`` keeps each on one host), so that the result can tell
+    a slow host from a slow combination (:attr:`SweepResult.host_effects`).
+    ``spec_for_host(host, spec)`` adapts a spec to a host (a port per address on one machine).
+
     >>> result = sweep(tk.Host.local(), tk.ServerSpec.simulator(tp=2, port=30000), journal=journal,
     ...                vary={"env:NCCL_ALGO": [None, "Ring"]}, bench={"num_prompts": 8, "output_len": 32})  # doctest: +SKIP
     >>> tk.plots.sweep(result)  # doctest: +SKIP
@@ -54,55 +108,72 @@ def sweep(
         raise ValueError(f"repeats must be >= 1, got {repeats}")
     if on_failure not in ("record", "stop"):
         raise ValueError(f"on_failure must be 'record' or 'stop', got {on_failure!r}")
-    from tqdm.auto import tqdm
-
+    pool = HostPool(hosts, spec_for_host=spec_for_host)
     variants = expand(base_spec, vary=vary, specs=specs)
     params = tuple(dict.fromkeys(n for v in variants for n in v.params))
-    bench_call = make_bench_call(bench, progress=progress)
+    bench_call = make_bench_call(bench, progress=progress and len(pool) == 1)
     launches, per_launch = (repeats, 1) if relaunch_each_repeat else (1, repeats)
+    queues = sweep_queues(len(variants), launches, len(pool), spread)
+    where = {v.index: [pool.hosts[h].name for h, q in enumerate(queues) if any(j[0] == v.index for j in q)]
+             for v in variants}
+    steps = [_VariantStep(journal, kind, f"{title}: {v.title}" if title else v.title, hypothesis, v, where[v.index],
+                          launches) for v in variants]
     rows: list[dict[str, object]] = []
-    failures: list[SweepFailure] = []
-    step_ids: list[int | None] = []
-    bar = tqdm(total=len(variants) * repeats, desc="sweep", unit="run", disable=not progress)
+    rows_lock = threading.Lock()
+
+    def work(lane: Lane, job: tuple[int, int]) -> None:
+        variant, launch_no = variants[job[0]], job[1]
+        book = steps[variant.index]
+        columns = {"combination": variant.index, "label": variant.label, **variant.params, "host": lane.host.name}
+        lane.status(variant.label)
+
+        def on_run(outcome: RunOutcome) -> None:
+            row = outcome_row(outcome, **columns)
+            with rows_lock:
+                rows.append(row)
+                book.runs_done += 1
+            value = row.get("output_throughput")
+            lane.advance(1, f"{variant.label[:24]}: {value:.1f} tok/s" if isinstance(value, int | float) else None)
+
+        done_before = book.runs_done
+        try:
+            step = book.start()
+            with lane.guard():
+                run_launch(lane.host, lane.spec(variant.spec), step=step, benches=per_launch, bench_call=bench_call,
+                           timeout_s=timeout_s, log_dir=lane.log_dir(log_dir), run_label=variant.label,
+                           first_repeat=launch_no * per_launch, launch_no=launch_no, on_run=on_run,
+                           on_server=lane.watch)
+        except BaseException as exc:
+            runs = book.runs_done - done_before
+            with rows_lock:
+                rows.append(failure_row(exc, book.id, launch_no * per_launch + runs, **columns))
+            lane.advance(per_launch - runs)
+            what = f"combination {variant.index + 1} of {len(variants)} ({variant.title}) on {lane.host.name}"
+            if isinstance(exc, Exception) and on_failure == "stop":
+                exc.add_note(f"sweep stopped at {what}; on_failure='record' would record it and go on")
+            elif not isinstance(exc, Exception):
+                exc.add_note(f"sweep interrupted at {what}; its server was stopped and the journal marks the step "
+                             "interrupted")
+            book.report(exc)
+            raise
+        book.report(None)
+
     try:
-        for variant in variants:
-            bar.set_description(variant.label[:40])
-            base_columns = {"combination": variant.index, "label": variant.label, **variant.params}
-            done: list[RunOutcome] = []
-
-            def on_run(outcome: RunOutcome, columns: dict[str, object] = base_columns,
-                       done: list[RunOutcome] = done, label: str = variant.label) -> None:
-                done.append(outcome)
-                rows.append(outcome_row(outcome, **columns))
-                bar.update(1)
-                value = rows[-1].get("output_throughput")
-                if isinstance(value, int | float):
-                    bar.set_postfix_str(f"{label[:24]}: {value:.1f} tok/s")
-
-            step_title = f"{title}: {variant.title}" if title else variant.title
-            step_cm = (journal.step(kind, step_title, hypothesis=hypothesis, spec=variant.spec, host=host)
-                       if journal is not None else contextlib.nullcontext(None))
-            step_id = None
-            try:
-                with step_cm as step:
-                    step_id = None if step is None else step.id
-                    for launch_no in range(launches):
-                        run_launch(host, variant.spec, step=step, benches=per_launch, bench_call=bench_call,
-                                   timeout_s=timeout_s, log_dir=log_dir, run_label=variant.label,
-                                   first_repeat=len(done), launch_no=launch_no, on_run=on_run)
-            except Exception as exc:
-                failures.append(SweepFailure(variant, exc, step_id, len(done)))
-                rows.append(failure_row(exc, step_id, len(done), **base_columns))
-                bar.update(repeats - len(done))
-                if on_failure == "stop":
-                    exc.add_note(f"sweep stopped at combination {variant.index + 1} of {len(variants)} "
-                                 f"({variant.title}); on_failure='record' would record it and go on")
-                    raise
-            except KeyboardInterrupt as exc:
-                exc.add_note(f"sweep interrupted at combination {variant.index + 1} of {len(variants)} "
-                             f"({variant.title}); its server was stopped and the journal marks the step interrupted")
-                raise
-            step_ids.append(step_id)
+        done = pool.run(queues, work, units=lambda job: per_launch, desc="sweep", progress=progress,
+                        stop_on_error=on_failure == "stop")
     finally:
-        bar.close()
-    return SweepResult(tuple(variants), runs_frame(rows, ("combination", "label", *params)), tuple(failures), tuple(step_ids), params)
+        for book in steps:
+            book.abandon()
+    errors = [d for lane in done for d in lane if d.error is not None]
+    if errors and on_failure == "stop":
+        raise errors[0].error  # type: ignore[misc]
+    failures: list[SweepFailure] = []
+    for d in errors:
+        variant = variants[d.job[0]]
+        if d.error is not None and not any(f.variant.index == variant.index for f in failures):
+            failures.append(SweepFailure(variant, d.error, steps[variant.index].id, steps[variant.index].runs_done))
+    frame = runs_frame(rows, ("combination", "label", *params, "host"))
+    frame = frame.sort_values(["combination", "repeat"], kind="stable", na_position="last").reset_index(drop=True)
+    return SweepResult(tuple(variants), frame, tuple(sorted(failures, key=lambda f: f.variant.index)),
+                       tuple(book.id for book in steps), params)
+

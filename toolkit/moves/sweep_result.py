@@ -8,9 +8,10 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from toolkit.errors import ToolkitError
+from toolkit.moves.hostfactor import HostEffects, host_effects
 from toolkit.moves.params import Variant
 from toolkit.moves.trial import RunOutcome
-from toolkit.stats import mean_interval
+from toolkit.stats import mean_interval, metric_direction
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -67,8 +68,9 @@ class SweepResult:
     """Every run of a sweep as one tidy DataFrame (``frame``), the failures, and the journal steps.
 
     ``frame``: one row per benchmark run (plus one ``status == "failed"`` row per failure),
-    the varied parameters as columns (named as in ``vary``), then run facts and every
-    summary metric (``output_throughput``, ``mean_ttft_ms``, ..., ``accept_length``).
+    the varied parameters as columns (named as in ``vary``), the ``host`` it ran on, then
+    run facts and every summary metric (``output_throughput``, ``mean_ttft_ms``, ...,
+    ``accept_length``).
     """
 
     variants: tuple[Variant, ...]
@@ -94,6 +96,25 @@ class SweepResult:
                          "status": "failed" if failed else "ok"})
         return pd.DataFrame(rows)
 
+    @property
+    def hosts(self) -> tuple[str, ...]:
+        """The hosts that ran something, in order of first appearance."""
+        column = self.frame.get("host", [])
+        return tuple(dict.fromkeys(str(h) for h in column if isinstance(h, str)))
+
+    def host_effects(self, metric: str = "output_throughput") -> HostEffects | None:
+        """Each host against the others on the same combinations (None with one host).
+
+        A combination that ran on one host only ties nothing together: with one launch per
+        combination the hosts cannot be told from the combinations, and the text says so.
+        """
+        if metric not in self.frame:
+            return None
+        ok = self.frame[self.frame["status"] == "ok"]
+        rows = [(str(c), str(h), float(v)) for c, h, v in zip(ok["combination"], ok["host"], ok[metric], strict=True)
+                if isinstance(v, int | float)]
+        return host_effects(rows, slower="fast" if metric_direction(metric) is False else "slow")
+
     def __repr__(self) -> str:
         ok = len(self.variants) - len({f.variant.index for f in self.failures})
         lines = [f"SweepResult: {len(self.variants)} combinations, {ok} ran, {len(self.failures)} failed"
@@ -107,6 +128,8 @@ class SweepResult:
             lines.append(f"  {row.label:<{width}}  {row.runs} run{'s' if row.runs != 1 else ' '}  {mean}{ratio}"
                          + ("  FAILED" if row.status == "failed" else ""))
         lines += [f"  {failure!r}" for failure in self.failures]
+        if len(self.hosts) > 1 and (effects := self.host_effects()) is not None:
+            lines.append(f"  on {len(self.hosts)} hosts; {effects.text}")
         return "\n".join(lines)
 
 

@@ -41,6 +41,7 @@ class RunOutcome:
     step_id: int | None
     run_id: int | None
     metric_lines: int
+    host: str = ""  # the name of the host the server ran on
 
 
 def make_bench_call(
@@ -143,27 +144,59 @@ def run_launch(
     first_repeat: int = 0,
     launch_no: int = 0,
     on_run: Callable[[RunOutcome], None] | None = None,
+    on_server: Callable[[Server | None], None] | None = None,
+    more_runs: Callable[[list[RunOutcome]], int] | None = None,
 ) -> list[RunOutcome]:
     """Launch ``spec``, wait until ready, run ``benches`` benchmarks, record them in ``step``, stop the server.
 
     ``step`` is a journal StepRecorder or None. Each run is recorded with the server's metric
-    lines over that run; the decisive log lines are recorded however the launch ends, and a
-    failed start-up's readiness report too. The server stops on every exit (``with launch``).
+    lines over that run and the host's name; the decisive log lines are recorded however the
+    launch ends, and a failed start-up's readiness report too. The server stops on every exit
+    (``with launch``). ``on_server`` hears of the server once launched and of None once it is
+    stopped (a host pool stops it from outside on Ctrl-C); ``more_runs``, asked after the last
+    run, says how many more to run on the same server (a noisy measurement re-measured).
     """
+    try:
+        return _measure(host, spec, step, benches, bench_call, timeout_s, log_dir, run_label, first_repeat, launch_no,
+                        on_run, on_server, more_runs)
+    finally:
+        if on_server is not None:
+            on_server(None)
+
+
+def _measure(
+    host: Target,
+    spec: ServerSpec,
+    step: StepRecorder | None,
+    benches: int,
+    bench_call: Callable[[Server], BenchResult],
+    timeout_s: float,
+    log_dir: str | None,
+    run_label: str | None,
+    first_repeat: int,
+    launch_no: int,
+    on_run: Callable[[RunOutcome], None] | None,
+    on_server: Callable[[Server | None], None] | None,
+    more_runs: Callable[[list[RunOutcome]], int] | None,
+) -> list[RunOutcome]:
     outcomes: list[RunOutcome] = []
     with launch(host, spec, log_dir=log_dir) as server:
         if step is not None and server.placement.kind != "host":  # a job id, nodes, a container: where it ran
             step.note(f"launch {launch_no + 1} ran in {server.placement.describe()}")
         try:
+            if on_server is not None:
+                on_server(server)
             report = server.wait_ready(timeout_s=timeout_s)
             if step is not None:
                 if launch_no == 0:
                     step.record_readiness(report)
                 else:
-                    step.note(f"launch {launch_no + 1}: ready in {report.time_to_ready_s:.1f} s ({report.ready_reason})")
+                    step.note(f"launch {launch_no + 1} on {host.name}: ready in {report.time_to_ready_s:.1f} s "
+                              f"({report.ready_reason})")
                 if versions := engine_versions(server.url, server.spec.engine):
                     step.set_versions(versions)
-            for k in range(benches):
+            planned, k = benches, 0
+            while k < planned:
                 before = count_lines(server.host, server.log_path) or 0
                 result = bench_call(server)
                 after = count_lines(server.host, server.log_path) or 0
@@ -171,15 +204,18 @@ def run_launch(
                 rows = metric_window(server.follow().events(), before, after, result.started_at)
                 run_id = None
                 if step is not None:
-                    run_id = step.record_bench(result, run_label=run_label, repeat=first_repeat + k)
+                    run_id = step.record_bench(result, run_label=run_label, repeat=first_repeat + k, host=host.name)
                     if rows:
                         step.record_metrics(rows, run_id=run_id)
                 outcome = RunOutcome(result, first_repeat + k, launch_no, server.pid, report.time_to_ready_s,
-                                     None if step is None else step.id, run_id, len(rows))
+                                     None if step is None else step.id, run_id, len(rows), host.name)
                 outcomes.append(outcome)
                 if on_run is not None:
                     on_run(outcome)
                 _check_run(server, result)
+                k += 1
+                if k == planned and more_runs is not None:
+                    planned += max(more_runs(outcomes), 0)
         except BaseException as exc:
             if step is not None:
                 try:  # never hide the launch's own error behind a journal write

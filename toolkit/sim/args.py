@@ -63,6 +63,7 @@ class SimConfig:
     drop_env_in_workers: tuple[str, ...]
     source_dir: str | None
     spin_ms: float
+    noise_pct: float
     namespace: dict[str, object]  # every parsed flag by its dest, for the server_args dump
     api_keys: tuple[str, ...] = ()  # --api-key (vLLM: also VLLM_API_KEY); empty: no guard
     skip_warmup: bool = False
@@ -109,6 +110,8 @@ def _add_sim_flags(parser: argparse.ArgumentParser, release: SimRelease) -> None
     g.add_argument("--sim-slow-start-s", type=float, default=30.0,
                    help="slow-start: extra seconds of weight loading (default 30)")
     g.add_argument("--sim-seed", type=int, default=0, help="seed of token texts and acceptance noise")
+    g.add_argument("--sim-noise-pct", type=float, default=0.0, metavar="P",
+                   help="slow each generation request by a seeded random factor (lognormal, sd ~P%%; default 0)")
     g.add_argument("--sim-drop-env-in-workers", default="", metavar="VAR,VAR",
                    help="start the TP worker processes without these environment variables")
     g.add_argument("--sim-spin-ms", type=float, default=2.0,
@@ -138,6 +141,7 @@ class _SimFields(TypedDict):
     slow_start_s: float
     seed: int
     spin_ms: float
+    noise_pct: float
     source_dir: str | None
     drop_env_in_workers: tuple[str, ...]
 
@@ -151,12 +155,15 @@ def _sim_fields(ns: argparse.Namespace, parser: argparse.ArgumentParser, tp: int
         parser.error(f"argument --sim-fault-rank: {fault_rank} is not a rank of tp size {tp} (0..{tp - 1})")
     if ns.sim_crash_after_requests < 0:
         parser.error("argument --sim-crash-after-requests: must be >= 0")
+    if not 0 <= ns.sim_noise_pct <= 100:
+        parser.error(f"argument --sim-noise-pct: must lie between 0 and 100, got {ns.sim_noise_pct}")
     warmup = ns.sim_warmup_s if ns.sim_warmup_s is not None else 0.15 * ns.sim_startup_s
     return {
         "startup_s": ns.sim_startup_s, "warmup_s": max(warmup, 0.0), "fault": ns.sim_fault,
         "fault_rank": fault_rank, "crash_after_requests": ns.sim_crash_after_requests,
         "crash_after_s": ns.sim_crash_after_s, "slow_start_s": max(ns.sim_slow_start_s, 0.0),
-        "seed": ns.sim_seed, "spin_ms": max(ns.sim_spin_ms, 0.0), "source_dir": ns.source_dir,
+        "seed": ns.sim_seed, "spin_ms": max(ns.sim_spin_ms, 0.0), "noise_pct": ns.sim_noise_pct,
+        "source_dir": ns.source_dir,
         "drop_env_in_workers": tuple(v.strip() for v in ns.sim_drop_env_in_workers.split(",") if v.strip()),
     }
 

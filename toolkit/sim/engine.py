@@ -15,7 +15,7 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from toolkit.sim.latency import AcceptSampler, LatencyModel
+from toolkit.sim.latency import AcceptSampler, LatencyModel, noise_slowdown
 from toolkit.sim.protocol import WordSource
 
 __all__ = ["Chunk", "Engine", "GenRequest", "Totals"]
@@ -43,6 +43,7 @@ class GenRequest:
     out: asyncio.Queue[Chunk] = field(default_factory=asyncio.Queue)
     generated: int = 0
     cancelled: bool = False
+    slowdown: float = 1.0  # --sim-noise-pct: this request's steps take this much longer
 
 
 @dataclass
@@ -64,12 +65,20 @@ class Totals:
 StepHook = Callable[[str, list[GenRequest]], None]  # (kind "prefill" | "decode", the step's batch)
 
 
+def _slowdown(batch: list[GenRequest]) -> float:
+    """A step runs at the mean slowdown of its batch (1.0 without --sim-noise-pct)."""
+    return sum(r.slowdown for r in batch) / len(batch)
+
+
 class Engine:
     """Owns the waiting queue and the running batch; `run()` is the step loop task."""
 
-    def __init__(self, model: LatencyModel, seed: int, spin_ms: float, max_running: int) -> None:
+    def __init__(self, model: LatencyModel, seed: int, spin_ms: float, max_running: int, *,
+                 noise_pct: float = 0.0, noise_key: str = "") -> None:
         self.model = model
         self.seed = seed
+        self.noise_pct = noise_pct
+        self.noise_key = noise_key
         self.spin_s = spin_ms / 1000.0
         self.max_running = max_running
         self.waiting: deque[GenRequest] = deque()
@@ -79,6 +88,7 @@ class Engine:
         self.last_gen_throughput = 0.0
         self._wake = asyncio.Event()
         self._counter = 0
+        self._noisy = 0  # generation requests of 2+ tokens so far: the index of their noise draw
 
     def _num_steps(self) -> int:
         spec = self.model.setup.speculation
@@ -89,7 +99,11 @@ class Engine:
         self._counter += 1
         rng = random.Random(self.seed * 1_000_003 + self._counter)
         sampler = AcceptSampler(self.model.accept_distribution(), rng.random())
-        return GenRequest(rid, prompt_tokens, max_tokens, sampler, WordSource(rng.randrange(1 << 30)))
+        request = GenRequest(rid, prompt_tokens, max_tokens, sampler, WordSource(rng.randrange(1 << 30)))
+        if max_tokens >= 2:  # one-token readiness probes come in varying numbers: they draw no noise
+            request.slowdown = noise_slowdown(self.seed, self.noise_key, self._noisy, self.noise_pct)
+            self._noisy += 1
+        return request
 
     def submit(self, request: GenRequest) -> None:
         self.waiting.append(request)
@@ -120,9 +134,9 @@ class Engine:
                 if not request.cancelled:
                     admit.append(request)
             if admit:
-                duration = self.model.prefill_ms(sum(r.prompt_tokens for r in admit)) / 1000.0
+                duration = self.model.prefill_ms(sum(r.prompt_tokens for r in admit)) / 1000.0 * _slowdown(admit)
             elif self.running:
-                duration = self.model.step_ms(len(self.running)) / 1000.0
+                duration = self.model.step_ms(len(self.running)) / 1000.0 * _slowdown(self.running)
             else:
                 continue
             deadline += duration

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import random
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -23,6 +24,7 @@ __all__ = [
     "LatencyModel",
     "PerfParams",
     "Speculation",
+    "noise_slowdown",
 ]
 
 _GOLDEN = (math.sqrt(5.0) - 1.0) / 2.0
@@ -217,3 +219,22 @@ class AcceptSampler:
             if u < edge:
                 return k
         return len(self._cumulative) - 1
+
+
+def noise_slowdown(seed: int, key: str, index: int, noise_pct: float) -> float:
+    """How much slower the ``index``-th generation request of a launch runs: seeded, lognormal, median 1.
+
+    Real clusters wobble (a neighbour's job, clocks, thermals); ``--sim-noise-pct P`` imitates
+    it so that a bisection's judge can be tested against noise that is the same on every run:
+    the factor depends only on the seed, the key (the source tree's version, so that each
+    commit of a make-repo history draws its own) and the request's place in the launch.
+
+    >>> noise_slowdown(0, "0.5.9.dev3", 2, 0.0)
+    1.0
+    >>> noise_slowdown(0, "0.5.9.dev3", 2, 5.0) == noise_slowdown(0, "0.5.9.dev3", 2, 5.0) != noise_slowdown(0, "", 2, 5.0)
+    True
+    """
+    if noise_pct <= 0:
+        return 1.0
+    draw = random.Random(f"{seed}/{key}/{index}").gauss(0.0, noise_pct / 100.0)
+    return math.exp(draw)

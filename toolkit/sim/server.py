@@ -49,7 +49,8 @@ class SimServer:
         self.writer = logs.LogWriter(1, config.log_level)
         self.model = LatencyModel(source.params if source else PerfParams(), config.decode_setup)
         self.max_total_tokens = startup.max_total_tokens(config)
-        self.engine = Engine(self.model, config.seed, config.spin_ms, max_running=config.cuda_graph_max_bs)
+        self.engine = Engine(self.model, config.seed, config.spin_ms, max_running=config.cuda_graph_max_bs,
+                             noise_pct=config.noise_pct, noise_key=(source.version or "") if source else "")
         self.pool = WorkerPool(config)
         self.ready = asyncio.Event()
         self.http_up = False
@@ -163,7 +164,8 @@ class SimServer:
 
     def _banner(self) -> None:
         c = self.config
-        details = f"startup {c.startup_s:g} s, fault {c.fault}, seed {c.seed}"
+        details = f"startup {c.startup_s:g} s, fault {c.fault}, seed {c.seed}" + (
+            f", noise {c.noise_pct:g}%" if c.noise_pct else "")
         if self.source is not None:
             details += f", source {self.source.root} ({self.source.version})"
         details = f"imitating {c.release.label}, {details}"

@@ -3,17 +3,19 @@
 In the EAGLE-3 investigation a ``git pull`` of SGLang was a suspect, ruled out by
 reverting to an old commit and re-measuring (:func:`compare_commits`). When that
 comparison does show a regression, the next move is a bisection (:func:`perf_bisect`):
-probe the commit halfway between the last good and the first bad one, benchmark it,
-and repeat.
+probe the commit halfway between the last good and the first bad one (with H hosts, H
+commits spread over the range, side by side), benchmark it, and repeat.
 
 - :mod:`~toolkit.moves.bisect.planner` (pure): :class:`BisectState`, the verdicts so far
   and the next commit to probe.
 - :mod:`~toolkit.moves.bisect.gitparse` (pure): ``git rev-list``, ``git bisect log`` and
   each bisect step's output, read.
 - :mod:`~toolkit.moves.bisect.judgement` (pure): :func:`judge` / :func:`assess` turn repeated
-  benchmark samples into good, bad or skip.
-- :mod:`~toolkit.moves.bisect.driver`: :func:`perf_bisect` and :func:`compare_commits`,
-  which check out, build, launch, benchmark and always put the checkout back.
+  benchmark samples into good or bad with a confidence, or "measure again".
+- :mod:`~toolkit.moves.bisect.prober`: one commit measured on one host, in its worktree.
+- :mod:`~toolkit.moves.bisect.ledger`: the verdicts replayed into ``git bisect`` for its log.
+- :mod:`~toolkit.moves.bisect.driver`: :func:`perf_bisect` (rounds of probes over one or
+  several hosts) and :func:`compare_commits`; your checkout never moves.
 """
 
 from __future__ import annotations
@@ -27,8 +29,8 @@ from toolkit.moves.bisect.gitparse import (
     parse_bisect_step,
     parse_rev_list,
 )
-from toolkit.moves.bisect.judgement import Judgement, assess, judge
-from toolkit.moves.bisect.planner import BisectOutcome, BisectState, expected_probes
+from toolkit.moves.bisect.judgement import Judgement, Noise, assess, judge
+from toolkit.moves.bisect.planner import BisectOutcome, BisectState, expected_probes, expected_rounds
 from toolkit.moves.bisect.result import BisectResult, NothingToBisect, Probe
 
 __all__ = [
@@ -38,7 +40,9 @@ __all__ = [
     "BisectStep",
     "BisectLogEntry",
     "Judgement",
+    "Noise",
     "expected_probes",
+    "expected_rounds",
     "judge",
     "assess",
     "parse_rev_list",

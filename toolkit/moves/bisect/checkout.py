@@ -207,10 +207,17 @@ class GitCheckout:
         self.git("checkout", "-q", "--detach", rev)
 
     # -- worktrees ------------------------------------------------------------------------------
-    def add_worktree(self, rev: str) -> str:
-        """A fresh detached worktree of ``rev`` in a temporary directory on the host; returns its path."""
+    def add_worktree(self, rev: str, *, owned: bool = False) -> str:
+        """A fresh detached worktree of ``rev`` in a temporary directory on the host; returns its path.
+
+        ``owned`` marks it as this process's (a bisection's probe checkout), so that a later
+        run can remove it if this kernel dies before it does (:meth:`remove_leftover_worktrees`).
+        """
         path = self.host.run("mktemp -d \"${TMPDIR:-/tmp}/toolkit-worktree-XXXXXX\"").stdout.strip()
         self.git("worktree", "add", "-q", "--detach", path, rev)
+        if owned:
+            marker = {"pid": os.getpid(), "hostname": socket.gethostname(), "started_at": time.time()}
+            self.host.write_file(f"{GitCheckout(self.host, path).git_dir}/{MARKER}", json.dumps(marker))
         return path
 
     def remove_worktree(self, path: str) -> None:
@@ -218,3 +225,29 @@ class GitCheckout:
         self.git("worktree", "remove", "--force", path, check=False)
         self.host.run(f"rm -rf -- {quote_path(path)}", check=False)
         self.git("worktree", "prune", check=False)
+
+    def switch(self, rev: str) -> None:
+        """Detach this checkout (a worktree of ours) at ``rev``, discarding what a build changed in tracked files."""
+        self.git("checkout", "-q", "--force", "--detach", rev)
+
+    def remove_leftover_worktrees(self) -> list[str]:
+        """Remove the probe worktrees a dead toolkit kernel left behind; one message per worktree removed.
+
+        Worktrees without our marker (a person's) and those of a live process are left alone.
+        """
+        listing = self.git("worktree", "list", "--porcelain").stdout
+        paths = [line.split(" ", 1)[1] for line in listing.splitlines() if line.startswith("worktree ")][1:]
+        removed = []
+        for path in paths:
+            try:
+                marker = json.loads(self.host.read_file(f"{GitCheckout(self.host, path).git_dir}/{MARKER}"))
+            except (CommandFailed, ValueError):
+                continue
+            left = Leftover("", marker.get("pid"), marker.get("hostname"), marker.get("started_at"))
+            if left.owner_pid is None or left.owner_alive():
+                continue
+            self.remove_worktree(path)
+            removed.append(f"removed the probe worktree {path} of {self.repo_dir} on {self.host.name}, left by pid "
+                           f"{left.owner_pid} on {left.owner_host} (its kernel died?)")
+        self.git("worktree", "prune", check=False)
+        return removed

@@ -1,52 +1,44 @@
-"""Run a performance bisection on a host's checkout, and compare two commits; always put the checkout back.
+"""Run a performance bisection over one or several hosts, in rounds of probes side by side; never move your checkout.
 
 The seed's first two moves were "an old commit gave the same baseline" (not a git pull:
 :func:`compare_commits`) and, had it not, a bisection (:func:`perf_bisect`). Both are
 slow loops of check out, build, launch, wait, benchmark, judge: the pure planner
 (:mod:`~toolkit.moves.bisect.planner`) and judge (:mod:`~toolkit.moves.bisect.judgement`)
-decide, this module only moves the checkout and the servers.
+decide, :mod:`~toolkit.moves.bisect.prober` measures, this module runs the rounds.
 
-Each commit is one launch of ``spec`` measured ``repeats`` times by
-:func:`toolkit.moves.run_launch`, so a bisection's journal steps hold the same evidence
-as a sweep's: readiness, one run per repeat, the server's metric lines, decisive log lines.
+With H hosts each round probes H commits spread evenly over the open range, side by side
+(one server per host), so N commits take about ⌈log_{H+1} N⌉ rounds instead of ⌈log₂ N⌉
+probes: 1,023 candidates on 3 hosts, 5 rounds. Every host works in its own ``git worktree``
+of ``repo_dir`` (made at the start, removed at the end), so the checkout you work in never
+moves, and a person's own ``git bisect`` in it is left alone. At the end the verdicts are
+replayed into ``git bisect`` itself (:mod:`~toolkit.moves.bisect.ledger`): ``result.git_log``
+is git's own log, and git's conclusion checks ours.
 """
 
 from __future__ import annotations
 
-import contextlib
-import dataclasses
 import math
 import statistics
 import time
 import warnings
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from types import MappingProxyType
 from typing import Any
 
-from toolkit.benchmark import BenchResult
-from toolkit.errors import (
-    AuthenticationFailed,
-    ChangedHostKey,
-    CommandFailed,
-    HostUnreachable,
-    InvalidFlag,
-    JournalError,
-    PortInUse,
-    ToolkitError,
-    UnknownHostKey,
-)
-from toolkit.host.host import Host
+from toolkit.errors import ToolkitError
 from toolkit.host.place import Target
-from toolkit.host.shell import quote_path
-from toolkit.journal import Journal, StepRecorder
+from toolkit.journal import Journal
 from toolkit.moves.bisect.checkout import GitCheckout
-from toolkit.moves.bisect.gitparse import CommitVerdict, parse_bisect_step, parse_rev_list
-from toolkit.moves.bisect.judgement import Judgement, assess
-from toolkit.moves.bisect.planner import BisectState, expected_probes
+from toolkit.moves.bisect.gitparse import parse_rev_list
+from toolkit.moves.bisect.judgement import Judgement, Noise, assess, pool_noise
+from toolkit.moves.bisect.ledger import write_ledger
+from toolkit.moves.bisect.planner import BisectState
+from toolkit.moves.bisect.prober import Prober, record_verdict
 from toolkit.moves.bisect.references import References, check_references
 from toolkit.moves.bisect.result import BisectResult, NothingToBisect, Probe, ProbeRole
-from toolkit.moves.bisect.worktrees import compare_commits
-from toolkit.moves.trial import make_bench_call, run_launch
+from toolkit.moves.bisect.worktrees import compare_commits, require_checkout_paths
+from toolkit.moves.pool import HostPool, Hosts, Lane, SpecForHost
+from toolkit.moves.trial import make_bench_call
 from toolkit.server.server import Server
 from toolkit.server.spec import ServerSpec
 from toolkit.stats import metric_direction
@@ -57,141 +49,10 @@ __all__ = ["perf_bisect", "compare_commits", "DEFAULT_BENCH"]
 DEFAULT_BENCH: Mapping[str, Any] = MappingProxyType(
     {"num_prompts": 8, "max_concurrency": 1, "input_len": 128, "output_len": 128}
 )
-# Errors that say "this environment cannot run anything", not "this commit cannot be measured":
-# they stop the bisection instead of skipping a commit.
-_FATAL_ERRORS = (
-    PortInUse,
-    InvalidFlag,
-    CommandFailed,
-    HostUnreachable,
-    AuthenticationFailed,
-    UnknownHostKey,
-    ChangedHostKey,
-    JournalError,
-)
-BUILD_SKIP_EXIT = 125  # as `git bisect run`: this commit cannot be built, skip it
-_JOURNAL_VERDICT = {"bad": "confirmed", "good": "refuted", "skip": "inconclusive"}
-
-
-@dataclasses.dataclass
-class _Prober:
-    """Measures one commit of the checkout: build, launch, wait, benchmark ``repeats`` times, stop."""
-
-    host: Host
-    checkout: GitCheckout
-    spec: ServerSpec
-    metric: str
-    repeats: int
-    build: str | None
-    build_timeout_s: float | None
-    bench_call: Callable[[Server], Any]
-    journal: Journal | None
-    timeout_s: float
-    log_dir: str | None
-    subjects: dict[str, str]
-    order: dict[str, int]
-    count: int = 0
-    steps: dict[int, StepRecorder] = dataclasses.field(default_factory=dict)
-    launch_on: Target | None = None  # where servers run, when not on the checkout's host (a Slurm job, a container)
-
-    def measure(self, sha: str, role: ProbeRole, judge: Callable[[list[float]], Judgement] | None) -> Probe:
-        """One commit, as checked out now; ``judge`` None for the reference ends (judged together later)."""
-        started = time.monotonic()
-        subject = self.subjects.get(sha) or self.checkout.subject(sha)
-        spec = dataclasses.replace(self.spec, commit=sha)
-        samples: list[float] = []
-        error: str | None = None
-        with self._step(sha, subject, role, spec) as step:
-            try:
-                self._build(sha)
-                run_launch(
-                    self.launch_on or self.host,
-                    spec,
-                    step=step,
-                    benches=self.repeats,
-                    bench_call=self.bench_call,
-                    timeout_s=self.timeout_s,
-                    log_dir=self.log_dir,
-                    run_label=sha[:8],
-                    on_run=lambda outcome: samples.append(_sample(outcome.result, self.metric)),
-                )
-            except _FATAL_ERRORS:
-                raise
-            except ToolkitError as exc:  # ServerDied, ReadinessTimeout, no request completed, ...
-                error = f"{type(exc).__name__}: {exc.message}" + (f" [{exc.evidence[-1].strip()}]" if exc.evidence else "")
-            judgement = judge(samples) if judge is not None and error is None else None
-            verdict: CommitVerdict = judgement.verdict if judgement is not None else "skip"
-            reason = judgement.reason if judgement is not None else (error or "reference: judged with its pair")
-            probe = Probe(
-                self.count, self.order.get(sha, -1), sha, subject, role, tuple(samples), verdict, reason,
-                error, judgement, None if step is None else step.id, time.monotonic() - started,
-            )
-            self.count += 1
-            if step is not None:
-                self.steps[probe.probe] = step
-                if judge is not None or error is not None:
-                    record_verdict(step, probe)
-        return probe
-
-    def _build(self, sha: str) -> None:
-        build = self.build or self.spec.source_build()  # with_source: its per-commit build, if any
-        if not build:
-            return
-        result = self.host.run(
-            f"cd {quote_path(self.checkout.repo_dir)} && {build}", check=False, timeout_s=self.build_timeout_s
-        )
-        if result.exit_code == BUILD_SKIP_EXIT:
-            raise ToolkitError(f"the build of {sha[:12]} exited {BUILD_SKIP_EXIT}: it cannot be tested (skip)",
-                               evidence=(result.stderr or result.stdout).splitlines()[-8:])
-        if not result.ok:
-            raise CommandFailed(
-                f"the build command failed on {sha[:12]} in {self.checkout.repo_dir} on {self.host.name} "
-                f"(exit {result.exit_code}); the bisection stopped",
-                host=self.host.name, command=result.command, exit_code=result.exit_code,
-                stderr=result.stderr or result.stdout,
-                hint=f"fix the build, or make it exit {BUILD_SKIP_EXIT} for a commit that cannot be built "
-                     "(it is then skipped, as with `git bisect run`)",
-            )
-
-    @contextlib.contextmanager
-    def _step(self, sha: str, subject: str, role: ProbeRole, spec: ServerSpec) -> Iterator[StepRecorder | None]:
-        if self.journal is None:
-            yield None
-            return
-        what = {"good_ref": "good end", "bad_ref": "bad end", "probe": "probe"}[role]
-        hypothesis = {
-            "good_ref": f"{self.metric} at the good end is the fast reference",
-            "bad_ref": f"{self.metric} at the bad end is the slow reference",
-            "probe": f"the regression is already in {sha[:8]}",
-        }[role]
-        with self.journal.step("bisect_probe", f"{what} {sha[:8]} {subject}"[:120], hypothesis=hypothesis,
-                               spec=spec, host=self.launch_on or self.host) as step:
-            yield step
-
-
-def record_verdict(step: StepRecorder, probe: Probe) -> None:
-    """A probe's verdict in its journal step: a note with the numbers, and confirmed/refuted/inconclusive."""
-    samples = ", ".join(f"{x:.4g}" for x in probe.samples) or "none"
-    step.note(f"{probe.verdict}: {probe.reason} (samples: {samples})")
-    if probe.role == "probe":
-        step.set_verdict(_JOURNAL_VERDICT[probe.verdict], note=probe.reason)  # type: ignore[arg-type]
-    else:
-        expected = "good" if probe.role == "good_ref" else "bad"
-        step.set_verdict("confirmed" if probe.verdict == expected else "refuted", note=probe.reason)
-    if probe.error is not None:
-        step.finish("failed", error=probe.error)
-
-
-def _sample(result: BenchResult, metric: str) -> float:
-    value = result.summary.get(metric)
-    try:
-        return float(value) if value is not None else math.nan
-    except (TypeError, ValueError):
-        return math.nan
 
 
 def perf_bisect(
-    host: Host,
+    hosts: Hosts,
     repo_dir: str,
     *,
     good: str,
@@ -203,147 +64,266 @@ def perf_bisect(
     lower_is_better: bool | None = None,
     min_effect: float = 0.01,
     repeats: int = 2,
+    max_repeats: int = 8,
+    confidence: float = 0.99,
     build: str | None = None,
     build_timeout_s: float | None = 3600.0,
     bench: Mapping[str, Any] | Callable[[Server], Any] = DEFAULT_BENCH,
     journal: Journal | None = None,
+    spec_for_host: SpecForHost | None = None,
     timeout_s: float = 900.0,
     progress: bool = True,
     log_dir: str | None = None,
     launch_on: Target | None = None,
 ) -> BisectResult:
-    """Find the commit between ``good`` and ``bad`` that made ``metric`` regress, with ``git bisect`` on ``host``.
+    """Find the commit between ``good`` and ``bad`` that made ``metric`` regress, on one host or several at once.
 
-    ``spec`` must run the code checked out in ``repo_dir`` (``workdir=``, ``PYTHONPATH``, an
-    editable install, the simulator's ``--source-dir``); the driver only sets its ``commit``.
-    First the good and bad ends are measured; if they do not differ beyond noise (Welch's
-    interval, and at least ``min_effect`` relative) or the threshold,
-    :class:`~toolkit.moves.bisect.NothingToBisect` says so with the numbers. The threshold is
-    ``threshold`` (metric units), else the good end degraded by ``relative_drop``, else
-    halfway between the ends; ``lower_is_better`` follows the metric's name. Then
-    git picks each commit; ``build`` (a shell command, run in ``repo_dir``) builds it (exit
-    125: cannot be built, skip; any other failure stops); the server is launched, waited
-    for (``timeout_s``), benchmarked ``repeats`` times and stopped; the pure judge says
-    good, bad or skip (a server that does not start is a skip, recorded with its error).
-    Each commit is a ``bisect_probe`` journal step. Whatever happens (an error, Ctrl-C), the
-    server is stopped and the checkout is reset to the branch it was on; a bisection left
-    over by a dead kernel is reset (with a warning) before a new one starts. ``launch_on``
-    launches the servers elsewhere than ``host`` (a ``SlurmTarget`` from that login host, a
-    ``ContainerTarget``), reading the checkout through a file system both share.
+    ``spec`` must reach the code through a path in ``repo_dir`` (``workdir=``,
+    ``PYTHONPATH=<repo>/python``, the simulator's ``--source-dir``): each host runs it from
+    its own worktree, with the path rewritten and ``commit`` set. ``repo_dir`` is the same
+    path on every host (a clone each, or a shared filesystem). ``spec_for_host(host, spec)``
+    adapts it further (a port per address when the hosts are one machine). ``launch_on`` launches
+    the servers elsewhere than the one host (a ``SlurmTarget`` from that login host, a
+    ``ContainerTarget``), reading its worktree through a file system both share.
 
-    >>> result = perf_bisect(Host.local(), "/src/sglang", good="v0.5.8", bad="main",  # doctest: +SKIP
+    First the good and bad ends are measured (side by side on two hosts); if they do not
+    differ beyond noise (Welch's interval, and at least ``min_effect`` relative) even after
+    measuring both again with ``max_repeats`` runs, :class:`~toolkit.moves.bisect.NothingToBisect`
+    says so with the numbers. The threshold is ``threshold`` (metric units), else the good
+    end degraded by ``relative_drop``, else halfway between the ends. Then rounds: each
+    host probes one commit (the history's ``--first-parent`` line, split evenly); ``build``
+    (a shell command, run in the worktree) builds it (exit 125: skip; any other failure
+    stops); the server is launched, benchmarked ``repeats`` times and, while the median's
+    interval overlaps the threshold, ``repeats`` more, up to ``max_repeats``; a verdict is
+    decided at ``confidence`` or, at the end of the budget, the likelier side with its
+    probability. A server that does not start is a skip, recorded with its error. Verdicts
+    that contradict each other are measured again once; if they still do, the result says
+    so instead of guessing. Each commit is a ``bisect_probe`` journal step.
+
+    The result carries a confidence (that every verdict on the way was right) and, when
+    there is no single answer, ``why`` and ``advice``. Whatever happens (an error, Ctrl-C),
+    every server is stopped and every worktree removed.
+
+    >>> result = perf_bisect([gpu_a, gpu_b, gpu_c], "/src/sglang", good="v0.5.8", bad="main",  # doctest: +SKIP
     ...                      spec=ServerSpec.simulator(tp=8, source_dir="/src/sglang"),
     ...                      bench={"num_prompts": 4, "output_len": 64})
-    >>> result.first_bad_subject, result.probe_count  # doctest: +SKIP
-    ('[Perf] Use NCCL all-reduce for small batches instead of the custom all-reduce kernel', 4)
+    >>> result.first_bad_subject, result.rounds, round(result.confidence, 3)  # doctest: +SKIP
+    ('[Perf] Use NCCL all-reduce for small batches instead of the custom all-reduce kernel', 3, 0.998)
     """
-    from tqdm.auto import tqdm
-
-    if repeats < 1:
-        raise ValueError(f"repeats must be >= 1, got {repeats}")
+    if not 1 <= repeats <= max_repeats:
+        raise ValueError(f"need 1 <= repeats <= max_repeats, got repeats={repeats}, max_repeats={max_repeats}")
     lower = _direction(metric, lower_is_better)
     started = time.monotonic()
-    checkout = GitCheckout(host, repo_dir)
-    notes: list[str] = []
-    if (message := checkout.recover()) is not None:
-        warnings.warn(message, stacklevel=2)
-        notes.append(message)
-    checkout.require_clean()
-    good_sha, bad_sha = checkout.resolve(good), checkout.resolve(bad)
-    if good_sha == bad_sha or not checkout.is_ancestor(good_sha, bad_sha):
+    pool = HostPool(hosts, spec_for_host=spec_for_host)
+    if launch_on is not None and len(pool.hosts) > 1:
+        raise ValueError("launch_on= launches every probe on one target: pass one host (its login host) with it")
+    require_checkout_paths(spec, repo_dir)
+    checkouts = [GitCheckout(host, repo_dir) for host in pool.hosts]
+    notes = _tidy(checkouts)
+    good_sha, bad_sha = checkouts[0].resolve(good), checkouts[0].resolve(bad)
+    if good_sha == bad_sha or not checkouts[0].is_ancestor(good_sha, bad_sha):
         raise ToolkitError(f"good {good} ({good_sha[:12]}) is not an older ancestor of bad {bad} ({bad_sha[:12]})",
                            hint="pass the older, fast commit as good= and the newer, slow one as bad=")
-    commits = parse_rev_list(checkout.git("rev-list", "--reverse", f"{good_sha}..{bad_sha}").stdout)
-    subjects = checkout.subjects(good_sha, bad_sha)
+    for checkout in checkouts[1:]:  # each host must have the history: resolve raises naming the host
+        checkout.resolve(good_sha), checkout.resolve(bad_sha)
+    commits = parse_rev_list(checkouts[0].git("rev-list", "--first-parent", "--reverse", f"{good_sha}..{bad_sha}").stdout)
+    subjects = checkouts[0].subjects(good_sha, bad_sha)
     order = {good_sha: 0, **{sha: i + 1 for i, sha in enumerate(commits)}}
-    state = BisectState.start(commits, good=good_sha)
-    prober = _Prober(host, checkout, spec, metric, repeats, build, build_timeout_s,
-                     make_bench_call(bench, progress=False), journal, timeout_s, log_dir, subjects, order,
-                     launch_on=launch_on)
-    bar = tqdm(total=2 + expected_probes(len(commits)), desc="bisect", unit="commit", disable=not progress)
-    probes: list[Probe] = []
+    worktrees: list[GitCheckout] = []
     try:
-        checkout.start_bisect()
-        refs = _measure_ends(prober, checkout, probes, bar, good_sha, bad_sha, journal, threshold=threshold,
-                             relative_drop=relative_drop, lower_is_better=lower, min_effect=min_effect)
+        for checkout in checkouts:
+            worktrees.append(GitCheckout(checkout.host, checkout.add_worktree(good_sha, owned=True)))
+        prober = Prober(spec, repo_dir, worktrees, metric, repeats, max_repeats, build, build_timeout_s,
+                        make_bench_call(bench, progress=False), journal, timeout_s, log_dir, subjects, order,
+                        launch_on=launch_on)
+        run = _Rounds(pool, prober, commits, good_sha, bad_sha, progress)
+        with pool.progress("bisect", unit="commit", enabled=progress):
+            refs = run.ends(journal, threshold=threshold, relative_drop=relative_drop, lower_is_better=lower,
+                            min_effect=min_effect)
 
-        def judge(samples: list[float]) -> Judgement:
-            return assess(samples, good_ref=refs.good_ref, bad_ref=refs.bad_ref, threshold=threshold,
-                          relative_drop=relative_drop, lower_is_better=lower)
+            def judge(samples: list[float]) -> Judgement:
+                return assess(samples, good_ref=refs.good_ref, bad_ref=refs.bad_ref, threshold=threshold,
+                              relative_drop=relative_drop, lower_is_better=lower, noise=run.noise(),
+                              threshold_se=refs.threshold_se, confidence=confidence)
 
-        checkout.git("bisect", "bad", bad_sha)
-        step = parse_bisect_step(_output(checkout.git("bisect", "good", good_sha)))
-        while step.kind == "next" and step.commit is not None:
-            sha = checkout.resolve(step.commit)
-            bar.set_postfix_str(f"{sha[:8]} ({step.revisions_left} left)")
-            probe = prober.measure(sha, "probe", judge)
-            probes.append(probe)
-            if sha in order:  # git may test a merge base outside GOOD..BAD: the planner has no say there
-                state = _apply(state, probe, probes)
-            if probe.verdict == "skip":
-                bar.total += 1
-            bar.update(1)
-            step = parse_bisect_step(_output(checkout.git("bisect", probe.verdict, sha, ok=(0, 2))))
-        git_log = checkout.git("bisect", "log").stdout
-    except BaseException as exc:
-        try:  # the checkout goes back whatever happened; a failure to do so must not hide why we stopped
-            checkout.end_bisect()
-        except Exception as cleanup:
-            exc.add_note(f"and the checkout could not be reset: {cleanup}")
-        raise
-    else:
-        checkout.end_bisect()
+            run.probe_until_done(judge)
+        ledger = write_ledger(worktrees[0], good_sha, bad_sha,
+                              [(sha, verdict, order[sha]) for sha, verdict in run.state.history])
     finally:
-        bar.close()
-    first_bad = checkout.resolve(step.commit) if step.kind == "done" and step.commit else None
-    ours = state.outcome()
-    if first_bad is not None and ours.first_bad not in (None, first_bad):
-        notes.append(f"git and the planner disagree: git says {first_bad[:12]}, the planner {ours.first_bad[:12]}")
+        for checkout, worktree in zip(checkouts, worktrees, strict=False):
+            checkout.remove_worktree(worktree.repo_dir)
+    outcome = run.state.outcome()
+    first_bad = outcome.first_bad if run.contradiction is None else None
+    git_first_bad = checkouts[0].resolve(ledger.step.commit) if ledger.step and ledger.step.kind == "done" \
+        and ledger.step.commit else None
+    if first_bad is not None and git_first_bad not in (None, first_bad):
+        notes.append(f"git and the planner disagree: git says {git_first_bad[:12]}, the planner {first_bad[:12]}")
+    why, advice = run.explain(outcome.candidates) if first_bad is None else (None, None)
     result = BisectResult(
-        metric, good_sha, bad_sha, first_bad, (first_bad,) if first_bad else step.candidates, tuple(probes),
-        refs.threshold, refs.margin, lower, git_log, tuple(notes), time.monotonic() - started,
-        tuple(subjects.items()),
+        metric, good_sha, bad_sha, first_bad, outcome.candidates, tuple(run.probes), refs.threshold,
+        refs.margin, lower, ledger.log, tuple(notes + run.notes), time.monotonic() - started, tuple(subjects.items()),
+        run.confidence(refs) if run.contradiction is None else None, run.round_no, tuple(h.name for h in pool.hosts), why, advice, git_first_bad,
     )
     if journal is not None:
-        journal.note("bisect result", f"{result.summary()}\n\n{git_log}")
+        journal.note("bisect result", f"{result.summary()}\n\n{ledger.log}")
     return result
 
 
-def _measure_ends(
-    prober: _Prober,
-    checkout: GitCheckout,
-    probes: list[Probe],
-    bar: Any,
-    good_sha: str,
-    bad_sha: str,
-    journal: Journal | None,
-    **judging: Any,
-) -> References:
-    """Measure the good and bad ends and check that there is something to bisect between them."""
-    for sha, role in ((good_sha, "good_ref"), (bad_sha, "bad_ref")):
-        bar.set_postfix_str(f"{role.split('_')[0]} end {sha[:8]}")
-        checkout.checkout(sha)
-        probes.append(prober.measure(sha, role, None))  # type: ignore[arg-type]
-        bar.update(1)
-    try:
-        refs = check_references(probes[0], probes[1], metric=prober.metric, **judging)
-    except NothingToBisect as exc:  # the seed's "old commit, same baseline": worth keeping
-        if journal is not None:
-            journal.note("nothing to bisect", str(exc))
-        raise
-    probes[:2] = refs.probes
-    for probe in probes[:2]:  # their steps closed before both ends were known
-        if (recorder := prober.steps.get(probe.probe)) is not None:
-            record_verdict(recorder, probe)
-    return refs
+def _tidy(checkouts: Sequence[GitCheckout]) -> list[str]:
+    """Remove what a dead kernel left (probe worktrees, an old-style bisect in the checkout); warn about it."""
+    notes = []
+    for checkout in checkouts:
+        notes += checkout.remove_leftover_worktrees()
+        left = checkout.leftover()  # a bisection an older driver ran in the checkout itself
+        dead = left is not None and left.owner_pid is not None and not left.owner_alive()
+        if dead and (message := checkout.recover()) is not None:
+            notes.append(message)
+    for message in notes:
+        warnings.warn(message, stacklevel=3)
+    return notes
 
 
-def _apply(state: BisectState, probe: Probe, probes: list[Probe]) -> BisectState:
-    try:
-        return state.apply(probe.commit, probe.verdict)
-    except ValueError as exc:  # a good commit after a bad one: the metric is too noisy to bisect
-        raise ToolkitError(str(exc), evidence=[_evidence(p) for p in probes],
-                           hint="raise repeats= or lengthen bench= so that each probe is steadier") from None
+class _Rounds:
+    """The rounds of one bisection: the ends, then probes side by side, rechecks, and the account of it."""
+
+    def __init__(self, pool: HostPool, prober: Prober, commits: Sequence[str], good: str, bad: str,
+                 progress: bool) -> None:
+        self.pool, self.prober, self.commits, self.good, self.bad = pool, prober, commits, good, bad
+        self.progress = progress
+        self.state = BisectState.start(commits, good=good)
+        self.probes: list[Probe] = []
+        self.latest: dict[str, Probe] = {}  # the verdict that counts, per commit
+        self.rechecked: set[str] = set()
+        self.contradiction: str | None = None
+        self.notes: list[str] = []
+        self.round_no = 0
+        self.references: tuple[Probe, ...] = ()
+
+    def noise(self) -> Noise:
+        """The run-to-run spread pooled over the ends and every commit judged so far."""
+        return pool_noise([p.samples for p in (*self.references, *self.latest.values())])
+
+    def _round(self, picks: Sequence[tuple[str, ProbeRole]], round_no: int, judge: Any,
+               runs: int | None = None) -> list[Probe]:
+        """Measure ``picks`` side by side, one per host (in turn when there are more); the probes in pick order."""
+        queues: list[list[int]] = [[] for _ in self.pool.hosts]
+        for i in range(len(picks)):
+            queues[i % len(queues)].append(i)
+
+        def work(lane: Lane, i: int) -> Probe:
+            return self.prober.measure(lane, picks[i][0], picks[i][1], round_no, judge, runs)
+
+        done = self.pool.run(queues, work, desc=f"round {round_no}", unit="commit", progress=self.progress,
+                             stop_on_error=True)
+        by_pick = {d.job: d for lane in done for d in lane}
+        for d in by_pick.values():
+            if d.error is not None:
+                raise d.error
+        measured = [by_pick[i].result for i in range(len(picks))]
+        probes = [p for p in measured if p is not None]
+        self.probes += sorted(probes, key=lambda p: p.probe)
+        return probes
+
+    def ends(self, journal: Journal | None, **judging: Any) -> References:
+        """Measure the good and bad ends (again with the full budget while they look alike) and check them."""
+        picks: list[tuple[str, ProbeRole]] = [(self.good, "good_ref"), (self.bad, "bad_ref")]
+        good, bad = self._round(picks, 0, None)
+        try:
+            try:
+                refs = check_references(good, bad, metric=self.prober.metric, **judging)
+            except NothingToBisect as exc:
+                if not exc.could_resolve or self.prober.max_repeats <= self.prober.repeats:
+                    raise
+                self.notes.append(f"the ends looked alike after {self.prober.repeats} runs each ({exc.message}); "
+                                  f"measured both again with {self.prober.max_repeats} runs")
+                first = (good, bad)
+                self.probes = [p for p in self.probes if p not in first]  # the journal keeps them
+                good, bad = self._round(picks, 0, None, runs=self.prober.max_repeats)
+                for old, new in zip(first, (good, bad), strict=True):
+                    if (recorder := self.prober.steps.get(old.probe)) is not None:
+                        recorder.set_verdict("inconclusive", note=f"measured again with {self.prober.max_repeats} "
+                                             f"runs in step {new.step_id}: the ends looked alike")
+                refs = check_references(good, bad, metric=self.prober.metric, **judging)
+        except NothingToBisect as exc:  # the seed's "old commit, same baseline": worth keeping
+            if journal is not None:
+                journal.note("nothing to bisect", str(exc))
+            raise
+        self.references = refs.probes
+        index = {p.probe: i for i, p in enumerate(self.probes)}
+        for probe in refs.probes:  # their steps closed before both ends were known
+            self.probes[index[probe.probe]] = probe
+            if (recorder := self.prober.steps.get(probe.probe)) is not None:
+                record_verdict(recorder, probe)
+        return refs
+
+    def probe_until_done(self, judge: Callable[[list[float]], Judgement]) -> None:
+        hosts = len(self.pool.hosts)
+        while True:
+            recheck = [sha for sha in self._conflicting() if sha not in self.rechecked][:hosts]
+            if self._conflicting() and not recheck:
+                self.contradiction = self._describe_conflict()
+                return
+            picks: list[tuple[str, ProbeRole]] = [(sha, "recheck") for sha in recheck]
+            if not recheck:
+                picks += [(sha, "probe") for sha in self.state.next_commits(hosts)]
+            if not picks:
+                return
+            self.round_no += 1
+            self.rechecked.update(recheck)
+            for probe in self._round(picks, self.round_no, judge, runs=self.prober.max_repeats if recheck else None):
+                self.latest[probe.commit] = probe
+            self._replan()
+
+    def _conflicting(self) -> list[str]:
+        """Commits whose verdicts cannot all be right: a good one newer than a bad one."""
+        goods = [p for p in self.latest.values() if p.verdict == "good"]
+        bads = [p for p in self.latest.values() if p.verdict == "bad"]
+        if not goods or not bads or max(p.order for p in goods) < min(p.order for p in bads):
+            return []
+        first_bad, last_good = min(p.order for p in bads), max(p.order for p in goods)
+        involved = [p for p in goods if p.order > first_bad] + [p for p in bads if p.order < last_good]
+        return [p.commit for p in sorted(involved, key=lambda p: (p.confidence or 0.0, p.order))]
+
+    def _replan(self) -> None:
+        conflicting = set(self._conflicting())
+        state = BisectState.start(self.commits, good=self.good)
+        for probe in sorted(self.latest.values(), key=lambda p: p.probe):
+            if probe.commit not in conflicting:
+                state = state.apply(probe.commit, probe.verdict)
+        self.state = state
+
+    def _describe_conflict(self) -> str:
+        involved = sorted((self.latest[sha] for sha in self._conflicting()), key=lambda p: p.order)
+        return "; ".join(f"{p.commit[:10]} (#{p.order}) {p.verdict} at median {_median(p):.4g}, "
+                         f"confidence {p.confidence or 0:.3g}" for p in involved)
+
+    def explain(self, candidates: Sequence[str]) -> tuple[str, str]:
+        """Why there is no single first bad commit, and what to do."""
+        if self.contradiction is not None:
+            return (f"the verdicts contradict each other even after measuring them again: {self.contradiction}: a "
+                    "newer commit is fast while an older one is slow",
+                    "the regression may come and go (a revert, a flaky kernel choice) or the noise is beyond the "
+                    "budget: raise max_repeats= or lengthen bench=, or bisect each side of the contradiction on its "
+                    "own with good=/bad= set to the commits above")
+        skipped = [self.latest[c] for c in candidates if c in self.latest and self.latest[c].verdict == "skip"]
+        errors = "; ".join(f"{p.commit[:10]}: {(p.error or p.reason)[:160]}" for p in skipped) or "no error recorded"
+        return (f"only commits that could not be measured are left between the last good and the first bad one "
+                f"({errors})",
+                "the first bad commit is one of the candidates; fix what stops them (their errors above: a build, a "
+                "start-up crash), or read their diffs; a build that exits 125 marks a commit untestable on purpose")
+
+    def confidence(self, refs: References) -> float:
+        """That the answer is right: the ends differ, and every verdict that placed it was right."""
+        product = refs.confidence
+        for probe in self.latest.values():
+            if probe.verdict != "skip" and probe.commit not in set(self._conflicting()):
+                product *= probe.confidence if probe.confidence is not None else 1.0
+        return product
+
+
+def _median(probe: Probe) -> float:
+    finite = [x for x in probe.samples if not math.isnan(x)]
+    return statistics.median(finite) if finite else math.nan
 
 
 def _direction(metric: str, lower_is_better: bool | None) -> bool:
@@ -353,15 +333,3 @@ def _direction(metric: str, lower_is_better: bool | None) -> bool:
     if higher is None:
         raise ValueError(f"cannot tell whether more {metric} is better; pass lower_is_better=True or False")
     return not higher
-
-
-def _output(result: Any) -> str:
-    return f"{result.stdout}\n{result.stderr}"
-
-
-def _evidence(probe: Probe) -> str:
-    median = statistics.median(probe.samples) if probe.samples else math.nan
-    return f"{probe.commit[:10]} {probe.verdict}: median {median:.4g} ({probe.reason})"
-
-
-

@@ -1,26 +1,56 @@
-"""Good, bad or skip? The noise-aware judge of a commit's benchmark samples, pure.
+"""Good, bad, or measure again? The noise-aware judge of a commit's benchmark samples, pure.
 
-A throughput number from one run is noisy; a verdict is only given when the median
-clears the threshold by a margin and the samples do not straddle it. Otherwise the
-commit is skipped, which the planner routes around, rather than judged by a coin flip
-that would send the search down the wrong half.
+A throughput number from one run is noisy. The first judge skipped a commit whose samples
+straddled the threshold, and on a busy machine that was the commit just before the
+regression: ``git bisect`` could then only say "one of these two", and the bisection
+returned no answer (tests/test_bisect_driver.py failed so in a fresh clone). Skipping
+throws the measurement away; measuring again resolves it. So :func:`assess` says how sure
+it is instead of giving up:
+
+- the centre is the median of the samples; its standard error comes from the larger of
+  the commit's own spread and the noise pooled over every commit measured so far (``noise``),
+  so two samples that happen to agree do not pass for a precise measurement;
+- the threshold's own uncertainty (it is made from the measured ends) adds to it;
+- ``confidence`` is the probability, under a Student-t model, that the commit is on the
+  side of the threshold where its median lies; the judgement is *decided* when that reaches
+  the level asked for (0.99 by default), and otherwise the driver measures more (up to a
+  budget) and, at the end of the budget, takes the likelier side and says how sure it is.
+
+A commit that cannot be measured (no samples, a NaN: the server failed) is ``skip``.
 """
 
 from __future__ import annotations
 
 import math
 import statistics
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from toolkit.moves.bisect.gitparse import CommitVerdict
+from toolkit.stats import t_cdf, t_quantile
 
-__all__ = ["Judgement", "judge", "assess"]
+__all__ = ["Judgement", "Noise", "judge", "assess", "pool_noise", "standard_error", "threshold_for"]
+
+#: The standard error of a median of n >= 3 normal samples is about 1.2533 s / sqrt(n).
+_MEDIAN_EFFICIENCY = math.sqrt(math.pi / 2)
+
+
+@dataclass(frozen=True)
+class Noise:
+    """A run-to-run standard deviation in metric units, with its degrees of freedom (0: unknown)."""
+
+    sd: float = math.nan
+    df: int = 0
 
 
 @dataclass(frozen=True)
 class Judgement:
-    """A verdict and the numbers behind it, for the journal."""
+    """A verdict and the numbers behind it, for the journal.
+
+    ``decided`` is False when the interval still overlaps the threshold: ``verdict`` is then
+    the likelier side and ``confidence`` says how likely. ``margin`` is the half-width of
+    the interval used (at the ``confidence`` level asked for).
+    """
 
     verdict: CommitVerdict
     reason: str
@@ -28,36 +58,94 @@ class Judgement:
     threshold: float | None = None
     margin: float | None = None
     n: int = 0
+    confidence: float | None = None
+    decided: bool = True
 
 
-def judge(
-    samples: Sequence[float],
-    *,
-    good_ref: float,
-    bad_ref: float | None = None,
-    threshold: float | None = None,
-    relative_drop: float | None = None,
-    margin: float | None = None,
-    lower_is_better: bool = False,
-    min_samples: int = 1,
-) -> CommitVerdict:
-    """good, bad or skip for one commit's benchmark samples (see :func:`assess`).
+def pool_noise(sample_sets: Iterable[Sequence[float]]) -> Noise:
+    """The run-to-run spread pooled over several commits' samples (each about its own mean).
+
+    >>> pool_noise([[82.0, 84.0], [60.0, 61.0, 62.0]])
+    Noise(sd=1.1547005383792515, df=3)
+    """
+    squares, df = 0.0, 0
+    for samples in sample_sets:
+        values = [float(x) for x in samples if not math.isnan(float(x))]
+        if len(values) >= 2:
+            squares += _own_spread(values) ** 2 * (len(values) - 1)
+            df += len(values) - 1
+    return Noise(math.sqrt(squares / df), df) if df else Noise()
+
+
+def _own_spread(values: Sequence[float]) -> float:
+    """The samples' standard deviation; from five on the robust one (1.4826 x MAD), so one stalled run
+    (a busy machine, a neighbour's job) does not set the spread of all the others."""
+    own = statistics.stdev(values)
+    if len(values) >= 5:
+        centre = statistics.median(values)
+        mad = statistics.median(abs(x - centre) for x in values)
+        own = 1.4826 * mad if mad > 0 else own
+    return own
+
+
+def _spread(values: Sequence[float], noise: Noise) -> tuple[float, int]:
+    """The spread to judge ``values`` by, and its degrees of freedom (NaN, 0 when unknown).
+
+    Their own spread pooled with ``noise``, but never less than their own: two samples that
+    happen to agree are not a precise measurement, and a commit noisier than the rest keeps
+    its wide interval. From five samples on, their own spread is the robust one.
+    """
+    n = len(values)
+    own = _own_spread(values) if n >= 2 else math.nan
+    df = (n - 1 if n >= 2 else 0) + noise.df
+    squares = ((n - 1) * own**2 if n >= 2 else 0.0) + (noise.df * noise.sd**2 if noise.df else 0.0)
+    if not df:
+        return math.nan, 0
+    pooled = math.sqrt(squares / df)
+    return (max(pooled, own) if n >= 2 else pooled), df
+
+
+def standard_error(samples: Sequence[float], noise: Noise = Noise()) -> float:
+    """The standard error of the median of ``samples`` (NaN dropped), their spread pooled with ``noise``.
+
+    >>> round(standard_error([82.0, 84.0], Noise(1.0, 8)), 3)
+    1.0
+    """
+    values = [float(x) for x in samples if not math.isnan(float(x))]
+    sd, _ = _spread(values, noise)
+    return sd * (_MEDIAN_EFFICIENCY if len(values) >= 3 else 1.0) / math.sqrt(len(values)) if values else math.nan
+
+
+def threshold_for(good_ref: float, bad_ref: float | None, threshold: float | None, relative_drop: float | None,
+                  lower_is_better: bool) -> float:
+    """``threshold``, else ``good_ref`` degraded by ``relative_drop``, else halfway to ``bad_ref``."""
+    if bad_ref is not None and (bad_ref < good_ref if lower_is_better else bad_ref > good_ref):
+        kind = "lower" if lower_is_better else "higher"
+        raise ValueError(
+            f"bad_ref {bad_ref:g} is better than good_ref {good_ref:g} for a {kind}-is-better metric; "
+            f"swap them or pass lower_is_better={not lower_is_better}"
+        )
+    if threshold is not None:
+        return float(threshold)
+    if relative_drop is not None:
+        if not 0 < relative_drop < 1:
+            raise ValueError(f"relative_drop is a fraction between 0 and 1, got {relative_drop}")
+        return good_ref * (1 + relative_drop) if lower_is_better else good_ref * (1 - relative_drop)
+    if bad_ref is not None:
+        return (good_ref + bad_ref) / 2
+    raise ValueError("give threshold=, relative_drop= or bad_ref= so that good and bad can be told apart")
+
+
+def judge(samples: Sequence[float], **options: object) -> CommitVerdict:
+    """good, bad or skip: :func:`assess`'s verdict when decided, skip when it would need more samples.
 
     >>> judge([82.1, 81.7, 82.4], good_ref=82.5, bad_ref=60.0)
     'good'
     >>> judge([], good_ref=82.5, bad_ref=60.0)  # the server failed to start
     'skip'
     """
-    return assess(
-        samples,
-        good_ref=good_ref,
-        bad_ref=bad_ref,
-        threshold=threshold,
-        relative_drop=relative_drop,
-        margin=margin,
-        lower_is_better=lower_is_better,
-        min_samples=min_samples,
-    ).verdict
+    judgement = assess(samples, **options)  # type: ignore[arg-type]
+    return judgement.verdict if judgement.decided else "skip"
 
 
 def assess(
@@ -67,77 +155,49 @@ def assess(
     bad_ref: float | None = None,
     threshold: float | None = None,
     relative_drop: float | None = None,
-    margin: float | None = None,
     lower_is_better: bool = False,
     min_samples: int = 1,
+    noise: Noise = Noise(),
+    threshold_se: float = 0.0,
+    confidence: float = 0.99,
 ) -> Judgement:
-    """Judge samples of a metric (tok/s by default; ``lower_is_better`` for latency).
+    """Judge samples of a metric (tok/s by default; ``lower_is_better`` for latency); see the module docstring.
 
-    The threshold is ``threshold`` if given, else ``good_ref`` degraded by
-    ``relative_drop`` (a drop for throughput, a rise for latency), else halfway
-    between ``good_ref`` and ``bad_ref``. ``margin`` (metric units) defaults to a
-    tenth of the distance from ``good_ref`` to the threshold.
-
-    - no samples, or a NaN (the server failed to start, the benchmark broke): skip;
-    - fewer than ``min_samples``: skip;
-    - the median within ``threshold ± margin``: skip (undecidable);
-    - the samples straddle the band (min and max for up to 4 samples, the quartiles
-      from 5 on, so one outlier does not veto): skip;
-    - otherwise good or bad by the side of the band the median is on.
+    >>> j = assess([71.9, 72.3], good_ref=72.0, bad_ref=60.0, noise=Noise(0.8, 10))
+    >>> j.verdict, j.decided, round(j.confidence, 4)
+    ('good', True, 1.0)
+    >>> j = assess([67.2, 64.9], good_ref=72.0, bad_ref=60.0, noise=Noise(2.5, 10))
+    >>> j.verdict, j.decided, j.reason
+    ('good', False, 'median 66.05, 95% interval 62.26..69.84, overlaps the threshold 66 (P(good) = 0.51)')
     """
-    limit = _threshold(good_ref, bad_ref, threshold, relative_drop, lower_is_better)
-    band = abs(good_ref - limit) / 10 if margin is None else margin
-    if band < 0:
-        raise ValueError(f"margin must be >= 0, got {margin}")
+    if not 0.5 < confidence < 1.0:
+        raise ValueError(f"confidence must lie between 0.5 and 1 (e.g. 0.99), got {confidence}")
+    limit = threshold_for(good_ref, bad_ref, threshold, relative_drop, lower_is_better)
     values = [float(x) for x in samples]
     if not values or any(math.isnan(x) for x in values):
-        return Judgement(
-            "skip",
-            "no usable samples: the server failed to start or the benchmark failed",
-            threshold=limit,
-            margin=band,
-            n=len(values),
-        )
-    median = statistics.median(values)
-    if len(values) < min_samples:
-        return Judgement(
-            "skip", f"only {len(values)} of {min_samples} samples", median, limit, band, len(values)
-        )
-    low_edge, high_edge = limit - band, limit + band
-    if low_edge < median < high_edge or (band == 0 and median == limit):
-        reason = f"median {median:g} is within {limit:g} ± {band:g}: undecidable"
-        return Judgement("skip", reason, median, limit, band, len(values))
-    if len(values) >= 5:
-        quartiles = statistics.quantiles(values, n=4, method="inclusive")
-        spread_low, spread_high = quartiles[0], quartiles[2]
-    else:
-        spread_low, spread_high = min(values), max(values)
-    if spread_low <= low_edge and spread_high >= high_edge:
-        reason = f"samples {spread_low:g}..{spread_high:g} straddle {limit:g} ± {band:g}: too noisy to call"
-        return Judgement("skip", reason, median, limit, band, len(values))
-    better = median <= low_edge if lower_is_better else median >= high_edge
-    side = "below" if median < limit else "above"
-    verdict: CommitVerdict = "good" if better else "bad"
-    return Judgement(
-        verdict, f"median {median:g} is {side} {limit:g} ± {band:g}", median, limit, band, len(values)
-    )
+        return Judgement("skip", "no usable samples: the server failed to start or the benchmark failed",
+                         threshold=limit, n=len(values))
+    n, median = len(values), statistics.median(values)
+    sd, pooled_df = _spread(values, noise)
+    if n < min_samples or not pooled_df:
+        why = f"only {n} of {min_samples} samples" if n < min_samples else "one sample and no noise estimate yet"
+        return Judgement("good" if _on_good_side(median, limit, lower_is_better) else "bad", why,
+                         median, limit, None, n, 0.5, False)
+    se = math.hypot(standard_error(values, noise), threshold_se)
+    distance = (limit - median) if lower_is_better else (median - limit)  # > 0: on the good side
+    p_good = t_cdf(distance / se, pooled_df) if se > 0 else (1.0 if distance > 0 else 0.0 if distance < 0 else 0.5)
+    verdict: CommitVerdict = "good" if p_good >= 0.5 else "bad"
+    sure = max(p_good, 1.0 - p_good)
+    half = t_quantile(0.975, pooled_df) * se
+    shown = f"median {median:.4g}, 95% interval {median - half:.4g}..{median + half:.4g}"
+    level = t_quantile(confidence, pooled_df) * se
+    if sure >= confidence and distance != 0:
+        side = "below" if median < limit else "above"
+        return Judgement(verdict, f"{shown}, {side} the threshold {limit:.4g} (P({verdict}) = {sure:.4g})",
+                         median, limit, level, n, sure, True)
+    return Judgement(verdict, f"{shown}, overlaps the threshold {limit:.4g} (P(good) = {p_good:.2g})",
+                     median, limit, level, n, sure, False)
 
 
-def _threshold(
-    good_ref: float, bad_ref: float | None, threshold: float | None, relative_drop: float | None, lower: bool
-) -> float:
-    if bad_ref is not None and (bad_ref < good_ref if lower else bad_ref > good_ref):
-        kind = "lower" if lower else "higher"
-        raise ValueError(
-            f"bad_ref {bad_ref:g} is better than good_ref {good_ref:g} for a {kind}-is-better metric; "
-            f"swap them or pass lower_is_better={not lower}"
-        )
-    if threshold is not None:
-        return float(threshold)
-    if relative_drop is not None:
-        if not 0 < relative_drop < 1:
-            raise ValueError(f"relative_drop is a fraction between 0 and 1, got {relative_drop}")
-        return good_ref * (1 + relative_drop) if lower else good_ref * (1 - relative_drop)
-    if bad_ref is not None:
-        return (good_ref + bad_ref) / 2
-    raise ValueError("give threshold=, relative_drop= or bad_ref= so that good and bad can be told apart")
+def _on_good_side(value: float, limit: float, lower_is_better: bool) -> bool:
+    return value <= limit if lower_is_better else value >= limit

@@ -19,7 +19,7 @@ import pandas as pd
 
 from toolkit.moves.bisect.gitparse import BisectLogEntry, CommitVerdict
 
-__all__ = ["CommitVerdict", "BisectState", "BisectOutcome", "expected_probes"]
+__all__ = ["CommitVerdict", "BisectState", "BisectOutcome", "expected_probes", "expected_rounds"]
 
 _VERDICTS: frozenset[str] = frozenset({"good", "bad", "skip"})
 
@@ -35,6 +35,24 @@ def expected_probes(n_commits: int) -> int:
     if n_commits < 1:
         raise ValueError(f"a bisection needs at least one commit, got {n_commits}")
     return math.ceil(math.log2(n_commits))
+
+
+def expected_rounds(n_commits: int, hosts: int) -> int:
+    """Rounds of a k-ary bisection (``hosts`` probes side by side per round) without skips: ⌈log_{k+1} N⌉.
+
+    Each round probes ``hosts`` commits spread evenly over the open range, leaving at most
+    ⌈N/(k+1)⌉ candidates; with one host it is :func:`expected_probes`.
+
+    >>> expected_rounds(1023, 3), expected_rounds(1023, 1), expected_rounds(1023, 8)
+    (5, 10, 4)
+    """
+    if n_commits < 1 or hosts < 1:
+        raise ValueError(f"a bisection needs at least one commit and one host, got {n_commits} and {hosts}")
+    rounds, left = 0, n_commits
+    while left > 1:
+        left = -(-left // (hosts + 1))
+        rounds += 1
+    return rounds
 
 
 @dataclass(frozen=True)
@@ -155,6 +173,31 @@ class BisectState:
         lo, hi = self._bounds()
         middle = lo + (hi - lo + 1) // 2
         return self.commits[min(untested, key=lambda i: (abs(i - middle), i))]
+
+    def next_commits(self, k: int, *, busy: Iterable[str] = ()) -> tuple[str, ...]:
+        """Up to ``k`` commits to probe side by side, spread evenly over the open range (oldest first).
+
+        The targets split the range into ``k + 1`` parts (``next_commit()`` when k is 1); a
+        skipped target, or one in ``busy``, moves to the nearest untested commit, as in
+        :meth:`next_commit`. Fewer than ``k`` when fewer are left.
+
+        >>> BisectState.start([f"c{i}" for i in range(1, 16)]).next_commits(3)
+        ('c4', 'c8', 'c12')
+        """
+        if k < 1:
+            raise ValueError(f"k must be >= 1, got {k}")
+        taken = set(busy)
+        untested = [i for i in self._untested() if self.commits[i] not in taken]
+        lo, hi = self._bounds()
+        span = hi - lo
+        picked: list[int] = []
+        for j in range(1, k + 1):
+            target = lo - (-j * span // (k + 1))  # lo + ceil(j * span / (k + 1))
+            free = [i for i in untested if i not in picked]
+            if not free:
+                break
+            picked.append(min(free, key=lambda i: (abs(i - target), i)))
+        return tuple(self.commits[i] for i in sorted(picked))
 
     @property
     def remaining(self) -> int:

@@ -4,11 +4,19 @@ The seed's "an old commit gave the same baseline" is exactly the case where a bi
 would be a waste: every probe would land within noise of both ends, and a noise-driven
 search names a random commit. So the two ends are measured first and checked twice:
 
-- with at least two samples a side, Welch's interval of the difference
-  (:func:`toolkit.stats.compare_samples`) must exclude zero, in the bad direction, and
-  the change must reach ``min_effect`` (as in :func:`toolkit.moves.compare`);
+- with at least two samples a side, the interval of the difference of the medians (each
+  median's standard error from its own spread, robust from five samples on) must exclude
+  zero, in the bad direction, and the change must reach ``min_effect`` (as in
+  :func:`toolkit.moves.compare`);
 - the judge that will rule on every probe must call the good end good and the bad end
   bad (a ``threshold``/``relative_drop`` beyond the real regression would not).
+
+Two samples a side make Welch's interval very wide (about one degree of freedom): a 12 %
+regression measured 73.3, 69.5 against 63.1, 63.4 on a busy machine was called noise; and
+one stalled run among eight widens an interval of means as much.
+When the interval includes zero but leaves room for a regression of ``min_effect`` or
+more, :class:`NothingToBisect` says ``could_resolve``: the driver then measures both ends
+again before it gives up.
 """
 
 from __future__ import annotations
@@ -18,9 +26,9 @@ import math
 from dataclasses import dataclass
 
 from toolkit.errors import ToolkitError
-from toolkit.moves.bisect.judgement import assess
+from toolkit.moves.bisect.judgement import Noise, assess, pool_noise, standard_error
 from toolkit.moves.bisect.result import NothingToBisect, Probe
-from toolkit.stats import compare_samples
+from toolkit.stats import t_cdf, t_quantile
 
 __all__ = ["References", "check_references"]
 
@@ -32,8 +40,11 @@ class References:
     good_ref: float
     bad_ref: float
     threshold: float
-    margin: float
+    margin: float  # the threshold's 95% half-width, from the ends' noise
     probes: tuple[Probe, Probe]
+    threshold_se: float = 0.0
+    noise: Noise = Noise()
+    confidence: float = 1.0  # that the bad end really is worse (one-sided t on the medians' difference)
 
 
 def check_references(
@@ -54,8 +65,8 @@ def check_references(
     >>> def end(samples, role):
     ...     return Probe(0, 0, "c0ffee", "s", role, tuple(samples), "skip", "")
     >>> refs = check_references(end([82.4, 82.9], "good_ref"), end([60.1, 60.8], "bad_ref"), metric="tok/s")
-    >>> round(refs.threshold, 2), refs.probes[1].verdict
-    (71.55, 'bad')
+    >>> round(refs.threshold, 2), refs.probes[1].verdict, refs.confidence > 0.99
+    (71.55, 'bad', True)
     """
     for probe, which in ((good, "good"), (bad, "bad")):
         finite = [x for x in probe.samples if not math.isnan(x)]
@@ -72,21 +83,34 @@ def check_references(
         f"good {good.commit[:12]}: {metric} {_list(good.samples)} (median {good_ref:.4g})",
         f"bad  {bad.commit[:12]}: {metric} {_list(bad.samples)} (median {bad_ref:.4g})",
     ]
-    noise = None
+    noise_text, confidence, could_resolve = None, 1.0, False
     if len(good.samples) >= 2 and len(bad.samples) >= 2:
-        comparison = compare_samples(good.samples, bad.samples, higher_is_better=not lower_is_better)
-        numbers.append(f"95% interval of bad - good: {comparison.ci_low:+.4g} .. {comparison.ci_high:+.4g}")
-        if comparison.verdict == "within_noise":
-            noise = comparison.reason
-    if noise is None and abs(change) < min_effect:
-        noise = f"{abs(change):.2%} is under min_effect={min_effect:g}"
-    if noise is not None:
+        # The medians' difference, each median's standard error from its own (robust) spread: one stalled
+        # run on a busy machine must not hide a regression the way it widens Welch's interval of the means.
+        se = math.hypot(standard_error(good.samples), standard_error(bad.samples))
+        df = len(good.samples) + len(bad.samples) - 2
+        diff = bad_ref - good_ref
+        half = t_quantile(0.975, df) * se
+        numbers.append(f"95% interval of the medians' difference bad - good: {diff - half:+.4g} .. {diff + half:+.4g}")
+        sure = t_cdf(abs(diff) / se, df) if se > 0 else 1.0
+        confidence = sure if worse else 1.0 - sure
+        if diff - half <= 0.0 <= diff + half:
+            noise_text = "the 95% interval of the difference includes zero"
+            # More runs can still tell when the interval leaves room for a regression of min_effect or more.
+            room = (diff + half) if lower_is_better else -(diff - half)
+            could_resolve = room >= min_effect * abs(good_ref)
+    if noise_text is None and abs(change) < min_effect:
+        noise_text = f"{abs(change):.2%} is under min_effect={min_effect:g}"
+    if noise_text is not None:
         raise NothingToBisect(
             f"the good and bad ends differ by {bad_ref - good_ref:+.4g} {metric} ({change:+.1%}), within noise "
-            f"({noise}): there is no regression to bisect",
-            good_samples=good.samples, bad_samples=bad.samples, evidence=numbers,
-            hint="the slowdown is not in this commit range (the seed's 'old commit, same baseline'); "
-                 "look at flags, environment or the workload instead, or raise repeats=",
+            f"({noise_text}): there is no regression to bisect",
+            good_samples=good.samples, bad_samples=bad.samples, evidence=numbers, could_resolve=could_resolve,
+            hint=(f"a regression of {min_effect:.0%} or more is still possible, but {len(good.samples)} runs a side "
+                  "cannot tell it from noise: raise max_repeats= (or repeats=), or lengthen bench= so that each "
+                  "run is steadier" if could_resolve else
+                  "the slowdown is not in this commit range (the seed's 'old commit, same baseline'); "
+                  "look at flags, environment or the workload instead, or raise repeats="),
         )
     if not worse:
         raise NothingToBisect(
@@ -95,10 +119,15 @@ def check_references(
             good_samples=good.samples, bad_samples=bad.samples, evidence=numbers,
             hint="check that good= and bad= are the right way round (and lower_is_better= for latencies)",
         )
+    noise = pool_noise([good.samples, bad.samples])
+    se_good, se_bad = standard_error(good.samples, noise), standard_error(bad.samples, noise)
+    threshold_se = (0.0 if threshold is not None else (1 - (relative_drop or 0)) * se_good
+                    if relative_drop is not None else math.hypot(se_good, se_bad) / 2)
     judged = []
     for probe, expected in ((good, "good"), (bad, "bad")):
         judgement = assess(probe.samples, good_ref=good_ref, bad_ref=bad_ref, threshold=threshold,
-                           relative_drop=relative_drop, lower_is_better=lower_is_better)
+                           relative_drop=relative_drop, lower_is_better=lower_is_better, noise=noise,
+                           threshold_se=threshold_se)
         if judgement.verdict != expected:
             raise NothingToBisect(
                 f"the judge would not call the {expected} end {expected}: {judgement.reason}",
@@ -107,11 +136,13 @@ def check_references(
                      "or leave both out to split the difference",
             )
         judged.append(dataclasses.replace(probe, verdict=judgement.verdict, reason=judgement.reason,
-                                          judgement=judgement))
+                                          judgement=judgement, confidence=judgement.confidence))
     first = judged[0].judgement
-    if first is None or first.threshold is None or first.margin is None:  # assess always sets both
+    if first is None or first.threshold is None:  # assess always sets it
         raise RuntimeError(f"the judge gave no threshold for {good.commit[:12]}")
-    return References(good_ref, bad_ref, first.threshold, first.margin, (judged[0], judged[1]))
+    margin = 1.96 * threshold_se
+    return References(good_ref, bad_ref, first.threshold, margin, (judged[0], judged[1]), threshold_se, noise,
+                      confidence)
 
 
 def _list(samples: tuple[float, ...]) -> str:

@@ -1,9 +1,11 @@
 """What a performance bisection found, with every probe as evidence: :class:`BisectResult`.
 
 A first-bad commit alone invites the question "how sure are we?". The result keeps each
-probe's samples, median, verdict and reason (and the journal step that holds the runs),
-so the table shows why each half was discarded, and :meth:`BisectResult.plot` shows the
-step in the metric along the history.
+probe's samples, median, verdict, reason and confidence (and the host and journal step that
+hold the runs), so the table shows why each half was discarded, and
+``tk.plots.bisection(result)`` shows the step in the metric along the history. The answer
+carries a confidence (that every verdict on the way was right); when there is no single
+answer, ``why`` says why and ``advice`` what to do.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ import math
 import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Literal
+from typing import Literal
 
 import pandas as pd
 
@@ -21,13 +23,11 @@ from toolkit.errors import ToolkitError
 from toolkit.moves.bisect.gitparse import CommitVerdict
 from toolkit.moves.bisect.judgement import Judgement
 
-if TYPE_CHECKING:
-    pass
-
 __all__ = ["Probe", "BisectResult", "NothingToBisect"]
 
-ProbeRole = Literal["good_ref", "bad_ref", "probe"]
-FRAME_COLUMNS = ["probe", "order", "commit", "subject", "role", "samples", "median", "verdict", "reason", "error"]
+ProbeRole = Literal["good_ref", "bad_ref", "probe", "recheck"]
+FRAME_COLUMNS = ["probe", "round", "host", "order", "commit", "subject", "role", "samples", "median", "verdict",
+                 "confidence", "reason", "error"]
 
 
 class NothingToBisect(ToolkitError):
@@ -41,9 +41,11 @@ class NothingToBisect(ToolkitError):
         bad_samples: Sequence[float],
         evidence: Sequence[str] = (),
         hint: str | None = None,
+        could_resolve: bool = False,
     ) -> None:
         self.good_samples = tuple(good_samples)
         self.bad_samples = tuple(bad_samples)
+        self.could_resolve = could_resolve  # within noise, yet the change is large enough that more runs may tell
         super().__init__(message, evidence=evidence, hint=hint)
 
 
@@ -52,8 +54,10 @@ class Probe:
     """One measured commit: a reference end or a bisection probe.
 
     ``order`` is the commit's place in the history (0 = good, N = bad); ``probe`` the
-    order in which it was measured. ``samples`` hold one value per benchmark repeat (NaN
-    for a run that failed); ``error`` says why a commit could not be measured.
+    order in which it was measured, ``round`` the round it ran in (0: the ends), ``host``
+    where. ``samples`` hold one value per benchmark repeat (NaN for a run that failed);
+    ``error`` says why a commit could not be measured; ``confidence`` is the probability
+    that the verdict is right (None for a skip).
     """
 
     probe: int
@@ -68,6 +72,9 @@ class Probe:
     judgement: Judgement | None = None
     step_id: int | None = None
     wall_s: float = 0.0
+    host: str = ""
+    round: int = 0
+    confidence: float | None = None
 
     @property
     def median(self) -> float:
@@ -77,6 +84,8 @@ class Probe:
     def row(self) -> dict[str, object]:
         return {
             "probe": self.probe,
+            "round": self.round,
+            "host": self.host,
             "order": self.order,
             "commit": self.commit,
             "subject": self.subject,
@@ -84,6 +93,7 @@ class Probe:
             "samples": list(self.samples),
             "median": self.median,
             "verdict": self.verdict,
+            "confidence": self.confidence,
             "reason": self.reason,
             "error": self.error,
         }
@@ -110,6 +120,12 @@ class BisectResult:
     notes: tuple[str, ...] = ()
     wall_s: float = 0.0
     subjects: tuple[tuple[str, str], ...] = ()
+    confidence: float | None = None  # that the answer is right: every verdict on the way, and the ends
+    rounds: int = 0  # rounds of probes after the ends (each: one probe per host, side by side)
+    hosts: tuple[str, ...] = ()
+    why: str | None = None  # set when first_bad is None: why there is no single answer
+    advice: str | None = None  # and what to do about it
+    git_first_bad: str | None = None  # what `git bisect` concluded from the same verdicts
 
     @property
     def found(self) -> bool:
@@ -126,7 +142,8 @@ class BisectResult:
 
     @property
     def skipped(self) -> tuple[Probe, ...]:
-        return tuple(p for p in self.probes if p.verdict == "skip")
+        """Commits between the ends that could not be measured (the ends are never skipped)."""
+        return tuple(p for p in self.probes if p.verdict == "skip" and p.role in ("probe", "recheck"))
 
     @property
     def frame(self) -> pd.DataFrame:
@@ -141,15 +158,22 @@ class BisectResult:
             else self.metric
         )
         skips = f", {len(self.skipped)} skipped" if self.skipped else ""
-        probes = f"{self.probe_count} probes{skips} in {self.wall_s:.0f} s"
+        hosts = f" in {self.rounds} rounds on {len(self.hosts)} hosts" if len(self.hosts) > 1 else ""
+        probes = f"{self.probe_count} probes{skips}{hosts} in {self.wall_s:.0f} s"
+        sure = f"confidence {self.confidence:.4f}; " if self.confidence is not None else ""
         if self.first_bad:
             head = f"first bad commit: {self.first_bad[:12]} {self.first_bad_subject or ''}".rstrip()
+        elif self.candidates:
+            head = f"no single first bad commit: it is one of {', '.join(c[:12] for c in self.candidates[:8])}"
         else:
-            head = f"no single first bad commit: it is one of {', '.join(c[:12] for c in self.candidates)}"
-        return f"{head} ({ends}; threshold {self.threshold:.4g} ± {self.margin:.2g}; {probes})"
+            head = "no first bad commit"
+        text = f"{head} ({sure}{ends}; threshold {self.threshold:.4g} ± {self.margin:.2g}; {probes})"
+        if self.first_bad is None:
+            text += f"\nwhy: {self.why or 'see the probes'}\nwhat to do: {self.advice or 'read the probes below'}"
+        return text
 
     def __str__(self) -> str:
-        columns = ["probe", "order", "commit", "subject", "median", "verdict", "reason"]
+        columns = ["probe", "round", "host", "order", "commit", "subject", "median", "verdict", "confidence", "reason"]
         table = self.frame[columns].assign(
             commit=lambda f: f["commit"].str[:10], subject=lambda f: f["subject"].str[:48]
         )
@@ -159,4 +183,5 @@ class BisectResult:
     def _repr_html_(self) -> str:
         notes = "".join(f"<p>{html.escape(n)}</p>" for n in self.notes)
         table = self.frame.drop(columns=["samples"]).to_html(index=False, float_format=lambda x: f"{x:.4g}")
-        return f"<p><b>{html.escape(self.summary())}</b></p>{notes}{table}"
+        summary = html.escape(self.summary()).replace("\n", "<br>")
+        return f"<p><b>{summary}</b></p>{notes}{table}"

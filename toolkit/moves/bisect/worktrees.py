@@ -25,7 +25,7 @@ from toolkit.moves.bisect.checkout import GitCheckout
 from toolkit.server.server import Server
 from toolkit.server.spec import FlagValue, ServerSpec
 
-__all__ = ["compare_commits", "retarget"]
+__all__ = ["compare_commits", "retarget", "require_checkout_paths"]
 
 
 def _moved(value: str, old: str, new: str) -> str:
@@ -103,7 +103,7 @@ def compare_commits(
     checkout = GitCheckout(host, repo_dir)
     shas = checkout.resolve(a), checkout.resolve(b)
     subjects = [checkout.subject(sha) for sha in shas]
-    _require_checkout_paths(spec, repo_dir)
+    require_checkout_paths(spec, repo_dir)
     worktrees: list[str] = []
     try:
         specs = []
@@ -112,8 +112,7 @@ def compare_commits(
             built = build or spec.source_build()  # with_source: its per-commit build (a venv), if any
             if built:
                 host.run(f"cd {quote_path(worktrees[-1])} && {built}", timeout_s=build_timeout_s)
-            specs.append(spec.at_checkout(worktrees[-1], sha) if spec.source is not None
-                         else dataclasses.replace(retarget(spec, repo_dir, worktrees[-1]), commit=sha))
+            specs.append(spec_at_worktree(spec, repo_dir, worktrees[-1], sha))
         labels = [f"{sha[:8]} {subject[:40]}" for sha, subject in zip(shas, subjects, strict=True)]
         return compare(
             host, specs[0], specs[1], repeats=repeats, bench=bench, journal=journal, kind=kind,
@@ -127,7 +126,19 @@ def compare_commits(
             checkout.remove_worktree(path)
 
 
-def _require_checkout_paths(spec: ServerSpec, repo_dir: str) -> None:
+def spec_at_worktree(spec: ServerSpec, repo_dir: str, worktree: str, sha: str) -> ServerSpec:
+    """``spec`` running ``worktree`` at ``sha``: its source moved there (``with_source``), else its paths."""
+    if spec.source is not None:
+        return spec.at_checkout(worktree, sha)
+    return dataclasses.replace(retarget(spec, repo_dir, worktree), commit=sha)
+
+
+def require_checkout_paths(spec: ServerSpec, repo_dir: str) -> None:
+    """Refuse a spec that never mentions ``repo_dir``: every worktree would run the same installed code.
+
+    An editable install (``pip install -e repo_dir/python``) does not follow a worktree;
+    ``PYTHONPATH=<repo_dir>/python``, rewritten to each worktree, takes precedence over it.
+    """
     probe = "/toolkit-worktree-probe"
     if retarget(spec, repo_dir, probe) == spec:
         raise InvalidFlag(

@@ -24,20 +24,25 @@ if TYPE_CHECKING:
 __all__ = ["ab", "sweep", "bisection", "env"]
 
 
-def ab(result: ABResult, metric: str | None = None) -> Figure:
-    """Both sides' runs as dots with mean ± 95 % CI, A as the baseline line, ratios annotated."""
+def ab(result: ABResult, metric: str | None = None, *, by_host: bool = False) -> Figure:
+    """Both sides' runs as dots with mean ± 95 % CI, A as the baseline line, ratios annotated.
+
+    ``by_host`` colours the runs by the host they ran on (a slow node shows as its own colour).
+    """
     data = result.frame[result.frame["status"] == "ok"]
     title = result.summary_text if len(result.summary_text) < 110 else None
-    return throughput(data, x="label", y=metric or result.metric, baseline=result.label_a, title=title)
+    return throughput(data, x="label", hue="host" if by_host else None, y=metric or result.metric,
+                      baseline=result.label_a, title=title)
 
 
-def sweep(result: SweepResult, metric: str = "output_throughput", *, baseline: float | str | None = None) -> Figure:
-    """Every run as a dot and each combination's mean ± 95 % CI."""
+def sweep(result: SweepResult, metric: str = "output_throughput", *, baseline: float | str | None = None,
+          by_host: bool = False) -> Figure:
+    """Every run as a dot and each combination's mean ± 95 % CI (per host with ``by_host``)."""
     frame = result.frame
     data = frame[frame["status"] == "ok"] if "status" in frame else frame
     varied = ", ".join(result.params) or "configuration"
-    return throughput(data, x="label", y=metric, baseline=baseline,
-                      title=f"{metric_label(metric).capitalize()} by {varied}")
+    return throughput(data, x="label", hue="host" if by_host else None, y=metric, baseline=baseline,
+                      title=f"{metric_label(metric).capitalize()} by {varied}" + (" and host" if by_host else ""))
 
 
 def bisection(result: BisectResult, *, title: str | None = None) -> Figure:
