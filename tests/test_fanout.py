@@ -82,8 +82,10 @@ def test_six_combinations_on_three_hosts_run_two_each_side_by_side_and_record_wh
     assert result.hosts == tuple(h.name for h in ssh_hosts)
     assert "each configuration ran on one host only" in repr(result)  # one launch each: hosts and configs alike
 
-    runs = journal.results().set_index("run_id")
+    runs = journal.results(wide=True).set_index("run_id")
     assert runs.loc[list(frame["run_id"]), "host"].tolist() == list(frame["host"])  # the journal knows where
+    curated = journal.results()  # the people's view says where each configuration ran
+    assert set(curated["hosts"]) == set(frame["host"])
     steps = journal.steps().set_index("step_id")
     assert steps.loc[list(frame["step_id"]), "hosts"].tolist() == list(frame["host"])
     assert set(steps["status"]) == {"done"}
@@ -137,7 +139,7 @@ def test_compare_over_three_hosts_pairs_by_host_so_a_slow_node_is_not_a_slow_fla
     steps = journal.steps()
     assert all(set(hosts.split(", ")) == {h.name for h in ssh_hosts} for hosts in steps["hosts"])
     assert ab.host_effects.text in steps.iloc[1]["notes"]
-    assert sorted(journal.results()["host"]) == sorted(frame["host"])
+    assert sorted(journal.results(wide=True)["host"]) == sorted(frame["host"])
 
 
 def test_a_real_difference_survives_a_slow_node(ssh_hosts: list[Host], tmp_path: Path, slow_tree: Path) -> None:

@@ -18,7 +18,7 @@ import pytest
 from toolkit.errors import ExtensionMismatch
 from toolkit.host.host import Host
 from toolkit.moves.bisect import compare_commits
-from toolkit.moves.bisect.driver import _FATAL_ERRORS
+from toolkit.moves.bisect.prober import FATAL_ERRORS as _FATAL_ERRORS
 from toolkit.server import source as sources
 from toolkit.server.launch import launch
 from toolkit.server.preflight import check_source

@@ -3,7 +3,8 @@
 Issue 14: the wide frame (one row per run, 66 columns) hid tok/s among the per-run details.
 The curated view leads with the configuration, how many runs, output tok/s with its 95 %
 confidence interval (Student's t on the mean of the runs, :func:`toolkit.stats.mean_interval`),
-the median TTFT and ITL (the median over runs of each run's median) and the steps' verdicts.
+the median TTFT and ITL (the median over runs of each run's median), the steps' verdicts and,
+when runs spread over several hosts, where each configuration ran.
 ``journal.results(wide=True)`` is the full frame behind it, which plots and the post-mortem use.
 """
 
@@ -50,8 +51,9 @@ def _verdicts(runs: pd.DataFrame) -> str:
 def configurations(wide: pd.DataFrame) -> pd.DataFrame:
     """One row per configuration (``label``), in the order of its first run."""
     optional = [(key, digits) for key, digits in _OPTIONAL if key in wide.columns and _numbers(wide[key])]
+    several_hosts = "host" in wide.columns and wide["host"].dropna().nunique() > 1
     columns = ["configuration", "runs", metric_label(THROUGHPUT), CI, *(metric_label(k) for k, _ in _FIGURES[1:]),
-               *(metric_label(k) for k, _ in optional), "verdict", "steps"]
+               *(metric_label(k) for k, _ in optional), "verdict", "steps", *(["hosts"] if several_hosts else [])]
     rows = []
     for label, runs in wide.groupby("label", sort=False, dropna=False):
         tok_s = _numbers(runs[THROUGHPUT]) if THROUGHPUT in runs.columns else []
@@ -63,5 +65,7 @@ def configurations(wide: pd.DataFrame) -> pd.DataFrame:
             row[metric_label(key)] = _rounded(_median(values), digits)
         row["verdict"] = _verdicts(runs)
         row["steps"] = ", ".join(f"#{seq}" for seq in dict.fromkeys(runs["seq"]))
+        if several_hosts:  # a fan-out: where each configuration ran, since a slow node looks like a slow flag
+            row["hosts"] = ", ".join(str(h) for h in dict.fromkeys(runs["host"].dropna()))
         rows.append(row)
     return pd.DataFrame(rows, columns=columns)
