@@ -18,7 +18,8 @@ from toolkit.sim.latency import DecodeSetup, Speculation
 
 __all__ = ["FAULTS", "SimConfig", "build_parser", "engine_of", "parse_server_args"]
 
-FAULTS = ("none", "oom", "nccl", "port-in-use", "scheduler-traceback", "crash-while-serving", "hang", "slow-start")
+FAULTS = ("none", "oom", "nccl", "port-in-use", "scheduler-traceback", "crash-while-serving", "hang", "slow-start",
+          "greedy-divergence")
 SIM_ENGINES = ("sglang", "vllm")
 VLLM_SPEC_METHODS = ("eagle", "eagle3", "mtp", "deepseek_mtp", "medusa", "ngram", "draft_model")
 
@@ -177,6 +178,8 @@ def _vllm_parser() -> argparse.ArgumentParser:
     a("--dtype", default="auto", choices=["auto", "half", "float16", "bfloat16", "float", "float32"],
       help="Data type for model weights and activations.")
     a("--disable-log-requests", action="store_true", help="Disable logging requests.")
+    a("--profiler-config", type=json.loads, default=None,
+      help='Profiler configuration as JSON, e.g. \'{"profiler": "torch", "torch_profiler_dir": "DIR"}\'.')
     _add_sim_flags(parser, "vllm")
     return parser
 

@@ -1,4 +1,4 @@
-"""`python -m toolkit.sim [FLAGS]` runs a simulated server; `python -m toolkit.sim make-repo DIR` writes a history.
+"""`python -m toolkit.sim [FLAGS]` runs a simulated server; `make-repo DIR` writes a history; `telemetry` fakes nvidia-smi.
 
 The serve path parses flags like the engine (argparse: unknown flag -> exit 2), reads
 `--source-dir` if given (a broken checkout dies with the engine's ImportError traceback, exit 1),
@@ -21,6 +21,10 @@ def main(argv: list[str] | None = None) -> int:
         from toolkit.sim.repo import main as make_repo_main
 
         return make_repo_main(args[1:])
+    if args[:1] == ["telemetry"]:
+        from toolkit.sim.telemetry import main as telemetry_main
+
+        return telemetry_main(args[1:])
     from toolkit.sim import faults
     from toolkit.sim.args import parse_server_args
     from toolkit.sim.logs import banner
