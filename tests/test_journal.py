@@ -399,6 +399,15 @@ def test_public_names_are_pinned() -> None:
         "env_matrix",
         "metric_label",
         "VERDICT_COLORS",
+        "ab",
+        "sweep",
+        "bisection",
+        "env",
+        "telemetry",
+        "server_metrics_over_time",
+        "kernels",
+        "profile_phases",
+        "profile_comparison",
     }
     assert set(toolkit.report.postmortem.__all__) == {"ReportPaths", "write", "main"}
     assert {"redact", "redact_text", "redact_mapping", "redact_spec_dict"} <= set(toolkit.redaction.__all__)

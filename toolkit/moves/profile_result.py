@@ -22,10 +22,12 @@ from toolkit.moves.trace import KernelCall, kernel_calls, load_trace, stage_of_f
 if TYPE_CHECKING:
     import pandas as pd
 
-__all__ = ["TraceFile", "Profile", "load_profile", "compare_profiles", "PROFILE_META", "KERNELS_CSV", "PERFETTO_PAGE"]
+__all__ = ["TraceFile", "Profile", "load_profile", "compare_profiles", "PROFILE_META", "KERNELS_CSV", "PHASES_CSV",
+           "PERFETTO_PAGE"]
 
 PROFILE_META = "profile.json"
 KERNELS_CSV = "kernels.csv"
+PHASES_CSV = "phases.csv"
 PERFETTO_PAGE = "perfetto.html"
 
 
@@ -51,6 +53,8 @@ class Profile:
     engine: str
     _calls: list[KernelCall] | None = field(default=None, repr=False)
     _simulated: bool = False
+    _kernels: pd.DataFrame | None = field(default=None, repr=False)
+    _phases: pd.DataFrame | None = field(default=None, repr=False)
 
     def calls(self) -> list[KernelCall]:
         """Every kernel of every fetched trace (parsed once)."""
@@ -68,19 +72,28 @@ class Profile:
     @property
     def simulated(self) -> bool:
         """True when the toolkit's simulator wrote the traces (they say so inside)."""
-        self.calls()
+        if self._kernels is None:
+            self.calls()
         return self._simulated
 
     def kernels(self, top: int | None = None) -> pd.DataFrame:
         """Top kernels by GPU time: phase, kernel, calls, total_ms, mean_us, share_pct, in_graph_pct, where."""
-        return kernel_table(self.calls(), top=top)
+        if self._kernels is None:
+            self._kernels = kernel_table(self.calls())
+        return self._kernels.head(top).reset_index(drop=True) if top is not None else self._kernels.copy()
 
     def phases(self) -> pd.DataFrame:
-        return phase_table(self.calls())
+        if self._phases is None:
+            self._phases = phase_table(self.calls())
+        return self._phases.copy()
 
     @property
     def gpu_ms(self) -> float:
-        return sum(c.dur_us for c in self.calls()) / 1000.0
+        return float(self.kernels()["total_ms"].sum())
+
+    @property
+    def n_kernel_calls(self) -> int:
+        return int(self.kernels()["calls"].sum())
 
     @property
     def perfetto_page(self) -> Path:
@@ -93,7 +106,7 @@ class Profile:
         split = ", ".join(f"{r.phase} {r.share_pct:.0f}% ({r.where})" for r in phases.itertuples())
         skipped = [f for f in self.files if f.skipped]
         text = (f"{'SIMULATED ' if self.simulated else ''}profile {self.label!r}: {len(fetched)} trace file(s) "
-                f"in {self.directory}, captured in {self.capture_s:.1f} s; {len(self.calls())} kernel calls, "
+                f"in {self.directory}, captured in {self.capture_s:.1f} s; {self.n_kernel_calls} kernel calls, "
                 f"{self.gpu_ms:.1f} ms of GPU time: {split or 'no kernels'}.")
         if skipped:
             text += f" Not fetched: {'; '.join(f'{f.remote_path} ({f.skipped})' for f in skipped)}."
@@ -116,18 +129,23 @@ class Profile:
                            "skipped": f.skipped} for f in self.files]}
         (self.directory / PROFILE_META).write_text(json.dumps(meta, indent=2) + "\n", encoding="utf-8")
         self.kernels().to_csv(self.directory / KERNELS_CSV, index=False)
+        self.phases().to_csv(self.directory / PHASES_CSV, index=False)
         names = [f.local_name for f in self.files if f.local_name]
         (self.directory / PERFETTO_PAGE).write_text(perfetto_html(self.label, names), encoding="utf-8")
 
 
 def load_profile(directory: str | Path) -> Profile:
-    """A profile folder written by :func:`toolkit.moves.profile.profile`, read back."""
+    """A profile folder written by :func:`toolkit.moves.profile.profile`, read back (tables from its CSVs)."""
+    import pandas as pd
+
     folder = Path(directory)
     meta = json.loads((folder / PROFILE_META).read_text(encoding="utf-8"))
     files = tuple(TraceFile(f["remote_path"], int(f["size_bytes"]), f.get("local_name"), f.get("skipped"))
                   for f in meta["files"])
+    kernels = pd.read_csv(folder / KERNELS_CSV, keep_default_na=False) if (folder / KERNELS_CSV).is_file() else None
+    phases = pd.read_csv(folder / PHASES_CSV, keep_default_na=False) if (folder / PHASES_CSV).is_file() else None
     return Profile(meta["label"], folder, files, float(meta["capture_s"]), meta["method"], meta["engine"],
-                   _simulated=bool(meta.get("simulated")))
+                   _simulated=bool(meta.get("simulated")), _kernels=kernels, _phases=phases)
 
 
 def compare_profiles(a: Profile, b: Profile) -> pd.DataFrame:

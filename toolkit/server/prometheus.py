@@ -23,8 +23,9 @@ from toolkit.engines import MetricNames
 
 __all__ = ["PromSample", "parse_prometheus", "SERVER_METRIC_KEYS", "server_metric_values"]
 
-_LINE = re.compile(r"^(?P<name>[a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(?P<labels>.*)\})?\s+(?P<value>\S+)(?:\s+\S+)?\s*$")
-_LABEL = re.compile(r'\s*([a-zA-Z_][a-zA-Z0-9_]*)\s*=\s*"((?:[^"\\]|\\.)*)"\s*,?')
+_LINE = re.compile(r"^(?P<name>[a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(?P<labels>.*)\})?[ \t]+(?P<value>\S+)(?:[ \t]+\S+)?[ \t]*$",
+                   re.DOTALL)
+_LABEL = re.compile(r'[ \t]*([a-zA-Z_][a-zA-Z0-9_]*)[ \t]*=[ \t]*"((?:[^"\\]|\\.)*)"[ \t]*,?', re.DOTALL)
 _UNESCAPE = {"\\\\": "\\", '\\"': '"', "\\n": "\n"}
 
 SERVER_METRIC_KEYS = ("running_requests", "waiting_requests", "kv_cache_usage", "spec_accept_length",
@@ -62,10 +63,11 @@ def _number(text: str) -> float | None:
 def parse_prometheus(text: str) -> list[PromSample]:
     """Every sample line of a text page; comments, blank and malformed lines are skipped."""
     out = []
-    for line in text.splitlines():
-        if not line.strip() or line.lstrip().startswith("#"):
+    for raw in text.split("\n"):  # the format separates lines by \n alone: a label may hold \f or \x1c
+        line = raw.rstrip("\r").strip(" \t")
+        if not line or line.startswith("#"):
             continue
-        match = _LINE.match(line.strip())
+        match = _LINE.match(line)
         if match is None:
             continue
         value = _number(match.group("value"))

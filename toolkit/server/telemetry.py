@@ -53,12 +53,15 @@ class GpuTelemetry:
 
     ``kind``: ``nvidia-smi`` (the default ``command`` is :func:`nvidia_smi_command`),
     ``simulated`` (``command`` from :func:`simulated_telemetry_command`), or ``dcgm``
-    (``dcgm_url``: the exporter's ``/metrics``). Never raises for a missing tool: ``note``
-    then says what happened and ``samples()`` is empty. At most ``capacity`` samples are kept.
+    (``dcgm_url``: the exporter's ``/metrics``). ``start()`` returns once the first sample came
+    (at most ``first_sample_timeout_s``), so the run it watches is covered from its start.
+    Never raises for a missing tool: ``note`` then says what happened and ``samples()`` is
+    empty. At most ``capacity`` samples are kept.
     """
 
     def __init__(self, host: Host, *, kind: TelemetryKind = "nvidia-smi", interval_ms: int = 500,
-                 command: str | None = None, dcgm_url: str | None = None, capacity: int = 200_000) -> None:
+                 command: str | None = None, dcgm_url: str | None = None, capacity: int = 200_000,
+                 first_sample_timeout_s: float = 15.0) -> None:
         if kind == "dcgm" and not dcgm_url:
             raise ToolkitError("DCGM telemetry needs the exporter's URL",
                                hint="pass dcgm_url='http://gpu-a:9400/metrics' (dcgm-exporter's default port)")
@@ -77,6 +80,8 @@ class GpuTelemetry:
         self._stop = threading.Event()
         self._lock = threading.Lock()
         self._other_lines: list[str] = []
+        self._first = threading.Event()  # set by the first sample, or when the source ended without one
+        self.first_sample_timeout_s = first_sample_timeout_s
 
     @property
     def source(self) -> str:
@@ -100,6 +105,8 @@ class GpuTelemetry:
             target = functools.partial(self._read_loop, clock)
         self._thread = threading.Thread(target=target, name=f"gpu-telemetry-{self.host.name}", daemon=True)
         self._thread.start()
+        if not self._first.wait(self.first_sample_timeout_s):
+            self.note = f"{self.source}: no sample within {self.first_sample_timeout_s:g} s of the start"
         return self
 
     def _read_loop(self, clock: HostClock) -> None:
@@ -111,6 +118,7 @@ class GpuTelemetry:
             if chunk is None:
                 continue
             if chunk == b"":
+                self._first.set()
                 break
             pending += chunk
             *lines, pending = pending.split(b"\n")
@@ -120,6 +128,7 @@ class GpuTelemetry:
                 if sample is not None:
                     with self._lock:
                         self._samples.append(sample)
+                    self._first.set()
                 elif line and len(self._other_lines) < 20:
                     self._other_lines.append(line)
 
@@ -132,8 +141,11 @@ class GpuTelemetry:
                 samples = dcgm_samples(parse_prometheus(answer.body.decode("utf-8", "replace")), time.time())
                 with self._lock:
                     self._samples.extend(samples)
+                self._first.set()
             elif len(self._other_lines) < 20:
                 self._other_lines.append(f"GET {self.dcgm_url}: {answer.status or answer.error}")
+            if len(self._other_lines) >= 3:
+                self._first.set()  # the exporter does not answer: do not hold the run back
             self._stop.wait(self.interval_ms / 1000.0)
 
     def stop(self) -> list[GpuSample]:

@@ -12,6 +12,8 @@ import os
 import sys
 import time
 
+from toolkit.sim.telemetry import main as telemetry_main
+
 __all__ = ["main"]
 
 
@@ -22,8 +24,6 @@ def main(argv: list[str] | None = None) -> int:
 
         return make_repo_main(args[1:])
     if args[:1] == ["telemetry"]:
-        from toolkit.sim.telemetry import main as telemetry_main
-
         return telemetry_main(args[1:])
     from toolkit.sim import faults
     from toolkit.sim.args import parse_server_args

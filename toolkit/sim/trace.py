@@ -112,13 +112,14 @@ class _Writer:
 
     def kernels(self, names: list[tuple[str, float]], start_s: float, end_s: float, graph: bool) -> None:
         """Kernels of one forward, laid over [start, end]: one graph launch, or one launch per kernel."""
-        span = max(end_s - start_s, 1e-6)
+        offset = min(12e-6, max(end_s - start_s, 1e-6) * 0.05)
+        span = max(end_s - start_s - 2 * offset, 1e-6)  # every launch stays inside its frame
         total = sum(w for _, w in names) or 1.0
         if graph:
             self.correlation += 1
             self.graph_id += 1
-            self._launch("cudaGraphLaunch", 311, start_s + 2e-6, self.correlation)
-        at = start_s + 12e-6
+            self._launch("cudaGraphLaunch", 311, start_s + offset / 2, self.correlation)
+        at = start_s + offset
         for node, (name, weight) in enumerate(names):
             slot = span * weight / total
             if not graph:
