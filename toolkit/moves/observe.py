@@ -157,6 +157,15 @@ class ObservedBench(RunObserver):
         raise ValueError(f"telemetry must be auto, nvidia-smi, simulated, off or a DCGM URL, not {kind!r}")
 
     def __call__(self, server: Server) -> BenchResult:
+        return self.observe(server)
+
+    def observe(self, server: Server, bench: Mapping[str, Any] | Callable[[Server], BenchResult] | None = None
+                ) -> BenchResult:
+        """One observed run; ``bench`` replaces this object's benchmark for it (another concurrency, say).
+
+        The cache state follows the launch across calls: a second run on the same server is ``warm``.
+        """
+        run = self._bench if bench is None else make_bench_call(bench, progress=False)
         engine = None
         if server.spec.engine in ("sglang", "vllm"):
             engine = resolve_profile(server.spec.engine, engine_versions(server.url, server.spec.engine)
@@ -179,7 +188,7 @@ class ObservedBench(RunObserver):
                 gpus.start()
             if scraper is not None:
                 scraper.start()
-            result = self._bench(server)
+            result = run(server)
         finally:
             if scraper is not None:
                 observation.metric_rows, observation.metrics_note = scraper.stop(), scraper.note

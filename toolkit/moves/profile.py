@@ -266,8 +266,9 @@ class ProfileCapture:
             files.append(TraceFile(remote, len(data), name))
         method = (f"endpoint {self.engine.start_profile.path}" if self.engine and self.engine.start_profile
                   else f"signal ({PROFILED_WRAPPER})")
-        result = Profile(self.label, self.local_dir, tuple(files), time.time() - self._started_at, method,
-                         self.server.spec.engine)
+        result = Profile(self.label, self.local_dir, tuple(files), 0.0, method, self.server.spec.engine)
+        result.kernels()  # parsed once here: the capture time includes the summary
+        result.capture_s = time.time() - self._started_at
         result.write_sidecars()
         self.result = result
         if self.step is not None:

@@ -48,7 +48,7 @@ class Profile:
     label: str
     directory: Path
     files: tuple[TraceFile, ...]
-    capture_s: float
+    capture_s: float  # from the start request to the traces fetched and summarised here
     method: str  # "endpoint /start_profile" or "signal (toolkit.testbeds.profiled)"
     engine: str
     _calls: list[KernelCall] | None = field(default=None, repr=False)

@@ -72,6 +72,13 @@ PHASE_RULES: tuple[PhaseRule, ...] = (
     PhaseRule(r"cuda_graph_runner\.py\(\d+\): replay$", "decode",
               "sglang 0.5.9 model_executor/cuda_graph_runner.py:846 (decode batches replay graphs)"),
     PhaseRule(r"(?:eagle|spec_decode).*\.py\(\d+\): propose", "draft", "vllm 0.33.0 v1/spec_decode/eagle.py (propose)"),
+    # transformers serve without continuous batching: generate() -> _sample(), whose first forward is _prefill()
+    PhaseRule(r"transformers/generation/utils\.py\(\d+\): _prefill$", "prefill",
+              "transformers 5.24.0 generation/utils.py:4283 (called from _sample :3208)"),
+    PhaseRule(r"transformers/generation/utils\.py\(\d+\): _sample$", "decode",
+              "transformers 5.24.0 generation/utils.py:3123"),
+    PhaseRule(r"continuous_batching/continuous_api\.py\(\d+\): _generation_step$", "batched step",
+              "transformers 5.24.0 generation/continuous_batching/continuous_api.py:635 (prefill and decode mixed)"),
 )
 """Frames that name a phase, most specific first. Extend it for another engine's frames."""
 
