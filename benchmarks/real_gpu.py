@@ -5,11 +5,13 @@ wait_ready, observed benchmarks, a profile, the journal, the post-mortem):
 
 1. build a random Llama (vocab 4096, hidden 2048, 16 layers, 16 heads: ~1.1B parameters, bf16,
    initialised on the GPU) and its tokenizer, here, with `toolkit.testbeds.tiny_model`;
-2. sweep `--attn-implementation` (sdpa, eager) x `--continuous-batching` (off, on), one
-   launch each, benchmarked at two concurrencies with GPU telemetry from the real nvidia-smi;
-   a configuration that fails is recorded with its evidence and the sweep goes on;
-3. launch one configuration under the profiler (`toolkit.testbeds.profiled`: transformers has
-   no profile endpoint) and profile a short benchmark: kernels, CUDA graphs or not;
+2. sweep `--attn-implementation` (sdpa, eager) x `--continuous-batching` (off, on), plus the
+   KV caps that once killed the CB worker here, one launch each, benchmarked at two
+   concurrencies with GPU telemetry from the real nvidia-smi; a configuration that fails is
+   recorded with its evidence and the sweep goes on;
+3. launch configurations under the profiler (`toolkit.testbeds.profiled`: transformers has no
+   profile endpoint) and profile a short benchmark each: CB without and with its CUDA graphs
+   (``--cb-use-cuda-graph``), and one request at a time: kernels, CUDA graphs or not;
 4. measure what sampling costs the server (`benchmarks/observe_costs.py`, ABBA rounds);
 5. write the journal, the post-mortem and `measured.json`.
 
@@ -81,78 +83,113 @@ def base_spec(args: argparse.Namespace, model: Path, port: int) -> ServerSpec:
 
 def bench_kwargs(concurrency: int, args: argparse.Namespace) -> dict[str, Any]:
     # transformers serve rejects unknown fields (422): no ignore_eos; the model has no EOS anyway (tiny_model.py)
-    return {"num_prompts": max(args.min_prompts, 2 * concurrency), "max_concurrency": concurrency, "input_len": 64,
+    return {"num_prompts": max(args.min_prompts, concurrency), "max_concurrency": concurrency, "input_len": 64,
             "output_len": args.output_len, "ignore_eos": False, "progress": False, "tokenizer": None}
 
 
+# `--configs` words: ATTENTION:CB[+EXTRA], EXTRA graph (CB's CUDA graphs) or caps (the KV caps that killed the CB worker
+# in an earlier run on the GPU machine, by the shared GPU notes: --cb-num-blocks 4096 --cb-max-batch-tokens 4096)
+_EXTRAS: dict[str, dict[str, object]] = {
+    "graph": {"--cb-use-cuda-graph": True},
+    "caps": {"--cb-num-blocks": 4096, "--cb-max-batch-tokens": 4096},
+}
+
+
+def config_spec(base: ServerSpec, word: str) -> tuple[str, ServerSpec]:
+    """``sdpa:on+graph`` -> (its label, the spec with its flags)."""
+    head, _, extra = word.partition("+")
+    attention, _, batching = head.partition(":")
+    flags: dict[str, object] = {"--attn-implementation": attention, "--continuous-batching": batching == "on"}
+    if extra:
+        flags.update(_EXTRAS[extra])
+    label = f"attn={attention} CB={batching}" + (f" +{extra}" if extra else "")
+    return label, base.with_flags(flags)
+
+
+def _check(result: Any, label: str, concurrency: int, server: Any) -> None:
+    if not result.ok:
+        raise ToolkitError(f"no request of the c={concurrency} run completed on {label}: {result.first_error}",
+                           evidence=[f"{n} x {e}" for e, n in list(result.errors.items())[:3]] + server.log_tail(15),
+                           hint="read the server log: the engine says why it answered errors")
+
+
 def sweep(host: Host, journal: Journal, base: ServerSpec, args: argparse.Namespace, deadline: float) -> list[str]:
-    """Each (attention, CB) launch as one journal step; a failure is recorded and the sweep goes on."""
+    """Each configuration as one journal step and launch; a failure is recorded and the sweep goes on."""
     outcomes = []
     telemetry = "off" if args.device == "cpu" else "nvidia-smi"
-    for attention in ("sdpa", "eager"):
-        for batching in (False, True):
-            label = f"attn={attention} CB={'on' if batching else 'off'}"
-            if time.time() > deadline:
-                outcomes.append(f"{label}: skipped (time budget)")
-                continue
-            spec = base.with_flags({"--attn-implementation": attention, "--continuous-batching": batching})
-            started = time.time()
-            try:
-                with journal.step("flag_change", label, spec=spec, host=host,
-                                  hypothesis="sdpa beats eager attention; continuous batching scales with concurrency"
-                                  ) as step, launch(host, spec, log_dir=args.log_dir) as server:
-                    try:
-                        server.wait_ready(timeout_s=600)
-                        step.record(server.readiness)
-                        watch = observed(telemetry=telemetry, telemetry_interval_ms=args.interval_ms)
-                        for concurrency in args.concurrency:
+    for word in args.configs:
+        label, spec = config_spec(base, word)
+        if time.time() > deadline:
+            outcomes.append(f"{label}: skipped (time budget)")
+            continue
+        started = time.time()
+        try:
+            with journal.step("flag_change", label, spec=spec, host=host,
+                              hypothesis="sdpa beats eager attention; continuous batching scales with concurrency"
+                              ) as step, launch(host, spec, log_dir=args.log_dir) as server:
+                try:
+                    server.wait_ready(timeout_s=args.ready_timeout_s)
+                    step.record(server.readiness)
+                    watch = observed(telemetry=telemetry, telemetry_interval_ms=args.interval_ms)
+                    for concurrency in args.concurrency:
+                        for repeat in range(args.repeats):
                             result = watch.observe(server, bench_kwargs(concurrency, args))
-                            run_id = step.record(result, run_label=f"{label} c={concurrency}")
+                            run_id = step.record(result, run_label=f"{label} c={concurrency}", repeat=repeat)
                             watch.record(step, result, run_id)
-                            if not result.ok:
-                                raise ToolkitError(
-                                    f"no request of the c={concurrency} run completed on {label}: {result.first_error}",
-                                    evidence=[f"{n} x {e}" for e, n in list(result.errors.items())[:3]]
-                                    + server.log_tail(15),
-                                    hint="read the server log: the engine says why it answered errors")
-                    finally:
-                        step.record_log_lines(decisive_lines(server.follow().events()))
-                outcomes.append(f"{label}: ok in {time.time() - started:.0f} s")
-            except ToolkitError as exc:
-                outcomes.append(f"{label}: FAILED in {time.time() - started:.0f} s: {exc.message}")
-            print(outcomes[-1], flush=True)
+                            _check(result, label, concurrency, server)
+                finally:
+                    step.record_log_lines(decisive_lines(server.follow().events()))
+                    said = [line for line in server.log_tail(2000) if " ERROR " in line or "Error" in line][:5]
+                    if said:  # the engine's own words, which its 503 answers do not carry into the bench
+                        step.note("errors in the server log:\n" + "\n".join(said))
+            outcomes.append(f"{label}: ok in {time.time() - started:.0f} s")
+        except ToolkitError as exc:
+            outcomes.append(f"{label}: FAILED in {time.time() - started:.0f} s: {exc.message}")
+        print(outcomes[-1], flush=True)
     return outcomes
 
 
-def profiled(host: Host, journal: Journal, base: ServerSpec, args: argparse.Namespace, out: Path) -> dict[str, Any]:
-    """The sdpa / CB-off server run under the profiler; one profile around a short benchmark."""
-    trace_dir = str(out / "remote-traces")
-    spec = with_profiling(base.with_flags({"--attn-implementation": "sdpa"}), trace_dir)
-    with journal.step("note", "profile: attn=sdpa CB=off under torch.profiler", spec=spec, host=host) as step, \
-            launch(host, spec, log_dir=args.log_dir) as server:
-        server.wait_ready(timeout_s=600)
-        step.record(server.readiness)
-        watch = observed({**bench_kwargs(1, args), "num_prompts": 2, "output_len": args.profile_tokens,
-                          "warmup": 0}, telemetry="off" if args.device == "cpu" else "nvidia-smi",
-                         telemetry_interval_ms=args.interval_ms)
-        with profile(server, label="sdpa CB=off, c=1", journal=journal, step=step, timeout_s=240) as capture:
-            result = watch(server)
-        run_id = step.record(result, run_label="profiled: attn=sdpa CB=off c=1")
-        watch.record(step, result, run_id)
-        assert capture.result is not None
-        found = capture.result
-        print(found.summary(), flush=True)
-        print(found.kernels(top=12).to_string(), flush=True)
-        return {"capture_s": found.capture_s, "trace_bytes": sum(f.size_bytes for f in found.files),
-                "kernel_calls": found.n_kernel_calls, "gpu_ms": found.gpu_ms,
-                "phases": found.phases().to_dict("records")}
+def profiled(host: Host, journal: Journal, base: ServerSpec, args: argparse.Namespace, out: Path) -> list[dict[str, Any]]:
+    """Each ``--profiles`` configuration launched under the profiler, profiled around one short benchmark."""
+    found = []
+    for word in args.profiles:
+        config, _, conc = word.rpartition(":c")
+        label, spec = config_spec(base, config)
+        concurrency = int(conc)
+        spec = with_profiling(spec, str(out / "remote-traces"))
+        try:
+            with journal.step("note", f"profile: {label} c={concurrency} under torch.profiler", spec=spec,
+                              host=host) as step, launch(host, spec, log_dir=args.log_dir) as server:
+                server.wait_ready(timeout_s=args.ready_timeout_s)
+                step.record(server.readiness)
+                watch = observed({**bench_kwargs(concurrency, args), "output_len": args.profile_tokens},
+                                 telemetry="off" if args.device == "cpu" else "nvidia-smi",
+                                 telemetry_interval_ms=args.interval_ms)
+                watch(server)  # warm: the first requests of a launch compile and allocate
+                with profile(server, label=f"{label} c={concurrency}", journal=journal, step=step,
+                             timeout_s=240) as capture:
+                    result = watch(server)
+                run_id = step.record(result, run_label=f"profiled: {label} c={concurrency}")
+                watch.record(step, result, run_id)
+                assert capture.result is not None
+                profile_seen = capture.result
+                print(profile_seen.summary(), flush=True)
+                print(profile_seen.kernels(top=8).to_string(), flush=True)
+                found.append({"label": profile_seen.label, "capture_s": profile_seen.capture_s,
+                              "trace_bytes": sum(f.size_bytes for f in profile_seen.files),
+                              "kernel_calls": profile_seen.n_kernel_calls, "gpu_ms": profile_seen.gpu_ms,
+                              "phases": profile_seen.phases().to_dict("records")})
+        except ToolkitError as exc:
+            found.append({"label": f"{label} c={concurrency}", "failed": exc.message})
+            print(f"profile {label} FAILED: {exc}", flush=True)
+    return found
 
 
 def overhead(host: Host, journal: Journal, base: ServerSpec, args: argparse.Namespace) -> dict[str, Any]:
     spec = base.with_flags({"--attn-implementation": "sdpa"})
     with journal.step("note", "telemetry overhead: nvidia-smi sampling on/off, ABBA", spec=spec, host=host) as step, \
             launch(host, spec, log_dir=args.log_dir) as server:
-        server.wait_ready(timeout_s=600)
+        server.wait_ready(timeout_s=args.ready_timeout_s)
         rows = telemetry_overhead(server, lambda: GpuTelemetry(host, interval_ms=args.overhead_interval_ms),
                                   bench_kwargs(1, args), rounds=args.overhead_rounds)
         summary = overhead_summary(rows)
@@ -172,10 +209,11 @@ def findings(journal: Journal, measured: dict[str, Any]) -> str:
     text = "Measured: " + "; ".join(parts) + "."
     if failed:
         text += " Failed: " + " | ".join(failed) + "."
-    profile_seen = measured.get("profile", {})
-    if "phases" in profile_seen:
-        text += (f" Profile: {profile_seen['kernel_calls']} kernel calls, {profile_seen['gpu_ms']:.1f} ms of GPU time, "
-                 f"captured in {profile_seen['capture_s']:.1f} s.")
+    for seen in measured.get("profiles", []):
+        if "phases" in seen:
+            where = ", ".join(f"{p['phase']} {p['share_pct']:.0f}% {p['where']}" for p in seen["phases"])
+            text += (f" Profile {seen['label']}: {seen['kernel_calls']} kernel calls, {seen['gpu_ms']:.1f} ms of GPU "
+                     f"time ({where}), captured in {seen['capture_s']:.1f} s.")
     return text
 
 
@@ -192,11 +230,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--heads", type=int, default=16)
     parser.add_argument("--dtype", default="bfloat16")
     parser.add_argument("--concurrency", type=lambda s: [int(c) for c in s.split(",")], default=[1, 8])
+    parser.add_argument("--configs", type=lambda s: s.split(","),
+                        default=["sdpa:off", "sdpa:on", "eager:off", "eager:on", "sdpa:on+caps"])
+    parser.add_argument("--profiles", type=lambda s: s.split(","), default=["sdpa:on:c8", "sdpa:on+graph:c8", "sdpa:off:c1"],
+                        help="CONFIG:cN, profiled in this order (the post-mortem compares the first to the others)")
+    parser.add_argument("--repeats", type=int, default=2, help="runs per concurrency on each launch")
+    parser.add_argument("--ready-timeout-s", type=float, default=120.0,
+                        help="a CB worker that died answers 503 forever: the launch fails after this")
     parser.add_argument("--min-prompts", type=int, default=4)
     parser.add_argument("--output-len", type=int, default=48)
     parser.add_argument("--profile-tokens", type=int, default=24)
     parser.add_argument("--interval-ms", type=int, default=200)
-    parser.add_argument("--overhead-rounds", type=int, default=3)
+    parser.add_argument("--overhead-rounds", type=int, default=5)
     parser.add_argument("--overhead-interval-ms", type=int, default=100)
     parser.add_argument("--budget-s", type=float, default=420.0, help="no new sweep launch after this")
     args = parser.parse_args(argv)
@@ -210,19 +255,18 @@ def main(argv: list[str] | None = None) -> int:
     base = base_spec(args, model, free_port())
     measured: dict[str, Any] = {"model_build_s": build_s, "command": sys.argv}
     measured["sweep"] = sweep(host, journal, base, args, started + args.budget_s)
-    for name, move in (("profile", profiled), ("overhead", overhead)):
-        try:
-            measured[name] = move(host, journal, base, args, out) if name == "profile" else move(host, journal, base,
-                                                                                                   args)
-        except ToolkitError as exc:
-            measured[name] = {"failed": exc.message}
-            print(f"{name} FAILED: {exc}", flush=True)
+    measured["profiles"] = profiled(host, journal, base, args, out)
+    try:
+        measured["overhead"] = overhead(host, journal, base, args)
+    except ToolkitError as exc:
+        measured["overhead"] = {"failed": exc.message}
+        print(f"overhead FAILED: {exc}", flush=True)
     journal.root_cause(findings(journal, measured))
     report = write(journal, out / "report")
     measured["report_s"] = report.seconds
     measured["total_s"] = time.time() - started
     (out / "measured.json").write_text(json.dumps(measured, indent=2, default=str) + "\n")
-    print(json.dumps({k: v for k, v in measured.items() if k != "profile"}, indent=2, default=str), flush=True)
+    print(json.dumps({k: v for k, v in measured.items() if k != "profiles"}, indent=2, default=str), flush=True)
     return 0
 
 

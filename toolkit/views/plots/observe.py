@@ -164,7 +164,10 @@ def profile_phases(phases: Mapping[str, pd.DataFrame], *, title: str | None = No
     ax.set_yticks(range(len(phases)), [short(k, 40) for k in phases], fontsize=9)
     ax.invert_yaxis()
     ax.set_xlabel("GPU time in the profile (ms)")
-    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8, title="phase")
+    if seen:
+        ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8, title="phase")
+    else:
+        empty(ax, "the profiles hold no GPU kernels (a CPU-only trace?)")
     return fig
 
 
