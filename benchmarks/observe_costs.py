@@ -40,6 +40,7 @@ from toolkit.server.server import Server  # noqa: E402
 from toolkit.server.spec import ServerSpec  # noqa: E402
 from toolkit.server.telemetry import GpuTelemetry, simulated_telemetry_command  # noqa: E402
 from toolkit.sim.testing import free_port  # noqa: E402
+from toolkit.stats import mean_interval  # noqa: E402
 
 
 def telemetry_overhead(server: Server, make_sampler: Callable[[], GpuTelemetry], bench_kwargs: Mapping[str, Any],
@@ -63,13 +64,25 @@ def telemetry_overhead(server: Server, make_sampler: Callable[[], GpuTelemetry],
 
 
 def overhead_summary(rows: list[dict[str, Any]]) -> dict[str, float]:
-    """Median tok/s with and without sampling, and the relative difference (negative: sampling slower)."""
+    """Medians with and without sampling, and the paired cost: per round (off - on) / off, mean and 95 % t-interval.
+
+    Positive cost: sampling made the server slower. The pairs share a round's conditions (ABBA),
+    so their differences carry less of the shared machine's drift than the medians do.
+    """
     on = [r["output_throughput"] for r in rows if r["sampling"]]
     off = [r["output_throughput"] for r in rows if not r["sampling"]]
     median_on, median_off = statistics.median(on), statistics.median(off)
     spread = statistics.pstdev(off) / median_off if len(off) > 1 and median_off else float("nan")
+    rounds = sorted({r["round"] for r in rows})
+    paired = []
+    for number in rounds:
+        pair = {r["sampling"]: r["output_throughput"] for r in rows if r["round"] == number}
+        if True in pair and False in pair and pair[False]:
+            paired.append(100.0 * (pair[False] - pair[True]) / pair[False])
+    cost, low, high = mean_interval(paired)
     return {"tok_s_sampling": median_on, "tok_s_without": median_off,
             "overhead_pct": 100.0 * (median_off - median_on) / median_off if median_off else float("nan"),
+            "paired_cost_pct": cost, "paired_cost_ci95_low": low, "paired_cost_ci95_high": high,
             "run_to_run_cv_pct": 100.0 * spread, "rounds": len(on)}
 
 
@@ -128,8 +141,9 @@ def main(argv: list[str] | None = None) -> int:
     for row in captures:
         print(json.dumps(row))
     print(f"\ntelemetry ({args.interval_ms} ms, simulated stand-in): {summary['tok_s_sampling']:.1f} tok/s sampling vs "
-          f"{summary['tok_s_without']:.1f} without: {summary['overhead_pct']:+.1f}% "
-          f"(run-to-run CV without sampling {summary['run_to_run_cv_pct']:.1f}%, {summary['rounds']} rounds)")
+          f"{summary['tok_s_without']:.1f} without (medians); paired cost {summary['paired_cost_pct']:+.1f}% "
+          f"[{summary['paired_cost_ci95_low']:+.1f}, {summary['paired_cost_ci95_high']:+.1f}] (95% t, "
+          f"{summary['rounds']} ABBA rounds; run-to-run CV without sampling {summary['run_to_run_cv_pct']:.1f}%)")
     print("profile capture (start -> traces fetched): " + ", ".join(f"{c['capture_s']:.2f} s" for c in captures)
           + "; after the window: " + ", ".join(f"{c['stop_to_fetched_s']:.2f} s" for c in captures))
     if args.json is not None:

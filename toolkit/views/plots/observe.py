@@ -80,9 +80,18 @@ def telemetry(metric_lines: pd.DataFrame, *, title: str | None = None) -> Figure
     axes[2].set_ylabel("generation tok/s (server log)")
     axes[2].set_xlabel(metric_label("t_s"))
     axes[0].set_ylim(0, 105)
-    if axes[0].get_legend() is not None:
-        sns.move_legend(axes[0], "upper left", bbox_to_anchor=(1.01, 1.0), title="run", fontsize=8)
+    _figure_legend(fig, axes[0])
     return fig
+
+
+def _figure_legend(fig: Figure, ax: Axes) -> None:
+    """One legend for all panels, right of them (an axes legend would stretch its own panel)."""
+    legend = ax.get_legend()
+    if legend is None:
+        return
+    handles, labels = ax.get_legend_handles_labels()
+    legend.remove()
+    fig.legend(handles, labels, loc="outside right upper", title="run", fontsize=8)
 
 
 _SERVER_SERIES = (("running_requests", "running_req"), ("waiting_requests", "queue_req"),
@@ -112,8 +121,7 @@ def server_metrics_over_time(metric_lines: pd.DataFrame, *, title: str | None = 
                             legend=False, s=18, marker="o", alpha=0.6)
         ax.set_ylabel(metric_label(column))
     axes[-1].set_xlabel(metric_label("t_s"))
-    if axes[0].get_legend() is not None:
-        sns.move_legend(axes[0], "upper left", bbox_to_anchor=(1.01, 1.0), title="run", fontsize=8)
+    _figure_legend(fig, axes[0])
     return fig
 
 
@@ -145,9 +153,9 @@ def profile_phases(phases: Mapping[str, pd.DataFrame], *, title: str | None = No
     if not phases:
         empty(ax, "no profiles")
         return fig
-    order = ["prefill", "draft", "verify", "draft_extend", "decode", "(unknown)"]
+    order = ["prefill", "draft", "verify", "draft_extend", "decode", "batched step", "(unknown)"]
     palette = {"prefill": "#1f77b4", "draft": "#9467bd", "verify": "#d62728", "draft_extend": "#8c564b",
-               "decode": "#2ca02c", "(unknown)": "#7f7f7f"}
+               "decode": "#2ca02c", "batched step": "#17becf", "(unknown)": "#7f7f7f"}
     seen: set[str] = set()
     for y, table in enumerate(phases.values()):
         left = 0.0
@@ -176,19 +184,18 @@ def profile_comparison(frame: pd.DataFrame, *, top: int = 15, title: str | None 
     require(frame, ["phase", "kernel", "delta_ms", "moved"], "profile_comparison()")
     data = frame.head(top)
     label_a, label_b = frame.attrs.get("label_a", "A"), frame.attrs.get("label_b", "B")
-    fig, ax = new_figure(9.5, 0.38 * max(len(data), 3) + 1.4)
-    ax.set_title(title or f"GPU time change per kernel: {short(label_b, 30)} minus {short(label_a, 30)}")
+    fig, ax = new_figure(10.0, 0.4 * max(len(data), 3) + 1.6)
+    ax.set_title(title or f"GPU time change per kernel\n{short(label_a, 45)} → {short(label_b, 45)}", fontsize=10)
     if data.empty:
         empty(ax, "nothing to compare")
         return fig
     colors = ["#2e7d32" if "into CUDA graph" in str(m) else "#c62828" if "out of" in str(m) else
               "#1f77b4" if float(d) < 0 else "#f5a623" for m, d in zip(data["moved"], data["delta_ms"], strict=True)]
     ax.barh(range(len(data)), data["delta_ms"], color=colors)
-    ax.set_yticks(range(len(data)), [f"{r.phase}: {short(r.kernel, 50)}" for r in data.itertuples()], fontsize=8)
+    names = [f"{r.phase}: {short(r.kernel, 44)}  [{short(str(r.moved).replace(label_a, 'A').replace(label_b, 'B'), 24)}]"
+             for r in data.itertuples()]
+    ax.set_yticks(range(len(data)), names, fontsize=8)
     ax.invert_yaxis()
     ax.axvline(0, color="black", linewidth=0.8)
-    for i, row in enumerate(data.itertuples()):  # the label on the other side of zero, clear of the bar
-        ax.annotate(str(row.moved), (0, i), xytext=(-4 if row.delta_ms >= 0 else 4, 0), textcoords="offset points",
-                    va="center", ha="right" if row.delta_ms >= 0 else "left", fontsize=7)
-    ax.set_xlabel(metric_label("delta_ms"))
+    ax.set_xlabel(metric_label("delta_ms") + " (green: into a CUDA graph, red: out of one)")
     return fig
