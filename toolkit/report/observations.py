@@ -169,8 +169,6 @@ def profile_section(journal: Journal, steps: pd.DataFrame, dpi: int, *, top: int
     if profiles:
         blocks.append(_figure(plots.profile_phases({label: p.phases() for label, p in profiles}), "profile_phases",
                               "GPU time per phase of each profile, inside CUDA graphs or eager", dpi))
-        first_label, first = profiles[0]
-        blocks.append(_figure(plots.kernels(first.kernels()), "profile_kernels_1", f"top kernels of {first_label}", dpi))
     for n, (label, other) in enumerate(profiles[1:], start=2):
         moved = compare_kernel_tables(profiles[0][1].kernels(), other.kernels(), label_a=profiles[0][0], label_b=label)
         rows = tuple((r.phase, r.kernel, _num(r.total_ms_a, 2), _num(r.total_ms_b, 2), _num(r.delta_ms, 2), r.where_a,

@@ -47,7 +47,7 @@ def _panels(rows: int, width: float, height: float) -> tuple[Figure, list[Axes]]
 
 
 def telemetry(metric_lines: pd.DataFrame, *, title: str | None = None) -> Figure:
-    """GPU utilisation and power over each run (kind ``gpu``), beside the log's generation throughput.
+    """GPU utilisation and power over each run (kind ``gpu``, mean over the GPUs), beside the log's generation throughput.
 
     ``metric_lines`` is ``journal.metric_lines()``; one colour per run. Simulated samples say so in the title.
     """
@@ -57,16 +57,19 @@ def telemetry(metric_lines: pd.DataFrame, *, title: str | None = None) -> Figure
     gpu = metric_lines[metric_lines["kind"] == "gpu"]
     fig, axes = _panels(3, 9.0, 8.0)
     simulated = "simulated" in gpu.columns and bool(gpu["simulated"].fillna(False).astype(bool).any())
-    fig.suptitle(title or ("GPU telemetry per run" + (" (SIMULATED GPUs)" if simulated else "")))
+    axes[0].set_title(title or ("GPU telemetry per run" + (" (SIMULATED GPUs)" if simulated else "")))
     if gpu.empty:
         for ax in axes:
             empty(ax, "no GPU telemetry recorded (tk.observed(...) samples it)")
         return fig
     data = _runs(gpu)
+    columns = [c for c in ("gpu_util_pct", "power_w") if c in data.columns]
+    # one point per sample time: the mean over the GPUs (per-GPU lines of an 8-GPU host are unreadable)
+    data = data.groupby(["run", "t_s"], sort=False)[columns].mean().reset_index()
     for ax, column in zip(axes[:2], ("gpu_util_pct", "power_w"), strict=True):
         if column in data.columns and data[column].notna().any():
-            sns.lineplot(data=data.dropna(subset=[column]), x="t_s", y=column, hue="run", errorbar=("pi", 100),
-                         ax=ax, legend=ax is axes[0])
+            sns.lineplot(data=data.dropna(subset=[column]), x="t_s", y=column, hue="run", estimator=None,
+                         errorbar=None, ax=ax, legend=ax is axes[0])
         else:
             empty(ax, f"the GPUs reported no {metric_label(column)}")
         ax.set_ylabel(metric_label(column))
@@ -106,7 +109,7 @@ def server_metrics_over_time(metric_lines: pd.DataFrame, *, title: str | None = 
     scraped = metric_lines[metric_lines["kind"] == "prometheus"]
     series = [(s, log) for s, log in _SERVER_SERIES if s in scraped.columns and scraped[s].notna().any()]
     fig, axes = _panels(max(len(series), 1), 9.0, 2.3 * max(len(series), 1) + 0.8)
-    fig.suptitle(title or "Server metrics over each run (/metrics lines, log metric lines as dots)")
+    axes[0].set_title(title or "Server metrics over each run (/metrics lines, log metric lines as dots)")
     if not series:
         empty(axes[0], "no /metrics scrapes recorded (SGLang needs --enable-metrics)")
         return fig
