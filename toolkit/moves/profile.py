@@ -31,7 +31,6 @@ from __future__ import annotations
 import json
 import time
 import uuid
-from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
 from typing import Any
@@ -105,17 +104,13 @@ def _launch_dir(spec: ServerSpec) -> str | None:
     return env.get("VLLM_TORCH_PROFILER_DIR") or env.get("SGLANG_TORCH_PROFILER_DIR")
 
 
-@dataclass(frozen=True)
-class _Listing:
-    files: dict[str, int]  # name -> size
-
-
 class ProfileCapture:
     """A context manager: starts the server's profiler on enter; on exit stops it, fetches and stores the traces.
 
     ``result`` holds the :class:`~toolkit.moves.profile_result.Profile` after a clean exit.
     ``num_steps`` (SGLang, vLLM 0.33 ``max_iterations``) bounds the window in scheduler steps;
-    otherwise the window is the ``with`` block. ``ranks`` picks SGLang's TP ranks to fetch.
+    otherwise the window is the ``with`` block. ``ranks`` picks the TP ranks whose files are fetched
+    (SGLang and vLLM write one per rank; an 8-rank trace set is 8 times the bytes).
     """
 
     def __init__(self, server: Server, *, label: str = "profile", journal: Journal | None = None,
@@ -144,11 +139,11 @@ class ProfileCapture:
         else:
             self.remote_dir = server.host.expand_user(str(fixed))
         self.result: Profile | None = None
-        self._before: _Listing = _Listing({})
+        self._before: dict[str, int] = {}  # trace file name -> size, before the start
         self._started_at = 0.0
 
     # ---- host side --------------------------------------------------------------------------
-    def _list(self) -> _Listing:
+    def _list(self) -> dict[str, int]:
         script = (f"find {quote_path(self.remote_dir)} -maxdepth 1 -type f \\( -name '*.json' -o -name '*.json.gz' \\) "
                   "! -name '.*' -printf '%s\\t%f\\n' 2>/dev/null; true")
         files = {}
@@ -156,15 +151,18 @@ class ProfileCapture:
             size, _, name = line.partition("\t")
             if name and size.isdigit():
                 files[name] = int(size)
-        return _Listing(files)
+        return files
 
     def _signal(self, name: str) -> None:
         self.server.host.run(f"kill -{name} {int(self.server.pid)}", timeout_s=10)
 
     def _wanted(self, names: list[str]) -> list[str]:
-        if self.server.spec.engine != "sglang":
-            return sorted(names)
-        return sorted(n for n in names if any(f"-TP-{r}-" in n or f"-TP-{r}." in n for r in self.ranks))
+        """The files of the wanted ranks: SGLang ``-TP-{r}``, vLLM ``_tp{r}_``; every file otherwise."""
+        if self.server.spec.engine == "sglang":
+            return sorted(n for n in names if any(f"-TP-{r}-" in n or f"-TP-{r}." in n for r in self.ranks))
+        if self.server.spec.engine == "vllm":
+            return sorted(n for n in names if any(f"_tp{r}_" in n for r in self.ranks))
+        return sorted(names)
 
     # ---- life cycle -------------------------------------------------------------------------
     def __enter__(self) -> ProfileCapture:
@@ -239,16 +237,15 @@ class ProfileCapture:
         return () if self.engine is None or self.engine.start_profile is None else self.engine.start_profile.body_fields
 
     def _new_files(self) -> dict[str, int]:
-        listing = self._list()
-        return {n: s for n, s in listing.files.items() if self._before.files.get(n) != s}
+        return {n: s for n, s in self._list().items() if self._before.get(n) != s}
 
     def _ready(self, files: dict[str, int]) -> list[str]:
         """The wanted files when all are there and non-empty (SGLang: one per wanted TP rank), else []."""
         wanted = self._wanted(list(files))
         if not wanted or any(files[n] == 0 for n in wanted):
             return []
-        if self.server.spec.engine == "sglang" and len(wanted) < len(self.ranks):
-            return []
+        if self.server.spec.engine in ("sglang", "vllm") and len(wanted) < len(self.ranks):
+            return []  # every rank writes its own file: wait for all the wanted ones
         return wanted
 
     def _fetch(self, names: list[str]) -> None:
