@@ -34,6 +34,11 @@ __all__ = [
     "perf_bisect",
     "compare_commits",
     "env_report",
+    "profile",
+    "observed",
+    "greedy_outputs",
+    "compare_outputs",
+    "compare_profiles",
     "validate_spec",
     "LogView",
     "ServerPanel",
@@ -85,6 +90,16 @@ def _moves() -> dict[str, Any]:
             "compare_commits": compare_commits, "env_report": env_report}
 
 
+def _observing() -> dict[str, Any]:
+    from toolkit.moves.equivalence import compare_outputs, greedy_outputs
+    from toolkit.moves.observe import observed
+    from toolkit.moves.profile import profile
+    from toolkit.moves.profile_result import compare_profiles
+
+    return {"profile": profile, "observed": observed, "greedy_outputs": greedy_outputs,
+            "compare_outputs": compare_outputs, "compare_profiles": compare_profiles}
+
+
 def _views() -> dict[str, Any]:
     from toolkit.views import plots
     from toolkit.views.widgets import LogView, ServerPanel
@@ -117,6 +132,7 @@ _LOADER_OF: dict[str, Callable[[], dict[str, Any]]] = {
     "Journal": _journal,
     "bench": _benchmark,
     **dict.fromkeys(("sweep", "compare", "compare_flag", "perf_bisect", "compare_commits", "env_report"), _moves),
+    **dict.fromkeys(("profile", "observed", "greedy_outputs", "compare_outputs", "compare_profiles"), _observing),
     **dict.fromkeys(("LogView", "ServerPanel", "plots"), _views),
     **dict.fromkeys(("errors", "logs", "report", "ToolkitError"), _modules),
 }
@@ -138,6 +154,10 @@ if TYPE_CHECKING:
     from toolkit.moves import compare, compare_flag, sweep
     from toolkit.moves.bisect import compare_commits, perf_bisect
     from toolkit.moves.envcheck import env_report
+    from toolkit.moves.equivalence import compare_outputs, greedy_outputs
+    from toolkit.moves.observe import observed
+    from toolkit.moves.profile import profile
+    from toolkit.moves.profile_result import compare_profiles
     from toolkit.server.launch import launch, launch_multinode
     from toolkit.server.preflight import validate_spec
     from toolkit.server.server import Server

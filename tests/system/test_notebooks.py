@@ -76,7 +76,19 @@ def test_onboarding_replays_the_seed_over_ssh(onboarding: tuple[nbformat.Noteboo
     notes = "\n".join(text for (text,) in results.execute("SELECT text FROM notes"))
     assert "seed loop after" in notes and "ERROR: " in notes and "Ignore import error" in notes, notes
     assert (out / "postmortem.html").stat().st_size > 50_000
-    assert "root cause" in (out / "postmortem.md").read_text().lower()
+    postmortem = (out / "postmortem.md").read_text()
+    assert "root cause" in postmortem.lower()
+    # issue 15: the profile finds the cause, every run is observed, greedy outputs hold
+    assert "| verify | fused_moe_kernel |" in postmortem and "What moved: prefill-mode verify" in postmortem
+    profiles = dict(results.execute("SELECT title, verdict FROM steps WHERE title LIKE 'profile of the %'"))
+    assert profiles == {"profile of the prefill-mode verify": "confirmed",
+                        "profile of the decode-mode verify": "confirmed"}, profiles
+    assert "gpu_telemetry.png" in postmortem and "server_prometheus.png" in postmortem
+    states = [s for (s,) in results.execute(
+        "SELECT json_extract(values_json, '$.flushed') FROM metric_lines WHERE kind = 'cache'")]
+    runs = results.execute("SELECT count(*) FROM runs").fetchone()[0]
+    assert len(states) == runs and all(states), states            # every result: cache flushed before it
+    assert "Greedy outputs were identical to the reference in every checked run." in postmortem
 
 
 def test_postmortem_notebook_renders_any_journal(onboarding: tuple[nbformat.NotebookNode, Path],

@@ -8,6 +8,7 @@ version. The server is stopped on every way out, because ``with launch(...)`` ow
 
 from __future__ import annotations
 
+import abc
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -26,7 +27,21 @@ from toolkit.server.logfile import count_lines
 from toolkit.server.server import Server
 from toolkit.server.spec import ServerSpec
 
-__all__ = ["RunOutcome", "run_launch", "make_bench_call", "metric_window", "decisive_lines"]
+__all__ = ["RunOutcome", "RunObserver", "run_launch", "make_bench_call", "metric_window", "decisive_lines"]
+
+
+class RunObserver(abc.ABC):
+    """A ``bench=`` callable that also watches its runs (telemetry, metrics, cache state: moves/observe.py).
+
+    The trial calls it like any bench call, then hands it the journal step and the run's id,
+    so that what it saw is stored with the run.
+    """
+
+    @abc.abstractmethod
+    def __call__(self, server: Server) -> BenchResult: ...
+
+    @abc.abstractmethod
+    def record(self, step: StepRecorder, result: BenchResult, run_id: int | None) -> None: ...
 
 
 @dataclass(frozen=True, eq=False)
@@ -207,6 +222,8 @@ def _measure(
                     run_id = step.record_bench(result, run_label=run_label, repeat=first_repeat + k, host=host.name)
                     if rows:
                         step.record_metrics(rows, run_id=run_id)
+                    if isinstance(bench_call, RunObserver):
+                        bench_call.record(step, result, run_id)
                 outcome = RunOutcome(result, first_repeat + k, launch_no, server.pid, report.time_to_ready_s,
                                      None if step is None else step.id, run_id, len(rows), host.name)
                 outcomes.append(outcome)

@@ -34,6 +34,7 @@ from toolkit.report.document import (
     to_html,
     to_markdown,
 )
+from toolkit.report.observations import observation_sections
 from toolkit.server.naming import diff
 from toolkit.stats import compare_samples
 from toolkit.views import plots
@@ -270,6 +271,7 @@ def build(journal: Journal, *, dpi: int = 100) -> tuple[str, list[Block]]:
     blocks += [Heading("Results")]
     blocks += [_results_table(configs)] if configs else [Paragraph("No benchmark runs were recorded.", True)]
     blocks += [figures[name] for name in figures if name != "timeline"]
+    blocks += observation_sections(journal, steps, results, metrics, baseline, dpi)
     blocks += _step_details(steps, baseline_spec)
     blocks += _log_section(steps, logs)
     blocks += [Heading("Root cause"), Paragraph(root_cause or "Not recorded yet.", not root_cause)]

@@ -23,7 +23,8 @@ from toolkit.engines import EngineProfile, resolve_profile
 from toolkit.server.health import ProbeOutcome, judge_answer, quote_body
 
 __all__ = ["HttpAnswer", "request", "auth_headers", "ProbeOutcome", "probe_server", "probe_generation",
-           "engine_versions"]
+           "engine_versions", "start_profile", "stop_profile", "flush_cache", "scrape_metrics", "served_model",
+           "complete_greedy"]
 
 
 @dataclass(frozen=True)
@@ -44,10 +45,16 @@ def auth_headers(api_key: str | None) -> dict[str, str]:
 
 
 def request(url: str, *, body: dict[str, object] | None = None, timeout_s: float = 5.0,
-            max_bytes: int = 1 << 20, headers: Mapping[str, str] | None = None) -> HttpAnswer:
-    """GET (or POST ``body`` as JSON) ``url``; never raises for HTTP or network errors."""
+            max_bytes: int = 1 << 20, headers: Mapping[str, str] | None = None, method: str | None = None,
+            api_key: str | None = None) -> HttpAnswer:
+    """GET (or POST ``body`` as JSON) ``url``; never raises for HTTP or network errors.
+
+    ``method="POST"`` posts without a body (vLLM's ``/stop_profile``); ``api_key`` goes in
+    ``Authorization: Bearer KEY``, as both engines expect it.
+    """
     data = None if body is None else json.dumps(body).encode()
-    req = urllib.request.Request(url, data=data, headers={"Content-Type": "application/json", **(headers or {})})
+    sent = {"Content-Type": "application/json", **auth_headers(api_key), **(headers or {})}
+    req = urllib.request.Request(url, data=data, headers=sent, method=method)
     try:
         with urllib.request.urlopen(req, timeout=timeout_s) as response:  # noqa: S310 (http only)
             return HttpAnswer(response.status, response.read(max_bytes))
@@ -171,3 +178,68 @@ def engine_versions(url: str, engine: str, *, timeout_s: float = 2.0, profile: E
             versions["simulator"] = str(data["simulator"])
         return versions
     return {}
+
+
+# ---- the performance engineer's moves: profiles, the prefix cache, Prometheus metrics ------------------------
+
+
+def start_profile(url: str, path: str = "/start_profile", *, body: dict[str, object] | None = None,
+                  timeout_s: float = 30.0, api_key: str | None = None) -> HttpAnswer:
+    """``POST {path}`` with the engine's profiler request (SGLang ``ProfileReqInput``; vLLM 0.33 start body).
+
+    SGLang answers ``Start profiling.`` (200) once every rank's profiler runs (sglang 0.5.9
+    entrypoints/http_server.py:832-854); vLLM registers the route only when profiling was
+    configured at launch, else 404.
+    """
+    return request(url.rstrip("/") + path, body=body, method="POST", timeout_s=timeout_s, api_key=api_key)
+
+
+def stop_profile(url: str, path: str = "/stop_profile", *, timeout_s: float = 300.0,
+                 api_key: str | None = None) -> HttpAnswer:
+    """``POST {path}``: the engine stops and exports its traces; this may take minutes on a big trace."""
+    return request(url.rstrip("/") + path, method="POST", timeout_s=timeout_s, api_key=api_key)
+
+
+def flush_cache(url: str, path: str = "/flush_cache", *, timeout_s: float = 30.0,
+                api_key: str | None = None) -> HttpAnswer:
+    """``POST {path}`` (SGLang ``/flush_cache``, vLLM ``/reset_prefix_cache``); the caller reads the answer."""
+    return request(url.rstrip("/") + path, method="POST", timeout_s=timeout_s, api_key=api_key)
+
+
+def scrape_metrics(url: str, path: str = "/metrics", *, timeout_s: float = 2.0,
+                   max_bytes: int = 8 << 20) -> HttpAnswer:
+    """``GET {path}``: the Prometheus text page (open without an API key on both engines)."""
+    return request(url.rstrip("/") + path, timeout_s=timeout_s, max_bytes=max_bytes)
+
+
+def served_model(url: str, *, timeout_s: float = 5.0, api_key: str | None = None) -> str | None:
+    """The first model ``GET /v1/models`` lists, or None."""
+    answer = request(url.rstrip("/") + "/v1/models", timeout_s=timeout_s, api_key=api_key)
+    try:
+        listed = answer.json() if answer.status == 200 else None
+        models = listed.get("data") if isinstance(listed, dict) else None
+        return str(models[0]["id"]) if models else None
+    except (ValueError, KeyError, TypeError, IndexError):
+        return None
+
+
+def complete_greedy(url: str, prompt: str, *, model: str | None, max_tokens: int, chat: bool = False,
+                    logprobs: bool = True, timeout_s: float = 120.0, api_key: str | None = None) -> HttpAnswer:
+    """One non-streamed greedy completion (``temperature: 0``), with per-token texts when ``logprobs``.
+
+    Completions ask ``logprobs: 1`` (the answer's ``choices[0].logprobs.tokens``), chat asks
+    ``logprobs: true`` (``choices[0].logprobs.content[i].token``). A server that rejects the
+    field (``transformers serve`` answers 422 to unknown fields) is asked again by the caller
+    without it.
+    """
+    body: dict[str, object] = {"max_tokens": max_tokens, "temperature": 0, "stream": False}
+    if model is not None:
+        body["model"] = model
+    if chat:
+        body["messages"] = [{"role": "user", "content": prompt}]
+    else:
+        body["prompt"] = prompt
+    if logprobs:
+        body["logprobs"] = True if chat else 1
+    path = "/v1/chat/completions" if chat else "/v1/completions"
+    return request(url.rstrip("/") + path, body=body, timeout_s=timeout_s, api_key=api_key)

@@ -25,7 +25,7 @@ __all__ = ["FAULTS", "SimConfig", "build_parser", "engine_of", "parse_server_arg
 # (transformers serve's batching thread; the others' schedulers die with their server).
 # watchdog (SGLang): a forward step stalls while serving; the rank's watchdog fires after --watchdog-timeout.
 FAULTS = ("none", "oom", "nccl", "port-in-use", "scheduler-traceback", "crash-while-serving", "hang", "slow-start",
-          "worker-dead-after-start", "watchdog")
+          "worker-dead-after-start", "watchdog", "greedy-divergence")
 SIM_ENGINES = ("sglang", "vllm", "transformers")
 VLLM_SPEC_METHODS = ("eagle", "eagle3", "mtp", "deepseek_mtp", "medusa", "ngram", "draft_model")
 

@@ -1,4 +1,4 @@
-"""`python -m toolkit.sim [FLAGS]` runs a simulated server; `python -m toolkit.sim make-repo DIR` writes a history.
+"""`python -m toolkit.sim [FLAGS]` runs a simulated server; `make-repo DIR` writes a history; `telemetry` fakes nvidia-smi.
 
 The serve path parses flags like the imitated release (argparse: unknown flag -> exit 2), reads
 the simulated source checkout if there is one (a broken checkout dies with the engine's
@@ -20,6 +20,7 @@ from toolkit.sim.logs import banner
 from toolkit.sim.repo import main as make_repo_main
 from toolkit.sim.server import SimServer
 from toolkit.sim.source import find_source
+from toolkit.sim.telemetry import main as telemetry_main
 
 __all__ = ["main"]
 
@@ -28,6 +29,8 @@ def main(argv: list[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
     if args[:1] == ["make-repo"]:
         return make_repo_main(args[1:])
+    if args[:1] == ["telemetry"]:
+        return telemetry_main(args[1:])
     config = parse_server_args(args)
     try:
         source = find_source(config.engine, config.source_dir)

@@ -94,12 +94,17 @@ class Engine:
         spec = self.model.setup.speculation
         return spec.num_steps if spec else 0
 
-    def new_request(self, rid: str, prompt_tokens: int, max_tokens: int) -> GenRequest:
-        """A request with its own seeded token texts and acceptance noise (reproducible per --sim-seed)."""
+    def new_request(self, rid: str, prompt_tokens: int, max_tokens: int, words: WordSource | None = None
+                    ) -> GenRequest:
+        """A request with its own seeded token texts and acceptance noise (reproducible per --sim-seed).
+
+        ``words`` replaces the texts (greedy requests: fixed by the prompt, toolkit.sim.outputs).
+        """
         self._counter += 1
         rng = random.Random(self.seed * 1_000_003 + self._counter)
         sampler = AcceptSampler(self.model.accept_distribution(), rng.random())
-        request = GenRequest(rid, prompt_tokens, max_tokens, sampler, WordSource(rng.randrange(1 << 30)))
+        texts = WordSource(rng.randrange(1 << 30))
+        request = GenRequest(rid, prompt_tokens, max_tokens, sampler, words if words is not None else texts)
         if max_tokens >= 2:  # one-token readiness probes come in varying numbers: they draw no noise
             request.slowdown = noise_slowdown(self.seed, self.noise_key, self._noisy, self.noise_pct)
             self._noisy += 1

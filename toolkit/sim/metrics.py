@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from toolkit.sim.engine import Totals
 
-__all__ = ["render_vllm_metrics"]
+__all__ = ["render_vllm_metrics", "family"]
 
 
-def _family(name: str, kind: str, help_text: str, samples: list[tuple[dict[str, str], float]]) -> list[str]:
+def family(name: str, kind: str, help_text: str, samples: list[tuple[dict[str, str], float]]) -> list[str]:
     lines = [f"# HELP {name} {help_text}", f"# TYPE {name} {kind}"]
     for labels, value in samples:
         label_text = ",".join(f'{k}="{v}"' for k, v in sorted(labels.items()))
@@ -20,26 +20,26 @@ def render_vllm_metrics(totals: Totals, model_name: str, running: int, waiting: 
     """The counters a benchmark or a notebook reads: tokens, requests, speculative acceptance."""
     base = {"engine": "0", "model_name": model_name}
     out: list[str] = []
-    out += _family("vllm:num_requests_running", "gauge", "Number of requests in model execution batches.",
+    out += family("vllm:num_requests_running", "gauge", "Number of requests in model execution batches.",
                    [(base, running)])
-    out += _family("vllm:num_requests_waiting", "gauge", "Number of requests waiting to be processed.",
+    out += family("vllm:num_requests_waiting", "gauge", "Number of requests waiting to be processed.",
                    [(base, waiting)])
-    out += _family("vllm:kv_cache_usage_perc", "gauge", "KV-cache usage. 1 means 100 percent usage.",
+    out += family("vllm:kv_cache_usage_perc", "gauge", "KV-cache usage. 1 means 100 percent usage.",
                    [(base, kv_usage)])
-    out += _family("vllm:prompt_tokens_total", "counter", "Number of prefill tokens processed.",
+    out += family("vllm:prompt_tokens_total", "counter", "Number of prefill tokens processed.",
                    [(base, totals.prompt_tokens)])
-    out += _family("vllm:generation_tokens_total", "counter", "Number of generation tokens processed.",
+    out += family("vllm:generation_tokens_total", "counter", "Number of generation tokens processed.",
                    [(base, totals.generation_tokens)])
-    out += _family("vllm:request_success_total", "counter", "Count of successfully processed requests.",
+    out += family("vllm:request_success_total", "counter", "Count of successfully processed requests.",
                    [({**base, "finished_reason": "length"}, totals.requests_finished)])
     if speculative:
-        out += _family("vllm:spec_decode_num_drafts_total", "counter", "Number of spec decoding drafts.",
+        out += family("vllm:spec_decode_num_drafts_total", "counter", "Number of spec decoding drafts.",
                        [(base, totals.spec_forward_ct)])
-        out += _family("vllm:spec_decode_num_draft_tokens_total", "counter", "Number of draft tokens.",
+        out += family("vllm:spec_decode_num_draft_tokens_total", "counter", "Number of draft tokens.",
                        [(base, totals.spec_drafted_tokens)])
-        out += _family("vllm:spec_decode_num_accepted_tokens_total", "counter", "Number of accepted tokens.",
+        out += family("vllm:spec_decode_num_accepted_tokens_total", "counter", "Number of accepted tokens.",
                        [(base, totals.spec_accepted_drafts)])
-        out += _family("vllm:spec_decode_num_accepted_tokens_per_pos_total", "counter",
+        out += family("vllm:spec_decode_num_accepted_tokens_per_pos_total", "counter",
                        "Accepted tokens per draft position.",
                        [({**base, "position": str(i)}, n) for i, n in enumerate(totals.spec_accepted_per_pos)])
     return "\n".join(out) + "\n"

@@ -152,6 +152,8 @@ def vllm_parser(release: SimRelease, knobs: Callable[[argparse.ArgumentParser], 
     a("--trust-remote-code", dest="trust_remote_code", action="store_true", help="Trust remote code.")
     a("--dtype", dest="dtype", default="auto", choices=["auto", "half", "float16", "bfloat16", "float", "float32"],
       help="Data type for model weights and activations.")
+    a("--profiler-config", dest="profiler_config", type=json.loads,  # 0.14+ (toolkit/engines/vllm.py)
+      help='Profiler configuration as JSON, e.g. \'{"profiler": "torch", "torch_profiler_dir": "DIR"}\'.')
     # A list from 0.11 (vllm/entrypoints/openai/cli_args.py); VLLM_API_KEY when not given.
     a("--api-key", dest="api_key", nargs="+" if release.at_least("0.11.0") else None,
       help="If provided, the server will require one of these keys to be presented in the header.")

@@ -26,6 +26,9 @@ from toolkit.sim import protocol
 from toolkit.sim.engine import Chunk, GenRequest
 from toolkit.sim.health import HealthRoutes
 from toolkit.sim.metrics import render_vllm_metrics
+from toolkit.sim.observability import register_observability
+from toolkit.sim.outputs import add_logprobs, greedy_words
+from toolkit.sim.protocol import WordSource
 from toolkit.sim.release_logs import server_args_fields
 from toolkit.sim.route_host import RouteHost
 from toolkit.sim.startup import sglang_server_args
@@ -98,9 +101,10 @@ class Routes:
                 return web.json_response({"error": "Unauthorized"}, status=401)
         return await handler(request)
 
-    async def _start(self, prompt_tokens: int, max_tokens: int, rid: str) -> GenRequest:
+    async def _start(self, prompt_tokens: int, max_tokens: int, rid: str, words: WordSource | None = None
+                     ) -> GenRequest:
         await self.server.ready.wait()  # generation is proven only after the warm-up request
-        gen = self.server.engine.new_request(rid, prompt_tokens, max_tokens)
+        gen = self.server.engine.new_request(rid, prompt_tokens, max_tokens, words)
         self.server.requests_seen += 1
         self.server.engine.submit(gen)
         return gen
@@ -180,7 +184,8 @@ class Routes:
             return web.json_response({"error": f"CB worker is dead and cannot accept request {rid}: "
                                                f"{self.server.worker_error}"}, status=503)
         try:
-            sampling = protocol.parse_sampling(await self._body(request), chat, self.config.served_model_name,
+            raw = await self._body(request)
+            sampling = protocol.parse_sampling(raw, chat, self.config.served_model_name,
                                                strict_model=self.config.engine == "vllm")
         except protocol.BadRequest as exc:
             if self.config.engine == "vllm":
@@ -188,7 +193,8 @@ class Routes:
                                 f"code={exc.status}", "error", source="serving_chat.py:136")
             return _error(str(exc), exc.kind, exc.status)
         rid = ("chatcmpl-" if chat else "cmpl-") + uuid.uuid4().hex
-        gen = await self._start(sampling.prompt_tokens, sampling.max_tokens, rid)
+        words = greedy_words(raw, chat, sampling.temperature, self.config.seed, self.config.fault)
+        gen = await self._start(sampling.prompt_tokens, sampling.max_tokens, rid, words)
         base: dict[str, object] = {"id": rid, "object": "chat.completion.chunk" if chat else "text_completion",
                 "created": int(time.time()), "model": sampling.model}
         try:
@@ -196,6 +202,7 @@ class Routes:
                 texts = [t async for chunk in _chunks(gen) for t in chunk.texts]
                 body = protocol.final_response(base, chat, "".join(texts), "length",
                                                protocol.usage(sampling.prompt_tokens, gen.generated))
+                add_logprobs(body, raw, chat, texts)
                 return web.json_response(body)
             return await self._stream(request, gen, base, chat, sampling)
         except (ConnectionResetError, asyncio.CancelledError):
@@ -297,4 +304,5 @@ def build_app(server: RouteHost) -> web.Application:
     else:
         add.add_get("/metrics", r.metrics)
         add.add_get("/version", r.version)
+    register_observability(app, server)  # profiler, SGLang --enable-metrics, cache reset, /sim/gpu
     return app

@@ -50,8 +50,12 @@ class TinyModelConfig:
     heads: int = 4
     seed: int = 0
     max_position_embeddings: int = 2048
+    dtype: str = "float32"  # what the weights are saved in; the GPU run uses bfloat16
 
     def __post_init__(self) -> None:
+        if self.dtype not in ("float32", "bfloat16", "float16"):
+            raise InvalidFlag(f"dtype={self.dtype!r} is not float32, bfloat16 or float16.",
+                              hint="pass dtype='bfloat16' for a GPU-sized model, else keep float32.")
         if self.hidden_size % self.heads:
             raise InvalidFlag(
                 f"hidden_size={self.hidden_size} is not divisible by heads={self.heads}.",
@@ -123,6 +127,8 @@ def build_tiny_model(
     heads: int = 4,
     seed: int = 0,
     max_position_embeddings: int = 2048,
+    dtype: str = "float32",
+    device: str = "cpu",
 ) -> Path:
     """Train a byte-level BPE tokenizer and save a random `LlamaForCausalLM` next to it.
 
@@ -132,12 +138,14 @@ def build_tiny_model(
     all 256 bytes, lone high bytes would be held back as incomplete UTF-8 and merge chunks).
     The generation config has no EOS, because `transformers serve` has no `ignore_eos`:
     every request then generates exactly `max_tokens`, which is what a benchmark wants.
+    ``device="cuda"`` initialises the weights on the GPU (seconds instead of minutes for a 1B
+    model; seeded per device, so CPU and GPU builds differ), ``dtype`` is what is saved.
     """
     import torch
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
     from transformers import GenerationConfig, LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
 
-    config = TinyModelConfig(vocab_size, hidden_size, layers, heads, seed, max_position_embeddings)
+    config = TinyModelConfig(vocab_size, hidden_size, layers, heads, seed, max_position_embeddings, dtype)
     target = Path(out_dir)
     staging = target.with_name(f".{target.name}.partial-{os.getpid()}")
     shutil.rmtree(staging, ignore_errors=True)
@@ -180,7 +188,9 @@ def build_tiny_model(
         pad_token_id=fast.pad_token_id,
         tie_word_embeddings=False,
     )
-    model = LlamaForCausalLM(llama_config).eval()
+    with torch.device(device):
+        model = LlamaForCausalLM(llama_config).eval()
+    model = model.to(dtype={"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}[dtype])
     model.generation_config = GenerationConfig(
         do_sample=False, bos_token_id=fast.bos_token_id, pad_token_id=fast.pad_token_id, eos_token_id=None
     )
@@ -206,10 +216,11 @@ def main(argv: list[str] | None = None) -> int:
     build.add_argument("out_dir")
     defaults = TinyModelConfig()
     for key, value in asdict(defaults).items():
-        build.add_argument(f"--{key.replace('_', '-')}", type=int, default=value)
+        build.add_argument(f"--{key.replace('_', '-')}", type=type(value), default=value)
+    build.add_argument("--device", default="cpu", help="where the weights are initialised (cuda: fast for 1B)")
     args = parser.parse_args(argv)
     options = {key: vars(args)[key] for key in asdict(defaults)}
-    path = build_tiny_model(args.out_dir, **options)
+    path = build_tiny_model(args.out_dir, **options, device=args.device)
     stamp = read_stamp(path) or {}
     print(f"built {path}: vocab {stamp.get('vocab_actual')}, {stamp.get('parameters')} parameters")
     return 0

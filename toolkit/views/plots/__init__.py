@@ -11,16 +11,26 @@ are Student-t confidence intervals of the mean over repeats (:func:`toolkit.stat
 
 - :mod:`.runs`: ``throughput``, ``latency_ecdf``, ``server_metrics`` (journal DataFrames);
 - :mod:`.story`: ``timeline``, ``bisect``, ``env_matrix``;
-- :mod:`.results`: ``ab``, ``sweep``, ``bisection``, ``env`` (the toolkit's result objects).
+- :mod:`.results`: ``ab``, ``sweep``, ``bisection``, ``env`` (the toolkit's result objects);
+- :mod:`.observe`: ``telemetry``, ``server_metrics_over_time``, ``kernels``, ``profile_phases``,
+  ``profile_comparison`` (what a run saw besides its numbers, and profiles).
 """
 
 from __future__ import annotations
 
 from toolkit.benchmark.labels import metric_label
 from toolkit.views.plots._figure import VERDICT_COLORS
+from toolkit.views.plots.observe import (
+           kernels,
+           profile_comparison,
+           profile_phases,
+           server_metrics_over_time,
+           telemetry,
+)
 from toolkit.views.plots.results import ab, bisection, env, sweep
 from toolkit.views.plots.runs import latency_ecdf, server_metrics, throughput
 from toolkit.views.plots.story import bisect, env_matrix, timeline
 
 __all__ = ["throughput", "latency_ecdf", "server_metrics", "timeline", "bisect", "env_matrix", "ab", "sweep",
-           "bisection", "env", "metric_label", "VERDICT_COLORS"]
+           "bisection", "env", "metric_label", "VERDICT_COLORS", "telemetry", "server_metrics_over_time", "kernels",
+           "profile_phases", "profile_comparison"]

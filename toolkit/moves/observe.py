@@ -1,0 +1,230 @@
+"""A benchmark run that also watches: GPU telemetry, the server's Prometheus metrics, the prefix cache, outputs.
+
+What AIPerf and GuideLLM users ask for, tied to the journal: while a run is measured, the
+host's GPUs are sampled (:mod:`toolkit.server.telemetry`) and the engine's ``/metrics`` is
+scraped (:mod:`toolkit.server.scrape`); before it, the prefix cache is flushed or its state
+noted, so an A/B test never compares a cold cache with a warm one by accident
+(sgl-project/sglang#39651); after it, greedy outputs can be checked against a reference.
+
+``observed(bench={...})`` is a ``bench=`` callable: pass it to ``sweep``, ``compare``,
+``compare_flag`` or ``compare_commits`` and every run records its observations, because the
+trial hands it the journal step (:class:`toolkit.moves.trial.RunObserver`). By hand::
+
+    watch = tk.observed(bench=BENCH, cache="flush")
+    result = watch(server)
+    watch.record(step, result, step.record(result))
+
+Rows in the journal (``journal.metric_lines(run_id)``): kind ``gpu`` (rank ``GPU0``...),
+``prometheus``, ``cache`` (``flushed``/``warm`` booleans: :func:`cache_state` reads them back)
+and ``equivalence``.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+import weakref
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, Literal
+
+from toolkit.benchmark import BenchResult
+from toolkit.engines import EngineProfile, resolve_profile
+from toolkit.journal import StepRecorder
+from toolkit.logs import MetricRow
+from toolkit.moves.equivalence import EquivalenceResult, GreedyOutputs, compare_outputs, greedy_outputs
+from toolkit.moves.trial import RunObserver, make_bench_call
+from toolkit.server.http import engine_versions, flush_cache
+from toolkit.server.scrape import MetricsScraper
+from toolkit.server.server import Server
+from toolkit.server.telemetry import GpuTelemetry, simulated_telemetry_command
+
+__all__ = ["CachePolicy", "CacheState", "CacheRecord", "Observation", "ObservedBench", "observed", "cache_state",
+           "flush_prefix_cache"]
+
+CachePolicy = Literal["flush", "keep"]
+CacheState = Literal["flushed", "warm", "unknown"]
+
+
+@dataclass(frozen=True)
+class CacheRecord:
+    """The prefix cache before a run: the policy asked, the state that resulted, and the evidence."""
+
+    policy: CachePolicy
+    state: CacheState
+    detail: str
+    http_status: int = 0
+
+    def metric_row(self) -> MetricRow:
+        values = {"flushed": self.state == "flushed", "warm": self.state == "warm",
+                  "policy_flush": self.policy == "flush", "http_status": self.http_status}
+        return MetricRow("cache", values, datetime.now(), None, 0)
+
+
+def cache_state(values: Mapping[str, Any]) -> CacheState:
+    """A ``cache`` row's values (as the journal gives them back) -> ``flushed``, ``warm`` or ``unknown``."""
+    if values.get("flushed") is True or values.get("flushed") == 1:
+        return "flushed"
+    return "warm" if values.get("warm") is True or values.get("warm") == 1 else "unknown"
+
+
+def flush_prefix_cache(server: Server, engine: EngineProfile | None, *, attempts: int = 3,
+                       api_key: str | None = None) -> CacheRecord:
+    """Flush the server's prefix cache through its release's endpoint, and say whether it happened.
+
+    SGLang ``/flush_cache`` answers 400 while requests run (sglang 0.5.23 http_server.py:1025-1040):
+    it is asked again after a second. vLLM's ``/reset_prefix_cache`` exists only with
+    ``VLLM_SERVER_DEV_MODE=1`` (0.33.0 serve/dev/cache/api_router.py:20-43) and answers 404 otherwise.
+    """
+    if engine is None or engine.flush_cache is None:
+        return CacheRecord("flush", "unknown", f"{server.spec.engine} has no prefix-cache flush endpoint")
+    endpoint = engine.flush_cache
+    answer = flush_cache(server.url, endpoint.path, api_key=api_key)
+    for _ in range(attempts - 1):
+        if answer.status != 400:
+            break
+        time.sleep(1.0)
+        answer = flush_cache(server.url, endpoint.path, api_key=api_key)
+    said = answer.body.decode("utf-8", "replace").strip().replace("\n", " ")[:160] or (answer.error or "")
+    refused = answer.status == 200 and '"success": false' in said.replace("'", '"').lower()
+    if answer.status == 200 and not refused:
+        return CacheRecord("flush", "flushed", f"POST {endpoint.path}: 200 {said}".strip(), 200)
+    hint = f" (needs {endpoint.enabled_by} at launch)" if answer.status == 404 and endpoint.enabled_by else ""
+    return CacheRecord("flush", "unknown", f"POST {endpoint.path}: HTTP {answer.status} {said}{hint}".strip(),
+                       answer.status)
+
+
+@dataclass
+class Observation:
+    """What one run saw besides its benchmark numbers."""
+
+    cache: CacheRecord | None = None
+    gpu_rows: list[MetricRow] = field(default_factory=list)
+    gpu_note: str = ""
+    metric_rows: list[MetricRow] = field(default_factory=list)
+    metrics_note: str = ""
+    equivalence: EquivalenceResult | None = None
+
+    def rows(self) -> list[MetricRow]:
+        cache = [self.cache.metric_row()] if self.cache else []
+        equivalence = [self.equivalence.metric_row()] if self.equivalence else []
+        return cache + self.gpu_rows + self.metric_rows + equivalence
+
+    def note(self) -> str:
+        parts = [f"cache {self.cache.state} ({self.cache.detail})" if self.cache else "",
+                 f"GPU telemetry: {self.gpu_note}" if self.gpu_note else "",
+                 f"server metrics: {self.metrics_note}" if self.metrics_note else "",
+                 f"output equivalence: {self.equivalence.summary()}" if self.equivalence else ""]
+        return "; ".join(p for p in parts if p)
+
+
+class ObservedBench(RunObserver):
+    """``bench=`` that flushes (or notes) the cache, samples GPUs and scrapes ``/metrics`` around each run.
+
+    ``telemetry``: ``auto`` (the simulator's stand-in for a simulated server, else nvidia-smi),
+    ``nvidia-smi``, ``simulated``, ``off``, or a DCGM exporter URL. ``cache``: ``flush`` before
+    each run, or ``keep`` (the state is then ``warm`` after an earlier run on the same launch,
+    else ``unknown``). ``reference``: greedy outputs to compare this run's with.
+    """
+
+    def __init__(self, bench: Mapping[str, Any] | Callable[[Server], BenchResult] | None = None, *,
+                 telemetry: str = "auto", telemetry_interval_ms: int = 500, metrics: bool = True,
+                 metrics_interval_s: float = 1.0, cache: CachePolicy = "keep", reference: GreedyOutputs | None = None,
+                 api_key: str | None = None, progress: bool = False) -> None:
+        if cache not in ("flush", "keep"):
+            raise ValueError(f"cache must be 'flush' or 'keep', not {cache!r}")
+        self._bench = make_bench_call(bench, progress=progress)
+        self.telemetry, self.telemetry_interval_ms = telemetry, int(telemetry_interval_ms)
+        self.metrics, self.metrics_interval_s = metrics, metrics_interval_s
+        self.cache, self.reference, self.api_key = cache, reference, api_key
+        self._observations: dict[int, tuple[BenchResult, Observation]] = {}
+        self._benched: weakref.WeakSet[Server] = weakref.WeakSet()
+        self._lock = threading.Lock()
+
+    def _gpus(self, server: Server) -> GpuTelemetry | None:
+        kind = self.telemetry
+        if kind == "off":
+            return None
+        if kind.startswith(("http://", "https://")):
+            return GpuTelemetry(server.host, kind="dcgm", dcgm_url=kind, interval_ms=self.telemetry_interval_ms)
+        if kind == "simulated" or (kind == "auto" and server.spec.simulated):
+            command = simulated_telemetry_command(server.spec.python or "python3", f"http://127.0.0.1:{server.spec.port}",
+                                                  self.telemetry_interval_ms)
+            return GpuTelemetry(server.host, kind="simulated", command=command, interval_ms=self.telemetry_interval_ms)
+        if kind in ("auto", "nvidia-smi"):
+            return GpuTelemetry(server.host, interval_ms=self.telemetry_interval_ms)
+        raise ValueError(f"telemetry must be auto, nvidia-smi, simulated, off or a DCGM URL, not {kind!r}")
+
+    def __call__(self, server: Server) -> BenchResult:
+        return self.observe(server)
+
+    def observe(self, server: Server, bench: Mapping[str, Any] | Callable[[Server], BenchResult] | None = None
+                ) -> BenchResult:
+        """One observed run; ``bench`` replaces this object's benchmark for it (another concurrency, say).
+
+        The cache state follows the launch across calls: a second run on the same server is ``warm``.
+        """
+        run = self._bench if bench is None else make_bench_call(bench, progress=False)
+        engine = None
+        if server.spec.engine in ("sglang", "vllm"):
+            engine = resolve_profile(server.spec.engine, engine_versions(server.url, server.spec.engine)
+                                     .get(server.spec.engine)).profile
+        observation = Observation()
+        if self.cache == "flush":
+            observation.cache = flush_prefix_cache(server, engine, api_key=self.api_key)
+        else:
+            warm = server in self._benched
+            observation.cache = CacheRecord("keep", "warm" if warm else "unknown",
+                                            "not flushed; earlier runs on this launch may have filled it" if warm
+                                            else "not flushed; first run on this launch (warm-up requests ran)")
+        gpus = self._gpus(server)
+        scraper = MetricsScraper(server.url, engine.metrics, path=engine.metrics_path,
+                                 interval_s=self.metrics_interval_s) if self.metrics and engine else None
+        if self.metrics and engine is None:
+            observation.metrics_note = f"{server.spec.engine} serves no Prometheus /metrics"
+        try:
+            if gpus is not None:
+                gpus.start()
+            if scraper is not None:
+                scraper.start()
+            result = run(server)
+        finally:
+            if scraper is not None:
+                observation.metric_rows, observation.metrics_note = scraper.stop(), scraper.note
+            if gpus is not None:
+                observation.gpu_rows = [s.metric_row() for s in gpus.stop()]
+                observation.gpu_note = gpus.note
+            self._benched.add(server)
+        if self.reference is not None:
+            mine = greedy_outputs(server, self.reference.prompts, max_tokens=self.reference.max_tokens,
+                                  api_key=self.api_key)
+            observation.equivalence = compare_outputs(self.reference, mine)
+        with self._lock:
+            self._observations[id(result)] = (result, observation)
+        return result
+
+    def observation(self, result: BenchResult) -> Observation | None:
+        """What was observed around the run that returned ``result``."""
+        with self._lock:
+            held = self._observations.get(id(result))
+        return held[1] if held is not None and held[0] is result else None
+
+    def record(self, step: StepRecorder, result: BenchResult, run_id: int | None) -> None:
+        """Store the run's observations in ``step``, joined to ``run_id``; forgets them afterwards."""
+        with self._lock:
+            held = self._observations.pop(id(result), None)
+        if held is None or held[0] is not result:
+            return
+        observation = held[1]
+        step.record_metrics(observation.rows(), run_id=run_id)
+        step.note(f"run {run_id}: {observation.note()}")
+
+
+def observed(bench: Mapping[str, Any] | Callable[[Server], BenchResult] | None = None, **options: Any) -> ObservedBench:
+    """A ``bench=`` that observes each run: see :class:`ObservedBench`.
+
+    >>> watch = observed({"num_prompts": 8, "output_len": 64}, cache="flush", telemetry="auto")  # doctest: +SKIP
+    >>> tk.compare_flag(host, spec, "--speculative-attention-mode", "prefill", "decode", bench=watch)  # doctest: +SKIP
+    """
+    return ObservedBench(bench, **options)

@@ -1,0 +1,197 @@
+"""Post-mortem sections for what the runs saw besides their numbers, and for the profiles.
+
+- **Every run**: its configuration, the prefix-cache state before it (``flushed``, ``warm``,
+  ``unknown``: never compare a cold cache with a warm one by accident), GPU utilisation and
+  power while it ran, the server's running/waiting requests and KV-cache usage from
+  ``/metrics``, and whether its greedy outputs matched the reference.
+- **Output equivalence**: a run faster than the baseline whose greedy outputs changed is
+  flagged, because a speed-up that changes outputs is not a speed-up.
+- **Profiles**: each step note ``profile: <folder>`` (written by ``tk.profile``) leads to the
+  folder beside the journal; its kernel table, its phases, and what moved between profiles.
+
+Each function takes the journal's DataFrames (and the journal, for the profiles' folder) and
+returns document blocks; ``postmortem.build`` places them.
+"""
+
+from __future__ import annotations
+
+import io
+import math
+import re
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from toolkit.moves.kernels import compare_kernel_tables
+from toolkit.moves.observe import cache_state
+from toolkit.moves.profile_result import Profile, load_profile
+from toolkit.report.document import Block, Bullets, Figure, Heading, Paragraph, Table
+from toolkit.views import plots
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from toolkit.journal import Journal
+
+__all__ = ["observation_sections", "runs_table", "equivalence_section", "profile_section", "profile_notes"]
+
+_PROFILE_NOTE = re.compile(r"^profile: (\S+)", re.MULTILINE)
+
+
+def _num(value: Any, digits: int = 1) -> str:
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return ""
+    return f"{float(value):.{digits}f}"
+
+
+def _figure(fig: Any, name: str, alt: str, dpi: int) -> Figure:
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format="png", dpi=dpi)
+    return Figure(f"{name}.png", alt, buffer.getvalue())
+
+
+def _kind(metrics: pd.DataFrame, kind: str, run_id: Any) -> pd.DataFrame:
+    return metrics[(metrics["kind"] == kind) & (metrics["run_id"] == run_id)]
+
+
+def _mean(frame: pd.DataFrame, column: str, how: str = "mean") -> float | None:
+    if column not in frame.columns or frame[column].dropna().empty:
+        return None
+    values = frame[column].dropna().astype("float64")
+    return float(values.max() if how == "max" else values.mean())
+
+
+def runs_table(results: pd.DataFrame, metrics: pd.DataFrame) -> list[Block]:
+    """One row per benchmark run: cache state, GPU telemetry, server metrics and output equivalence."""
+    blocks: list[Block] = [Heading("Every run: cache, GPUs, server metrics, outputs")]
+    if results.empty:
+        return blocks + [Paragraph("No benchmark runs were recorded.", True)]
+    if metrics.empty or "kind" not in metrics.columns:
+        metrics = metrics.assign(kind=None, run_id=None)
+    rows, simulated = [], False
+    for run in results.itertuples():
+        cache = _kind(metrics, "cache", run.run_id)
+        state = cache_state(cache.iloc[-1].to_dict()) if len(cache) else "not recorded"
+        policy = "" if not len(cache) else ("flush" if bool(cache.iloc[-1].get("policy_flush")) else "keep")
+        gpu = _kind(metrics, "gpu", run.run_id)
+        simulated = simulated or ("simulated" in gpu.columns and bool(gpu["simulated"].fillna(False).any()))
+        prom = _kind(metrics, "prometheus", run.run_id)
+        same = _kind(metrics, "equivalence", run.run_id)
+        outputs = ""
+        if len(same):
+            last = same.iloc[-1]
+            outputs = f"{int(last['identical'])}/{int(last['prompts'])} identical"
+            if "first_divergence" in same.columns and not math.isnan(float(last.get("first_divergence", math.nan))):
+                outputs += f", first divergence at {int(last['first_divergence'])}"
+        gpus = gpu["rank"].nunique() if len(gpu) else 0
+        rows.append((f"{run.label} #{run.run_id}", state + (f" ({policy})" if policy else ""),
+                     f"{gpus}" if gpus else "", _num(_mean(gpu, "gpu_util_pct")), _num(_mean(gpu, "power_w"), 0),
+                     _num(_mean(gpu, "mem_used_mib", "max"), 0), str(len(prom)) if len(prom) else "",
+                     _num(_mean(prom, "running_requests", "max"), 0), _num(_mean(prom, "kv_cache_usage", "max"), 3),
+                     outputs))
+    columns = ("run", "prefix cache before the run", "GPUs", "mean GPU util (%)", "mean power (W)",
+               "peak memory (MiB)", "/metrics scrapes", "max running requests", "max KV-cache usage",
+               "greedy outputs vs reference")
+    blocks.append(Table(columns, tuple(rows)))
+    if simulated:
+        blocks.append(Paragraph("GPU telemetry of simulated servers comes from the simulator's stand-in for "
+                                "nvidia-smi: SIMULATED GPUs, values derived from the simulated load.", True))
+    states = {r[1].split(" ")[0] for r in rows}
+    if {"flushed", "warm"} <= states or {"flushed", "unknown"} <= states:
+        blocks.append(Paragraph("Runs of different cache states are compared above: read their differences "
+                                "with the cache in mind.", True))
+    return blocks
+
+
+def equivalence_section(results: pd.DataFrame, metrics: pd.DataFrame, baseline: str | None) -> list[Block]:
+    """Which runs kept greedy outputs, and a flag on every speed-up that changed them."""
+    if metrics.empty or "kind" not in metrics.columns or not (metrics["kind"] == "equivalence").any():
+        return []
+    checks = metrics[metrics["kind"] == "equivalence"]
+    base = results.loc[results["label"] == baseline, "output_throughput"].dropna() if baseline else None
+    base_tok_s = float(base.mean()) if base is not None and len(base) else None
+    items = []
+    for row in checks.itertuples():
+        run = results[results["run_id"] == row.run_id]
+        tok_s = float(run["output_throughput"].iloc[0]) if len(run) and "output_throughput" in run else None
+        held = bool(row.holds)
+        text = f"{row.label} (run {row.run_id}): {int(row.identical)}/{int(row.prompts)} prompts identical"
+        if not held and "first_divergence" in checks.columns and not math.isnan(float(row.first_divergence)):
+            text += f", first divergence at position {int(row.first_divergence)} of prompt {int(row.first_divergence_prompt)}"
+        if not held and tok_s is not None and base_tok_s is not None and tok_s > base_tok_s:
+            text = f"FLAG: faster than the baseline ({tok_s:.1f} vs {base_tok_s:.1f} tok/s) but greedy outputs " \
+                   f"changed. {text}"
+        items.append(text)
+    held_all = bool(checks["holds"].astype(bool).all())
+    verdict = ("Greedy outputs were identical to the reference in every checked run." if held_all else
+               "Greedy outputs changed in some runs: a change that should only be faster changed what the model says.")
+    return [Heading("Output equivalence (greedy)"), Paragraph(verdict), Bullets(tuple(items))]
+
+
+def profile_notes(steps: pd.DataFrame) -> list[tuple[Any, str, str]]:
+    """(step seq, step title, profile folder as the note gives it) for every profile note."""
+    out = []
+    for row in steps.itertuples():
+        for match in _PROFILE_NOTE.finditer(str(row.notes or "")):
+            out.append((row.seq, row.title, match.group(1)))
+    return out
+
+
+def _kernel_rows(profile: Profile, top: int) -> Table:
+    table = profile.kernels(top=top)
+    rows = tuple((r.phase, r.kernel, str(r.calls), _num(r.total_ms, 2), _num(r.mean_us, 1), _num(r.share_pct, 1),
+                  r.where) for r in table.itertuples())
+    return Table(("phase", "kernel", "calls", "GPU ms", "mean µs", "share (%)", "where"), rows)
+
+
+def profile_section(journal: Journal, steps: pd.DataFrame, dpi: int, *, top: int = 12) -> list[Block]:
+    """Each profile's kernel table and phases; what moved from the first profile to each later one."""
+    notes = profile_notes(steps)
+    if not notes:
+        return []
+    blocks: list[Block] = [Heading("Profiles: where the GPU time went")]
+    profiles: list[tuple[str, Profile]] = []
+    for seq, title, folder in notes:
+        path = Path(folder) if Path(folder).is_absolute() else journal.path.parent / folder
+        try:
+            profile = load_profile(path)
+        except (OSError, ValueError, KeyError) as exc:
+            blocks += [Heading(f"#{seq} {title}", 3), Paragraph(f"The profile in {folder} could not be read: {exc}", True)]
+            continue
+        profiles.append((profile.label, profile))
+        phases = profile.phases()
+        split = "; ".join(f"{r.phase} {r.share_pct:.0f}% of GPU time, {r.where}" for r in phases.itertuples())
+        blocks += [Heading(f"#{seq} {title}: profile {profile.label!r}", 3),
+                   Paragraph(("SIMULATED trace (toolkit.sim). " if profile.simulated else "")
+                             + f"{profile.n_kernel_calls} kernel calls, {profile.gpu_ms:.1f} ms of GPU time, captured in "
+                               f"{profile.capture_s:.1f} s by {profile.method}. Phases: {split}. Traces: {folder} "
+                               f"(open {folder}/perfetto.html, or load the .trace.json.gz in ui.perfetto.dev)."),
+                   _kernel_rows(profile, top)]
+    if profiles:
+        blocks.append(_figure(plots.profile_phases({label: p.phases() for label, p in profiles}), "profile_phases",
+                              "GPU time per phase of each profile, inside CUDA graphs or eager", dpi))
+    for n, (label, other) in enumerate(profiles[1:], start=2):
+        moved = compare_kernel_tables(profiles[0][1].kernels(), other.kernels(), label_a=profiles[0][0], label_b=label)
+        rows = tuple((r.phase, r.kernel, _num(r.total_ms_a, 2), _num(r.total_ms_b, 2), _num(r.delta_ms, 2), r.where_a,
+                      r.where_b, r.moved) for r in moved.head(top).itertuples())
+        blocks += [Heading(f"What moved: {profiles[0][0]} → {label}", 3),
+                   Table(("phase", "kernel", f"GPU ms ({profiles[0][0]})", f"GPU ms ({label})", "change (ms)",
+                          "where before", "where after", "moved"), rows),
+                   _figure(plots.profile_comparison(moved), f"profile_comparison_{n}",
+                           f"kernels that moved from {profiles[0][0]} to {label}", dpi)]
+    return blocks
+
+
+def observation_sections(journal: Journal, steps: pd.DataFrame, results: pd.DataFrame, metrics: pd.DataFrame,
+                         baseline: str | None, dpi: int) -> list[Block]:
+    """All of this module's sections, with the telemetry and server-metric figures."""
+    blocks = runs_table(results, metrics)
+    kinds = set(metrics["kind"].dropna()) if not metrics.empty and "kind" in metrics.columns else set()
+    if "gpu" in kinds:
+        blocks.append(_figure(plots.telemetry(metrics), "gpu_telemetry",
+                              "GPU utilisation and power per run beside the server's generation throughput", dpi))
+    if "prometheus" in kinds:
+        blocks.append(_figure(plots.server_metrics_over_time(metrics), "server_prometheus",
+                              "the server's /metrics over each run, with the log's metric lines", dpi))
+    blocks += equivalence_section(results, metrics, baseline)
+    blocks += profile_section(journal, steps, dpi)
+    return blocks

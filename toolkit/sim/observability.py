@@ -1,0 +1,94 @@
+"""What a performance engineer scrapes from the simulated server: Prometheus metrics, cache flush, GPU load.
+
+- SGLang ``/metrics`` only with ``--enable-metrics`` (sglang 0.5.9 entrypoints/http_server.py;
+  series and labels of metrics/collector.py:305-397 and managers/scheduler_metrics_mixin.py:114-120:
+  ``model_name, engine_type, tp_rank, pp_rank, moe_ep_rank``; only TP rank 0 exports by default).
+- vLLM ``/reset_prefix_cache`` (POST) only with ``VLLM_SERVER_DEV_MODE=1`` (0.33.0
+  serve/dev/cache/api_router.py:20-43, answering ``{"success": true}``).
+- ``/sim/gpu`` (simulator only): the engine's busy time and queue, which the simulated
+  telemetry (``python -m toolkit.sim telemetry``) turns into utilisation, clocks and power.
+- the profiler routes (:mod:`toolkit.sim.profiler`).
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from typing import TYPE_CHECKING
+
+from aiohttp import web
+
+from toolkit.sim.engine import GenRequest
+from toolkit.sim.metrics import family
+from toolkit.sim.profiler import SimProfiler
+
+if TYPE_CHECKING:
+    from toolkit.sim.server import SimServer
+
+__all__ = ["register_observability", "render_sglang_metrics"]
+
+
+def render_sglang_metrics(server: SimServer) -> str:
+    """SGLang's gauges and counters as its scheduler on TP rank 0 exports them."""
+    e, c = server.engine, server.config
+    labels = {"model_name": c.served_model_name, "engine_type": "unified", "tp_rank": "0", "pp_rank": "0",
+              "moe_ep_rank": "0"}
+    usage = e.num_tokens_in_use / max(server.max_total_tokens, 1)
+    out = family("sglang:num_running_reqs", "gauge", "The number of running requests.", [(labels, len(e.running))])
+    out += family("sglang:num_queue_reqs", "gauge", "The number of requests in the waiting queue.",
+                  [(labels, len(e.waiting))])
+    out += family("sglang:token_usage", "gauge", "The token usage.", [(labels, usage)])
+    out += family("sglang:gen_throughput", "gauge", "The generation throughput (token/s).",
+                  [(labels, e.last_gen_throughput)])
+    out += family("sglang:cache_hit_rate", "gauge", "The prefix cache hit rate.", [(labels, 0.0)])
+    if c.speculation is not None:
+        t = e.totals
+        accept = t.spec_accept_tokens / t.spec_forward_ct if t.spec_forward_ct else 0.0
+        out += family("sglang:spec_accept_length", "gauge", "The average acceptance length of speculative decoding.",
+                      [(labels, accept)])
+    out += family("sglang:prompt_tokens_total", "counter", "Number of prefill tokens processed.",
+                  [(labels, e.totals.prompt_tokens)])
+    out += family("sglang:generation_tokens_total", "counter", "Number of generation tokens processed.",
+                  [(labels, e.totals.generation_tokens)])
+    out += family("sglang:num_requests_total", "counter", "Number of requests processed.",
+                  [(labels, e.totals.requests_finished)])
+    return "\n".join(out) + "\n"
+
+
+class _GpuLoad:
+    """Busy seconds of the (simulated) GPUs: every step's modelled duration, added when it ends."""
+
+    def __init__(self, server: SimServer) -> None:
+        self.server = server
+        self.busy_s = 0.0
+        server.engine.hooks.append(self._on_step)
+
+    def _on_step(self, kind: str, batch: list[GenRequest]) -> None:
+        model = self.server.model
+        ms = model.prefill_ms(sum(r.prompt_tokens for r in batch)) if kind == "prefill" else model.step_ms(len(batch))
+        self.busy_s += ms / 1000.0
+
+    async def handle(self, request: web.Request) -> web.Response:
+        e, c = self.server.engine, self.server.config
+        return web.json_response({"simulator": "toolkit.sim", "tp_size": c.tp_size, "busy_s": self.busy_s,
+                                  "now": time.time(), "running": len(e.running), "waiting": len(e.waiting),
+                                  "mem_fraction_static": c.mem_fraction_static,
+                                  "speculative": c.speculation is not None})
+
+
+def register_observability(app: web.Application, server: SimServer) -> None:
+    """Add the routes of this module to the server's application (one call from routes.build_app)."""
+    SimProfiler(server).register(app)
+    app.router.add_get("/sim/gpu", _GpuLoad(server).handle)
+    c = server.config
+    if c.engine == "sglang" and c.namespace.get("enable_metrics"):
+        async def metrics(request: web.Request) -> web.Response:
+            return web.Response(text=render_sglang_metrics(server), content_type="text/plain", charset="utf-8")
+
+        app.router.add_get("/metrics", metrics)
+    if c.engine == "vllm" and os.environ.get("VLLM_SERVER_DEV_MODE") == "1":
+        async def reset_prefix_cache(request: web.Request) -> web.Response:
+            server.log("Resetting prefix cache", source="api_router.py:30")
+            return web.json_response({"success": True})
+
+        app.router.add_post("/reset_prefix_cache", reset_prefix_cache)

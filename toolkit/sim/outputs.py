@@ -1,0 +1,86 @@
+"""Greedy outputs of the simulated server: the same prompt gives the same tokens under any speed flag.
+
+With ``temperature: 0`` a real engine's output depends only on the model and the prompt (up
+to numerics); speculative decoding, CUDA graphs or an attention backend must not change it.
+The simulator has no model, so a greedy request's token texts are drawn from a generator
+seeded by the prompt (and ``--sim-seed``), never by the launch's flags. The fault
+``--sim-fault greedy-divergence`` breaks that on purpose: about half the prompts (chosen by
+their hash) diverge after a few tokens, as a speed-up that changes outputs would.
+
+A non-streamed completion that asks ``logprobs`` gets the per-token texts back in the
+OpenAI shapes both engines use (completions: ``logprobs.tokens``; chat:
+``logprobs.content[i].token``), with log-probabilities of 0.0: the simulator has no model.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Mapping
+
+from toolkit.sim.protocol import WordSource
+
+__all__ = ["GreedyWords", "greedy_words", "add_logprobs", "DIVERGENCE_FAULT"]
+
+DIVERGENCE_FAULT = "greedy-divergence"
+
+
+def _prompt_text(body: Mapping[str, object], chat: bool) -> str:
+    if chat:
+        messages = body.get("messages")
+        parts = []
+        for message in messages if isinstance(messages, list) else []:
+            content = message.get("content") if isinstance(message, Mapping) else None
+            parts.append(content if isinstance(content, str) else repr(content))
+        return "\n".join(parts)
+    return repr(body.get("prompt", body.get("text")))
+
+
+class GreedyWords(WordSource):
+    """Token texts fixed by the prompt; with ``diverge_at`` set, different ones from that token on."""
+
+    def __init__(self, seed: int, diverge_at: int | None) -> None:
+        super().__init__(seed)
+        self._other = WordSource(seed ^ 0x5EED) if diverge_at is not None else None
+        self._diverge_at = diverge_at
+        self._taken = 0
+
+    def take(self, n: int) -> list[str]:
+        out = []
+        for _ in range(n):
+            word = super().take(1)[0]
+            if self._other is not None and self._diverge_at is not None and self._taken >= self._diverge_at:
+                word = self._other.take(1)[0]
+            out.append(word)
+            self._taken += 1
+        return out
+
+
+def greedy_words(body: object, chat: bool, temperature: float, seed: int, fault: str) -> GreedyWords | None:
+    """The words for a greedy request (None for a sampled one: the engine's seeded source then)."""
+    if temperature != 0.0 or not isinstance(body, Mapping):
+        return None
+    digest = hashlib.sha256(f"{seed}\0{_prompt_text(body, chat)}".encode()).digest()
+    prompt_seed = int.from_bytes(digest[:8], "big")
+    diverge_at = None
+    if fault == DIVERGENCE_FAULT and digest[8] % 2 == 0:
+        diverge_at = 3 + digest[9] % 8
+    return GreedyWords(prompt_seed, diverge_at)
+
+
+def add_logprobs(response: dict[str, object], body: object, chat: bool, texts: list[str]) -> None:
+    """Put per-token texts into a non-streamed response when the request asked for ``logprobs``."""
+    if not isinstance(body, Mapping) or not body.get("logprobs"):
+        return
+    choices = response.get("choices")
+    if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
+        return
+    if chat:
+        choices[0]["logprobs"] = {"content": [{"token": t, "logprob": 0.0, "bytes": list(t.encode()),
+                                               "top_logprobs": []} for t in texts]}
+        return
+    offsets, at = [], 0
+    for text in texts:
+        offsets.append(at)
+        at += len(text)
+    choices[0]["logprobs"] = {"tokens": list(texts), "token_logprobs": [0.0] * len(texts), "top_logprobs": None,
+                              "text_offset": offsets}

@@ -1,0 +1,183 @@
+"""The simulated server's torch profiler: ``/start_profile`` and ``/stop_profile`` writing Chrome traces.
+
+SGLang (imitating 0.5.9 entrypoints/http_server.py:832-865 and
+managers/scheduler_profiler_mixin.py): GET or POST, JSON body optional (``output_dir``,
+``num_steps``, ``activities``, ``with_stack``, ``profile_prefix``...); the folder defaults to
+``$SGLANG_TORCH_PROFILER_DIR``, else ``/tmp``; each TP rank writes
+``[{prefix}-]{profile_id}-TP-{rank}.trace.json.gz`` (``profile_id`` = the start's
+``time.time()``); with ``num_steps`` the profile stops by itself after that many scheduler
+steps; a start while one runs, or a stop with none running, is an error (HTTP 500, as the
+engine's ``RuntimeError`` becomes). The ranks log ``Profiling starts. Traces will be saved
+to: ...`` and ``Profiling done. Traces are saved to: ...``.
+
+vLLM (0.33.0 entrypoints/serve/profile/api_router.py:38-66): ``POST`` only, routes only with
+``--profiler-config '{"profiler": "torch", "torch_profiler_dir": DIR}'``; each worker writes
+``dp0_pp0_tp{r}_dcp0_ep0_rank{r}.{ms}.pt.trace.json.gz`` (tensorboard_trace_handler,
+vllm/profiler/wrapper.py:266, distributed/utils.py:757).
+
+At most ``MAX_STEPS`` steps are kept per profile: the simulator is a stand-in, its traces stay small.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import gzip
+import json
+import os
+import time
+from typing import TYPE_CHECKING
+
+from aiohttp import web
+
+from toolkit.sim.engine import GenRequest
+from toolkit.sim.trace import StepRecord, TraceShape, build_trace, dumps, trace_json_for_rank
+
+if TYPE_CHECKING:
+    from toolkit.sim.server import SimServer
+
+__all__ = ["SimProfiler", "MAX_STEPS"]
+
+MAX_STEPS = 64
+_NOTE = "SIMULATED trace written by toolkit.sim: kernel names, frames and CUDA-graph markers imitate SGLang 0.5.9"
+
+
+class SimProfiler:
+    """Records the engine's steps while a profile runs and writes one trace per TP rank when it stops."""
+
+    def __init__(self, server: SimServer) -> None:
+        self.server = server
+        self.active = False
+        self.steps: list[StepRecord] = []
+        self.output_dir = ""
+        self.profile_id = ""
+        self.prefix = ""
+        self.num_steps: int | None = None
+        self.started = 0.0
+        self.writing: asyncio.Task[list[str]] | None = None
+        server.engine.hooks.append(self._on_step)
+
+    # ---- the engine's side ----------------------------------------------------------------
+    def _on_step(self, kind: str, batch: list[GenRequest]) -> None:
+        if not self.active:
+            return
+        model = self.server.model
+        duration = model.prefill_ms(sum(r.prompt_tokens for r in batch)) if kind == "prefill" else \
+            model.step_ms(len(batch))
+        end = time.time()
+        # a late step makes the next ones come sooner (engine.py): never let two steps overlap in the trace
+        start = max(end - duration / 1000.0, self.steps[-1].end_s if self.steps else self.started)
+        if len(self.steps) < MAX_STEPS:
+            self.steps.append(StepRecord(kind, start, end, len(batch)))
+        if self.num_steps is not None and len(self.steps) >= self.num_steps and self.writing is None:
+            self.writing = asyncio.ensure_future(self._stop())
+
+    def _shape(self) -> TraceShape:
+        c, m = self.server.config, self.server.model
+        spec = c.speculation
+        return TraceShape(c.engine, m.params.num_layers, c.cuda_graph, spec.num_steps if spec else 0,
+                          bool(spec and spec.verify_in_extend), m.draft_ms(), c.tp_size)
+
+    def _log_ranks(self, message: str) -> None:
+        for rank in range(self.server.config.tp_size if self.server.config.engine == "sglang" else 1):
+            self.server.log(message, rank=rank if self.server.config.tp_size > 1 else None,
+                            source="gpu_worker.py:1440")
+
+    # ---- start and stop -------------------------------------------------------------------
+    def start(self, output_dir: str, num_steps: int | None, prefix: str) -> None:
+        self.active, self.steps, self.writing = True, [], None
+        self.output_dir, self.prefix, self.num_steps = output_dir, prefix, num_steps
+        self.started = time.time()
+        self.profile_id = str(self.started)
+        if self.server.config.engine == "sglang":
+            self._log_ranks(f"Profiling starts. Traces will be saved to: {output_dir} (with profile id: "
+                            f"{self.profile_id})")
+        else:
+            self.server.log("Starting profiler...", source="api_router.py:38")
+
+    def _file_names(self) -> list[str]:
+        c = self.server.config
+        if c.engine == "vllm":
+            ms = int(time.time() * 1000)
+            return [f"dp0_pp0_tp{r}_dcp0_ep0_rank{r}.{ms}.pt.trace.json.gz" for r in range(c.tp_size)]
+        head = f"{self.prefix}-" if self.prefix else ""
+        return [f"{head}{self.profile_id}-TP-{r}.trace.json.gz" for r in range(c.tp_size)]
+
+    def _write(self, steps: list[StepRecord]) -> list[str]:
+        """Every rank's trace file (gzip, atomically renamed); runs in a worker thread."""
+        os.makedirs(self.output_dir, exist_ok=True)
+        pids = [self.server.pid] + [child.pid for child in self.server.pool.children][: self.server.config.tp_size]
+        pid0 = pids[0]
+        text = dumps(build_trace(self._shape(), steps, t0=self.started, pid=pid0, rank=0, note=_NOTE))
+        paths = []
+        for rank, name in enumerate(self._file_names()):
+            pid = pids[rank] if rank < len(pids) else pid0 + rank
+            path = os.path.join(self.output_dir, name)
+            partial = os.path.join(self.output_dir, f".{name}.partial")
+            with gzip.open(partial, "wt", compresslevel=1, encoding="utf-8") as out:
+                out.write(trace_json_for_rank(text, rank, pid0, pid))
+            os.replace(partial, path)
+            paths.append(path)
+        return paths
+
+    async def _stop(self) -> list[str]:
+        self.active = False
+        steps = list(self.steps)
+        if self.server.config.engine == "sglang":
+            self._log_ranks("Stop profiling...")
+        paths = await asyncio.get_running_loop().run_in_executor(None, self._write, steps)
+        if self.server.config.engine == "sglang":
+            self._log_ranks(f"Profiling done. Traces are saved to: {self.output_dir}")
+        else:
+            self.server.log("Profiler stopped.", source="api_router.py:51")
+        return paths
+
+    # ---- HTTP -----------------------------------------------------------------------------
+    async def _body(self, request: web.Request) -> dict[str, object]:
+        if not request.can_read_body:
+            return {}
+        try:
+            body = json.loads(await request.read() or b"{}")
+        except ValueError:
+            raise web.HTTPUnprocessableEntity(text='{"detail": "invalid JSON body"}',
+                                              content_type="application/json") from None
+        return body if isinstance(body, dict) else {}
+
+    async def start_profile(self, request: web.Request) -> web.Response:
+        body = await self._body(request)
+        if self.active or (self.writing is not None and not self.writing.done()):
+            return web.Response(status=500, text="Internal Server Error")  # RuntimeError: already in progress
+        c = self.server.config
+        if c.engine == "vllm":
+            config = c.namespace.get("profiler_config") or {}
+            output_dir = str(config.get("torch_profiler_dir", "")) if isinstance(config, dict) else ""
+            steps = body.get("max_iterations")
+            self.start(os.path.expanduser(output_dir), steps if isinstance(steps, int) and steps > 0 else None,
+                       str(body.get("profile_prefix") or ""))
+            return web.Response(status=200)
+        folder = body.get("output_dir") or os.environ.get("SGLANG_TORCH_PROFILER_DIR", "/tmp")
+        steps = body.get("num_steps")
+        self.start(os.path.expanduser(str(folder)), steps if isinstance(steps, int) and steps > 0 else None,
+                   str(body.get("profile_prefix") or ""))
+        return web.Response(text="Start profiling.\n")
+
+    async def stop_profile(self, request: web.Request) -> web.Response:
+        if self.writing is not None:  # num_steps stopped it already: the engine says it is not in progress
+            await self.writing
+            self.writing = None
+            return web.Response(status=500, text="Internal Server Error")
+        if not self.active:
+            return web.Response(status=500, text="Internal Server Error")  # "Profiling is not in progress."
+        await self._stop()
+        if self.server.config.engine == "vllm":
+            return web.Response(status=200)
+        return web.Response(text="Stop profiling. This will take some time.\n")
+
+    def register(self, app: web.Application) -> None:
+        if self.server.config.engine == "vllm":
+            config = self.server.config.namespace.get("profiler_config")
+            if isinstance(config, dict) and config.get("profiler"):
+                app.router.add_post("/start_profile", self.start_profile)
+                app.router.add_post("/stop_profile", self.stop_profile)
+            return
+        app.router.add_route("*", "/start_profile", self.start_profile)
+        app.router.add_route("*", "/stop_profile", self.stop_profile)
