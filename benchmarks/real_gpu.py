@@ -200,7 +200,7 @@ def overhead(host: Host, journal: Journal, base: ServerSpec, args: argparse.Name
 
 def findings(journal: Journal, measured: dict[str, Any]) -> str:
     """What the measurements say, in one paragraph (numbers from the journal, failures from the sweep)."""
-    results = journal.results()
+    results = journal.results(wide=True)
     parts = []
     for label, runs in results.groupby("label", sort=False):
         if "output_throughput" in runs:

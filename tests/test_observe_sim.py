@@ -123,7 +123,7 @@ def test_observed_runs_through_the_trial_record_gpus_metrics_cache_and_outputs(a
                           reference=reference)
     compare_flag(any_host, base.with_flags(EAGLE), "--speculative-attention-mode", "prefill", "decode", repeats=1,
                  bench=watch, journal=journal, kind="attention_mode", log_dir=str(tmp_path), progress=False)
-    metrics, results = journal.metric_lines(), journal.results()
+    metrics, results = journal.metric_lines(), journal.results(wide=True)
     for run_id in results["run_id"]:
         rows = metrics[metrics["run_id"] == run_id]
         kinds = set(rows["kind"])
