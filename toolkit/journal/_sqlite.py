@@ -18,6 +18,7 @@ from __future__ import annotations
 import os
 import shutil
 import sqlite3
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -196,7 +197,7 @@ def _check_version(path: Path, value: object) -> None:
 
 
 def _prepare(conn: sqlite3.Connection, busy_timeout_s: float, fresh: bool) -> None:
-    conn.execute("PRAGMA journal_mode = WAL")
+    _to_wal(conn, busy_timeout_s)
     conn.execute("PRAGMA synchronous = FULL")
     conn.execute("PRAGMA foreign_keys = ON")
     conn.execute("BEGIN IMMEDIATE")
@@ -210,6 +211,26 @@ def _prepare(conn: sqlite3.Connection, busy_timeout_s: float, fresh: bool) -> No
     except BaseException:
         conn.execute("ROLLBACK")
         raise
+
+
+def _to_wal(conn: sqlite3.Connection, busy_timeout_s: float) -> None:
+    """Switch to WAL, waiting for a process that is creating the same fresh file.
+
+    Changing the journal mode needs an exclusive lock, and SQLite may answer "database is locked"
+    at once, without its busy handler, while another process is half-way through the same
+    switch: two notebooks opening one new journal together. Retry until the busy timeout.
+    """
+    deadline = time.monotonic() + busy_timeout_s
+    pause = 0.005
+    while True:
+        try:
+            conn.execute("PRAGMA journal_mode = WAL")
+            return
+        except sqlite3.OperationalError as exc:
+            if exc.sqlite_errorname not in ("SQLITE_BUSY", "SQLITE_LOCKED") or time.monotonic() >= deadline:
+                raise
+            time.sleep(pause)
+            pause = min(pause * 2, 0.2)
 
 
 def journal_error(exc: sqlite3.Error, path: Path, doing: str) -> JournalError:
