@@ -527,6 +527,13 @@ CASES: list[tuple[str, str, str, str]] = [
         "usage: vllm [-h] [-v] {chat,complete,serve,bench,collect-env,run-batch} ...",
     ),
     (
+        "cb_generation_loop_error",
+        "generic",
+        "2026-11-30 10:00:01 - ContinuousBatchingLogger - ERROR - Error in generation loop: Memory footprint "
+        "159161450496 is more than available memory 132635020492",
+        "2026-11-30 10:00:01 - ContinuousBatchingLogger - INFO - Generation loop started",
+    ),
+    (
         "python_exception_line",
         "generic",
         "KeyError: 'model.layers.55.mlp.gate_up_proj.input_scale'",

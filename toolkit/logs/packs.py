@@ -136,6 +136,12 @@ _GENERIC_FATAL: tuple[Rule, ...] = (
          F, literal="Exception in ", header=True, notice=True),
     # multiprocessing's words for a child whose target raised; its traceback follows (vLLM "Process EngineCore_0:")
     Rule("python_process_died", r"^Process [\w.:-]+:$", F, literal="Process ", header=True, notice=True),
+    # transformers serve --continuous-batching: the batching thread logs its death and stops; the server keeps
+    # answering, every request 503 (transformers 5.24.0 generation/continuous_batching/continuous_api.py:1150,
+    # seen on an H200: docs/real-gpu/README.md)
+    Rule("cb_generation_loop_error", r"Error in generation loop: ", F, literal="Error in generation loop: ",
+         hint="the continuous-batching worker died and every request now fails (503): read its error; for "
+              "'Memory footprint ... is more than available memory' lower --cb-num-blocks or --cb-max-batch-tokens"),
     # a bare exception line outside a grouped traceback (truncated or reversed logs)
     Rule("python_exception_line", r"^(?:[A-Za-z_]\w*\.)*(?:[A-Z]\w*(?:Error|Exception|Interrupt)|Exception)\b(?::|$)", F,
          literal=("Error", "Exception", "Interrupt"), after_ready=W),
