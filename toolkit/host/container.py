@@ -199,6 +199,12 @@ class ContainerPlace:
         """On the host, where the container's output (the server log) is written."""
         return self.target.host.run(command, check=check, timeout_s=timeout_s)
 
+    def expand_user(self, path: str, /) -> str:
+        return self.target.host.expand_user(path)
+
+    def read_file(self, path: str, /) -> bytes:
+        return self.target.host.read_file(path)
+
     def open_stream(self, command: str, /) -> ByteStream:
         return self.target.host.open_stream(command)
 

@@ -47,6 +47,14 @@ class Place(Protocol):
         """Run bash where the server's log file is (the login node of a Slurm cluster)."""
         ...
 
+    def expand_user(self, path: str, /) -> str:
+        """``~`` as an absolute path where :meth:`run` runs."""
+        ...
+
+    def read_file(self, path: str, /) -> bytes:
+        """A file's bytes, read where :meth:`run` runs (the log's side: a profile's traces are fetched so)."""
+        ...
+
     def open_stream(self, command: str, /) -> ByteStream:
         """A long-lived stream (``tail -F`` of the log), where :meth:`run` runs."""
         ...

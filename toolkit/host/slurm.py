@@ -352,6 +352,12 @@ class SlurmNode:
         """On the login node, where the job's output file (the server log) is read."""
         return self.target.login.run(command, check=check, timeout_s=timeout_s)
 
+    def expand_user(self, path: str, /) -> str:
+        return self.target.login.expand_user(path)
+
+    def read_file(self, path: str, /) -> bytes:
+        return self.target.login.read_file(path)
+
     def open_stream(self, command: str, /) -> ByteStream:
         return self.target.login.open_stream(command)
 

@@ -179,9 +179,11 @@ class ObservedBench(RunObserver):
                                             "not flushed; earlier runs on this launch may have filled it" if warm
                                             else "not flushed; first run on this launch (warm-up requests ran)")
         gpus = self._gpus(server)
-        scraper = MetricsScraper(server.url, engine.metrics, path=engine.metrics_path,
-                                 interval_s=self.metrics_interval_s) if self.metrics and engine else None
-        if self.metrics and engine is None:
+        names = engine.metrics if engine is not None else None
+        path = engine.metrics_path if engine is not None else None
+        scraper = MetricsScraper(server.url, names, path=path, interval_s=self.metrics_interval_s) \
+            if self.metrics and names is not None and path else None
+        if self.metrics and scraper is None:
             observation.metrics_note = f"{server.spec.engine} serves no Prometheus /metrics"
         try:
             if gpus is not None:

@@ -24,7 +24,7 @@ from toolkit.host.shell import join, quote, quote_path
 from toolkit.server.source import LAYOUT
 
 if TYPE_CHECKING:
-    from toolkit.host.place import Target
+    from toolkit.host.place import Place, Target
     from toolkit.server.spec import ServerSpec
 
 __all__ = ["DetectedRelease", "ReleaseCache", "DEFAULT_RELEASES", "detect_release", "release_key",
@@ -138,7 +138,7 @@ class ReleaseCache:
 DEFAULT_RELEASES = ReleaseCache()
 
 
-def detect_release(host: Target, spec: ServerSpec, *, cache: ReleaseCache = DEFAULT_RELEASES,
+def detect_release(host: Place | Target, spec: ServerSpec, *, cache: ReleaseCache = DEFAULT_RELEASES,
                    timeout_s: float = 60.0) -> DetectedRelease:
     """The release ``spec`` runs on ``host`` (asked once per host and build, then kept).
 

@@ -33,7 +33,7 @@ from toolkit.server.http import scrape_metrics
 from toolkit.server.prometheus import parse_prometheus
 
 if TYPE_CHECKING:
-    from toolkit.host.host import Host
+    from toolkit.host.place import Place
     from toolkit.host.streams import ByteStream
 
 __all__ = ["GpuTelemetry", "TelemetryKind", "simulated_telemetry_command"]
@@ -59,7 +59,7 @@ class GpuTelemetry:
     empty. At most ``capacity`` samples are kept.
     """
 
-    def __init__(self, host: Host, *, kind: TelemetryKind = "nvidia-smi", interval_ms: int = 500,
+    def __init__(self, host: Place, *, kind: TelemetryKind = "nvidia-smi", interval_ms: int = 500,
                  command: str | None = None, dcgm_url: str | None = None, capacity: int = 200_000,
                  first_sample_timeout_s: float = 15.0) -> None:
         if kind == "dcgm" and not dcgm_url:

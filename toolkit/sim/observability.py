@@ -14,21 +14,18 @@ from __future__ import annotations
 
 import os
 import time
-from typing import TYPE_CHECKING
 
 from aiohttp import web
 
 from toolkit.sim.engine import GenRequest
 from toolkit.sim.metrics import family
 from toolkit.sim.profiler import SimProfiler
-
-if TYPE_CHECKING:
-    from toolkit.sim.server import SimServer
+from toolkit.sim.route_host import RouteHost
 
 __all__ = ["register_observability", "render_sglang_metrics"]
 
 
-def render_sglang_metrics(server: SimServer) -> str:
+def render_sglang_metrics(server: RouteHost) -> str:
     """SGLang's gauges and counters as its scheduler on TP rank 0 exports them."""
     e, c = server.engine, server.config
     labels = {"model_name": c.served_model_name, "engine_type": "unified", "tp_rank": "0", "pp_rank": "0",
@@ -58,7 +55,7 @@ def render_sglang_metrics(server: SimServer) -> str:
 class _GpuLoad:
     """Busy seconds of the (simulated) GPUs: every step's modelled duration, added when it ends."""
 
-    def __init__(self, server: SimServer) -> None:
+    def __init__(self, server: RouteHost) -> None:
         self.server = server
         self.busy_s = 0.0
         server.engine.hooks.append(self._on_step)
@@ -76,7 +73,7 @@ class _GpuLoad:
                                   "speculative": c.speculation is not None})
 
 
-def register_observability(app: web.Application, server: SimServer) -> None:
+def register_observability(app: web.Application, server: RouteHost) -> None:
     """Add the routes of this module to the server's application (one call from routes.build_app)."""
     SimProfiler(server).register(app)
     app.router.add_get("/sim/gpu", _GpuLoad(server).handle)

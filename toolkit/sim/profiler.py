@@ -25,15 +25,12 @@ import gzip
 import json
 import os
 import time
-from typing import TYPE_CHECKING
 
 from aiohttp import web
 
 from toolkit.sim.engine import GenRequest
+from toolkit.sim.route_host import RouteHost
 from toolkit.sim.trace import StepRecord, TraceShape, build_trace, dumps, trace_json_for_rank
-
-if TYPE_CHECKING:
-    from toolkit.sim.server import SimServer
 
 __all__ = ["SimProfiler", "MAX_STEPS"]
 
@@ -44,7 +41,7 @@ _NOTE = "SIMULATED trace written by toolkit.sim: kernel names, frames and CUDA-g
 class SimProfiler:
     """Records the engine's steps while a profile runs and writes one trace per TP rank when it stops."""
 
-    def __init__(self, server: SimServer) -> None:
+    def __init__(self, server: RouteHost) -> None:
         self.server = server
         self.active = False
         self.steps: list[StepRecord] = []
@@ -105,7 +102,7 @@ class SimProfiler:
     def _write(self, steps: list[StepRecord]) -> list[str]:
         """Every rank's trace file (gzip, atomically renamed); runs in a worker thread."""
         os.makedirs(self.output_dir, exist_ok=True)
-        pids = [self.server.pid] + [child.pid for child in self.server.pool.children][: self.server.config.tp_size]
+        pids = [self.server.pid] + self.server.worker_pids()[: self.server.config.tp_size]
         pid0 = pids[0]
         text = dumps(build_trace(self._shape(), steps, t0=self.started, pid=pid0, rank=0, note=_NOTE))
         paths = []

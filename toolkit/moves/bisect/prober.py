@@ -172,7 +172,7 @@ class Prober:
             "recheck": f"the regression is already in {sha[:8]} (measured again: its verdict contradicted another)",
         }[role]
         with self.journal.step("bisect_probe", f"{_WHAT[role]} {sha[:8]} {subject}"[:120], hypothesis=hypothesis,
-                               spec=spec, host=host) as step:
+                               spec=spec, host=host.name) as step:
             yield step
 
 
