@@ -9,6 +9,7 @@ are matched against them. Writes the report (CSV, text, heatmap PNG) and the log
 
     python benchmarks/nccl_env_check.py --nproc 1 --backend nccl --out $OUT      # on a GPU host
     python benchmarks/nccl_env_check.py --nproc 2 --backend gloo --out /tmp/x    # on CPUs (the CI path)
+    python benchmarks/nccl_env_check.py --nproc 2 --backend gloo --imitate sglang-0.5 --drop-env NCCL_ALGO
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ from toolkit.logs import Verdict  # noqa: E402
 from toolkit.moves.envcheck import env_report  # noqa: E402
 from toolkit.server.launch import launch  # noqa: E402
 from toolkit.server.spec import ServerSpec  # noqa: E402
-from toolkit.testbeds.nccl_job import OVERRIDDEN_VARIABLE  # noqa: E402
+from toolkit.testbeds.nccl_job import IMITATED, OVERRIDDEN_VARIABLE  # noqa: E402
 from toolkit.views import plots  # noqa: E402
 
 NCCL_TUNING = {
@@ -42,9 +43,11 @@ NCCL_TUNING = {
 }
 
 
-def job_spec(python: str, nproc: int, backend: str, duration_s: float, port: int) -> ServerSpec:
+def job_spec(python: str, nproc: int, backend: str, duration_s: float, port: int, imitate: str = "sglang-0.4",
+             drop: tuple[str, ...] = ()) -> ServerSpec:
     argv = [python, "-m", "torch.distributed.run", "--nproc-per-node", str(nproc), "--master-port", str(port),
-            "-m", "toolkit.testbeds.nccl_job", "--backend", backend, "--duration-s", str(duration_s)]
+            "-m", "toolkit.testbeds.nccl_job", "--backend", backend, "--duration-s", str(duration_s),
+            "--imitate", imitate, *[f"--drop-env={name}" for name in drop]]
     env = dict(NCCL_TUNING, PYTHONPATH=str(REPO), PYTHONUNBUFFERED="1", OMP_NUM_THREADS="1")
     return ServerSpec.command(argv, port=port).with_env(env)
 
@@ -68,10 +71,11 @@ def wait_for_ready_line(server: object, timeout_s: float) -> list[object]:
 
 
 def run(python: str, nproc: int, backend: str, out: Path, *, duration_s: float = 60, port: int = 29511,
-        timeout_s: float = 240) -> dict[str, object]:
+        timeout_s: float = 240, imitate: str = "sglang-0.4", drop: tuple[str, ...] = ()) -> dict[str, object]:
     out.mkdir(parents=True, exist_ok=True)
     host = Host.local()
-    spec = job_spec(python, nproc, backend, duration_s, port)
+    spec = job_spec(python, nproc, backend, duration_s, port, imitate, drop)
+    tag = f"{backend}_{nproc}_{imitate}" + "".join(f"_no-{name}" for name in drop)
     started = time.monotonic()
     with launch(host, spec, log_dir=str(out / "logs"), validate=False, check_port=False) as server:
         events = wait_for_ready_line(server, timeout_s)
@@ -80,17 +84,17 @@ def run(python: str, nproc: int, backend: str, out: Path, *, duration_s: float =
         report = env_report(server, {k: v for k, v in NCCL_TUNING.items() if k != "NCCL_DEBUG"})
         log_text = host.read_file(server.log_path).decode("utf-8", "replace")
     frame = report.frame
-    frame.to_csv(out / f"env_report_{backend}_{nproc}.csv", index=False)
-    (out / f"env_report_{backend}_{nproc}.txt").write_text(f"{report.summary()}\n\n{report.by_rank().to_string()}\n"
+    frame.to_csv(out / f"env_report_{tag}.csv", index=False)
+    (out / f"env_report_{tag}.txt").write_text(f"{report.summary()}\n\n{report.by_rank().to_string()}\n"
                                                           f"\nNCCL echoes:\n{_nccl_text(report)}\n")
-    (out / f"job_{backend}_{nproc}.log").write_text(log_text)
+    (out / f"job_{tag}.log").write_text(log_text)
     try:
-        plots.env(report).savefig(out / f"env_matrix_{backend}_{nproc}.png", dpi=90, bbox_inches="tight")
+        plots.env(report).savefig(out / f"env_matrix_{tag}.png", dpi=90, bbox_inches="tight")
     except Exception as exc:  # noqa: BLE001 - the figure is a bonus; the frame is the result
         print(f"(no heatmap: {exc})")
     workers = frame[frame["role"] == "worker"]
     summary = {
-        "backend": backend, "nproc": nproc, "ready_after_s": round(ready_s, 1),
+        "backend": backend, "nproc": nproc, "imitate": imitate, "dropped": list(drop), "ready_after_s": round(ready_s, 1),
         "processes": int(frame["pid"].nunique()), "workers": int(workers["pid"].nunique()),
         "statuses": {f"{var}": sorted(set(workers[workers["variable"] == var]["status"]))
                      for var in sorted(set(frame["variable"]))},
@@ -99,7 +103,7 @@ def run(python: str, nproc: int, backend: str, out: Path, *, duration_s: float =
         "nccl_echoes": _nccl_rows(report),
         "summary": report.summary(),
     }
-    (out / f"summary_{backend}_{nproc}.json").write_text(json.dumps(summary, indent=2))
+    (out / f"summary_{tag}.json").write_text(json.dumps(summary, indent=2))
     return summary
 
 
@@ -122,10 +126,15 @@ def main() -> int:
     parser.add_argument("--backend", choices=["nccl", "gloo"], default="nccl")
     parser.add_argument("--out", default=os.environ.get("OUT", "out/nccl-env"))
     parser.add_argument("--duration-s", type=float, default=60)
+    parser.add_argument("--imitate", choices=IMITATED, default="sglang-0.4",
+                        help=f"the SGLang release line whose {OVERRIDDEN_VARIABLE} write the job imitates")
+    parser.add_argument("--drop-env", action="append", default=[], metavar="VAR",
+                        help="the ranks start without VAR (exported on the launcher): the report must say missing")
     args = parser.parse_args()
     if shutil.which(args.python) is None and not Path(args.python).exists():
         parser.error(f"{args.python} not found")
-    summary = run(args.python, args.nproc, args.backend, Path(args.out), duration_s=args.duration_s)
+    summary = run(args.python, args.nproc, args.backend, Path(args.out), duration_s=args.duration_s,
+                  imitate=args.imitate, drop=tuple(args.drop_env))
     print(json.dumps(summary, indent=2))
     return 0
 

@@ -6,12 +6,15 @@ Run under torchrun, one process per rank::
 
 Each rank initialises the process group, all-reduces in a loop and writes SGLang-style
 lines (`[TIME TPn] ...`, then `The server is fired up and ready to roll!`) so that the
-toolkit's follower and classifier treat it like an engine. Like SGLang up to 0.5.4.post1, which
-writes `NCCL_CUMEM_ENABLE=0` in its launcher whatever the user exported (0.4.10
-python/sglang/srt/entrypoints/engine.py:626; 0.5.4.post1 :673; from 0.5.4.post2 a user's value
-is kept, :680), every rank overrides that one variable: it re-executes itself with the changed
-environment, so the override is visible in `/proc/<pid>/environ` exactly as a spawned worker of
-such a release would show it.
+toolkit's follower and classifier treat it like an engine. Every rank writes that one variable the
+way the SGLang release it imitates does (`--imitate`): `sglang-0.4` (the default) like SGLang up to
+0.5.4.post1, which writes `NCCL_CUMEM_ENABLE=0` in its launcher whatever the user exported (0.4.10
+python/sglang/srt/entrypoints/engine.py:626; 0.5.4.post1 :673); `sglang-0.5` like 0.5.4.post2 and
+later, which keep a user's value and write it only when unset (:680; 0.5.23 :1898). The rank
+re-executes itself with the changed environment, so the override is visible in
+`/proc/<pid>/environ` exactly as a spawned worker of such a release would show it.
+`--drop-env VAR` starts the ranks without VAR, the mistake the env check must catch (a variable
+exported on the launcher that never reaches the workers).
 With `--backend gloo` the same job runs on CPUs (the CI path).
 """
 
@@ -24,7 +27,7 @@ import signal
 import sys
 import time
 
-__all__ = ["OVERRIDDEN_VARIABLE", "OVERRIDE_VALUE", "main"]
+__all__ = ["IMITATED", "OVERRIDDEN_VARIABLE", "OVERRIDE_VALUE", "main"]
 
 OVERRIDDEN_VARIABLE = "NCCL_CUMEM_ENABLE"
 OVERRIDE_VALUE = "0"
@@ -36,11 +39,17 @@ def _log(rank: int, message: str) -> None:
     print(f"[{stamp} TP{rank}] {message}", flush=True)
 
 
-def _override_env_like_an_engine() -> None:
-    """Re-exec this rank with the engine's override; same pid, new /proc environ."""
+IMITATED = ("sglang-0.4", "sglang-0.5")
+
+
+def _override_env_like_an_engine(imitate: str, drop: list[str]) -> None:
+    """Re-exec this rank with the engine's writes (and without ``drop``); same pid, new /proc environ."""
     if os.environ.get(_REEXEC_MARK) == "1":
         return
-    env = dict(os.environ, **{OVERRIDDEN_VARIABLE: OVERRIDE_VALUE, _REEXEC_MARK: "1"})
+    env = {k: v for k, v in os.environ.items() if k not in drop}
+    if imitate == "sglang-0.4" or OVERRIDDEN_VARIABLE not in env:
+        env[OVERRIDDEN_VARIABLE] = OVERRIDE_VALUE
+    env[_REEXEC_MARK] = "1"
     os.execve(sys.executable, [sys.executable, "-m", "toolkit.testbeds.nccl_job", *sys.argv[1:]], env)
 
 
@@ -50,9 +59,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--duration-s", type=float, default=30.0, help="stop after this long (SIGTERM stops sooner)")
     parser.add_argument("--numel", type=int, default=1 << 20, help="elements in the all-reduced tensor")
     parser.add_argument("--log-every-s", type=float, default=1.0)
+    parser.add_argument("--imitate", choices=IMITATED, default="sglang-0.4",
+                        help=f"how {OVERRIDDEN_VARIABLE} is written: always (sglang-0.4) or only when unset (sglang-0.5)")
+    parser.add_argument("--drop-env", action="append", default=[], metavar="VAR",
+                        help="start the ranks without VAR (repeatable): a variable lost on its way to the workers")
     args = parser.parse_args(argv)
 
-    _override_env_like_an_engine()
+    _override_env_like_an_engine(args.imitate, args.drop_env)
     import torch
     import torch.distributed as dist
 
