@@ -29,33 +29,37 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
+from toolkit.host.container import ContainerTarget
 from toolkit.host.group import HostGroup
 from toolkit.host.host import Host
+from toolkit.host.place import Target
+from toolkit.host.slurm import SlurmTarget
 from toolkit.server.launch import DEFAULT_LOG_DIR
 from toolkit.server.server import Server
 from toolkit.server.spec import ServerSpec
 
 __all__ = ["Hosts", "SpecForHost", "HostPool", "Lane", "Done", "host_tuple"]
 
-#: One host, a :class:`~toolkit.host.group.HostGroup`, or a list of hosts.
-Hosts = Host | HostGroup | Sequence[Host]
+#: One host (or Slurm or container target), a :class:`~toolkit.host.group.HostGroup`, or a list of them.
+Hosts = Target | HostGroup | Sequence[Target]
 #: Adapts a move's spec to one host (its port, its GPUs, its checkout): ``(host, spec) -> spec``.
-SpecForHost = Callable[[Host, ServerSpec], ServerSpec]
+SpecForHost = Callable[[Target, ServerSpec], ServerSpec]
+_TARGETS = (Host, SlurmTarget, ContainerTarget)
 
 J = TypeVar("J")
 R = TypeVar("R")
 
 
-def host_tuple(hosts: Hosts) -> tuple[Host, ...]:
-    """The hosts as a tuple, checked: at least one, each a Host, none twice."""
-    items: tuple[object, ...] = (hosts,) if isinstance(hosts, Host) else tuple(hosts)
+def host_tuple(hosts: Hosts) -> tuple[Target, ...]:
+    """The hosts as a tuple, checked: at least one, each a Host (or Slurm or container target), none twice."""
+    items: tuple[object, ...] = tuple(hosts) if isinstance(hosts, HostGroup | Sequence) else (hosts,)
     if not items:
         raise ValueError("no hosts given: pass a Host, a HostGroup or a list of hosts")
-    strangers = [repr(h) for h in items if not isinstance(h, Host)]
+    strangers = [repr(h) for h in items if not isinstance(h, _TARGETS)]
     if strangers:
-        raise TypeError(f"hosts must be Host objects, got {', '.join(strangers[:3])}; "
-                        "make them with tk.Host('gpu-a', user=...) or tk.Host.local()")
-    chosen = tuple(h for h in items if isinstance(h, Host))
+        raise TypeError(f"hosts must be Host, SlurmTarget or ContainerTarget objects, got {', '.join(strangers[:3])}; "
+                        "make them with tk.Host('gpu-a', user=...), tk.Host.local() or tk.SlurmTarget(...)")
+    chosen = tuple(h for h in items if isinstance(h, _TARGETS))
     names = [h.name for h in chosen]
     twice = sorted({n for n in names if names.count(n) > 1})
     if twice:
@@ -82,7 +86,7 @@ class Done(Generic[J, R]):
 class Lane:
     """One host of a pool, as a job sees it: the host, its spec adaptation, its progress, the stop signal."""
 
-    def __init__(self, pool: HostPool, index: int, host: Host) -> None:
+    def __init__(self, pool: HostPool, index: int, host: Target) -> None:
         self.pool = pool
         self.index = index
         self.host = host

@@ -26,6 +26,7 @@ from types import MappingProxyType
 from typing import Any
 
 from toolkit.errors import ToolkitError
+from toolkit.host.host import Host
 from toolkit.host.place import Target
 from toolkit.journal import Journal
 from toolkit.moves.bisect.checkout import GitCheckout
@@ -118,7 +119,11 @@ def perf_bisect(
     if launch_on is not None and len(pool.hosts) > 1:
         raise ValueError("launch_on= launches every probe on one target: pass one host (its login host) with it")
     require_checkout_paths(spec, repo_dir)
-    checkouts = [GitCheckout(host, repo_dir) for host in pool.hosts]
+    login_hosts = [host for host in pool.hosts if isinstance(host, Host)]
+    if len(login_hosts) != len(pool.hosts):
+        raise TypeError("perf_bisect checks commits out on Host objects (over SSH); to run its probes in a Slurm "
+                        "job or a container, pass the login host and launch_on=the target")
+    checkouts = [GitCheckout(host, repo_dir) for host in login_hosts]
     notes = _tidy(checkouts)
     good_sha, bad_sha = checkouts[0].resolve(good), checkouts[0].resolve(bad)
     if good_sha == bad_sha or not checkouts[0].is_ancestor(good_sha, bad_sha):

@@ -109,7 +109,7 @@ class Prober:
             try:
                 with lane.guard():
                     worktree.switch(sha)
-                    self._build(lane.host, worktree, sha)
+                    self._build(worktree.host, worktree, sha)
                     run_launch(self.launch_on or lane.host, spec, step=step, benches=runs or self.repeats,
                                bench_call=self.bench_call,
                                timeout_s=self.timeout_s, log_dir=lane.log_dir(self.log_dir), run_label=sha[:8],
