@@ -56,12 +56,18 @@ def bisect(hosts: list[Host], repo: Path, good: str, tmp_path: Path, noise_pct: 
                        log_dir=str(tmp_path / "logs"), progress=False, timeout_s=60, **options)
 
 
-def assert_nothing_left(repo: Path, hosts: list[Host], head: str) -> None:
+def assert_nothing_left(repo: Path, hosts: list[Host], head: str, logs: Path) -> None:
+    """The checkout as it was, no worktree, and no process of this bisection still writing its log.
+
+    Only this test's servers count (their stdout is a file under ``logs``): other tests and other
+    checkouts may run simulators from worktrees at the same time on a shared machine.
+    """
     assert git(repo, "rev-parse", "HEAD") == head and git(repo, "status", "--porcelain") == ""
     assert git(repo, "worktree", "list").count("\n") == 0
     assert not (repo / ".git" / "BISECT_START").exists()
-    leftovers = hosts[0].run("pgrep -f -- '[-]-source-dir .*toolkit-worktree' || true").stdout.split()
-    assert leftovers == [], f"simulators still running: {leftovers}"
+    find = f"for f in /proc/[0-9]*/fd/*; do readlink \"$f\"; done 2>/dev/null | grep -c -F -- {str(logs)!r} || true"
+    writers = hosts[0].run(find).stdout.strip()
+    assert writers in ("", "0"), f"{writers} open files of a server still write under {logs}"
 
 
 def test_three_hosts_bisect_64_commits_in_log4_rounds_and_git_replays_the_record(
@@ -95,7 +101,7 @@ def test_three_hosts_bisect_64_commits_in_log4_rounds_and_git_replays_the_record
     replayed = subprocess.run(["git", "-C", str(clone), "bisect", "replay", str(tmp_path / "bisect.log")],
                               capture_output=True, text=True)
     assert f"{commits[40]['sha']} is the first bad commit" in replayed.stdout, replayed.stdout + replayed.stderr
-    assert_nothing_left(repo, ssh_hosts, head)
+    assert_nothing_left(repo, ssh_hosts, head, tmp_path / "logs")
 
 
 @pytest.mark.parametrize(
@@ -117,7 +123,7 @@ def test_a_planted_regression_is_found_under_injected_noise_with_its_confidence(
     judged = [p for p in result.probes if p.role in ("probe", "recheck")]
     assert all(p.confidence is not None and p.confidence > 0.5 for p in judged)
     assert all(2 <= len(p.samples) <= 8 for p in judged)  # 2 runs, more while the interval overlaps
-    assert_nothing_left(repo, ssh_hosts, head)
+    assert_nothing_left(repo, ssh_hosts, head, tmp_path / "logs")
 
 
 def test_noise_beyond_the_budget_gives_the_right_answer_or_says_it_is_unsure(
