@@ -144,7 +144,7 @@ def test_compare_over_three_hosts_pairs_by_host_so_a_slow_node_is_not_a_slow_fla
 
 def test_a_real_difference_survives_a_slow_node(ssh_hosts: list[Host], tmp_path: Path, slow_tree: Path) -> None:
     ab = compare_flag(ssh_hosts, base().with_flags(EAGLE), "--speculative-attention-mode", "prefill", "decode",
-                      repeats=3, bench=BENCH, spec_for_host=PerHost(ssh_hosts[0], slow_tree),
+                      repeats=5, bench=BENCH, spec_for_host=PerHost(ssh_hosts[0], slow_tree),
                       log_dir=str(tmp_path / "logs"), progress=False)
     print(f"\n{ab!r}")
     assert ab.verdict == "b_faster" and ab.ratio > 1.5 and ab.comparison.ci_low > 0
