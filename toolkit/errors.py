@@ -27,6 +27,7 @@ __all__ = [
     "CommandFailed",
     "CommandNotFound",
     "PortInUse",
+    "UnsafeLogDir",
     "ProcessDied",
     "JobNotStarted",
     "ServerDied",
@@ -124,6 +125,10 @@ class PortInUse(HostError):
         self.holder = holder
         evidence = [f"pid {pid}: {holder}"] if pid is not None else []
         super().__init__(message, host=host, evidence=evidence, hint=hint)
+
+
+class UnsafeLogDir(HostError):
+    """The server log folder on the host could be read or changed by another user: refused before a launch."""
 
 
 class ProcessDied(HostError):
