@@ -23,6 +23,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from toolkit.errors import UnsafeLogDir
+from toolkit.host.container import ContainerTarget
+from toolkit.host.host import Host
 from toolkit.host.place import Target
 from toolkit.host.shell import quote, quote_path
 
@@ -129,13 +131,21 @@ def _line(stat: DirStat) -> str:
     return f"{stat.path}: {stat.kind}, owner {_whose(stat.uid)}, mode {stat.mode:o}"
 
 
+def _writer(target: Target) -> Target | Host:
+    """Where the log file is written: a new container's log is its client's output, on the host."""
+    if isinstance(target, ContainerTarget) and target.container is None:
+        return target.host
+    return target
+
+
 def prepare(target: Target, log_dir: str | None) -> str:
     """Make (if needed) and check the folder on ``target``; return its absolute path there.
 
     One command on the host; raises UnsafeLogDir (see :func:`check`).
     """
-    template = target.expand_user(log_dir or DEFAULT_LOG_DIR).rstrip("/") or "/"
-    result = target.run(_script(template), check=False)
+    place = _writer(target)
+    template = place.expand_user(log_dir or DEFAULT_LOG_DIR).rstrip("/") or "/"
+    result = place.run(_script(template), check=False)
     try:
         report = parse(result.stdout)
     except ValueError:
@@ -149,4 +159,4 @@ def prepare(target: Target, log_dir: str | None) -> str:
 
 def create_log_file(target: Target, path: str) -> None:
     """Make the (empty) log file readable by its owner only: the launch then writes into it."""
-    target.run(f"umask 077 && : >> {quote_path(path)} && chmod 600 -- {quote_path(path)}")
+    _writer(target).run(f"umask 077 && : >> {quote_path(path)} && chmod 600 -- {quote_path(path)}")
