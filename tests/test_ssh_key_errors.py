@@ -8,15 +8,17 @@ sshd (its host key checked as always).
 from __future__ import annotations
 
 import subprocess
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from conftest import MakeSshHost
 
 from toolkit.errors import AuthenticationFailed
+from toolkit.host.host import Host
 from toolkit.host.ssh import key_file_problem
 
 pytestmark = pytest.mark.ssh
+MakeSshHost = Callable[..., Host]  # the conftest's factory
 
 
 def _connect_error(make_ssh_host: MakeSshHost, key: Path) -> AuthenticationFailed:
