@@ -31,6 +31,7 @@ from toolkit.host.placement import Placement
 from toolkit.host.slurm import SlurmTarget
 from toolkit.host.slurm_script import NodeFlags
 from toolkit.server import log_dir as logs
+from toolkit.server import port_owner
 from toolkit.server.preflight import validate_spec
 from toolkit.server.server import MultiNodeServer, Server
 from toolkit.server.spec import ServerSpec
@@ -64,8 +65,7 @@ def _check_port(host: Target, port: int) -> None:
         pid=pid or None,
         holder=command,
         hint=(
-            f"stop the holder (host.stop({pid}) if it is ours, or `kill {pid}` on the host), or choose another "
-            f"port: ServerSpec.sglang(..., port={port + 1}) or spec.with_flags({{'--port': {port + 1}}})"
+            port_owner.hint(port, pid, port_owner.holder_owner(host, pid))
             if pid
             else f"find the holder as root (`ss -ltnp 'sport = :{port}'`), or choose another port"
         ),

@@ -1,0 +1,87 @@
+"""Errors that tell the truth (issue 20, item 6): whose port it is, an HTML page where JSON was due, and
+``python -m toolkit report`` on a journal it cannot read or a folder it cannot write."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from toolkit.errors import PortInUse
+from toolkit.host.host import Host
+from toolkit.server import port_owner
+from toolkit.server.launch import launch
+from toolkit.server.spec import ServerSpec
+from toolkit.sim.testing import free_port
+
+
+def _listener(port: int) -> list[str]:
+    return ["-c", f"import socket, time; s = socket.socket(); s.bind(('0.0.0.0', {port})); s.listen(); "
+                  "print('listening', flush=True); time.sleep(120)"]
+
+
+def _wait_listening(port: int, timeout_s: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        with socket.socket() as probe:
+            if probe.connect_ex(("127.0.0.1", port)) == 0:
+                return
+        time.sleep(0.05)
+    raise AssertionError(f"nothing listens on {port} after {timeout_s} s")
+
+
+# -- PortInUse: yours, the toolkit's, or someone else's ------------------------------------------
+
+def test_a_port_held_by_your_own_toolkit_server_says_it_is_yours_with_its_log(tmp_path: Path) -> None:
+    host, port = Host.local(), free_port()
+    spec = ServerSpec.command([sys.executable, *_listener(port)], port=port)
+    with launch(host, spec, log_dir=str(tmp_path), validate=False) as first:
+        _wait_listening(port)
+        with pytest.raises(PortInUse) as caught:
+            launch(host, spec, log_dir=str(tmp_path), validate=False)
+    hint = caught.value.hint or ""
+    assert f"it is yours (pid {caught.value.pid}, launched by the toolkit, log {first.log_path})" in hint
+    assert f"host.stop({caught.value.pid})" in hint and "someone" not in hint
+
+
+def test_a_port_held_by_your_own_other_process_says_it_is_yours(tmp_path: Path) -> None:
+    with socket.socket() as held:
+        held.bind(("0.0.0.0", 0))
+        held.listen()
+        port = held.getsockname()[1]
+        with pytest.raises(PortInUse) as caught:
+            launch(Host.local(), ServerSpec.command([sys.executable, "-V"], port=port), log_dir=str(tmp_path))
+    hint = caught.value.hint or ""
+    assert hint.startswith(f"it is yours (pid {caught.value.pid}):") and "launched by the toolkit" not in hint
+
+
+@pytest.mark.skipif(shutil.which("runuser") is None or not Path("/usr/bin/python3").exists(),
+                    reason="needs root's runuser and a system python")
+def test_a_port_held_by_another_user_says_whose(tmp_path: Path) -> None:
+    if os.getuid() != 0:
+        pytest.skip("running a process as nobody needs root")
+    port = free_port()
+    other = subprocess.Popen(["runuser", "-u", "nobody", "--", "/usr/bin/python3", *_listener(port)],
+                             stdout=subprocess.DEVNULL)
+    try:
+        _wait_listening(port)
+        with pytest.raises(PortInUse) as caught:
+            launch(Host.local(), ServerSpec.command([sys.executable, "-V"], port=port), log_dir=str(tmp_path))
+    finally:
+        other.kill()
+        other.wait()
+    assert (caught.value.hint or "").startswith("it belongs to another user (uid 65534)")
+
+
+def test_the_owner_is_read_from_what_the_host_says() -> None:
+    owner = port_owner.parse("0\n0\n/tmp/toolkit-logs-0/sglang-EAGLE3-20261201-101500-123.log\n")
+    assert owner is not None and owner.mine and owner.toolkit_log
+    assert port_owner.parse("0\n0\n/dev/pts/3\n") == port_owner.HolderOwner(0, 0, "/dev/pts/3")
+    assert port_owner.parse("stat: cannot statx\n") is None
+    assert "stop the holder" in port_owner.hint(8000, 42, None)
