@@ -3,16 +3,19 @@
 
 from __future__ import annotations
 
+import http.server
 import os
 import shutil
 import socket
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
 import pytest
 
+from toolkit.benchmark import bench
 from toolkit.errors import PortInUse
 from toolkit.host.host import Host
 from toolkit.server import port_owner
@@ -85,3 +88,42 @@ def test_the_owner_is_read_from_what_the_host_says() -> None:
     assert port_owner.parse("0\n0\n/dev/pts/3\n") == port_owner.HolderOwner(0, 0, "/dev/pts/3")
     assert port_owner.parse("stat: cannot statx\n") is None
     assert "stop the holder" in port_owner.hint(8000, 42, None)
+
+
+# -- an HTML page where an event stream was due ---------------------------------------------------
+
+LOGIN_PAGE = b"<!DOCTYPE html><html><head><title>Sign in - Cluster SSO</title></head><body>login</body></html>"
+
+
+class _LoginProxy(http.server.BaseHTTPRequestHandler):
+    """What answers on the port when a proxy or SSO sits in front of the server: 200 and a page."""
+
+    def do_POST(self) -> None:  # noqa: N802 - the stdlib's name
+        self.rfile.read(int(self.headers.get("Content-Length", 0)))
+        self.send_response(200)
+        self.send_header("Content-Type", "text/html; charset=utf-8")
+        self.send_header("Content-Length", str(len(LOGIN_PAGE)))
+        self.end_headers()
+        self.wfile.write(LOGIN_PAGE)
+
+    def do_GET(self) -> None:  # noqa: N802
+        self.do_POST()
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+def test_an_html_answer_is_reported_as_html_not_as_a_cut_stream() -> None:
+    proxy = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _LoginProxy)
+    thread = threading.Thread(target=proxy.serve_forever, daemon=True)
+    thread.start()
+    try:
+        result = bench(f"http://127.0.0.1:{proxy.server_address[1]}", model="m", num_prompts=2, max_concurrency=1,
+                       input_len=5, output_len=4, warmup=0, progress=False, timeout_s=10.0, stop_after_failures=0)
+    finally:
+        proxy.shutdown()
+        thread.join(10)
+        proxy.server_close()
+    error = result.first_error or ""
+    assert error.startswith("the server answered HTML (a proxy or a login page?)")
+    assert "'Sign in - Cluster SSO'" in error and "cut mid-response" not in error
