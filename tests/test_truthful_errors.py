@@ -18,6 +18,7 @@ import pytest
 from toolkit.benchmark import bench
 from toolkit.errors import PortInUse
 from toolkit.host.host import Host
+from toolkit.journal import Journal
 from toolkit.server import port_owner
 from toolkit.server.launch import launch
 from toolkit.server.spec import ServerSpec
@@ -127,3 +128,55 @@ def test_an_html_answer_is_reported_as_html_not_as_a_cut_stream() -> None:
     error = result.first_error or ""
     assert error.startswith("the server answered HTML (a proxy or a login page?)")
     assert "'Sign in - Cluster SSO'" in error and "cut mid-response" not in error
+
+
+# -- python -m toolkit report: one line, never a traceback -----------------------------------------
+
+def _report(journal: Path, out: Path | str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "toolkit", "report", str(journal), "--out", str(out)],
+                          capture_output=True, text=True, cwd=cwd, timeout=120)
+
+
+@pytest.fixture(scope="module")
+def journal_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("journal") / "j.sqlite"
+    with Journal(path) as journal, journal.step("baseline", "one step") as step:
+        step.note("a note")
+    return path
+
+
+def _one_line_error(done: subprocess.CompletedProcess[str], *needles: str) -> None:
+    assert done.returncode == 2, done.stderr
+    assert "Traceback" not in done.stderr and len(done.stderr.strip().splitlines()) == 1, done.stderr
+    assert done.stderr.startswith("error: ") and all(n in done.stderr for n in needles), done.stderr
+
+
+def test_report_on_a_corrupt_journal_prints_one_line(tmp_path: Path) -> None:
+    corrupt = tmp_path / "corrupt.sqlite"
+    corrupt.write_bytes(b"SQLite format 3\x00" + b"\xff" * 4000)
+    _one_line_error(_report(corrupt, tmp_path / "out", tmp_path), "corrupt.sqlite", "what to do")
+
+
+@pytest.mark.parametrize("out", ["a-file/sub", "/proc/toolkit-report"])
+def test_report_into_a_folder_that_cannot_be_made_prints_one_line(journal_file: Path, tmp_path: Path,
+                                                                  out: str) -> None:
+    (tmp_path / "a-file").write_text("a file, not a folder\n")
+    _one_line_error(_report(journal_file, out, tmp_path), out, "--out a folder you can create and write")
+
+
+def test_report_on_a_journal_on_a_read_only_mount_reads_it_or_says_why(journal_file: Path, tmp_path: Path) -> None:
+    source, mount = tmp_path / "ro-source", tmp_path / "ro"
+    source.mkdir()
+    mount.mkdir()
+    shutil.copy(journal_file, source / "j.sqlite")
+    if subprocess.run(["mount", "--bind", "-o", "ro", str(source), str(mount)], capture_output=True).returncode:
+        pytest.skip("a read-only bind mount needs CAP_SYS_ADMIN")
+    try:
+        done = _report(mount / "j.sqlite", tmp_path / "out", tmp_path)
+    finally:
+        subprocess.run(["umount", str(mount)], check=True)
+    assert "Traceback" not in done.stderr, done.stderr
+    if done.returncode:
+        _one_line_error(done, "j.sqlite")
+    else:
+        assert (tmp_path / "out" / "postmortem.md").is_file()
