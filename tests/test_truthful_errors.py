@@ -180,3 +180,32 @@ def test_report_on_a_journal_on_a_read_only_mount_reads_it_or_says_why(journal_f
         _one_line_error(done, "j.sqlite")
     else:
         assert (tmp_path / "out" / "postmortem.md").is_file()
+
+
+# -- logs follow on a path that is not there -------------------------------------------------------
+
+def test_logs_follow_on_a_misspelt_path_says_so_and_gives_up_after_its_bound(tmp_path: Path) -> None:
+    (tmp_path / "server.log").write_text("hello\n")
+    started = time.monotonic()
+    done = subprocess.run([sys.executable, "-m", "toolkit", "logs", "follow", str(tmp_path / "sevrer.log"),
+                           "--wait-s", "3"], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2 and "Traceback" not in done.stderr
+    assert f"waiting: {tmp_path / 'sevrer.log'} does not exist on localhost (yet)" in done.stderr
+    assert f"did you mean {tmp_path / 'server.log'}?" in done.stderr
+    assert time.monotonic() - started < 60  # 3 s of waiting, plus the start of a Python process on a busy machine
+
+
+def test_logs_follow_follows_a_log_that_appears_while_it_waits(tmp_path: Path) -> None:
+    log = tmp_path / "later.log"
+    follower = subprocess.Popen([sys.executable, "-m", "toolkit", "logs", "follow", str(log), "--color", "never",
+                                 "--wait-s", "120"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert follower.stderr is not None and follower.stdout is not None
+        assert "does not exist on localhost (yet)" in follower.stderr.readline()  # it said so, and waits
+        log.write_text("RuntimeError: CUDA error: an illegal memory access was encountered HF_TOKEN=hf_x\n")
+        line = follower.stdout.readline()
+        assert "illegal memory access" in line and "HF_TOKEN=[REDACTED]" in line
+    finally:
+        follower.send_signal(2)  # Ctrl-C: what a person does to stop following
+        follower.communicate(timeout=30)
+    assert follower.returncode in (0, 1)
