@@ -20,6 +20,7 @@ from __future__ import annotations
 import contextlib
 import io
 import socket
+import subprocess
 import sys
 import textwrap
 import traceback
@@ -186,3 +187,14 @@ def test_a_redactor_hides_the_literal_values_in_every_form_they_take() -> None:
     assert redactor.text(cleaned) == cleaned
     assert redactor.obj({"note": f"k {API_KEY}", "n": [1, API_KEY]}) == {"note": f"k {REDACTED}", "n": [1, REDACTED]}
     assert Redactor().text("HF_TOKEN=abc") == "HF_TOKEN=[REDACTED]"  # without values: redact_text
+
+
+@pytest.mark.parametrize("as_json", [False, True])
+def test_logs_classify_prints_no_secret(tmp_path: Path, as_json: bool) -> None:
+    log = tmp_path / "server.log"
+    log.write_text(f"Traceback (most recent call last):\nRuntimeError: login refused --api-key {API_KEY} "
+                   f"HF_TOKEN={HF_TOKEN}\n")
+    done = subprocess.run([sys.executable, "-m", "toolkit", "logs", "classify", str(log), "--color", "never",
+                           *(["--json"] if as_json else [])], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 1 and "login refused --api-key [REDACTED]" in done.stdout
+    assert not [s for s in SECRETS if s in done.stdout + done.stderr]

@@ -27,7 +27,7 @@ from toolkit.errors import ToolkitError
 from toolkit.host.host import Host
 from toolkit.logs import ENGINES, LogClassifier, LogEvent, LogSummary, Verdict, classify_chunks
 from toolkit.logs.summary import shorten
-from toolkit.redaction import redact_text
+from toolkit.redaction import redact_obj, redact_text
 
 __all__ = ["main", "render_summary", "render_event"]
 
@@ -132,9 +132,9 @@ def _classify(args: argparse.Namespace) -> int:
         print(f"error: {exc.message}{hint}", file=sys.stderr)
         return 2
     if args.json:
-        print(json.dumps(summary.to_dict()))
+        print(json.dumps(redact_obj(summary.to_dict())))
     else:
-        print(render_summary(summary, path=args.file, colour=_use_colour(args.color, sys.stdout)))
+        print(redact_text(render_summary(summary, path=args.file, colour=_use_colour(args.color, sys.stdout))))
     return 1 if summary.state == "failed" else 0
 
 
