@@ -19,6 +19,7 @@ import ipywidgets as widgets
 from traitlets import Unicode
 
 from toolkit.errors import ToolkitError
+from toolkit.redaction import Redactor
 from toolkit.server.server import MultiNodeServer, Server
 from toolkit.server.state import ErrorSummary, ServerStatus
 from toolkit.views.widgets._status_markup import StatusSnapshot, status_html, status_text
@@ -53,6 +54,8 @@ class ServerPanel(TextRepr, widgets.VBox):
         clock: Callable[[], float] = time.time,
     ) -> None:
         self.server = server
+        # Whatever fed the state (a failure found by a sweep, a probe's answer), the panel shows no secret.
+        self._redact = Redactor.of(server.spec.secrets()).text
         self._clock = clock
         self._closed = True  # nothing to release yet
         self._stopper: threading.Thread | None = None
@@ -91,8 +94,7 @@ class ServerPanel(TextRepr, widgets.VBox):
         if self._stop_error is not None:
             lifecycle, error = "failed", self._stop_error
         elapsed = max(0.0, self._clock() - status.started_at) if lifecycle == "starting" else status.elapsed_s
-        # Whatever fed the state (a failure found by a sweep, a probe's answer), the panel shows no secret.
-        redact = server.redactor.text
+        redact = self._redact
         return StatusSnapshot(
             state=lifecycle,
             elapsed_s=elapsed,
