@@ -131,6 +131,8 @@ def _run(journal: Journal, spec: ServerSpec, log_dir: Path, exits: Exits, name: 
                 step.record(bench(server, num_prompts=4, max_concurrency=2, seed=1), run_label="sim")
             exits.add(f"{name}: log_tail", "\n".join(server.log_tail(200)))
             server.follow().wait_for_lines(20)
+            # A failure found elsewhere (a sweep, a probe) that quotes a value raw: the panel shows it redacted.
+            panel.set_failed(RuntimeError(f"the probe's key {API_KEY} was refused"))
             exits.add_widgets(name, panel, view)
     except ToolkitError as exc:
         assert not benchmark, f"the {name} run should have succeeded: {exc}"
@@ -173,6 +175,7 @@ def test_no_secret_of_a_launch_reaches_any_exit(tmp_path: Path) -> None:
     assert f"api_key='{API_KEY}'" in logs and f"login refused for {API_KEY}" in logs
     assert "api_key='[REDACTED]'" in exits.texts["ready: LogView"]
     assert "login refused for [REDACTED]" in exits.texts["echo: error"]
+    assert "the probe's key [REDACTED] was refused" in exits.texts["ready: ServerPanel"]
     assert {"postmortem.md", "postmortem.html"} <= {p.name for p in (tmp_path / "report").iterdir()}
     assert REDACTED in exits.texts["report: postmortem.md"]
 
