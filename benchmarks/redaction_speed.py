@@ -17,6 +17,11 @@ Shapes (deterministic, seeded), each ``--kib`` KiB long and without spaces unles
 The journal figure records the ``dotted`` line with ``step.record_log_lines`` into a fresh
 journal: redaction, then the committed write.
 
+The follower figure is what the log follower now pays per line (every line of a server log is
+redacted before a view, an error or the journal sees it): ``redact_text`` and a launch's
+``Redactor`` (two literal secret values) over the labelled real SGLang/vLLM logs of
+``../shared/real-logs`` when they are there.
+
     .venv/bin/python benchmarks/redaction_speed.py
     .venv/bin/python benchmarks/redaction_speed.py --kib 60 --repeat 1
 """
@@ -32,7 +37,9 @@ from collections.abc import Callable
 from pathlib import Path
 
 from toolkit.journal import Journal
-from toolkit.redaction import redact_text
+from toolkit.redaction import Redactor, redact_text
+
+REAL_LOGS = Path(__file__).resolve().parents[2] / "shared" / "real-logs"
 
 
 def _repeat(unit: str, size: int) -> str:
@@ -80,7 +87,21 @@ def main() -> int:
             seconds = best_of(args.repeat, lambda: step.record_log_lines([line]))
         journal.close()
     print(f"journal: record_log_lines of the dotted line {seconds:7.3f} s (redaction runs before the lock is taken)")
+    follower_cost(args.repeat)
     return 0
+
+
+def follower_cost(repeat: int) -> None:
+    lines = [line for path in sorted(REAL_LOGS.glob("*.log"))
+             for line in path.read_text(errors="replace").splitlines()] if REAL_LOGS.is_dir() else []
+    if not lines:
+        print(f"follower: no real logs at {REAL_LOGS}; skipped")
+        return
+    redactor = Redactor.of({"Xk9s3cr3tpass", "hf_Zq8xP2mK9vL4tR7wY1nB5cD3fG6hJ0sAq"})
+    for name, redact in (("redact_text", redact_text), ("Redactor", redactor.text)):
+        seconds = best_of(repeat, lambda redact=redact: [redact(line) for line in lines])  # type: ignore[misc]
+        print(f"follower: {name:11} {seconds / len(lines) * 1e6:6.1f} us/line over {len(lines)} real log lines "
+              f"({len(lines) / seconds:,.0f} lines/s)")
 
 
 if __name__ == "__main__":

@@ -3,12 +3,16 @@
 Every error the toolkit raises on purpose derives from :class:`ToolkitError`. Each
 carries the evidence that decided it (a host, a port, a command, the quoted log
 lines) so that a notebook shows the cause without a second look at the host.
+
+An error is shown, printed, pasted and journaled, so what it quotes is redacted where it is made
+(a server's log lines arrive redacted from its follower), and :meth:`ToolkitError.redacted` passes
+the whole error through a redactor (a Server's, which knows its launch's secret values).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Self
 
 if TYPE_CHECKING:  # a type only: the readiness report an error carries (no import at run time)
     from toolkit.server.readiness import ReadinessReport
@@ -23,6 +27,7 @@ __all__ = [
     "CommandFailed",
     "CommandNotFound",
     "PortInUse",
+    "UnsafeLogDir",
     "ProcessDied",
     "JobNotStarted",
     "ServerDied",
@@ -44,6 +49,19 @@ class ToolkitError(Exception):
         self.evidence = tuple(evidence)
         self.hint = hint
         super().__init__(self._render())
+
+    def redacted(self, redact: Callable[[str], str]) -> Self:
+        """This error with ``redact`` applied to its message, evidence and hint (in place); returns it.
+
+        >>> err = ToolkitError("login failed for key Xk9s3cr3tpass")
+        >>> str(err.redacted(lambda text: text.replace("Xk9s3cr3tpass", "[REDACTED]")))
+        'login failed for key [REDACTED]'
+        """
+        self.message = redact(self.message)
+        self.evidence = tuple(redact(line) for line in self.evidence)
+        self.hint = None if self.hint is None else redact(self.hint)
+        self.args = (self._render(),)
+        return self
 
     def _render(self) -> str:
         parts = [self.message]
@@ -107,6 +125,10 @@ class PortInUse(HostError):
         self.holder = holder
         evidence = [f"pid {pid}: {holder}"] if pid is not None else []
         super().__init__(message, host=host, evidence=evidence, hint=hint)
+
+
+class UnsafeLogDir(HostError):
+    """The server log folder on the host could be read or changed by another user: refused before a launch."""
 
 
 class ProcessDied(HostError):

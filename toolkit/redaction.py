@@ -7,7 +7,10 @@ module first. One core decides, three entry points apply it:
 * :func:`redact_text` for free text (log lines, notes, error texts, shell command lines);
 * :func:`redact_mapping` for ``name -> value`` data (an environment, a flag list);
 * :func:`redact_spec_dict` for a ``ServerSpec.to_dict()``;
-* :func:`redact_obj` for any JSON-like tree (benchmark summaries, error evidence).
+* :func:`redact_obj` for any JSON-like tree (benchmark summaries, error evidence);
+* :class:`Redactor`: the same, plus the literal values of one launch's secrets (``spec.secrets()``),
+  for the lines a server prints: SGLang up to 0.5.21 logs ``server_args=...api_key='Xk9s3cr3tpass'``,
+  a value with no known shape whose name is not beside it in every form it takes.
 
 Two rules decide, both pure:
 
@@ -34,11 +37,14 @@ JSON after it.
 
 from __future__ import annotations
 
+import json
 import math
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
+from urllib.parse import quote
 
 __all__ = [
     "REDACTED",
@@ -51,6 +57,7 @@ __all__ = [
     "redact_pairs",
     "redact_spec_dict",
     "redact_obj",
+    "Redactor",
 ]
 
 REDACTED = "[REDACTED]"
@@ -289,3 +296,56 @@ def redact(data: Any) -> Any:
     if isinstance(data, Mapping):
         return redact_mapping(data)
     return redact_obj(data)
+
+
+def _forms(value: str) -> set[str]:
+    """The ways a value shows up in a line: as is, escaped in JSON, in a Python repr, percent-encoded."""
+    forms = {value, json.dumps(value)[1:-1], repr(value)[1:-1], quote(value, safe="")}
+    # A value that is part of the marker itself would redact the marker again: never idempotent.
+    return {f for f in forms if len(f) >= 4 and f not in REDACTED}
+
+
+@dataclass(frozen=True)
+class Redactor:
+    """:func:`redact_text` and :func:`redact_obj`, plus the literal ``values`` of one launch's secrets.
+
+    Built from ``ServerSpec.secrets()`` (the values of ``--api-key``, ``HF_TOKEN``...): a line the
+    server prints that quotes one of them loses it whatever its shape and wherever it stands.
+    Linear: one alternation of the escaped values, longest first, then the shape rules.
+
+    >>> Redactor(frozenset({"Xk9s3cr3tpass"})).text("server_args=ServerArgs(api_key='Xk9s3cr3tpass', tp_size=8)")
+    "server_args=ServerArgs(api_key='[REDACTED]', tp_size=8)"
+    """
+
+    values: frozenset[str] = frozenset()
+    _pattern: re.Pattern[str] | None = field(default=None, init=False, repr=False, compare=False)
+
+    @classmethod
+    def of(cls, values: Iterable[str]) -> Redactor:
+        return cls(frozenset(v for v in values if v))
+
+    def __post_init__(self) -> None:
+        forms = sorted({f for v in self.values for f in _forms(v)}, key=lambda f: (-len(f), f))
+        pattern = re.compile("|".join(map(re.escape, forms))) if forms else None
+        object.__setattr__(self, "_pattern", pattern)
+
+    def text(self, text: str) -> str:
+        """``text`` with the literal values, then every secret :func:`redact_text` finds, replaced."""
+        if self._pattern is not None and text:
+            text = self._pattern.sub(REDACTED, text)
+        return redact_text(text)
+
+    def obj(self, obj: Any) -> Any:
+        """Any JSON-like tree, as :func:`redact_obj` does, with the literal values replaced in its strings."""
+        if self._pattern is None:
+            return redact_obj(obj)
+        if isinstance(obj, str):
+            return self.text(obj)
+        if isinstance(obj, Mapping):
+            return redact_obj({self.text(str(k)): self.obj(v) for k, v in obj.items()})
+        if isinstance(obj, list | tuple):
+            return redact_obj([self.obj(item) for item in obj])
+        return redact_obj(obj)
+
+    def __call__(self, text: str) -> str:
+        return self.text(text)

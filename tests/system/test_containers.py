@@ -106,7 +106,7 @@ def test_a_server_execd_into_a_running_container_stops_and_leaves_the_container(
             f"podman --runtime runc exec -i {box} bash -c ")
         server.wait_ready(timeout_s=90)
         assert bench(server, **BENCH).summary["completed"] == 4
-        assert server.log_path.startswith("/tmp/toolkit-logs/")  # inside the container
+        assert server.log_path.startswith("/tmp/toolkit-logs-")  # inside the container, per user
         assert "SIMULATED SGLang server" in server.host.run(f"cat {server.log_path}").stdout
         assert env_report(server, {"NCCL_ALGO": "Ring"}).ok
         server.stop(grace_s=10)

@@ -26,6 +26,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import json
+import re
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -252,6 +253,23 @@ def overrun_allowance(max_tokens: int) -> int:
     return max(8, max_tokens // 50)
 
 
+_HTML_TYPES = frozenset({"text/html", "application/xhtml+xml"})
+_TITLE = re.compile(rb"<title[^>]*>(.*?)</title", re.I | re.S)
+
+
+def html_answer(head: bytes) -> str:
+    """The reason for a 200 answer in HTML where an event stream was due: not a server of ours answered.
+
+    A proxy, a login page (SSO in front of a cluster's ports) or a web UI on the port answers 200
+    with a page; read as SSE it has no events and used to be reported as "cut mid-response?".
+    """
+    found = _TITLE.search(head)
+    title = " ".join(found.group(1).decode(errors="replace").split())[:120] if found else ""
+    shown = f"titled {title!r}" if title else f"starting {head[:120].decode(errors='replace')!r}"
+    return (f"the server answered HTML (a proxy or a login page?), not an event stream: a page {shown}; "
+            "check the URL and port, or reach the server without the proxy")
+
+
 def _failure(exc: BaseException, url: str, timeout_s: float, n_chunks: int) -> str:
     if isinstance(exc, TimeoutError):
         return f"timed out after {timeout_s:g} s (timeout_s) with {n_chunks} token chunks received"
@@ -293,6 +311,8 @@ async def stream_request(
                 if resp.status != 200:
                     text = (await resp.content.read(500)).decode(errors="replace").strip()
                     st.error = f"HTTP {resp.status} {resp.reason or ''}: {text}".rstrip(": ")
+                elif resp.content_type in _HTML_TYPES:
+                    st.error = html_answer(await resp.content.read(4000))
                 else:
                     decoder = SSEDecoder()
                     push, take = decoder.push, decoder.take

@@ -42,7 +42,12 @@ class TokenCounter:
                                     timeout=aiohttp.ClientTimeout(total=30)) as response:
                 if response.status != 200:
                     raise _NoTokenizer(f"POST /tokenize answered HTTP {response.status}")
-                body = await response.json(content_type=None)
+                if response.content_type == "text/html":
+                    raise _NoTokenizer("POST /tokenize answered HTML (a proxy or a login page?), not JSON")
+                try:
+                    body = await response.json(content_type=None)
+                except ValueError as exc:
+                    raise _NoTokenizer(f"POST /tokenize answered something that is not JSON ({exc})") from None
             count = body.get("count") if isinstance(body, dict) else None
             if not isinstance(count, int):
                 tokens = body.get("tokens") if isinstance(body, dict) else None

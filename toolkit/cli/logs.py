@@ -1,7 +1,7 @@
 """`python -m toolkit logs ...`: classify a server log file, or follow one live.
 
     python -m toolkit logs classify FILE [--engine auto|sglang|vllm|tgi|trtllm|lmdeploy|ray|llamacpp|generic] [--json] [--max-metrics N]
-    python -m toolkit logs follow [user@]HOST:PATH [--engine ...]
+    python -m toolkit logs follow [user@]HOST:PATH [--engine ...] [--wait-s S]
 
 ``classify`` reads the file in chunks (memory does not grow with its length) and ``--json``
 prints one JSON object (line numbers are 1-based over ``\\n``-separated lines, as ``grep -n``
@@ -14,9 +14,11 @@ phases. Exit status: 0 ready or starting, 1 failed, 2 when the file cannot be cl
 from __future__ import annotations
 
 import argparse
+import difflib
 import json
 import shlex
 import sys
+import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import BinaryIO, TextIO
@@ -25,6 +27,7 @@ from toolkit.errors import ToolkitError
 from toolkit.host.host import Host
 from toolkit.logs import ENGINES, LogClassifier, LogEvent, LogSummary, Verdict, classify_chunks
 from toolkit.logs.summary import shorten
+from toolkit.redaction import redact_obj, redact_text
 
 __all__ = ["main", "render_summary", "render_event"]
 
@@ -96,6 +99,8 @@ def _parser() -> argparse.ArgumentParser:
     follow.add_argument("target", help="[user@]HOST:PATH, or a local PATH")
     follow.add_argument("--engine", choices=ENGINES, default="auto")
     follow.add_argument("--color", choices=("auto", "always", "never"), default="auto")
+    follow.add_argument("--wait-s", type=float, default=60.0, metavar="S",
+                        help="how long to wait for a log that does not exist yet (default 60)")
     return parser
 
 
@@ -127,9 +132,9 @@ def _classify(args: argparse.Namespace) -> int:
         print(f"error: {exc.message}{hint}", file=sys.stderr)
         return 2
     if args.json:
-        print(json.dumps(summary.to_dict()))
+        print(json.dumps(redact_obj(summary.to_dict())))
     else:
-        print(render_summary(summary, path=args.file, colour=_use_colour(args.color, sys.stdout)))
+        print(redact_text(render_summary(summary, path=args.file, colour=_use_colour(args.color, sys.stdout))))
     return 1 if summary.state == "failed" else 0
 
 
@@ -142,12 +147,49 @@ def _split_target(target: str) -> tuple[str | None, str | None, str]:
     return (user if at else None), host, path
 
 
+_QUIET_WAIT_S = 2.0  # a log about to be created (a launch starting) appears within this, unannounced
+
+
+def _appeared(host: Host, path: str, wait_s: float) -> bool:
+    """Whether ``path`` exists on ``host``, waiting up to ``wait_s`` for it; says so when it waits.
+
+    ``tail -F`` on a misspelt path waits forever in silence (issue 20): after a short bound the
+    person hears that the file is not there, and where it is being waited for.
+    """
+    deadline = time.monotonic() + wait_s
+    announce_at = time.monotonic() + min(_QUIET_WAIT_S, wait_s)
+    announced = False
+    while host.run(f"test -e {shlex.quote(path)}", check=False).exit_code != 0:
+        now = time.monotonic()
+        if now >= deadline:
+            return False
+        if not announced and now >= announce_at:
+            print(f"waiting: {path} does not exist on {host.name} (yet); following it if it appears within "
+                  f"{wait_s:g} s (Ctrl-C to stop)", file=sys.stderr, flush=True)
+            announced = True
+        time.sleep(0.25)
+    return True
+
+
+def _missing(host: Host, path: str, wait_s: float) -> str:
+    folder, _, name = path.rstrip("/").rpartition("/")
+    listing = host.run(f"ls -1 -- {shlex.quote(folder or '/')}", check=False)
+    close = difflib.get_close_matches(name, listing.stdout.splitlines(), n=3) if listing.exit_code == 0 else []
+    where = f"; did you mean {', '.join(f'{folder}/{c}' for c in close)}?" if close else (
+        f"; {folder or '/'} does not exist there either" if listing.exit_code else "")
+    return (f"error: {path} did not appear on {host.name} within {wait_s:g} s{where} "
+            "(check the path, or pass --wait-s for a log that starts later)")
+
+
 def _follow(args: argparse.Namespace) -> int:
     user, hostname, path = _split_target(args.target)
     classifier = LogClassifier(engine=args.engine)
     colour = _use_colour(args.color, sys.stdout)
     try:
         host = Host.local() if hostname in (None, "localhost", "127.0.0.1") else Host(hostname, user=user)
+        if not _appeared(host, path, args.wait_s):
+            print(_missing(host, path, args.wait_s), file=sys.stderr)
+            return 2
         stream = host.open_stream(f"tail -n +1 -F {shlex.quote(path)}")
     except ToolkitError as exc:
         print(f"error: {exc}", file=sys.stderr)
@@ -163,7 +205,7 @@ def _follow(args: argparse.Namespace) -> int:
             pending += chunk
             *complete, pending = pending.split(b"\n")
             for raw in complete:
-                for event in classifier.feed(raw.decode("utf-8", errors="replace")):
+                for event in classifier.feed(redact_text(raw.decode("utf-8", errors="replace"))):
                     print(render_event(event, colour=colour), flush=True)
     except KeyboardInterrupt:
         pass

@@ -25,7 +25,7 @@ def _bench(argv: list[str]) -> int:
 
 
 def _report(argv: list[str]) -> int:
-    from toolkit.report.postmortem import main
+    from toolkit.cli.report import main
 
     return main(argv)
 

@@ -35,6 +35,7 @@ from toolkit.host.transport import (
     Transport,
     WrappedTransport,
 )
+from toolkit.redaction import redact_text
 
 __all__ = ["Host", "CommandResult", "ProcessHandle", "ProcessInfo", "StopReport", "ByteStream"]
 
@@ -84,7 +85,8 @@ class StopReport:
 
 
 def short_command(command: str, limit: int = 120) -> str:
-    one_line = " ".join(command.split())
+    """One line of at most ``limit`` characters, redacted: errors quote it (``--api-key K``, ``HF_TOKEN=...``)."""
+    one_line = " ".join(redact_text(command).split())
     return one_line if len(one_line) <= limit else one_line[: limit - 3] + "..."
 
 

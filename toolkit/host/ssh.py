@@ -156,6 +156,63 @@ def describe(connection: Connection) -> str:
     return f"{connection.user}@{connection.host}:{connection.port}"
 
 
+def key_file_problem(path: str) -> str | None:
+    """What is wrong with a private key file (None: paramiko can load it), in words for an error.
+
+    Paramiko raises ``FileNotFoundError`` for a missing key and a bare ``SSHException`` for a
+    garbage one, which read as "cannot reach the host" (issue 20); the key file is the cause.
+    """
+    full = os.path.expanduser(path)
+    if not os.path.exists(full):
+        return "does not exist"
+    if not os.path.isfile(full):
+        return "is not a file"
+    try:
+        paramiko.PKey.from_path(full)
+    except PermissionError:
+        return "cannot be read by this user (check its owner and mode: 0600, yours)"
+    except (paramiko.SSHException, ValueError, OSError, IndexError, TypeError) as exc:
+        # OpenSSH-format keys say so through cryptography's TypeError, PEM ones through paramiko's own.
+        if isinstance(exc, paramiko.PasswordRequiredException) or "password" in str(exc).lower():
+            return ("is encrypted and needs a passphrase: load it into ssh-agent (`ssh-add PATH`) and drop "
+                    "key_filename=")
+        return f"is not a private key paramiko can read ({type(exc).__name__}: {exc})".replace(" ()", "")
+    return None
+
+
+def _key_files(connection: Connection) -> list[str]:
+    keys = connection.connect_kwargs.get("key_filename") or []
+    return [keys] if isinstance(keys, str) else [str(k) for k in keys]
+
+
+def _fingerprint(path: str) -> str:
+    key = paramiko.PKey.from_path(os.path.expanduser(path))
+    return f"{key.get_name()} {key.fingerprint}"
+
+
+def _key_error(exc: BaseException, connection: Connection, where: str, via: str) -> AuthenticationFailed | None:
+    """AuthenticationFailed naming the key file and what is wrong with it, when a key file is the cause."""
+    if not isinstance(exc, paramiko.AuthenticationException | paramiko.SSHException | FileNotFoundError
+                      | PermissionError):
+        return None
+    keys = _key_files(connection)
+    hint = ("fix key_filename= (or IdentityFile in ~/.ssh/config): a private key whose public half is in "
+            "~/.ssh/authorized_keys of that user; `ssh -i KEY -p PORT USER@HOST true` should work")
+    problems = [(key, problem) for key in keys if (problem := key_file_problem(key)) is not None]
+    if problems:
+        key, problem = problems[0]
+        return AuthenticationFailed(f"cannot log in to {where}{via}: the key file {key} {problem}",
+                                    host=str(connection.host), evidence=[f"{type(exc).__name__}: {exc}"], hint=hint)
+    if isinstance(exc, paramiko.AuthenticationException) and keys:
+        shown = ", ".join(f"{key} ({_fingerprint(key)})" for key in keys)
+        return AuthenticationFailed(
+            f"{where}{via} refused our credentials: it did not accept the key {shown}", host=str(connection.host),
+            evidence=[f"{type(exc).__name__}: {exc}"],
+            hint=f"add its public half (`ssh-keygen -y -f {keys[0]}`) to ~/.ssh/authorized_keys of "
+                 f"{connection.user} on {connection.host}, or pass the key that is there")
+    return None
+
+
 def translate_connect_error(exc: BaseException, connection: Connection, timeout_s: float) -> ToolkitError:
     """Turn what paramiko/socket raised while connecting into an error that says what to do."""
     if isinstance(exc, ToolkitError):
@@ -163,6 +220,9 @@ def translate_connect_error(exc: BaseException, connection: Connection, timeout_
     where = describe(connection)
     host = str(connection.host)
     via = " (through its gateway)" if connection.gateway else ""
+    key_error = _key_error(exc, connection, where, via)
+    if key_error is not None:
+        return key_error
     if isinstance(exc, paramiko.BadHostKeyException):
         name = _key_name(host, int(connection.port))
         return ChangedHostKey(

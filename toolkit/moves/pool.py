@@ -34,6 +34,7 @@ from toolkit.host.group import HostGroup
 from toolkit.host.host import Host
 from toolkit.host.place import Target
 from toolkit.host.slurm import SlurmTarget
+from toolkit.redaction import redact_text
 from toolkit.server.launch import DEFAULT_LOG_DIR
 from toolkit.server.server import Server
 from toolkit.server.spec import ServerSpec
@@ -181,7 +182,7 @@ class HostPool:
 
         opened = not self._bars
         if opened:
-            self._bars = [tqdm(total=0, desc=f"{host.name}: {desc}"[:60], unit=unit, position=i, leave=True,
+            self._bars = [tqdm(total=0, desc=redact_text(f"{host.name}: {desc}")[:60], unit=unit, position=i, leave=True,
                                disable=not enabled) for i, host in enumerate(self.hosts)]
         try:
             yield
@@ -205,9 +206,9 @@ class HostPool:
         if kind == "advance" and isinstance(value, int):
             bar.update(value)
         elif kind == "status":
-            bar.set_description_str(f"{name}: {value}"[:60])
+            bar.set_description_str(redact_text(f"{name}: {value}")[:60])  # a label may quote a flag value
         elif kind == "postfix":
-            bar.set_postfix_str(str(value))
+            bar.set_postfix_str(redact_text(str(value)))
         elif kind == "total" and isinstance(value, int):
             bar.total += value
             bar.refresh()

@@ -3,7 +3,8 @@
 The seed's wait loop re-ran `ssh ... grep` every 75 s: each look cost a new SSH
 session and saw the log up to a minute late. A follower opens ONE channel running
 `tail -F` (which survives truncation, rotation and a relaunch that recreates the
-file), classifies each line as it arrives, keeps the last `capacity` events in a
+file), redacts each line as it arrives (the one gate for log lines: every view, error and journal
+record of them reads the follower's events), classifies it, keeps the last `capacity` events in a
 ring buffer (memory does not grow with the log), and hands batches to subscribers.
 """
 
@@ -18,6 +19,7 @@ from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 from toolkit.host.shell import quote_path
 from toolkit.logs import LogClassifier, LogEvent
+from toolkit.redaction import redact_text
 from toolkit.server.logfile import count_lines
 
 if TYPE_CHECKING:
@@ -76,9 +78,12 @@ class LogFollower:
         classifier: LogClassifier | None = None,
         capacity: int = 20_000,
         backlog_lines: int | None = None,
+        redact: Callable[[str], str] = redact_text,
     ) -> None:
         """``backlog_lines=None`` reads the log from its first line; ``N`` joins it mid-run with its
-        last N lines (numbered as in the file), as a person attaching to a running server does."""
+        last N lines (numbered as in the file), as a person attaching to a running server does.
+        ``redact`` cleans each line before anything sees it (a Server passes its spec's
+        :class:`~toolkit.redaction.Redactor`, which knows the literal values of its secrets)."""
         self.host = host
         self.path = path
         self.capacity = capacity
@@ -86,6 +91,7 @@ class LogFollower:
         if backlog_lines is not None and backlog_lines < 0:
             raise ValueError(f"backlog_lines must be >= 0 or None (the whole log), got {backlog_lines}")
         self._backlog = backlog_lines
+        self._redact = redact
         self._events: deque[LogEvent] = deque(maxlen=capacity)
         self._subscribers: list[Subscriber] = []
         self._lock = threading.Lock()
@@ -224,13 +230,13 @@ class LogFollower:
             self.finished.set()
 
     def _ingest(self, lines: Iterable[str]) -> None:
-        feed = self._classifier.feed
+        feed, redact = self._classifier.feed, self._redact
         batch: list[LogEvent] = []
         count = 0
         with self._lock:  # the classifier is stateful: flush() from another thread must not interleave
             for line in lines:
                 count += 1
-                batch.extend(feed(line))
+                batch.extend(feed(redact(line)))
         if count:
             self._lines += count
             self._last_line_at = time.time()

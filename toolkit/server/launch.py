@@ -30,14 +30,16 @@ from toolkit.host.place import Place, Target
 from toolkit.host.placement import Placement
 from toolkit.host.slurm import SlurmTarget
 from toolkit.host.slurm_script import NodeFlags
+from toolkit.server import log_dir as logs
+from toolkit.server import port_owner
 from toolkit.server.preflight import validate_spec
 from toolkit.server.server import MultiNodeServer, Server
 from toolkit.server.spec import ServerSpec
 
 __all__ = ["launch", "launch_multinode", "DEFAULT_LOG_DIR"]
 
-#: Where server logs go on the host unless ``log_dir`` says otherwise.
-DEFAULT_LOG_DIR = "/tmp/toolkit-logs"
+#: Where server logs go on the host unless ``log_dir`` says otherwise (private: see toolkit.server.log_dir).
+DEFAULT_LOG_DIR = logs.DEFAULT_LOG_DIR
 
 
 def _url(address: str, port: int) -> str:
@@ -63,8 +65,7 @@ def _check_port(host: Target, port: int) -> None:
         pid=pid or None,
         holder=command,
         hint=(
-            f"stop the holder (host.stop({pid}) if it is ours, or `kill {pid}` on the host), or choose another "
-            f"port: ServerSpec.sglang(..., port={port + 1}) or spec.with_flags({{'--port': {port + 1}}})"
+            port_owner.hint(port, pid, port_owner.holder_owner(host, pid))
             if pid
             else f"find the holder as root (`ss -ltnp 'sport = :{port}'`), or choose another port"
         ),
@@ -72,8 +73,10 @@ def _check_port(host: Target, port: int) -> None:
 
 
 def _log_path(target: Target, spec: ServerSpec, log_dir: str | None, suffix: str = "") -> str:
-    directory = target.expand_user(log_dir or DEFAULT_LOG_DIR).rstrip("/")
-    return f"{directory}/{_log_name(spec, suffix)}"
+    """A new log file, mode 0600, in the checked private folder (UnsafeLogDir if it is not private)."""
+    path = f"{logs.prepare(target, log_dir).rstrip('/')}/{_log_name(spec, suffix)}"
+    logs.create_log_file(target, path)
+    return path
 
 
 def _start(target: Target, spec: ServerSpec, log_dir: str | None, *, check_port: bool, suffix: str = "") -> Server:
@@ -91,7 +94,7 @@ def _start(target: Target, spec: ServerSpec, log_dir: str | None, *, check_port:
 def launch(
     host: Target, spec: ServerSpec, *, log_dir: str | None = None, check_port: bool = True, validate: bool = True
 ) -> Server:
-    """Start ``spec`` on ``host``, detached, logging to ``log_dir`` (default /tmp/toolkit-logs on the host).
+    """Start ``spec`` on ``host``, detached, logging to ``log_dir`` (default /tmp/toolkit-logs-UID on the host).
 
     ``host`` is a Host, a :class:`~toolkit.host.slurm.SlurmTarget` or a
     :class:`~toolkit.host.container.ContainerTarget`; ``server.placement`` then names the job,
@@ -101,7 +104,8 @@ def launch(
     Before anything starts: the port is checked, raising PortInUse naming the holder's pid
     and command; then the flags are checked against the engine's own ``--help`` on the host
     (cached per build; ``validate=False`` skips it), raising InvalidFlag with the valid spellings.
-    A misspelt flag costs seconds here instead of minutes of weight loading.
+    A misspelt flag costs seconds here instead of minutes of weight loading. The log folder is
+    made private (0700) and checked, its log file made 0600, or UnsafeLogDir says why not.
     """
     if check_port:
         _check_port(host, spec.port)

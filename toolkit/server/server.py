@@ -14,10 +14,12 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import InitVar, dataclass, field
 
+from toolkit.errors import ToolkitError
 from toolkit.host.host import ProcessHandle, StopReport
 from toolkit.host.place import Place
 from toolkit.host.placement import Placement
 from toolkit.logs import LogEvent
+from toolkit.redaction import Redactor
 from toolkit.server.follow import LogFollower
 from toolkit.server.http import ProbeOutcome, probe_server
 from toolkit.server.logfile import count_lines, tail_lines
@@ -50,12 +52,15 @@ class Server:
     state: ServerState = field(init=False, repr=False)
     stop_report: StopReport | None = field(default=None, init=False, repr=False)
     _follower: LogFollower | None = field(default=None, init=False, repr=False)
+    redactor: Redactor = field(init=False, repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False)
 
     def __post_init__(self, placed: Placement | None) -> None:
         self.placement = placed if placed is not None else Placement.on_host(
             self.host.name, self.host.address, self.process.pid, self.process.command)
         self.state = ServerState(started_at=self.process.started_at)
+        # The server's own lines may quote its secrets in any form (SGLang <= 0.5.21 logs api_key='...').
+        self.redactor = Redactor.of(self.spec.secrets())
 
     @property
     def pid(self) -> int:
@@ -86,8 +91,8 @@ class Server:
         return self.host.is_alive(self.process)
 
     def log_tail(self, lines: int = 50) -> list[str]:
-        """The last ``lines`` lines of the server log."""
-        return tail_lines(self.host, self.log_path, lines)
+        """The last ``lines`` lines of the server log, redacted (they end up in errors and notes)."""
+        return [self.redactor.text(line) for line in tail_lines(self.host, self.log_path, lines)]
 
     def follow(self) -> LogFollower:
         """The server's one log follower, started; it feeds the server's state and is stopped with the server."""
@@ -95,7 +100,8 @@ class Server:
             follower = self._follower
             if follower is None or follower.finished.is_set():
                 engine = self.spec.engine if self.spec.engine in _ENGINES_WITH_PACKS else "auto"
-                follower = self._follower = LogFollower(self.host, self.log_path, engine=engine)
+                follower = self._follower = LogFollower(self.host, self.log_path, engine=engine,
+                                                              redact=self.redactor.text)
                 follower.subscribe(self._observe, replay=True)
                 follower.start()
             return follower
@@ -124,9 +130,13 @@ class Server:
             count_log_lines=lambda: count_lines(self.host, self.log_path), where=self.where,
             host_name=self.host.name, from_source=self.spec.source is not None,
         )
-        return wait_ready(watch, timeout_s=timeout_s, hang_after_s=hang_after_s, probe_interval_s=probe_interval_s,
-                          fast_probe_interval_s=fast_probe_interval_s, probe_timeout_s=probe_timeout_s,
-                          alive_interval_s=alive_interval_s)
+        try:
+            return wait_ready(watch, timeout_s=timeout_s, hang_after_s=hang_after_s,
+                              probe_interval_s=probe_interval_s, fast_probe_interval_s=fast_probe_interval_s,
+                              probe_timeout_s=probe_timeout_s, alive_interval_s=alive_interval_s)
+        except ToolkitError as exc:  # quoted answers and lines: no secret of this launch in any form
+            exc.redacted(self.redactor.text)
+            raise
 
     def stop(self, *, grace_s: float = 10.0) -> StopReport:
         """Stop the server's whole process tree (SIGTERM, SIGKILL after ``grace_s``); idempotent.
@@ -185,6 +195,10 @@ class MultiNodeServer:
     def state(self) -> ServerState:
         """Node 0's state: it serves HTTP once every node has joined."""
         return self.head.state
+
+    @property
+    def redactor(self) -> Redactor:
+        return self.head.redactor
 
     def follow(self) -> LogFollower:
         return self.head.follow()

@@ -19,6 +19,7 @@ import ipywidgets as widgets
 from traitlets import Unicode
 
 from toolkit.errors import ToolkitError
+from toolkit.redaction import Redactor
 from toolkit.server.server import MultiNodeServer, Server
 from toolkit.server.state import ErrorSummary, ServerStatus
 from toolkit.views.widgets._status_markup import StatusSnapshot, status_html, status_text
@@ -53,6 +54,8 @@ class ServerPanel(TextRepr, widgets.VBox):
         clock: Callable[[], float] = time.time,
     ) -> None:
         self.server = server
+        # Whatever fed the state (a failure found by a sweep, a probe's answer), the panel shows no secret.
+        self._redact = Redactor.of(server.spec.secrets()).text
         self._clock = clock
         self._closed = True  # nothing to release yet
         self._stopper: threading.Thread | None = None
@@ -91,19 +94,20 @@ class ServerPanel(TextRepr, widgets.VBox):
         if self._stop_error is not None:
             lifecycle, error = "failed", self._stop_error
         elapsed = max(0.0, self._clock() - status.started_at) if lifecycle == "starting" else status.elapsed_s
+        redact = self._redact
         return StatusSnapshot(
             state=lifecycle,
             elapsed_s=elapsed,
             phase=status.phase,
-            label=server.spec.describe(),
+            label=redact(server.spec.describe()),
             url=server.url,
             host=server.host.name,
             pid=server.pid,
             error_kind=error.kind if error else None,
-            error_message=error.message if error else None,
-            evidence=error.evidence if error else (),
-            hint=error.hint if error else None,
-            note=status.note,
+            error_message=redact(error.message) if error else None,
+            evidence=tuple(map(redact, error.evidence)) if error else (),
+            hint=redact(error.hint) if error and error.hint else None,
+            note=redact(status.note) if status.note else None,
         )
 
     def set_failed(self, error: BaseException | str) -> None:
