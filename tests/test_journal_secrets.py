@@ -128,3 +128,21 @@ def test_a_secret_never_reaches_the_database_files(
         journal.close()
         for file in Path(tmp).iterdir():  # after the checkpoint into the main file
             assert not any(n in file.read_bytes() for n in needles), f"{door}: secret found in {file.name}"
+
+
+def test_a_shapeless_secret_of_a_recorded_spec_is_hidden_in_later_notes_and_lines(tmp_path: Path) -> None:
+    """A value with no known shape is a secret because the spec says so (--api-key, *_PASSWORD): every
+    later write of the journal hides it, in a note, an error, a log line or another step's title."""
+    secret, password = "Xk9s3cr3tpass", "plainvalue77"
+    spec = ServerSpec.sglang("m", tp=1).with_flags({"--api-key": secret}).with_env({"MY_DB_PASSWORD": password})
+    path = tmp_path / "j.sqlite"
+    journal = Journal(path)
+    with journal.step("flag_change", spec=spec) as step:
+        step.note(f"the server echoed api_key={secret!r} and the password {password} in its args")
+        step.record_log_lines([f"[TP0] server_args=ServerArgs(api_key='{secret}')"])
+        step.finish("failed", error=f"died quoting {password}")
+    journal.note(f"later: {secret}", f"still {password}")
+    journal.close()
+    raw = b"".join(p.read_bytes() for p in tmp_path.iterdir() if p.name.startswith("j.sqlite"))
+    assert secret.encode() not in raw and password.encode() not in raw
+    assert b"[REDACTED]" in raw

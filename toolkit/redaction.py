@@ -329,6 +329,10 @@ class Redactor:
         pattern = re.compile("|".join(map(re.escape, forms))) if forms else None
         object.__setattr__(self, "_pattern", pattern)
 
+    def literals(self, text: str) -> str:
+        """``text`` with only the literal values replaced (for text that went through the shape rules already)."""
+        return self._pattern.sub(REDACTED, text) if self._pattern is not None and text else text
+
     def text(self, text: str) -> str:
         """``text`` with the literal values, then every secret :func:`redact_text` finds, replaced."""
         if self._pattern is not None and text:

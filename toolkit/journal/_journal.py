@@ -150,6 +150,8 @@ class Journal:
         """
         if not isinstance(kind, str) or not kind.strip():
             raise ValueError("kind must be a non-empty string such as 'baseline', 'flag_change' or 'attention_mode'")
+        if spec is not None:  # its secrets' values are hidden in every later write, notes included
+            self._store.learn_secrets(spec.secrets())
         row = spec_row(spec) if spec is not None else None
         title = title or (row.label if row else None) or kind
         known = {"toolkit": _toolkit_version(), "python": platform.python_version()}

@@ -203,6 +203,7 @@ class StepRecorder:
 
     def set_spec(self, spec: ServerSpec) -> None:
         """Attach (or replace) the ServerSpec when it is only known inside the step."""
+        self._store.learn_secrets(spec.secrets())
         row = spec_row(spec)
         self._store.write(
             "UPDATE steps SET spec_json = ?, spec_label = ?, command = ?, updated_at = ? WHERE id = ?",

@@ -15,14 +15,14 @@ import json
 import os
 import sqlite3
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 from toolkit.errors import JournalError
 from toolkit.journal._sqlite import journal_error, open_journal
-from toolkit.redaction import redact_obj, redact_text
+from toolkit.redaction import Redactor, redact_obj, redact_text
 
 __all__ = ["Json", "Clean", "clean", "loads", "Store"]
 
@@ -58,8 +58,9 @@ def clean(value: Any) -> Clean:
     raise TypeError(f"the journal stores text, numbers and Json(...), not {type(value).__name__}")
 
 
-def _gate(params: Sequence[Any]) -> tuple[Any, ...]:
-    return tuple(clean(value).value for value in params)
+def _gate(params: Sequence[Any], known: Redactor) -> tuple[Any, ...]:
+    values = (clean(value).value for value in params)
+    return tuple(known.literals(v) if isinstance(v, str) else v for v in values)
 
 
 def loads(text: str | None) -> Any:
@@ -76,6 +77,14 @@ class Store:
         self._conn = opened.conn
         self.read_only_reason = opened.read_only_reason
         self._lock = threading.RLock()
+        self._known = Redactor()  # the literal secret values of every spec recorded through this store
+
+    def learn_secrets(self, values: Iterable[str]) -> None:
+        """Hide these values (a spec's ``secrets()``) in everything written from now on, whatever their shape."""
+        new = frozenset(v for v in values if v) - self._known.values
+        if new:
+            with self._lock:
+                self._known = Redactor.of(self._known.values | new)
 
     @property
     def read_only(self) -> bool:
@@ -102,7 +111,7 @@ class Store:
             except sqlite3.Error as exc:
                 raise journal_error(exc, self.path, doing) from exc
             try:
-                yield _Tx(self._conn)
+                yield _Tx(self._conn, self._known)
                 self._conn.execute("COMMIT")
             except BaseException as exc:
                 if self._conn.in_transaction:  # a failed COMMIT (a full disk) leaves it open
@@ -115,7 +124,7 @@ class Store:
     def write(self, sql: str, params: Sequence[Any] = (), *, doing: str = "a write") -> int:
         """One statement, committed at once; returns the last row id."""
         self._refuse_if_read_only(doing)
-        values = _gate(params)  # before the lock
+        values = _gate(params, self._known)  # before the lock
         with self._lock:
             try:
                 cursor = self._conn.execute(sql, values)
@@ -140,11 +149,12 @@ class Store:
 class _Tx:
     """The writer handed out inside a transaction; it applies the same gate (cheap for Clean values)."""
 
-    def __init__(self, conn: sqlite3.Connection) -> None:
+    def __init__(self, conn: sqlite3.Connection, known: Redactor) -> None:
         self._conn = conn
+        self._known = known
 
     def execute(self, sql: str, params: Sequence[Any] = ()) -> sqlite3.Cursor:
-        return self._conn.execute(sql, _gate(params))
+        return self._conn.execute(sql, _gate(params, self._known))
 
     def executemany(self, sql: str, rows: Sequence[Sequence[Any]]) -> None:
-        self._conn.executemany(sql, [_gate(row) for row in rows])
+        self._conn.executemany(sql, [_gate(row, self._known) for row in rows])
