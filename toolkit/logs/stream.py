@@ -16,8 +16,8 @@ from collections.abc import Iterable, Iterator
 
 from toolkit.errors import ToolkitError
 from toolkit.logs.classify import LogClassifier
-from toolkit.logs.rules import CompiledRules, Rule, Verdict, match_compiled
 from toolkit.logs.line import text_and_level
+from toolkit.logs.rules import CompiledRules, Rule, Verdict, match_compiled
 from toolkit.logs.skim import LOUD_LEVELS, QUIET_VERDICTS, TRACEBACK_START
 from toolkit.logs.summary import LogSummary, SummaryBuilder
 
