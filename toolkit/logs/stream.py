@@ -127,6 +127,8 @@ def classify_chunks(chunks: Iterable[bytes], engine: str = "auto", *, extra_rule
     rules: CompiledRules | None = None
     quiet, metric = QUIET_VERDICTS, Verdict.METRIC
     skipped = 0  # lines the fast lane took since the classifier last counted
+    # keeping every row, the classifier parses each metric line and counts only those that parse: feed them
+    capped = max_metrics is not None
     for batch in iter_line_batches(chunks, max_line_chars=max_line_chars, name=name):
         for line in batch:
             if rules is not None:
@@ -138,7 +140,7 @@ def classify_chunks(chunks: Iterable[bytes], engine: str = "auto", *, extra_rule
                             skipped += 1
                             continue
                     elif match.rule.phase is None and not match.rule.header:
-                        if match.verdict is metric:
+                        if match.verdict is metric and capped:
                             skipped += 1
                             add_metric(line, classifier.line_no + skipped)
                             continue
