@@ -8,7 +8,7 @@ import sys
 import toolkit
 
 EXPECTED = {
-    "Host", "HostGroup", "SlurmTarget", "ContainerTarget", "ServerSpec", "Server", "launch", "launch_multinode", "Journal", "bench", "sweep",
+    "Host", "HostGroup", "SlurmTarget", "ContainerTarget", "ServerSpec", "Server", "launch", "launch_multinode", "leftovers", "Journal", "bench", "sweep",
     "compare", "compare_flag", "perf_bisect", "compare_commits", "env_report", "profile", "observed", "greedy_outputs",
     "compare_outputs", "compare_profiles", "validate_spec", "LogView", "ServerPanel",
     "ToolkitError", "errors", "logs", "plots", "report",

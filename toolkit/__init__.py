@@ -26,6 +26,7 @@ __all__ = [
     "Server",
     "launch",
     "launch_multinode",
+    "leftovers",
     "Journal",
     "bench",
     "sweep",
@@ -62,11 +63,12 @@ def _hosts() -> dict[str, Any]:
 def _servers() -> dict[str, Any]:
     from toolkit.server.launch import launch, launch_multinode
     from toolkit.server.preflight import validate_spec
+    from toolkit.server.registry import leftovers
     from toolkit.server.server import Server
     from toolkit.server.spec import ServerSpec
 
     return {"ServerSpec": ServerSpec, "Server": Server, "launch": launch, "launch_multinode": launch_multinode,
-            "validate_spec": validate_spec}
+            "validate_spec": validate_spec, "leftovers": leftovers}
 
 
 def _journal() -> dict[str, Any]:
@@ -128,7 +130,7 @@ def __getattr__(name: str) -> Any:
 # public name -> the loader that imports it (kept beside __all__; tests/test_public_api.py pins both)
 _LOADER_OF: dict[str, Callable[[], dict[str, Any]]] = {
     **dict.fromkeys(("Host", "HostGroup", "SlurmTarget", "ContainerTarget"), _hosts),
-    **dict.fromkeys(("ServerSpec", "Server", "launch", "launch_multinode", "validate_spec"), _servers),
+    **dict.fromkeys(("ServerSpec", "Server", "launch", "launch_multinode", "validate_spec", "leftovers"), _servers),
     "Journal": _journal,
     "bench": _benchmark,
     **dict.fromkeys(("sweep", "compare", "compare_flag", "perf_bisect", "compare_commits", "env_report"), _moves),
@@ -160,6 +162,7 @@ if TYPE_CHECKING:
     from toolkit.moves.profile_result import compare_profiles
     from toolkit.server.launch import launch, launch_multinode
     from toolkit.server.preflight import validate_spec
+    from toolkit.server.registry import leftovers
     from toolkit.server.server import Server
     from toolkit.server.spec import ServerSpec
     from toolkit.views import plots

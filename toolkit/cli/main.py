@@ -36,6 +36,18 @@ def _sim(argv: list[str]) -> int:
     return main(argv)
 
 
+def _ps(argv: list[str]) -> int:
+    from toolkit.cli.servers import ps_main
+
+    return ps_main(argv)
+
+
+def _stop(argv: list[str]) -> int:
+    from toolkit.cli.servers import stop_main
+
+    return stop_main(argv)
+
+
 def _demo(argv: list[str]) -> int:
     from toolkit.cli.demo import main
 
@@ -48,6 +60,8 @@ SUBCOMMANDS: dict[str, tuple[Entry, str]] = {
     "bench": (_bench, "benchmark an OpenAI-compatible server (TTFT, ITL, TPOT, tok/s)"),
     "report": (_report, "write the post-mortem of a journal: report JOURNAL --out DIR"),
     "sim": (_sim, "run the simulated SGLang/vLLM server, or: sim make-repo DIR ..."),
+    "ps": (_ps, "list the servers this user launched on a host, and which outlived their driver"),
+    "stop": (_stop, "stop servers whose driver is gone: stop --all-mine [--host user@h:port] | stop PID"),
     "demo": (_demo, "run the onboarding walkthrough on the simulator and write out/"),
 }
 

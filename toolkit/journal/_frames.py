@@ -96,11 +96,15 @@ def results_frame(store: Store, investigation_id: int | None) -> pd.DataFrame:
     records: list[dict[str, Any]] = []
     metric_names: dict[str, None] = {}  # ordered sets: first appearance wins
     spec_names: dict[str, None] = {}
+    specs: dict[str | None, tuple[dict[str, Any], dict[str, Any]]] = {}  # a sweep repeats a few specs 10,000 times
     for row in rows:
-        spec = loads(row["spec_json"]) or {}
+        text = row["spec_json"]
+        if text not in specs:
+            spec_of = loads(text) or {}
+            specs[text] = (spec_of, spec_columns(spec_of))
+        spec, flat = specs[text]
         summary = {k: v for k, v in (loads(row["summary_json"]) or {}).items()
                    if v is None or isinstance(v, bool | int | float | str)}
-        flat = spec_columns(spec)
         record = {
             "run_id": row["run_id"], "step_id": row["step_id"], "seq": seq_of.get(row["step_id"]),
             "kind": row["kind"], "title": row["title"],

@@ -197,6 +197,12 @@ class LogClassifier:
             return
         self._select_rules()
 
+    def skimmable(self) -> CompiledRules | None:
+        """The rules in force when the fast lane (:mod:`toolkit.logs.skim`) may take the next line, else None:
+        ready, no traceback open, engine settled."""
+        settled = self._explicit_packs is not None or (self.engine is not None and not self._tentative)
+        return self._compiled if self.ready and settled and not self._groups else None
+
     # -- lines -------------------------------------------------------------
     def feed(self, line: str) -> list[LogEvent]:
         """Classify the next line (without its ``\\n``); returns the events it completes."""

@@ -17,7 +17,7 @@ from functools import lru_cache
 
 from toolkit.logs._construct import fast_constructor
 
-__all__ = ["ParsedLine", "parse_line", "parse_fields", "strip_ansi"]
+__all__ = ["ParsedLine", "parse_line", "parse_fields", "text_and_level", "strip_ansi"]
 
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|\x1b[\]_][^\x07\x1b]*(?:\x07|\x1b\\)")  # CSI, OSC and APC (Buildkite's _bk;t=)
 
@@ -151,6 +151,22 @@ def parse_line(raw: str) -> ParsedLine:
     ('TP5', 'Ignore import error when loading x')
     """
     return _make_parsed(raw, *parse_fields(raw))
+
+
+def text_and_level(raw: str) -> tuple[str, str | None]:
+    """``parse_fields(raw)``'s text and level only: the fast lane of a long log reads no timestamp.
+
+    >>> text_and_level("[2026-02-26 20:26:06 TP5] Decode batch. #running-req: 1")
+    ('Decode batch. #running-req: 1', None)
+    """
+    if "\x1b" not in raw and "\r" not in raw and "it/s]" not in raw and "s/it]" not in raw:
+        if raw[:1] == "[":
+            if (m := _FAST_SGLANG.match(raw)) is not None:
+                return raw[m.end():].rstrip("\n"), m.group("level") or m.group("uvicorn_level")
+        elif (m := _FAST_VLLM.match(raw)) is not None:
+            return raw[m.end():].rstrip("\n"), m.group("vllm_level") or m.group("uvicorn_level")
+    text, _timestamp, _rank, level = parse_fields(raw)
+    return text, level
 
 
 def parse_fields(raw: str) -> tuple[str, datetime | None, str | None, str | None]:

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from toolkit.logs.classify import LogEvent
+from toolkit.logs.line import parse_fields
 from toolkit.logs.metrics import MetricRow, parse_metric
 from toolkit.logs.rules import Verdict
 
@@ -118,7 +119,13 @@ class SummaryBuilder:
         self._benign_count = 0
         self._metrics: deque[MetricRow] = deque(maxlen=max_metrics)
         self._unparsed: deque[tuple[str, int, datetime | None, str | None]] = deque(maxlen=max_metrics)
+        self._raw_metrics: deque[tuple[str, int]] = deque(maxlen=max_metrics)
         self._metric_count = 0
+
+    def add_metric_line(self, raw: str, line_no: int) -> None:
+        """A raw metric line, read and parsed only if it is among the rows kept (the fast lane's metric)."""
+        self._raw_metrics.append((raw, line_no))
+        self._metric_count += 1
 
     def add(self, event: LogEvent) -> None:
         verdict = event.verdict
@@ -183,6 +190,11 @@ class SummaryBuilder:
     def _kept_metrics(self) -> tuple[MetricRow, ...]:
         rows = list(self._metrics)
         for text, n, timestamp, rank in self._unparsed:
+            row = parse_metric(text, line_no=n, timestamp=timestamp, rank=rank)
+            if row is not None:
+                rows.append(row)
+        for raw, n in self._raw_metrics:
+            text, timestamp, rank, _level = parse_fields(raw)
             row = parse_metric(text, line_no=n, timestamp=timestamp, rank=rank)
             if row is not None:
                 rows.append(row)

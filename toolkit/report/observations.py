@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 from toolkit.moves.kernels import compare_kernel_tables
 from toolkit.moves.observe import cache_state
 from toolkit.moves.profile_result import Profile, load_profile
+from toolkit.report.capping import cap, left_out
 from toolkit.report.document import Block, Bullets, Figure, Heading, Paragraph, Table
 from toolkit.views import plots
 
@@ -49,10 +50,6 @@ def _figure(fig: Any, name: str, alt: str, dpi: int) -> Figure:
     return Figure(f"{name}.png", alt, buffer.getvalue())
 
 
-def _kind(metrics: pd.DataFrame, kind: str, run_id: Any) -> pd.DataFrame:
-    return metrics[(metrics["kind"] == kind) & (metrics["run_id"] == run_id)]
-
-
 def _mean(frame: pd.DataFrame, column: str, how: str = "mean") -> float | None:
     if column not in frame.columns or frame[column].dropna().empty:
         return None
@@ -68,14 +65,18 @@ def runs_table(results: pd.DataFrame, metrics: pd.DataFrame) -> list[Block]:
     if metrics.empty or "kind" not in metrics.columns:
         metrics = metrics.assign(kind=None, run_id=None)
     rows, simulated = [], False
-    for run in results.itertuples():
-        cache = _kind(metrics, "cache", run.run_id)
+    # one pass over the metric rows, not one filter per run (10,000 runs x every row: minutes, issue 20)
+    groups = {key: frame for key, frame in metrics.groupby(["kind", "run_id"], sort=False, dropna=False)}
+    nothing = metrics.iloc[0:0]
+    shown, left = cap(results)
+    for run in shown.itertuples():
+        cache = groups.get(("cache", run.run_id), nothing)
         state = cache_state(cache.iloc[-1].to_dict()) if len(cache) else "not recorded"
         policy = "" if not len(cache) else ("flush" if bool(cache.iloc[-1].get("policy_flush")) else "keep")
-        gpu = _kind(metrics, "gpu", run.run_id)
+        gpu = groups.get(("gpu", run.run_id), nothing)
         simulated = simulated or ("simulated" in gpu.columns and bool(gpu["simulated"].fillna(False).any()))
-        prom = _kind(metrics, "prometheus", run.run_id)
-        same = _kind(metrics, "equivalence", run.run_id)
+        prom = groups.get(("prometheus", run.run_id), nothing)
+        same = groups.get(("equivalence", run.run_id), nothing)
         outputs = ""
         if len(same):
             last = same.iloc[-1]
@@ -92,6 +93,7 @@ def runs_table(results: pd.DataFrame, metrics: pd.DataFrame) -> list[Block]:
                "peak memory (MiB)", "/metrics scrapes", "max running requests", "max KV-cache usage",
                "greedy outputs vs reference")
     blocks.append(Table(columns, tuple(rows)))
+    blocks += left_out(left, "runs", "journal.results(wide=True)")
     if simulated:
         blocks.append(Paragraph("GPU telemetry of simulated servers comes from the simulator's stand-in for "
                                 "nvidia-smi: SIMULATED GPUs, values derived from the simulated load.", True))

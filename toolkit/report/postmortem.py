@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from toolkit.journal import Journal
 from toolkit.journal.adapters import spec_parameters, stored_spec
+from toolkit.report.capping import cap, left_out
 from toolkit.report.document import (
     Block,
     Bullets,
@@ -154,15 +155,28 @@ def _summary(name: str, steps: pd.DataFrame, configs: list[dict[str, Any]], base
     return [Heading("Summary"), Bullets(tuple(items))]
 
 
-def _timeline_table(steps: pd.DataFrame) -> Table:
-    rows, previous = [], None
-    for row in steps.itertuples():
+def _previous_specs(steps: pd.DataFrame) -> list[dict[str, Any] | None]:
+    """For each step, the spec of the last step before it that had one (what "change vs previous" diffs)."""
+    out: list[dict[str, Any] | None] = []
+    previous = None
+    for spec in steps["spec"].tolist():
+        out.append(previous)
+        previous = spec if spec else previous
+    return out
+
+
+def _timeline_table(steps: pd.DataFrame) -> list[Block]:
+    steps = steps.reset_index(drop=True)
+    previous = _previous_specs(steps)
+    shown, left = cap(steps)
+    rows = []
+    for position, row in zip(shown.index, shown.itertuples(), strict=True):
         outcome = row.status if row.status in ("failed", "interrupted", "running") else _text(row.verdict)
-        rows.append((f"#{row.seq}", row.kind, row.title, _text(row.hypothesis), _changes(previous, row.spec),
-                     outcome or "—", _num(row.duration_s, 0)))
-        previous = row.spec if row.spec else previous
+        rows.append((f"#{row.seq}", row.kind, row.title, _text(row.hypothesis),
+                     _changes(previous[position], row.spec), outcome or "—",
+                     _num(row.duration_s, 0)))
     columns = ("#", "kind", "title", "hypothesis", "change vs previous step", "verdict", "duration (s)")
-    return Table(columns, tuple(rows))
+    return [Table(columns, tuple(rows)), *left_out(left, "steps", "journal.steps()")]
 
 
 def _results_table(configs: list[dict[str, Any]]) -> Table:
@@ -191,8 +205,11 @@ def _readiness_facts(readiness: dict[str, Any] | None) -> list[str]:
 
 def _step_details(steps: pd.DataFrame, baseline_spec: dict[str, Any] | None) -> list[Block]:
     blocks: list[Block] = [Heading("Steps")]
-    previous = None
-    for row in steps.itertuples():
+    steps = steps.reset_index(drop=True)
+    previous_of = _previous_specs(steps)
+    shown, left = cap(steps)
+    for position, row in zip(shown.index, shown.itertuples(), strict=True):
+        previous = previous_of[position]
         outcome = row.status if row.status != "done" else _text(row.verdict) or (
             "note" if row.kind == "note" else "no verdict")
         blocks.append(Heading(f"#{row.seq} {row.title} ({row.kind}): {outcome}", 3))
@@ -203,7 +220,6 @@ def _step_details(steps: pd.DataFrame, baseline_spec: dict[str, Any] | None) -> 
             facts.append(f"Change vs previous step: {_changes(previous, row.spec)}")
             if baseline_spec is not None and row.spec is not baseline_spec:
                 facts.append(f"Change vs baseline: {_changes(baseline_spec, row.spec)}")
-            previous = row.spec
         facts += _readiness_facts(row.readiness)
         facts += [f"Started {row.started_at:%Y-%m-%d %H:%M:%S} UTC, status {row.status}, {row.n_runs} run(s)."]
         blocks.append(Bullets(tuple(facts)))
@@ -216,28 +232,29 @@ def _step_details(steps: pd.DataFrame, baseline_spec: dict[str, Any] | None) -> 
             hint = evidence.get("hint")
             lines += [f"what to do: {hint}"] if hint and str(hint) not in error else []
             blocks += [Paragraph("Error and evidence:"), Code("\n".join(lines))]
-    return blocks
+    return blocks + left_out(left, "steps", "journal.steps()")
 
 
 def _log_section(steps: pd.DataFrame, logs: pd.DataFrame) -> list[Block]:
     blocks: list[Block] = [Heading("Decisive log lines")]
     if logs.empty:
         return blocks + [Paragraph("No log lines were recorded (step.record_log_lines(...) records them).", True)]
-    for row in steps.itertuples():
-        lines = logs.loc[logs["step_id"] == row.step_id, "text"].tolist()
-        if lines:
-            more = len(lines) - _MAX_LOG_LINES
-            shown = lines[:_MAX_LOG_LINES] + ([f"... {more} more line(s) in the journal"] if more > 0 else [])
-            blocks += [Heading(f"#{row.seq} {row.title}", 3), Code("\n".join(shown))]
-    return blocks
+    by_step = {step_id: group["text"].tolist() for step_id, group in logs.groupby("step_id", sort=False)}
+    shown, left = cap(steps[steps["step_id"].isin(by_step.keys())])
+    for row in shown.itertuples():
+        lines = by_step[row.step_id]
+        more = len(lines) - _MAX_LOG_LINES
+        shown_lines = lines[:_MAX_LOG_LINES] + ([f"... {more} more line(s) in the journal"] if more > 0 else [])
+        blocks += [Heading(f"#{row.seq} {row.title}", 3), Code("\n".join(shown_lines))]
+    return blocks + left_out(left, "steps with log lines", "journal.log_lines()")
 
 
 def _reproduce(steps: pd.DataFrame) -> list[Block]:
     blocks: list[Block] = [Heading("How to reproduce each step"),
                            Paragraph("Values shown as [REDACTED] were secrets; put your own back before running.", True)]
-    for row in steps.itertuples():
-        if not row.spec and not _text(row.command):
-            continue
+    shown, left = cap(steps[[bool(spec) or bool(_text(command)) for spec, command in zip(steps["spec"], steps["command"],
+                                                                                          strict=True)]])
+    for row in shown.itertuples():
         spec = row.spec or {}
         where = [f"host {row.hosts}" if _text(row.hosts) else "", f"commit {spec['commit']}" if spec.get("commit")
                  else "", f"workdir {spec['workdir']}" if spec.get("workdir") else ""]
@@ -248,7 +265,7 @@ def _reproduce(steps: pd.DataFrame) -> list[Block]:
         stored = stored_spec(spec)
         exports = [f"export {k}={v}" for k, v in (stored.env if stored else ()) if f"{k}=" not in command]
         blocks.append(Code("\n".join(exports + [command]), "bash"))
-    return blocks
+    return blocks + left_out(left, "steps", "journal.steps() (its command column)")
 
 
 def build(journal: Journal, *, dpi: int = 100) -> tuple[str, list[Block]]:
@@ -267,7 +284,7 @@ def build(journal: Journal, *, dpi: int = 100) -> tuple[str, list[Block]]:
     generated = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
     blocks: list[Block] = [Heading(title, 1), Paragraph(f"Generated {generated} from {journal.path.name}.", True)]
     blocks += _summary(journal.investigation, steps, configs, baseline, root_cause)
-    blocks += [Heading("Timeline"), figures["timeline"], _timeline_table(steps)]
+    blocks += [Heading("Timeline"), figures["timeline"], *_timeline_table(steps)]
     blocks += [Heading("Results")]
     blocks += [_results_table(configs)] if configs else [Paragraph("No benchmark runs were recorded.", True)]
     blocks += [figures[name] for name in figures if name != "timeline"]

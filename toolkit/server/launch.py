@@ -31,7 +31,7 @@ from toolkit.host.placement import Placement
 from toolkit.host.slurm import SlurmTarget
 from toolkit.host.slurm_script import NodeFlags
 from toolkit.server import log_dir as logs
-from toolkit.server import port_owner
+from toolkit.server import port_owner, registry
 from toolkit.server.preflight import validate_spec
 from toolkit.server.server import MultiNodeServer, Server
 from toolkit.server.spec import ServerSpec
@@ -58,6 +58,12 @@ def _check_port(host: Target, port: int) -> None:
         return
     pid, command = holder
     who = f"pid {pid} ({command})" if pid else command
+    recorded = registry.orphan_holding(host, pid) if isinstance(host, Host) else None
+    if recorded is not None and isinstance(host, Host):
+        raise PortInUse(
+            f"port {port} on {host.name} is held by {who}: {registry.explain(recorded)}",
+            host=host.name, port=port, pid=pid, holder=command, hint=registry.stop_hint(recorded, host),
+        )
     raise PortInUse(
         f"port {port} on {host.name} is held by {who}; stop it or pass port=...",
         host=host.name,
@@ -79,7 +85,8 @@ def _log_path(target: Target, spec: ServerSpec, log_dir: str | None, suffix: str
     return path
 
 
-def _start(target: Target, spec: ServerSpec, log_dir: str | None, *, check_port: bool, suffix: str = "") -> Server:
+def _start(target: Target, spec: ServerSpec, log_dir: str | None, *, check_port: bool, suffix: str = "",
+           outlive: bool = False) -> Server:
     log_path = _log_path(target, spec, log_dir, suffix)
     if isinstance(target, Host):
         handle: ProcessHandle = target.start_detached(spec.command(), log_path=log_path)
@@ -88,11 +95,15 @@ def _start(target: Target, spec: ServerSpec, log_dir: str | None, *, check_port:
     else:
         placed = target.start_server(spec.command(), log_path=log_path, port=spec.port, check_port=check_port)
         handle, place, placement = placed, placed.place, placed.placement
-    return Server(place, spec, handle, _url(placement.address, spec.port), handle.log_path, placement)
+    server = Server(place, spec, handle, _url(placement.address, spec.port), handle.log_path, placement)
+    if isinstance(target, Host):  # recorded on its host, stopped when this driver ends (issue 20)
+        server.recorded = registry.register(target, handle, spec, key=id(server), stop=server.stop, outlive=outlive)
+    return server
 
 
 def launch(
-    host: Target, spec: ServerSpec, *, log_dir: str | None = None, check_port: bool = True, validate: bool = True
+    host: Target, spec: ServerSpec, *, log_dir: str | None = None, check_port: bool = True, validate: bool = True,
+    outlive: bool = False,
 ) -> Server:
     """Start ``spec`` on ``host``, detached, logging to ``log_dir`` (default /tmp/toolkit-logs-UID on the host).
 
@@ -106,12 +117,16 @@ def launch(
     (cached per build; ``validate=False`` skips it), raising InvalidFlag with the valid spellings.
     A misspelt flag costs seconds here instead of minutes of weight loading. The log folder is
     made private (0700) and checked, its log file made 0600, or UnsafeLogDir says why not.
+
+    The launch is recorded on the host (``python -m toolkit ps``) and the server is stopped
+    when this Python process ends, even by SIGTERM; ``outlive=True`` keeps it running after
+    the driver ends (recorded as kept, never reported as an orphan).
     """
     if check_port:
         _check_port(host, spec.port)
     if validate:
         validate_spec(host, spec)
-    return _start(host, spec, log_dir, check_port=check_port)
+    return _start(host, spec, log_dir, check_port=check_port, outlive=outlive)
 
 
 def launch_multinode(

@@ -16,10 +16,12 @@ from dataclasses import InitVar, dataclass, field
 
 from toolkit.errors import ToolkitError
 from toolkit.host.host import ProcessHandle, StopReport
+from toolkit.host.launches import LaunchRecord
 from toolkit.host.place import Place
 from toolkit.host.placement import Placement
 from toolkit.logs import LogEvent
 from toolkit.redaction import Redactor
+from toolkit.server import registry
 from toolkit.server.follow import LogFollower
 from toolkit.server.http import ProbeOutcome, probe_server
 from toolkit.server.logfile import count_lines, tail_lines
@@ -51,6 +53,8 @@ class Server:
     placement: Placement = field(init=False, repr=False)
     state: ServerState = field(init=False, repr=False)
     stop_report: StopReport | None = field(default=None, init=False, repr=False)
+    #: its record in the host's launch registry (None: not recorded, e.g. a Slurm job)
+    recorded: LaunchRecord | None = field(default=None, init=False, repr=False)
     _follower: LogFollower | None = field(default=None, init=False, repr=False)
     redactor: Redactor = field(init=False, repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False)
@@ -148,6 +152,9 @@ class Server:
         follower = self._follower
         if follower is not None:
             follower.stop()
+        if self.recorded is not None:
+            registry.forget(self.host, self.recorded, id(self))
+            self.recorded = None
         if self.stop_report is None:
             self.stop_report = report
             self.state.stopped(sigkill_sent=report.sigkill_sent, already_stopped=report.already_stopped,

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from toolkit.benchmark.labels import metric_label
 from toolkit.views.plots._figure import (
@@ -34,16 +34,24 @@ def _time_unit(span_s: float) -> tuple[float, str]:
     return (60.0, "minutes") if span_s < 3 * 3600 else (3600.0, "hours")
 
 
+#: Above this many steps the timeline counts outcomes per time bin instead: a bar and a label per step
+#: (10,000 of them) is unreadable and took most of a 150 s report (issue 20); the report's tables list the steps.
+LABELLED_STEPS = 60
+
+
 def timeline(steps: pd.DataFrame, *, title: str | None = None) -> Figure:
     """The investigation's steps in time: one bar per step, coloured by verdict, hypothesis beside it.
 
-    Confirmed green, refuted grey, inconclusive amber, failed red, interrupted purple.
+    Confirmed green, refuted grey, inconclusive amber, failed red, interrupted purple. Over
+    ``LABELLED_STEPS`` steps it shows how many steps of each outcome finished in each of 60
+    time bins (stacked bars), in a figure of fixed size.
     """
     from matplotlib.patches import Patch
 
     require(steps, ["seq", "title", "started_at", "finished_at"], "timeline()")
     n = len(steps)
-    fig, ax = new_figure(11.0, max(2.5, 0.45 * n + 1.5), style="white")
+    labelled = n <= LABELLED_STEPS
+    fig, ax = new_figure(11.0, max(2.5, 0.45 * n + 1.5) if labelled else 4.5, style="white")
     ax.set_title(title or "Investigation timeline: hypotheses and verdicts")
     ax.set_xlabel("minutes since the first step")
     ax.set_ylabel("step")
@@ -55,24 +63,50 @@ def timeline(steps: pd.DataFrame, *, title: str | None = None) -> Figure:
     end_s = (steps["finished_at"].fillna(steps["started_at"]) - start).dt.total_seconds()
     scale, unit = _time_unit(float(end_s.max()))
     ax.set_xlabel(f"{unit} since the first step")
-    begin, end = begin_s / scale, end_s / scale
-    span = max(float(end.max()), 1e-3)
-    seen: dict[str, None] = {}
+    begin, end = (begin_s / scale).tolist(), (end_s / scale).tolist()
+    span = max(max(end), 1e-3)
+    columns = [c for c in ("status", "verdict", "kind") if c in steps.columns]
+    outcomes = [step_outcome(row) for row in steps[columns].to_dict("records")]  # no Series per row
+    widths = [max(e - b, span * 0.012) for b, e in zip(begin, end, strict=True)]
+    seen = list(dict.fromkeys(outcomes))
+    if not labelled:  # aggregate before plotting: how many steps of each outcome ended in each time bin
+        _outcome_counts(ax, end, outcomes, seen, span, n, unit)
+        return fig
+    for outcome in seen:
+        rows = [i for i, o in enumerate(outcomes) if o == outcome]
+        ax.barh(rows, [widths[i] for i in rows], left=[begin[i] for i in rows], color=VERDICT_COLORS[outcome],
+                height=0.6)
     for i, (_, row) in enumerate(steps.iterrows()):
-        outcome = step_outcome(row)
-        seen[outcome] = None
-        width = max(float(end.iloc[i] - begin.iloc[i]), span * 0.012)
-        ax.barh(i, width, left=float(begin.iloc[i]), color=VERDICT_COLORS[outcome], height=0.6)
-        first, second = ("error", "hypothesis") if outcome == "failed" else ("hypothesis", "error")
+        first, second = ("error", "hypothesis") if outcomes[i] == "failed" else ("hypothesis", "error")
         note = short(cell_text(row.get(first)).split("\n")[0], 70) or short(row.get(second), 70)
-        text = f"{outcome}: {note}" if note else outcome
-        ax.annotate(text, (float(begin.iloc[i]) + width, i), xytext=(4, 0), textcoords="offset points",
-                    va="center", fontsize=8, color="#424242")
+        ax.annotate(f"{outcomes[i]}: {note}" if note else outcomes[i], (begin[i] + widths[i], i), xytext=(4, 0),
+                    textcoords="offset points", va="center", fontsize=8, color="#424242")
     ax.set_yticks(range(n), [f"#{row.seq} {short(row.title, 38)}" for row in steps.itertuples()])
-    ax.invert_yaxis()
     ax.set_xlim(0, span * 1.9 + 0.05)  # room for the hypothesis text
+    ax.invert_yaxis()
     ax.legend(handles=[Patch(color=VERDICT_COLORS[o], label=o) for o in seen], loc="lower right", fontsize=8)
     return fig
+
+
+def _outcome_counts(ax: Any, end: list[float], outcomes: list[str], seen: list[str], span: float, n: int,
+                    unit: str) -> None:
+    """Stacked bars: steps finished per time bin, by outcome (the many-steps timeline)."""
+    from matplotlib.patches import Patch
+
+    bins = 60
+    width = span / bins
+    counts = {o: [0] * bins for o in seen}
+    for finished, outcome in zip(end, outcomes, strict=True):
+        counts[outcome][min(int(finished / width), bins - 1)] += 1
+    left = [i * width for i in range(bins)]
+    bottom = [0] * bins
+    for outcome in seen:
+        ax.bar(left, counts[outcome], width=width, bottom=bottom, align="edge", color=VERDICT_COLORS[outcome],
+               linewidth=0)
+        bottom = [b + c for b, c in zip(bottom, counts[outcome], strict=True)]
+    ax.set_ylabel(f"steps finished per {width:.2g} {unit} (of {n:,})")
+    ax.set_xlim(0, span)
+    ax.legend(handles=[Patch(color=VERDICT_COLORS[o], label=o) for o in seen], loc="upper right", fontsize=8)
 
 
 def bisect(

@@ -1,0 +1,95 @@
+"""Stop this driver's servers when the driver ends: normally, on SIGTERM/SIGHUP, or on an unhandled Ctrl-C.
+
+A server launched from a notebook outlives the kernel unless someone stops it: papermill and
+``timeout`` send SIGTERM, a Jupyter kernel shutdown exits the interpreter (``atexit``), and
+Python's default SIGTERM/SIGHUP action ends the process without running ``atexit`` at all
+(issue 20: SIGTERM inside ``with tk.launch(...)`` left the server and its TP ranks running).
+
+The guard holds one stop callable per live server (released by ``Server.stop``), runs them all
+at exit and on SIGTERM/SIGHUP, then hands the signal to whatever handler was there before
+(a callable is called; the default action is restored and the signal re-raised, so the exit
+status still says "terminated"). SIGINT is left to Python: its handler raises
+KeyboardInterrupt, which ends a script through ``atexit`` and only interrupts a Jupyter cell
+(interrupting a cell must not kill the server the notebook holds). Handlers are installed
+from the main thread only (Python allows no other); a launch from a worker thread still gets
+``atexit``, and the next launch from the main thread installs them.
+
+This is the one piece of process-wide state the toolkit keeps: exit hooks are process-wide.
+"""
+
+from __future__ import annotations
+
+import atexit
+import os
+import signal
+import threading
+from collections.abc import Callable
+from types import FrameType
+
+__all__ = ["hold", "release", "stop_all", "held_count"]
+
+_SIGNALS = (signal.SIGTERM, signal.SIGHUP)
+_held: dict[int, Callable[[], object]] = {}
+_lock = threading.Lock()
+_state = {"atexit": False, "signals": False}
+
+
+def hold(key: int, stop: Callable[[], object]) -> None:
+    """Run ``stop`` when the driver ends, unless :func:`release` is called first."""
+    with _lock:
+        _held[key] = stop
+        if not _state["atexit"]:
+            atexit.register(stop_all)
+            _state["atexit"] = True
+    if not _state["signals"] and threading.current_thread() is threading.main_thread():
+        _install_signals()
+
+
+def release(key: int) -> None:
+    """Forget ``key`` (its server was stopped, or is meant to outlive the driver)."""
+    with _lock:
+        _held.pop(key, None)
+
+
+def held_count() -> int:
+    """How many servers this driver would stop at exit now."""
+    with _lock:
+        return len(_held)
+
+
+def stop_all() -> None:
+    """Stop every held server; one failing stop does not spare the others."""
+    with _lock:
+        stops = list(_held.values())
+        _held.clear()
+    for stop in stops:
+        try:
+            stop()
+        except Exception:  # noqa: BLE001 - at exit there is nobody to raise to; the next session lists leftovers
+            continue
+
+
+def _install_signals() -> None:
+    for signum in _SIGNALS:
+        previous = signal.getsignal(signum)
+        if previous is signal.SIG_IGN:
+            continue  # whoever started us asked that this signal not end us (nohup)
+        signal.signal(signum, _chained(signum, previous))
+    if signal.getsignal(signal.SIGINT) is signal.SIG_DFL:  # no KeyboardInterrupt: the process would just die
+        signal.signal(signal.SIGINT, _chained(signal.SIGINT, signal.SIG_DFL))
+    _state["signals"] = True
+
+
+Handler = Callable[[int, FrameType | None], object] | int | signal.Handlers | None
+
+
+def _chained(signum: int, previous: Handler) -> Callable[[int, FrameType | None], None]:
+    def on_signal(received: int, frame: FrameType | None) -> None:
+        stop_all()
+        if callable(previous):
+            previous(received, frame)
+            return
+        signal.signal(signum, signal.SIG_DFL)
+        os.kill(os.getpid(), signum)
+
+    return on_signal
