@@ -51,7 +51,7 @@ def test_a_port_held_by_your_own_toolkit_server_says_it_is_yours_with_its_log(tm
             launch(host, spec, log_dir=str(tmp_path), validate=False)
     hint = caught.value.hint or ""
     assert f"it is yours (pid {caught.value.pid}, launched by the toolkit, log {first.log_path})" in hint
-    assert f"host.stop({caught.value.pid})" in hint and "someone" not in hint
+    assert f"python -m toolkit stop {caught.value.pid}" in hint and "someone" not in hint  # recorded: stop it by pid
 
 
 def test_a_port_held_by_your_own_other_process_says_it_is_yours(tmp_path: Path) -> None:

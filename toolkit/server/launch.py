@@ -60,9 +60,11 @@ def _check_port(host: Target, port: int) -> None:
     who = f"pid {pid} ({command})" if pid else command
     recorded = registry.orphan_holding(host, pid) if isinstance(host, Host) else None
     if recorded is not None and isinstance(host, Host):
+        mine = port_owner.whose(pid, port_owner.holder_owner(host, pid))
         raise PortInUse(
             f"port {port} on {host.name} is held by {who}: {registry.explain(recorded)}",
-            host=host.name, port=port, pid=pid, holder=command, hint=registry.stop_hint(recorded, host),
+            host=host.name, port=port, pid=pid, holder=command,
+            hint=f"{mine}: " * (mine is not None) + registry.stop_hint(recorded, host),
         )
     raise PortInUse(
         f"port {port} on {host.name} is held by {who}; stop it or pass port=...",

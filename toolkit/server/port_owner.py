@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 from toolkit.host.place import Target
 
-__all__ = ["HolderOwner", "holder_owner", "parse", "hint"]
+__all__ = ["whose", "HolderOwner", "holder_owner", "parse", "hint"]
 
 _TOOLKIT_LOG = re.compile(r"-\d{8}-\d{6}-\d{3}\.log$")
 
@@ -55,15 +55,24 @@ def holder_owner(target: Target, pid: int) -> HolderOwner | None:
     return parse(result.stdout)
 
 
+def whose(pid: int, owner: HolderOwner | None) -> str | None:
+    """"it is yours (pid N, launched by the toolkit, log PATH)", or another user's, or None when unknown."""
+    if owner is not None and owner.mine:
+        launched = f", launched by the toolkit, log {owner.toolkit_log}" if owner.toolkit_log else ""
+        return f"it is yours (pid {pid}{launched})"
+    if owner is not None:
+        return f"it belongs to another user (uid {owner.holder_uid})"
+    return None
+
+
 def hint(port: int, pid: int, owner: HolderOwner | None) -> str:
     """What to do about the holder: stop your own server, or choose another port."""
     other_port = (f"or choose another port: ServerSpec.sglang(..., port={port + 1}) or "
                   f"spec.with_flags({{'--port': {port + 1}}})")
     if owner is not None and owner.mine:
-        launched = f", launched by the toolkit, log {owner.toolkit_log}" if owner.toolkit_log else ""
-        return (f"it is yours (pid {pid}{launched}): an earlier server still running, perhaps from a cell or a "
+        return (f"{whose(pid, owner)}: an earlier server still running, perhaps from a cell or a "
                 f"kernel that ended without stopping it; stop it with host.stop({pid}) (or `kill {pid}` on the "
                 f"host), {other_port}")
     if owner is not None:
-        return (f"it belongs to another user (uid {owner.holder_uid}): ask them, or {other_port}")
+        return f"{whose(pid, owner)}: ask them, or {other_port}"
     return f"stop the holder (host.stop({pid}) if it is ours, or `kill {pid}` on the host), {other_port}"

@@ -129,7 +129,7 @@ def stop_hint(seen: Verdict, host: Host) -> str:
     where = "" if host.is_local else f" --host {host.name}"
     command = f"`python -m toolkit stop {seen.record.pid}{where}`"
     if seen.status == "running":
-        return (f"{'it is yours: call server.stop() on it' if seen.record.owner == this_driver() else 'its driver still runs: stop it there'}"
+        return (f"{'call server.stop() on it' if seen.record.owner == this_driver() else 'its driver still runs: stop it there'}"
                 f", or {command}; or choose another port")
     return f"stop it with {command} (or every orphan: `python -m toolkit stop --all-mine{where}`), or choose another port"
 
