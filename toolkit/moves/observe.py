@@ -38,6 +38,7 @@ from toolkit.moves.trial import RunObserver, make_bench_call
 from toolkit.server.http import engine_versions, flush_cache
 from toolkit.server.scrape import MetricsScraper
 from toolkit.server.server import Server
+from toolkit.server.spec import MISSING, ServerSpec
 from toolkit.server.telemetry import GpuTelemetry, simulated_telemetry_command
 
 __all__ = ["CachePolicy", "CacheState", "CacheRecord", "Observation", "ObservedBench", "observed", "cache_state",
@@ -179,10 +180,17 @@ class ObservedBench(RunObserver):
                                             "not flushed; earlier runs on this launch may have filled it" if warm
                                             else "not flushed; first run on this launch (warm-up requests ran)")
         gpus = self._gpus(server)
-        scraper = MetricsScraper(server.url, engine.metrics, path=engine.metrics_path,
-                                 interval_s=self.metrics_interval_s) if self.metrics and engine else None
-        if self.metrics and engine is None:
+        scraper = None
+        names, path = (engine.metrics, engine.metrics_path) if engine is not None else (None, None)
+        if self.metrics and (names is None or path is None):
             observation.metrics_note = f"{server.spec.engine} serves no Prometheus /metrics"
+        elif self.metrics and names is not None and path is not None:
+            if _serves_metrics(server.spec, names.enabled_by):
+                scraper = MetricsScraper(server.url, names, path=path, interval_s=self.metrics_interval_s)
+            else:  # SGLang mounts /metrics only with --enable-metrics (0.5.9 entrypoints/http_server.py):
+                # asking without it would only fill the log with the toolkit's own 404s
+                observation.metrics_note = (f"not scraped: {path} exists only with {names.enabled_by} at launch; "
+                                            "add it to the spec to record it")
         try:
             if gpus is not None:
                 gpus.start()
@@ -228,3 +236,8 @@ def observed(bench: Mapping[str, Any] | Callable[[Server], BenchResult] | None =
     >>> tk.compare_flag(host, spec, "--speculative-attention-mode", "prefill", "decode", bench=watch)  # doctest: +SKIP
     """
     return ObservedBench(bench, **options)
+
+
+def _serves_metrics(spec: ServerSpec, enabled_by: str | None) -> bool:
+    """Whether a server launched from ``spec`` mounts its metrics route (``enabled_by``: the flag it needs)."""
+    return enabled_by is None or not enabled_by.startswith("--") or spec.flag(enabled_by) is not MISSING
