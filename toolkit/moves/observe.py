@@ -36,9 +36,8 @@ from toolkit.logs import MetricRow
 from toolkit.moves.equivalence import EquivalenceResult, GreedyOutputs, compare_outputs, greedy_outputs
 from toolkit.moves.trial import RunObserver, make_bench_call
 from toolkit.server.http import engine_versions, flush_cache
-from toolkit.server.scrape import MetricsScraper
+from toolkit.server.scrape import MetricsScraper, metrics_route
 from toolkit.server.server import Server
-from toolkit.server.spec import MISSING, ServerSpec
 from toolkit.server.telemetry import GpuTelemetry, simulated_telemetry_command
 
 __all__ = ["CachePolicy", "CacheState", "CacheRecord", "Observation", "ObservedBench", "observed", "cache_state",
@@ -181,16 +180,15 @@ class ObservedBench(RunObserver):
                                             else "not flushed; first run on this launch (warm-up requests ran)")
         gpus = self._gpus(server)
         scraper = None
-        names, path = (engine.metrics, engine.metrics_path) if engine is not None else (None, None)
-        if self.metrics and (names is None or path is None):
+        names = engine.metrics if engine is not None and engine.metrics_path is not None else None
+        path = metrics_route(server.spec, engine)
+        if self.metrics and names is None:
             observation.metrics_note = f"{server.spec.engine} serves no Prometheus /metrics"
+        elif self.metrics and names is not None and path is None:  # SGLang: only with --enable-metrics (0.5.9)
+            observation.metrics_note = (f"not scraped: the metrics route exists only with {names.enabled_by} "
+                                        "at launch; add it to the spec to record it")
         elif self.metrics and names is not None and path is not None:
-            if _serves_metrics(server.spec, names.enabled_by):
-                scraper = MetricsScraper(server.url, names, path=path, interval_s=self.metrics_interval_s)
-            else:  # SGLang mounts /metrics only with --enable-metrics (0.5.9 entrypoints/http_server.py):
-                # asking without it would only fill the log with the toolkit's own 404s
-                observation.metrics_note = (f"not scraped: {path} exists only with {names.enabled_by} at launch; "
-                                            "add it to the spec to record it")
+            scraper = MetricsScraper(server.url, names, path=path, interval_s=self.metrics_interval_s)
         try:
             if gpus is not None:
                 gpus.start()
@@ -237,7 +235,3 @@ def observed(bench: Mapping[str, Any] | Callable[[Server], BenchResult] | None =
     """
     return ObservedBench(bench, **options)
 
-
-def _serves_metrics(spec: ServerSpec, enabled_by: str | None) -> bool:
-    """Whether a server launched from ``spec`` mounts its metrics route (``enabled_by``: the flag it needs)."""
-    return enabled_by is None or not enabled_by.startswith("--") or spec.flag(enabled_by) is not MISSING
