@@ -146,7 +146,7 @@ def view(feed: Feed) -> Iterator[LogView]:
 
 
 def test_public_api_is_pinned() -> None:
-    assert tkw.__all__ == ["LogView", "ServerPanel", "ResultsTable", "EnvMatrix", "JournalSteps"]
+    assert tkw.__all__ == ["LogView", "ServerPanel", "ResultsTable", "EnvMatrix", "JournalSteps", "measure", "show_live"]
 
 
 # -- markup (pure) --------------------------------------------------------------------------
