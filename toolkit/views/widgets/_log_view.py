@@ -61,9 +61,8 @@ class LogView(TextRepr, widgets.VBox):
     The toolkit's own requests (its readiness probes, version asks and metric scrapes:
     :func:`toolkit.logs.is_toolkit_request`) are hidden by default and counted; the "toolkit
     requests" toggle shows them. Lines written after the toolkit asked the server to stop are
-    `shutdown` lines, dimmed. When the server ends (stopped or failed), the view draws its last
-    frame on the thread that ended it, so an executed notebook records the end, not a frame
-    from before it.
+    `shutdown` lines, dimmed. Once the server is stopped, the view draws its last frame on the
+    thread that stopped it, so an executed notebook records the end, not a frame from before it.
     """
 
     total_lines = Int(0, help="lines read from the log so far (the follower's count when it has one)")
@@ -140,7 +139,7 @@ class LogView(TextRepr, widgets.VBox):
         self._follower = _follower_of(source)
         self._throttle = Throttle(self._render, rate_hz=rate_hz, name="LogView-redraw")
         self._closed = False
-        self._ended_as: str | None = None
+        self._ended = False
         self._unsubscribe_state = (self._server.state.subscribe(self._on_status)
                                    if self._server is not None else (lambda: None))
         self._unsubscribe = self._follower.subscribe(self._on_events, replay=True)
@@ -166,10 +165,11 @@ class LogView(TextRepr, widgets.VBox):
         self._throttle.poke()
 
     def _on_status(self, status: ServerStatus) -> None:
-        """The server's state changed (on the thread that changed it): at its end, draw the last frame
-        here and now, so that the cell that stopped the server records it."""
-        if status.lifecycle in ("stopped", "failed") and status.lifecycle != self._ended_as and not self._closed:
-            self._ended_as = status.lifecycle
+        """The server's state changed (on the thread that changed it). Once it is stopped (its follower
+        joined: every line is here), draw the last frame here and now, so that the cell that stopped the
+        server records it."""
+        if status.stopped_at is not None and not self._ended and not self._closed:
+            self._ended = True
             self._throttle.flush()
             self.refresh_display()
 

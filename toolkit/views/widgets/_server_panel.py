@@ -76,7 +76,7 @@ class ServerPanel(TextRepr, widgets.VBox):
 
         self._throttle = Throttle(self._render, rate_hz=rate_hz, tick_s=tick_s, name="ServerPanel-redraw")
         self._closed = False
-        self._ended_as: str | None = None
+        self._ended_as: tuple[str, bool] | None = None  # the end drawn last: (lifecycle, stopped)
         self._unsubscribe = server.state.subscribe(self._on_status)
         if follow:
             server.follow()  # the server's one follower, started; it feeds the state and stops with the server
@@ -121,8 +121,9 @@ class ServerPanel(TextRepr, widgets.VBox):
         """A change of the server's state, on the thread that made it. The end (stopped, failed) is drawn
         here and now, and the notebook's text snapshot replaced: the redraw thread's frame would come
         after the cell that stopped the server finished, and an executed notebook would keep "stopping"."""
-        if status.lifecycle in ("stopped", "failed") and status.lifecycle != self._ended_as and not self._closed:
-            self._ended_as = status.lifecycle
+        end = (status.lifecycle, status.stopped_at is not None)
+        if status.lifecycle in ("stopped", "failed") and end != self._ended_as and not self._closed:
+            self._ended_as = end
             self._throttle.flush()
             self.refresh_display()
         else:
