@@ -10,9 +10,11 @@ the toolkit, not about the engine; this module names them, purely, so that views
 them and the post-mortem leaves them out of its decisive lines.
 
 How a line is known to be ours: by its request line (method and path), because that is all an
-access line holds. uvicorn's access format is ``%(client_addr)s - "%(request_line)s" %(status_code)s``
-(uvicorn 0.30 logging.py ``AccessFormatter``); SGLang 0.5.9 and vLLM 0.33 run uvicorn with that
-format, so a distinctive User-Agent would never reach the log. The paths are the ones
+access line holds. uvicorn's access format is ``%(levelprefix)s %(client_addr)s - "%(request_line)s"
+%(status_code)s`` (uvicorn config.py ``LOGGING_CONFIG``), which SGLang prints inside its own header
+(``[2026-08-01 23:43:44] INFO:     127.0.0.1:34498 - "GET /model_info HTTP/1.1" 200 OK`` in the real
+SGLang 0.5.x logs of ../shared/real-logs) and vLLM under its process tag: no User-Agent, so a
+distinctive one would never reach the log. The paths are the ones
 :mod:`toolkit.server.http` and :mod:`toolkit.server.scrape` ask (the engine profiles name
 them; ``tests/test_logs_caused.py`` checks that every profile's path is here). A person who
 also polls ``/health`` from a script sees those lines counted as the toolkit's: the view shows
