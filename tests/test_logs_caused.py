@@ -27,6 +27,8 @@ OURS = [
     '(APIServer pid=1) INFO:     127.0.0.1:52372 - "GET /metrics?name=x HTTP/1.1" 200 OK',
     # transformers serve: bare uvicorn
     'INFO:     127.0.0.1:52372 - "GET /v1/models HTTP/1.1" 200 OK',
+    # the simulator's GPU samples, taken by the toolkit's telemetry
+    '[2026-12-01 16:23:44] INFO:     127.0.0.1:32802 - "GET /sim/gpu HTTP/1.1" 200 OK',
 ]
 NOT_OURS = [
     # the engine's own warm-up request (SGLang sends it to itself)

@@ -170,6 +170,7 @@ base_port = 30400
 """
 
 
+@pytest.mark.timeout(900)  # the replay is given 600 s to execute (below); a busy 2-core machine needs them
 def test_onboarding_notebook_replays_the_seed_live(lab_page: LabPage, lab_root: Path) -> None:
     """The newcomer's view: logs stream while the server starts, the badge turns ready, the benign
     TP5 line is dimmed, a throughput plot renders, and the post-mortem link is there at the end."""

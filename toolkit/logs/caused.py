@@ -48,6 +48,7 @@ TOOLKIT_REQUESTS: frozenset[tuple[str, str]] = frozenset({
     ("GET", "/get_server_info"),   # engine version (SGLang before 0.5.6, deprecated after): http.engine_versions
     ("GET", "/version"),           # engine version (vLLM): http.engine_versions
     ("GET", "/metrics"),           # Prometheus scrape while a run is measured: server/scrape.MetricsScraper
+    ("GET", "/sim/gpu"),           # the simulator's stand-in for nvidia-smi, sampled by server/telemetry.GpuTelemetry
 })
 
 # `"GET /health_generate HTTP/1.1" 503`, query string allowed (`/metrics?x=1`), inside any header.
