@@ -215,7 +215,8 @@ def _check_ends(lab_page: LabPage) -> None:
     assert all(a["ours_shown"] == 0 for a in areas) and sum(a["ours_counted"] for a in areas) > 0, areas
     view = lab_page.page.locator(".tk-logview").first
     view.scroll_into_view_if_needed()
-    lab_page.screenshot("onboarding-ended", selector=".jp-OutputArea:has(.tk-server-panel)")
+    lab_page.screenshot("onboarding-ended-panel", selector=".tk-server-panel")
+    lab_page.screenshot("onboarding-ended-log", selector=".tk-logview")
     view.locator(".tk-filter-toolkit").click()
     lab_page.wait_for('.tk-line[data-toolkit="1"]', timeout_s=30)
     lab_page.screenshot("onboarding-toolkit-requests-shown", selector=".tk-logview")
