@@ -48,6 +48,10 @@ def test_logs_public_api() -> None:
             "PACKS",
             "ENGINES",
             "METRIC_KINDS",
+            "is_toolkit_request",
+            "is_probe_completion",
+            "after_stop",
+            "TOOLKIT_REQUESTS",
         ]
     )
     for name in toolkit.logs.__all__:

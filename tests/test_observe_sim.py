@@ -149,6 +149,8 @@ def test_without_metrics_flag_or_dev_mode_the_runs_say_what_to_turn_on(local_hos
         result = watch(server)
         observation = watch.observation(result)
         assert observation is not None and "--enable-metrics" in observation.metrics_note
+        assert "not scraped" in observation.metrics_note
+        assert '"GET /metrics' not in "\n".join(server.log_tail(400))  # not asked: no 404s of ours in its log
         assert observation.cache is not None and observation.cache.state == "unknown"  # first run, not flushed
         second = watch.observation(watch(server))
         assert second is not None and second.cache is not None and second.cache.state == "warm"

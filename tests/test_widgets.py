@@ -146,7 +146,7 @@ def view(feed: Feed) -> Iterator[LogView]:
 
 
 def test_public_api_is_pinned() -> None:
-    assert tkw.__all__ == ["LogView", "ServerPanel", "ResultsTable", "EnvMatrix", "JournalSteps"]
+    assert tkw.__all__ == ["LogView", "ServerPanel", "ResultsTable", "EnvMatrix", "JournalSteps", "measure", "show_live"]
 
 
 # -- markup (pure) --------------------------------------------------------------------------
@@ -714,4 +714,86 @@ def test_a_real_follower_on_a_growing_file(tmp_path: Path) -> None:
             assert 'data-verdict="benign" data-line="100001" data-rank="TP5"' in view.lines.value
             assert len(changes) <= 10 * window_s + 1
         finally:
+            view.close()
+
+
+# -- ends and the toolkit's own traffic (issue 14) -------------------------------------------------
+
+PROBE_503 = '[2026-02-09 14:38:44] INFO:     127.0.0.1:40330 - "GET /health_generate HTTP/1.1" 503 Service Unavailable'
+SCRAPE_404 = '[2026-02-09 14:38:45] INFO:     127.0.0.1:40332 - "GET /metrics HTTP/1.1" 404 Not Found'
+BENCH_REQUEST = '[2026-02-09 14:39:00] INFO:     127.0.0.1:40400 - "POST /v1/completions HTTP/1.1" 200 OK'
+
+
+def test_the_toolkits_own_requests_are_hidden_by_default_and_one_toggle_shows_them(view: LogView, feed: Feed) -> None:
+    feed.publish(classify_lines([PROBE_503, SCRAPE_404, READY, BENCH_REQUEST], engine="sglang"))
+    view.flush()
+    assert '"GET /health_generate' not in view.lines.value and '"GET /metrics' not in view.lines.value
+    assert '"POST /v1/completions' in view.lines.value  # a benchmark's request is not the toolkit's probe
+    assert view.counts.get("warning", 0) == 0  # the probes' 503 is not counted as the engine's warning
+    assert "2 toolkit requests (hidden)" in view.count_label.value and 'data-toolkit="2"' in view.count_label.value
+    assert "2 toolkit requests (hidden)" in repr(view)
+    view.toolkit_toggle.value = True
+    view.flush()
+    assert view.lines.value.count('data-toolkit="1"') == 2
+    assert '"GET /health_generate HTTP/1.1" 503' in view.lines.value
+    assert "toolkit requests shown" in view.count_label.value
+
+
+@pytest.mark.slow
+def test_a_completion_before_readiness_is_the_toolkits_probe(tmp_path: Path) -> None:
+    """vLLM's /health does not prove generation: wait_ready sends a one-token completion, which is ours;
+    a completion after readiness (a benchmark's, a user's) is shown."""
+    spec = ServerSpec.simulator(engine="vllm", port=_free_port(), host="127.0.0.1", sim_startup_s=1, sim_warmup_s=0.5)
+    with launch(Host.local(), spec, log_dir=str(tmp_path)) as server:
+        view = LogView(server)
+        try:
+            server.wait_ready(timeout_s=60)
+            follower = server.follow()
+            _wait(lambda: any('"POST /v1/completions' in e.raw for e in follower.events()), timeout_s=30)
+            probe = next(e for e in follower.events() if '"POST /v1/completions' in e.raw)
+            assert view.is_ours(probe)
+            view.flush()
+            assert f'data-line="{probe.line_no}"' not in view.lines.value
+        finally:
+            view.close()
+
+
+def test_a_follower_marks_what_is_written_after_the_stop_request_as_shutdown(tmp_path: Path) -> None:
+    log = tmp_path / "server.log"
+    log.write_text(f"{READY}\n[2026-02-26 20:31:41] Received sigquit from a child process. It usually means the child failed.\n")
+    with LogFollower(Host.local(), str(log), engine="sglang") as follower:
+        assert follower.wait_for_lines(2, timeout_s=30)
+        assert follower.stop_requested() == 2 and follower.stop_requested() == 2  # the first mark stands
+        with log.open("a") as out:
+            out.write("[2026-02-26 20:32:00] Child process unexpectedly failed with an exit code 15. pid=4242\n")
+            out.write(f"{TP5_BENIGN}\n")
+        assert follower.wait_for_lines(4, timeout_s=30)
+        _wait(lambda: len(follower.events()) >= 4, timeout_s=30)
+        verdicts = [(e.line_no, e.verdict.value) for e in follower.events()]
+    # written before the stop: a death stays fatal; after it: shutdown, and a benign line stays benign
+    assert verdicts == [(1, "ready"), (2, "fatal"), (3, "shutdown"), (4, "benign")], verdicts
+
+
+@pytest.mark.slow
+def test_a_simulated_server_ends_stopped_with_no_fatal_line_and_its_probes_hidden(tmp_path: Path) -> None:
+    with _launch_simulator(tmp_path, "none") as server:
+        panel = ServerPanel(server)
+        view = LogView(server)
+        try:
+            server.wait_ready(timeout_s=60)
+            follower = server.follow()
+            server.stop()
+            # drawn on the stopping thread: no flush, no wait
+            assert panel.state == "stopped" and 'data-state="stopped"' in panel.status.value
+            assert "clean exit (stopped by the toolkit after" in panel.status.value
+            assert 'data-verdict="fatal"' not in view.lines.value and view.counts.get("fatal", 0) == 0
+            events = follower.events()
+            stop_line = follower.stop_line
+            assert stop_line is not None
+            assert all(e.verdict is not Verdict.FATAL for e in events if e.line_no > stop_line)
+            assert any(e.verdict is Verdict.SHUTDOWN for e in events), [e.raw for e in events[-8:]]
+            probes = [e for e in events if '"GET /health_generate' in e.raw]
+            assert probes and all(f'data-line="{e.line_no}"' not in view.lines.value for e in probes)
+        finally:
+            panel.close()
             view.close()

@@ -43,6 +43,7 @@ __all__ = [
     "validate_spec",
     "LogView",
     "ServerPanel",
+    "measure",
     "ToolkitError",
     "errors",
     "logs",
@@ -104,9 +105,9 @@ def _observing() -> dict[str, Any]:
 
 def _views() -> dict[str, Any]:
     from toolkit.views import plots
-    from toolkit.views.widgets import LogView, ServerPanel
+    from toolkit.views.widgets import LogView, ServerPanel, measure
 
-    return {"LogView": LogView, "ServerPanel": ServerPanel, "plots": plots}
+    return {"LogView": LogView, "ServerPanel": ServerPanel, "plots": plots, "measure": measure}
 
 
 def _modules() -> dict[str, Any]:
@@ -135,7 +136,7 @@ _LOADER_OF: dict[str, Callable[[], dict[str, Any]]] = {
     "bench": _benchmark,
     **dict.fromkeys(("sweep", "compare", "compare_flag", "perf_bisect", "compare_commits", "env_report"), _moves),
     **dict.fromkeys(("profile", "observed", "greedy_outputs", "compare_outputs", "compare_profiles"), _observing),
-    **dict.fromkeys(("LogView", "ServerPanel", "plots"), _views),
+    **dict.fromkeys(("LogView", "ServerPanel", "plots", "measure"), _views),
     **dict.fromkeys(("errors", "logs", "report", "ToolkitError"), _modules),
 }
 
@@ -166,4 +167,4 @@ if TYPE_CHECKING:
     from toolkit.server.server import Server
     from toolkit.server.spec import ServerSpec
     from toolkit.views import plots
-    from toolkit.views.widgets import LogView, ServerPanel
+    from toolkit.views.widgets import LogView, ServerPanel, measure

@@ -5,7 +5,9 @@ HTML (the widget manager works), then a LogView over a file that a thread append
 while the cell blocks, as `server.wait_ready()` would. The benign TP5 line must appear,
 dimmed and with its rule on hover, before the cell finishes. The second drives a
 ServerPanel over the simulated server: the badge goes starting -> ready, and the Stop
-button, clicked in the browser, stops the server.
+button, clicked in the browser, stops the server. The third replays the onboarding
+notebook and checks ends, not only starts: every panel stopped or failed (never left at
+"stopping"), no fatal line from a stop the toolkit asked for, its probes hidden by default.
 """
 
 from __future__ import annotations
@@ -168,6 +170,7 @@ base_port = 30400
 """
 
 
+@pytest.mark.timeout(900)  # the replay is given 600 s to execute (below); a busy 2-core machine needs them
 def test_onboarding_notebook_replays_the_seed_live(lab_page: LabPage, lab_root: Path) -> None:
     """The newcomer's view: logs stream while the server starts, the badge turns ready, the benign
     TP5 line is dimmed, a throughput plot renders, and the post-mortem link is there at the end."""
@@ -187,6 +190,37 @@ def test_onboarding_notebook_replays_the_seed_live(lab_page: LabPage, lab_root: 
         holder = host.port_holder(30400)
         if holder is not None and holder[0]:
             host.stop(holder[0], grace_s=3)
+
+
+# For each cell's output area: the states of its panels, and its log views' fatal, shutdown and toolkit-request lines.
+_ENDS_JS = """() => [...document.querySelectorAll('.jp-OutputArea')].map(area => ({
+    states: [...area.querySelectorAll('.tk-status')].map(e => e.dataset.state),
+    fatal: area.querySelectorAll('.tk-line[data-verdict="fatal"]').length,
+    shutdown: area.querySelectorAll('.tk-line[data-verdict="shutdown"]').length,
+    ours_shown: area.querySelectorAll('.tk-line[data-toolkit="1"]').length,
+    ours_counted: [...area.querySelectorAll('.tk-count')].reduce((n, e) => n + Number(e.dataset.toolkit || 0), 0),
+})).filter(a => a.states.length)"""
+
+
+def _check_ends(lab_page: LabPage) -> None:
+    """After Run All: every panel shows its end (never "stopping"), a stop the toolkit asked for wrote no fatal
+    line, the toolkit's own probe lines are hidden by default and one click on the toggle shows them."""
+    areas = lab_page.page.evaluate(_ENDS_JS)
+    assert areas, "no ServerPanel rendered"
+    for area in areas:
+        assert all(state in ("stopped", "failed") for state in area["states"]), areas
+        if all(state == "stopped" for state in area["states"]):
+            assert area["fatal"] == 0, area  # the engine's shutdown lines are `shutdown`, never fatal
+    assert sum(a["shutdown"] for a in areas) > 0, areas  # they are there, dimmed
+    assert all(a["ours_shown"] == 0 for a in areas) and sum(a["ours_counted"] for a in areas) > 0, areas
+    view = lab_page.page.locator(".tk-logview").first
+    view.scroll_into_view_if_needed()
+    lab_page.screenshot("onboarding-ended-panel", selector=".tk-server-panel")
+    lab_page.screenshot("onboarding-ended-log", selector=".tk-logview")
+    view.locator(".tk-filter-toolkit").click()
+    lab_page.wait_for('.tk-line[data-toolkit="1"]', timeout_s=30)
+    lab_page.screenshot("onboarding-toolkit-requests-shown", selector=".tk-logview")
+    view.locator(".tk-filter-toolkit").click()
 
 
 def _replay_onboarding(lab_page: LabPage, target: Path) -> None:
@@ -209,6 +243,7 @@ def _replay_onboarding(lab_page: LabPage, target: Path) -> None:
     lab_page.screenshot("onboarding-ready")
 
     lab_page.wait_until_executed(timeout_s=600)
+    _check_ends(lab_page)
     assert lab_page.page.locator(".jp-RenderedImage img").count() >= 3  # throughput, env matrix, A/B, timeline
     link = lab_page.wait_for("a.tk-postmortem", timeout_s=10)
     assert "out/postmortem.html" in (link.get_attribute("href") or "")

@@ -100,12 +100,60 @@ def test_postmortem_notebook_renders_any_journal(onboarding: tuple[nbformat.Note
     assert "attention_mode" in text_of(notebook)
 
 
+def ends_of(notebook: nbformat.NotebookNode) -> list[str]:
+    """The text each ServerPanel and LogView left in the executed notebook (its final state, issue 14)."""
+    return [line for line in text_of(notebook).splitlines() if line.startswith(("ServerPanel:", "LogView"))]
+
+
+def assert_clean_ends(notebook: nbformat.NotebookNode) -> None:
+    ends = ends_of(notebook)
+    panels = [e for e in ends if e.startswith("ServerPanel:")]
+    assert panels and all(p.startswith(("ServerPanel: stopped", "ServerPanel: failed")) for p in panels), panels
+    assert all("clean exit (stopped by the toolkit after" in p for p in panels if p.startswith("ServerPanel: stopped"))
+    views = [e for e in ends if e.startswith("LogView")]
+    assert len(views) == len(panels) and any("toolkit requests (hidden)" in v for v in views), views
+    for panel, view in zip(panels, views, strict=True):  # each cell shows a panel, then its log
+        if panel.startswith("ServerPanel: stopped"):
+            assert " 0 fatal" in view, (panel, view)  # no fatal line from a stop the toolkit asked for
+
+
 def test_investigation_template_runs_with_simulator_defaults(tmp_path: Path) -> None:
     notebook = execute("02_investigation_template.ipynb", tmp_path, journal_path=str(tmp_path / "j.sqlite"),
                        out_dir=str(tmp_path / "report"), repeats=1, num_prompts=2, output_len=32, port=30150)
     text = text_of(notebook)
     assert "flags OK" in text
     assert (tmp_path / "report" / "postmortem.html").exists()
+    assert_clean_ends(notebook)
+    panels = [e for e in ends_of(notebook) if e.startswith("ServerPanel:")]
+    assert sum(p.startswith("ServerPanel: failed") for p in panels) == 1  # the configuration that does not start
+    journal = sqlite3.connect(tmp_path / "j.sqlite")
+    failed = journal.execute("SELECT title, evidence_json FROM steps WHERE status = 'failed'").fetchall()
+    assert len(failed) == 1 and "with --mem-fraction-static=0.98" in failed[0][0], failed
+    assert "out of memory" in failed[0][1].lower(), failed  # recorded with its evidence
+
+
+def test_investigation_template_on_a_machine_without_the_engine_names_it(tmp_path: Path) -> None:
+    """simulate=False here (no SGLang installed): the toolkit's error naming the engine, not an AttributeError."""
+    executed = tmp_path / "02.ipynb"
+    command = [sys.executable, "-m", "papermill", str(NOTEBOOKS / "02_investigation_template.ipynb"), str(executed),
+               "--cwd", str(NOTEBOOKS), "--kernel", "python3", "--no-progress-bar", "-y",
+               json.dumps({"simulate": False, "journal_path": str(tmp_path / "j.sqlite"),
+                           "out_dir": str(tmp_path / "report"), "port": 30160})]
+    finished = subprocess.run(command, capture_output=True, text=True, timeout=600)
+    assert finished.returncode != 0
+    errors = [o for c in nbformat.read(executed, as_version=4).cells for o in c.get("outputs", [])
+              if o.get("output_type") == "error"]
+    assert len(errors) == 1 and errors[0]["ename"] == "CommandFailed", errors
+    assert "sglang.launch_server --help" in errors[0]["evalue"] and "No module named 'sglang'" in errors[0]["evalue"]
+
+
+def test_throughput_at_concurrency_template_finds_the_cap(tmp_path: Path) -> None:
+    notebook = execute("07_throughput_at_concurrency.ipynb", tmp_path, journal_path=str(tmp_path / "c.sqlite"),
+                       out_dir=str(tmp_path / "report"), concurrencies=[1, 16], port=30350)
+    text = text_of(notebook)
+    assert "**confirmed**: at concurrency 16: --cuda-graph-max-bs-decode=8 ran at most 8 requests at once" in text
+    assert (tmp_path / "report" / "postmortem.html").exists()
+    assert_clean_ends(notebook)
 
 
 def test_bisect_notebook_finds_the_planted_commit(tmp_path: Path) -> None:

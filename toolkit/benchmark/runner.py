@@ -30,6 +30,7 @@ from toolkit.benchmark.server_view import LogMetricSource, build_server_view, fe
 from toolkit.benchmark.tokens import TokenCounter, fit_prompts
 from toolkit.benchmark.workload import Workload, arrival_offsets, make_workload, warmup_requests
 from toolkit.errors import BenchmarkFailed, ToolkitError
+from toolkit.server.scrape import metrics_route
 from toolkit.server.server import MultiNodeServer, Server
 
 __all__ = ["bench", "bench_async", "resolve_url"]
@@ -152,7 +153,8 @@ async def bench_async(
     if api_key is None and server is not None:
         api_key = server.spec.api_key()  # the key the launch demands; redacted wherever the spec is recorded
     profile = server.release().profile if server is not None else None
-    snapshot = SnapshotPaths(profile.metrics_path, profile.info_paths) if profile is not None else SnapshotPaths()
+    snapshot = (SnapshotPaths(metrics_route(server.spec, profile), profile.info_paths)
+                if server is not None and profile is not None else SnapshotPaths())
     workload = make_workload(
         num_prompts=num_prompts,
         input_len=input_len,

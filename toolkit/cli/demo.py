@@ -22,6 +22,7 @@ NOTEBOOK = REPO / "notebooks" / "01_onboarding_eagle3.ipynb"
 def run_demo(out_dir: Path, *, ssh_host: str = "auto", progress: bool = True) -> dict[str, Path]:
     """Execute the onboarding notebook into `out_dir`; return the paths a person opens."""
     import papermill
+    from traitlets.config import Config
 
     out_dir = out_dir.resolve()
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -32,6 +33,10 @@ def run_demo(out_dir: Path, *, ssh_host: str = "auto", progress: bool = True) ->
     papermill.execute_notebook(
         str(NOTEBOOK), str(executed), cwd=str(NOTEBOOK.parent), progress_bar=progress, log_output=False,
         parameters={"out_dir": str(out_dir), "journal_path": str(journal), "ssh_host": ssh_host},
+        # The kernel talks to papermill over Unix sockets beside its connection file (jupyter_client
+        # connect.py _ip_default), not over loopback TCP: nothing another user of the machine can reach,
+        # and ipykernel 7 does not warn "Kernel is running over TCP without encryption" for it.
+        config=Config({"KernelManager": {"transport": "ipc"}}),
     )
     return {"notebook": executed, "journal": journal, "markdown": out_dir / "postmortem.md",
             "html": out_dir / "postmortem.html"}

@@ -10,6 +10,7 @@ add a rule from a notebook in one line.
 
 from __future__ import annotations
 
+from toolkit.logs.caused import TOOLKIT_REQUESTS, after_stop, is_probe_completion, is_toolkit_request
 from toolkit.logs.classify import LogClassifier, LogEvent, classify_lines
 from toolkit.logs.detect import ENGINES, PACKS, detect_engine
 from toolkit.logs.line import ParsedLine, parse_line, strip_ansi
@@ -48,6 +49,10 @@ __all__ = [
     "classify_file_bytes",
     "classify_chunks",
     "SummaryBuilder",
+    "is_toolkit_request",
+    "is_probe_completion",
+    "after_stop",
+    "TOOLKIT_REQUESTS",
 ]
 
 

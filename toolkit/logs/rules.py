@@ -31,6 +31,7 @@ class Verdict(StrEnum):
     PROGRESS = "progress"  # start-up progress: phases, progress bars
     METRIC = "metric"  # server-side throughput line, parsed into a MetricRow
     INFO = "info"  # everything else
+    SHUTDOWN = "shutdown"  # written after the toolkit asked the server to stop (toolkit.logs.caused.after_stop)
 
 
 class Phase(StrEnum):
@@ -51,6 +52,7 @@ class Phase(StrEnum):
 SEVERITY: dict[Verdict, int] = {
     Verdict.INFO: 0,
     Verdict.METRIC: 0,
+    Verdict.SHUTDOWN: 0,
     Verdict.PROGRESS: 1,
     Verdict.READY: 1,
     Verdict.BENIGN: 2,

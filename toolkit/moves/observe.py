@@ -36,7 +36,7 @@ from toolkit.logs import MetricRow
 from toolkit.moves.equivalence import EquivalenceResult, GreedyOutputs, compare_outputs, greedy_outputs
 from toolkit.moves.trial import RunObserver, make_bench_call
 from toolkit.server.http import engine_versions, flush_cache
-from toolkit.server.scrape import MetricsScraper
+from toolkit.server.scrape import MetricsScraper, metrics_route
 from toolkit.server.server import Server
 from toolkit.server.telemetry import GpuTelemetry, simulated_telemetry_command
 
@@ -179,12 +179,16 @@ class ObservedBench(RunObserver):
                                             "not flushed; earlier runs on this launch may have filled it" if warm
                                             else "not flushed; first run on this launch (warm-up requests ran)")
         gpus = self._gpus(server)
-        names = engine.metrics if engine is not None else None
-        path = engine.metrics_path if engine is not None else None
-        scraper = MetricsScraper(server.url, names, path=path, interval_s=self.metrics_interval_s) \
-            if self.metrics and names is not None and path else None
-        if self.metrics and scraper is None:
+        scraper = None
+        names = engine.metrics if engine is not None and engine.metrics_path is not None else None
+        path = metrics_route(server.spec, engine)
+        if self.metrics and names is None:
             observation.metrics_note = f"{server.spec.engine} serves no Prometheus /metrics"
+        elif self.metrics and names is not None and path is None:  # SGLang: only with --enable-metrics (0.5.9)
+            observation.metrics_note = (f"not scraped: the metrics route exists only with {names.enabled_by} "
+                                        "at launch; add it to the spec to record it")
+        elif self.metrics and names is not None and path is not None:
+            scraper = MetricsScraper(server.url, names, path=path, interval_s=self.metrics_interval_s)
         try:
             if gpus is not None:
                 gpus.start()
@@ -230,3 +234,4 @@ def observed(bench: Mapping[str, Any] | Callable[[Server], BenchResult] | None =
     >>> tk.compare_flag(host, spec, "--speculative-attention-mode", "prefill", "decode", bench=watch)  # doctest: +SKIP
     """
     return ObservedBench(bench, **options)
+

@@ -6,6 +6,11 @@ session and saw the log up to a minute late. A follower opens ONE channel runnin
 file), redacts each line as it arrives (the one gate for log lines: every view, error and journal
 record of them reads the follower's events), classifies it, keeps the last `capacity` events in a
 ring buffer (memory does not grow with the log), and hands batches to subscribers.
+
+Once the toolkit asks the server to stop (`stop_requested()`, called by `Server.stop`), every
+line read after that point is the engine dying of our SIGTERM: it reaches subscribers as a
+`shutdown` line (`toolkit.logs.after_stop`), never as a fatal one. The classifier itself stays
+pure and unaware of stops; the mark is the follower's, by line number.
 """
 
 from __future__ import annotations
@@ -18,7 +23,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 from toolkit.host.shell import quote_path
-from toolkit.logs import LogClassifier, LogEvent
+from toolkit.logs import LogClassifier, LogEvent, after_stop
 from toolkit.redaction import redact_text
 from toolkit.server.logfile import count_lines
 
@@ -104,6 +109,7 @@ class LogFollower:
         self._started_at = time.time()
         self._last_line_at: float | None = None
         self._error: BaseException | None = None
+        self._stop_line: int | None = None  # lines after this one were read after the toolkit asked for a stop
         self.finished = threading.Event()  # set when the stream ended or the follower stopped
 
     # -- lifecycle -------------------------------------------------------------------------
@@ -134,6 +140,26 @@ class LogFollower:
             self._stream.close()
             self._stream = None
         self.finished.set()
+
+    def stop_requested(self) -> int:
+        """The toolkit is stopping the server: lines written from here on are ``shutdown`` lines; returns
+        the last line written before the stop (idempotent: the first call's mark stands).
+
+        The mark is the file's line count now, not only what was read: a server that died on its own
+        just before the stop keeps its fatal lines fatal even when the follower had not read them yet.
+        """
+        if self._stop_line is not None:
+            return self._stop_line
+        written = count_lines(self.host, self.path) if self._thread is not None else None
+        with self._lock:
+            if self._stop_line is None:
+                self._stop_line = max(written or 0, self._classifier.line_no)
+            return self._stop_line
+
+    @property
+    def stop_line(self) -> int | None:
+        """The last line read before the toolkit asked for a stop, or None while no stop was asked."""
+        return self._stop_line
 
     def __enter__(self) -> LogFollower:
         return self.start()
@@ -246,6 +272,9 @@ class LogFollower:
         if not batch:
             return
         with self._lock:
+            stop_line = self._stop_line
+            if stop_line is not None:
+                batch = [after_stop(e) if e.line_no > stop_line else e for e in batch]
             overflow = len(self._events) + len(batch) - self.capacity
             if overflow > 0:
                 self._dropped += overflow

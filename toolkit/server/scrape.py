@@ -18,12 +18,31 @@ import time
 from collections import deque
 from datetime import datetime
 
-from toolkit.engines import MetricNames
+from toolkit.engines import EngineProfile, MetricNames
 from toolkit.logs import MetricRow
 from toolkit.server.http import scrape_metrics
 from toolkit.server.prometheus import parse_prometheus, server_metric_values
+from toolkit.server.spec import MISSING, ServerSpec
 
-__all__ = ["MetricsScraper"]
+__all__ = ["MetricsScraper", "metrics_route"]
+
+
+def metrics_route(spec: ServerSpec, profile: EngineProfile | None) -> str | None:
+    """The Prometheus path a server launched from ``spec`` serves, or None: none in the profile, or the
+    flag that mounts it (SGLang's ``--enable-metrics``) is not in the spec. Asking anyway only fills the
+    server's log with the toolkit's own ``GET /metrics 404`` lines (issue 14).
+
+    >>> from toolkit.engines import profile_for
+    >>> metrics_route(ServerSpec.sglang(model="m"), profile_for("sglang", "0.5.9"))
+    >>> metrics_route(ServerSpec.sglang(model="m").with_flags({"--enable-metrics": None}), profile_for("sglang", "0.5.9"))
+    '/metrics'
+    """
+    if profile is None or profile.metrics_path is None:
+        return None
+    enabled_by = profile.metrics.enabled_by if profile.metrics is not None else None
+    if enabled_by is not None and enabled_by.startswith("--") and spec.flag(enabled_by) is MISSING:
+        return None
+    return profile.metrics_path
 
 
 class MetricsScraper:

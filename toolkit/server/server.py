@@ -148,8 +148,10 @@ class Server:
         The lines the ranks write while dying are shutdown noise: the state stops judging them.
         """
         self.state.stop_requested(time.time())
-        report = self.host.stop(self.process, grace_s=grace_s)
         follower = self._follower
+        if follower is not None:
+            follower.stop_requested()  # the lines the ranks write while dying reach views as `shutdown` lines
+        report = self.host.stop(self.process, grace_s=grace_s)
         if follower is not None:
             follower.stop()
         if self.recorded is not None:

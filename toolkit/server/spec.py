@@ -143,7 +143,7 @@ class ServerSpec:
         tp: int = 1,
         port: int = 30000,
         host: str = "0.0.0.0",
-        python: str = "python",
+        python: str | None = "python",
         **flags: object,
     ) -> ServerSpec:
         """``python -m sglang.launch_server --model-path M --tp-size N --port P --host H`` plus ``flags``.

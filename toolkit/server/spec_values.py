@@ -82,7 +82,10 @@ def tool(tool: str, python: str | None) -> str:
     return f"{base}/bin/{tool}"
 
 
-def interpreter(python: str) -> str:
+def interpreter(python: str | None) -> str:
+    """The interpreter to run: ``python`` itself, the ``bin/python`` of a venv directory, or ``python`` on PATH."""
+    if python is None:
+        return "python"
     base = python.rstrip("/")
     return base if os.path.basename(base).startswith("python") else f"{base}/bin/python"
 

@@ -18,12 +18,16 @@ LogView (`.tk-logview`)
     `.tk-count[data-total][data-benign][data-fatal]`  "12,345 lines, 3 benign, 0 fatal"
     `.tk-log[data-lines]`           the scroller; `data-lines` = line elements shown
     `.tk-line.tk-<verdict>[data-verdict=<verdict>][data-line=<n>][data-rank][data-rule][title]`
-        one per event, verdict in fatal|warning|benign|ready|metric|progress|info; `title`
+        one per event, verdict in fatal|warning|benign|ready|metric|progress|info|shutdown; `title`
         reads "benign · rule: <rule> · phase: ... · line <n>". Styles: `.tk-fatal` red,
         `.tk-warning` amber, `.tk-benign` opacity 0.5, `.tk-ready` green, `.tk-metric` a
         blue left bar (its parsed values in the title). A grouped traceback's lines are
-        in a child `.tk-context`.
-    `.tk-filter-<verdict>` toggle buttons; the rank dropdown; the regex text box.
+        in a child `.tk-context`. `shutdown` lines (written after the toolkit asked for a stop)
+        are dimmed and italic. The toolkit's own requests (probes, scrapes) carry
+        `.tk-toolkit[data-toolkit="1"]` and are hidden unless the toggle is on;
+        `.tk-count[data-toolkit]` counts them.
+    `.tk-filter-<verdict>` toggle buttons; `.tk-filter-toolkit` (off: the toolkit's requests
+    hidden); the rank dropdown; the regex text box.
 ServerPanel (`.tk-server-panel`)
     `.tk-status[data-state=starting|ready|failed|stopping|stopped][data-phase][data-elapsed-s]`
         containing `.tk-badge`, `.tk-elapsed`, `.tk-phase`, `a.tk-url`, `.tk-host`, `.tk-pid`,
@@ -35,8 +39,9 @@ EnvMatrix `.tk-env[data-rows][data-columns]` with `td[data-status][title]`. Stat
 cells carry `data-status` and class `tk-status-<status>`.
 """
 
+from toolkit.views.widgets._live import measure, show_live
 from toolkit.views.widgets._log_view import LogView
 from toolkit.views.widgets._server_panel import ServerPanel
 from toolkit.views.widgets._tables import EnvMatrix, JournalSteps, ResultsTable
 
-__all__ = ["LogView", "ServerPanel", "ResultsTable", "EnvMatrix", "JournalSteps"]
+__all__ = ["LogView", "ServerPanel", "ResultsTable", "EnvMatrix", "JournalSteps", "measure", "show_live"]

@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import html
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Container, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-from toolkit.logs import LogEvent
+from toolkit.logs import LogEvent, is_probe_completion, is_toolkit_request
 
 __all__ = [
     "VERDICTS",
@@ -25,10 +25,11 @@ __all__ = [
     "log_html",
     "count_text",
     "natural_key",
+    "is_ours",
 ]
 
 # Display order of the verdict filters: what a person looks for first comes first.
-VERDICTS: tuple[str, ...] = ("fatal", "warning", "benign", "ready", "metric", "progress", "info")
+VERDICTS: tuple[str, ...] = ("fatal", "warning", "benign", "ready", "metric", "progress", "info", "shutdown")
 
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 MAX_LINE_CHARS = 2_000  # one minified JSON config line must not make a frame megabytes long
@@ -40,15 +41,26 @@ def verdict_of(event: LogEvent) -> str:
     return event.verdict.value
 
 
+def is_ours(event: LogEvent, *, probing: bool = False) -> bool:
+    """Whether ``event`` is the access line of the toolkit's own request (:mod:`toolkit.logs.caused`):
+    a probe or scrape always; a completion while ``probing`` (readiness not yet proven: nothing but
+    the toolkit's one-token probe sends one then)."""
+    return is_toolkit_request(event.raw) or (probing and is_probe_completion(event.raw))
+
+
 @dataclass(frozen=True)
 class LogFilter:
-    """What the view shows: a set of verdicts, one rank or all, and an optional regex."""
+    """What the view shows: a set of verdicts, one rank or all, an optional regex, and whether the
+    toolkit's own requests are shown (hidden by default: they are the toolkit's, not the engine's)."""
 
     verdicts: frozenset[str] = frozenset(VERDICTS)
     rank: str | None = None
     pattern: re.Pattern[str] | None = None
+    show_ours: bool = False
 
-    def matches(self, event: LogEvent) -> bool:
+    def matches(self, event: LogEvent, ours: bool = False) -> bool:
+        if ours and not self.show_ours:
+            return False
         if verdict_of(event) not in self.verdicts:
             return False
         if self.rank is not None and event.rank != self.rank:
@@ -57,7 +69,8 @@ class LogFilter:
 
     @property
     def is_default(self) -> bool:
-        return self.verdicts == frozenset(VERDICTS) and self.rank is None and self.pattern is None
+        return (self.verdicts == frozenset(VERDICTS) and self.rank is None and self.pattern is None
+                and not self.show_ours)
 
     def describe(self) -> str:
         parts = []
@@ -67,18 +80,21 @@ class LogFilter:
             parts.append(f"rank {self.rank}")
         if self.pattern is not None:
             parts.append(f"/{self.pattern.pattern}/")
+        if self.show_ours:
+            parts.append("toolkit requests shown")
         return ", ".join(parts) or "none"
 
 
-def select(events: Sequence[LogEvent], log_filter: LogFilter, limit: int) -> list[LogEvent]:
-    """The last `limit` events that pass the filter, oldest first."""
-    if log_filter.is_default:
+def select(events: Sequence[LogEvent], log_filter: LogFilter, limit: int, ours: Container[int] = ()) -> list[LogEvent]:
+    """The last `limit` events that pass the filter, oldest first; ``ours`` holds the line numbers of
+    the toolkit's own requests (see :func:`is_ours`)."""
+    if log_filter.is_default and not ours:
         return list(events[-limit:]) if limit else []
     chosen: list[LogEvent] = []
     for event in reversed(events):
         if len(chosen) >= limit:
             break
-        if log_filter.matches(event):
+        if log_filter.matches(event, event.line_no in ours):
             chosen.append(event)
     chosen.reverse()
     return chosen
@@ -109,14 +125,17 @@ def _title(event: LogEvent, verdict: str) -> str:
     return " · ".join(parts)
 
 
-def line_html(event: LogEvent) -> str:
-    """One line element; every piece of log text is escaped, in content and in attributes."""
+def line_html(event: LogEvent, *, ours: bool = False) -> str:
+    """One line element; every piece of log text is escaped, in content and in attributes.
+    The toolkit's own requests carry ``data-toolkit="1"`` and are dimmed."""
     verdict = verdict_of(event)
     attrs = [
-        f'class="tk-line tk-{html.escape(verdict)}"',
+        f'class="tk-line tk-{html.escape(verdict)}{" tk-toolkit" if ours else ""}"',
         f'data-verdict="{html.escape(verdict)}"',
         f'data-line="{int(event.line_no)}"',
     ]
+    if ours:
+        attrs.append('data-toolkit="1"')
     if event.rank:
         attrs.append(f'data-rank="{html.escape(event.rank)}"')
     if event.rule:
@@ -135,7 +154,8 @@ def line_html(event: LogEvent) -> str:
 
 # Theme variables first, so JupyterLab's dark theme keeps the log readable; the literal
 # colours are the fallback in exported HTML. Red/amber/green carry meaning; benign lines are
-# dimmed, not hidden, because "benign" is our judgement and the person may disagree.
+# dimmed, not hidden, because "benign" is our judgement and the person may disagree; so are the
+# lines written after the toolkit asked for a stop (`shutdown`, italic).
 # Progress and info lines stay plain, so that a dimmed line stands out as benign.
 LOG_CSS = """<style>
 .tk-log{font-family:var(--jp-code-font-family,monospace);font-size:var(--jp-code-font-size,12px);
@@ -145,6 +165,8 @@ LOG_CSS = """<style>
 .tk-log .tk-fatal{color:var(--jp-error-color1,#d32f2f);font-weight:600}
 .tk-log .tk-warning{color:var(--jp-warn-color1,#b26a00)}
 .tk-log .tk-benign{opacity:0.5}
+.tk-log .tk-shutdown{opacity:0.5;font-style:italic}
+.tk-log .tk-toolkit{opacity:0.45}
 .tk-log .tk-ready{color:var(--jp-success-color1,#2e7d32);font-weight:600}
 .tk-log .tk-metric{border-left:3px solid var(--jp-brand-color1,#1976d2);padding-left:4px}
 .tk-log .tk-context{padding-left:2em;font-weight:normal}
@@ -152,22 +174,27 @@ LOG_CSS = """<style>
 </style>"""
 
 
-def log_html(events: Iterable[LogEvent], *, empty: str = "no log lines yet") -> str:
+def log_html(events: Iterable[LogEvent], *, empty: str = "no log lines yet", ours: Container[int] = ()) -> str:
     """The whole frame: the style block and a scroller that stays pinned to the newest line.
 
     `flex-direction: column-reverse` pins the scroll position to the bottom without any
     JavaScript (the HTML widget runs none), so the view follows the log like `tail -f`.
     """
-    lines = [line_html(event) for event in events]
+    lines = [line_html(event, ours=event.line_no in ours) for event in events]
     body = "".join(lines) if lines else f'<div class="tk-empty">{html.escape(empty)}</div>'
     return f'{LOG_CSS}<div class="tk-log" data-lines="{len(lines)}"><div class="tk-lines">{body}</div></div>'
 
 
-def count_text(total: int, counts: Mapping[str, int]) -> str:
-    """ "12,345 lines, 3 benign, 0 fatal" and any warnings: the numbers a person checks first."""
+def count_text(total: int, counts: Mapping[str, int], ours: int = 0, *, ours_shown: bool = False) -> str:
+    """ "12,345 lines, 3 benign, 0 fatal" and any warnings, shutdown lines and toolkit requests: the
+    numbers a person checks first. ``counts`` leave the toolkit's own requests out (``ours`` counts them)."""
     text = f"{total:,} lines, {counts.get('benign', 0):,} benign, {counts.get('fatal', 0):,} fatal"
     if counts.get("warning"):
         text += f", {counts['warning']:,} warning"
+    if counts.get("shutdown"):
+        text += f", {counts['shutdown']:,} after the stop"
+    if ours:
+        text += f", {ours:,} toolkit requests{'' if ours_shown else ' (hidden)'}"
     return text
 
 

@@ -21,11 +21,13 @@ from traitlets import Bool, Dict, Int
 from toolkit.logs import LogEvent
 from toolkit.server.follow import EventSource, LogFollower
 from toolkit.server.server import MultiNodeServer, Server
+from toolkit.server.state import ServerStatus
 from toolkit.views.widgets._log_markup import (
     VERDICTS,
     LogFilter,
     count_text,
     display_text,
+    is_ours,
     log_html,
     natural_key,
     select,
@@ -55,6 +57,12 @@ class LogView(TextRepr, widgets.VBox):
     Given a Server, the view subscribes to the server's one shared follower
     (`server.follow()`, stopped with the server); `close()` unsubscribes and never stops
     a follower, which belongs to the server or to whoever passed it in.
+
+    The toolkit's own requests (its readiness probes, version asks and metric scrapes:
+    :func:`toolkit.logs.is_toolkit_request`) are hidden by default and counted; the "toolkit
+    requests" toggle shows them. Lines written after the toolkit asked the server to stop are
+    `shutdown` lines, dimmed. Once the server is stopped, the view draws its last frame on the
+    thread that stopped it, so an executed notebook records the end, not a frame from before it.
     """
 
     total_lines = Int(0, help="lines read from the log so far (the follower's count when it has one)")
@@ -79,6 +87,8 @@ class LogView(TextRepr, widgets.VBox):
         self._counter: Counter[str] = Counter()
         self._received = 0
         self._ranks: set[str] = set()
+        self._ours: set[int] = set()  # line numbers of the toolkit's own requests (access lines)
+        self._ours_count = 0
         self._filter = LogFilter()
         self._pattern_error: str | None = None
         self._closed = True  # nothing to release until the throttle and follower exist
@@ -98,6 +108,13 @@ class LogView(TextRepr, widgets.VBox):
             options=[("all ranks", _ALL_RANKS)], value=_ALL_RANKS, layout=widgets.Layout(width="9em")
         )
         self.pattern = widgets.Text(placeholder="regex (smart case)", layout=widgets.Layout(width="14em"))
+        self.toolkit_toggle = widgets.ToggleButton(
+            value=False,
+            description="toolkit requests",
+            tooltip="show the access lines of the toolkit's own probes and metric scrapes (hidden by default)",
+            layout=widgets.Layout(width="auto"),
+        )
+        self.toolkit_toggle.add_class("tk-filter-toolkit")
         self.pause = widgets.ToggleButton(
             value=False, description="pause", icon="pause", tooltip="freeze the view; lines are still counted"
         )
@@ -105,7 +122,7 @@ class LogView(TextRepr, widgets.VBox):
         self.lines = widgets.HTML(value=log_html([]))
         self.lines.add_class("tk-logview-lines")
         controls = widgets.HBox(
-            [*self.verdict_toggles.values(), self.rank, self.pattern, self.pause],
+            [*self.verdict_toggles.values(), self.toolkit_toggle, self.rank, self.pattern, self.pause],
             layout=widgets.Layout(flex_flow="row wrap"),
         )
         super().__init__(children=(controls, self.count_label, self.lines))
@@ -114,25 +131,47 @@ class LogView(TextRepr, widgets.VBox):
         for toggle in self.verdict_toggles.values():
             toggle.observe(self._on_filter_change, "value")
         self.rank.observe(self._on_filter_change, "value")
+        self.toolkit_toggle.observe(self._on_filter_change, "value")
         self.pattern.observe(self._on_filter_change, "value")
         self.pause.observe(self._on_pause, "value")
 
+        self._server = source if isinstance(source, Server | MultiNodeServer) else None
         self._follower = _follower_of(source)
         self._throttle = Throttle(self._render, rate_hz=rate_hz, name="LogView-redraw")
         self._closed = False
+        self._ended = False
+        self._unsubscribe_state = (self._server.state.subscribe(self._on_status)
+                                   if self._server is not None else (lambda: None))
         self._unsubscribe = self._follower.subscribe(self._on_events, replay=True)
         self._throttle.poke()
 
     # -- the reader thread's side: cheap, no widget traffic -----------------------------------
     def _on_events(self, batch: list[LogEvent]) -> None:
+        probing = self._server is not None and self._server.state.status().lifecycle == "starting"
         with self._lock:
             self._buffer.extend(batch)
             self._received += len(batch)
             for event in batch:
-                self._counter[verdict_of(event)] += 1
+                if is_ours(event, probing=probing):
+                    self._ours.add(event.line_no)
+                    self._ours_count += 1
+                else:
+                    self._counter[verdict_of(event)] += 1
                 if event.rank:
                     self._ranks.add(event.rank)
+            if len(self._ours) > 2 * (self._buffer.maxlen or 0) and self._buffer:
+                oldest = self._buffer[0].line_no  # forget the marks of lines the buffer dropped
+                self._ours = {n for n in self._ours if n >= oldest}
         self._throttle.poke()
+
+    def _on_status(self, status: ServerStatus) -> None:
+        """The server's state changed (on the thread that changed it). Once it is stopped (its follower
+        joined: every line is here), draw the last frame here and now, so that the cell that stopped the
+        server records it."""
+        if status.stopped_at is not None and not self._ended and not self._closed:
+            self._ended = True
+            self._throttle.flush()
+            self.refresh_display()
 
     # -- the redraw thread's side ----------------------------------------------------------
     def _render(self) -> None:
@@ -141,24 +180,27 @@ class LogView(TextRepr, widgets.VBox):
             counts = dict(self._counter)
             received = self._received
             ranks = sorted(self._ranks, key=natural_key)
+            ours = set(self._ours)
+            ours_count = self._ours_count
         total = max(received, self._follower.stats.lines) if isinstance(self._follower, LogFollower) else received
         self.total_lines = total
         self.counts = counts
         options = [("all ranks", _ALL_RANKS), *((rank, rank) for rank in ranks)]
         if len(options) != len(self.rank.options):
             self.rank.options = options
-        shown = select(events, self._filter, self.max_lines)
+        shown = select(events, self._filter, self.max_lines, ours)
         if not self.paused:
-            frame = log_html(shown)
+            frame = log_html(shown, ours=ours)
             if frame != self.lines.value:
                 self.lines.value = frame
-        label = self._count_html(total, counts, shown=len(shown), buffered=len(events))
+        label = self._count_html(total, counts, shown=len(shown), buffered=len(events), ours=ours_count)
         if label != self.count_label.value:
             self.count_label.value = label
 
-    def _count_html(self, total: int, counts: dict[str, int], *, shown: int = 0, buffered: int = 0) -> str:
+    def _count_html(self, total: int, counts: dict[str, int], *, shown: int = 0, buffered: int = 0,
+                    ours: int = 0) -> str:
         notes = []
-        if buffered > shown or not self._filter.is_default:
+        if buffered > shown + (0 if self._filter.show_ours else ours) or not self._filter.is_default:
             notes.append(f"showing {shown:,} of the last {buffered:,}")
         if not self._filter.is_default:
             notes.append(f"filter: {self._filter.describe()}")
@@ -169,7 +211,8 @@ class LogView(TextRepr, widgets.VBox):
         extra = "".join(f" · {note}" for note in notes)
         return (
             f'<span class="tk-count" data-total="{total}" data-benign="{counts.get("benign", 0)}"'
-            f' data-fatal="{counts.get("fatal", 0)}">{html.escape(count_text(total, counts))}</span>{extra}'
+            f' data-fatal="{counts.get("fatal", 0)}" data-toolkit="{ours}">'
+            f'{html.escape(count_text(total, counts, ours, ours_shown=self._filter.show_ours))}</span>{extra}'
         )
 
     # -- the kernel's side: browser events --------------------------------------------------
@@ -187,7 +230,8 @@ class LogView(TextRepr, widgets.VBox):
                 pattern = re.compile(text, flags)
             except re.error as exc:
                 self._pattern_error = f"invalid regex {text!r}: {exc}; still showing the previous filter"
-        self._filter = LogFilter(verdicts=verdicts, rank=self.rank.value or None, pattern=pattern)
+        self._filter = LogFilter(verdicts=verdicts, rank=self.rank.value or None, pattern=pattern,
+                                 show_ours=bool(self.toolkit_toggle.value))
         self._throttle.poke()
 
     def _on_pause(self, change: dict[str, Any]) -> None:
@@ -210,7 +254,13 @@ class LogView(TextRepr, widgets.VBox):
         """The events the current filters select, oldest first (what the frame shows)."""
         with self._lock:
             events = list(self._buffer)
-        return select(events, self._filter, self.max_lines)
+            ours = set(self._ours)
+        return select(events, self._filter, self.max_lines, ours)
+
+    def is_ours(self, event: LogEvent) -> bool:
+        """Whether the view took ``event`` for the toolkit's own request (hidden unless the toggle is on)."""
+        with self._lock:
+            return event.line_no in self._ours
 
     def flush(self) -> None:
         """Redraw now on this thread; for tests and for a final frame before a report."""
@@ -221,9 +271,10 @@ class LogView(TextRepr, widgets.VBox):
         with self._lock:
             counts = dict(self._counter)
             received = self._received
+            ours = self._ours_count
         total = max(received, self._follower.stats.lines) if isinstance(self._follower, LogFollower) else received
         where = self._follower.path if isinstance(self._follower, LogFollower) else None
-        head = f"LogView{f' of {where}' if where else ''}: {count_text(total, counts)}"
+        head = f"LogView{f' of {where}' if where else ''}: {count_text(total, counts, ours, ours_shown=self._filter.show_ours)}"
         if not self._filter.is_default:
             head += f" (filter: {self._filter.describe()})"
         if self._closed:
@@ -238,8 +289,9 @@ class LogView(TextRepr, widgets.VBox):
         if not self._closed:  # False only once __init__ got this far
             self._closed = True
             self._unsubscribe()
+            self._unsubscribe_state()
             self._throttle.close()
-            for child in (*self.verdict_toggles.values(), self.rank, self.pattern, self.pause):
+            for child in (*self.verdict_toggles.values(), self.toolkit_toggle, self.rank, self.pattern, self.pause):
                 child.close()
             for child in self.children:
                 child.close()

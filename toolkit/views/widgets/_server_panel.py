@@ -79,7 +79,8 @@ class ServerPanel(TextRepr, widgets.VBox):
 
         self._throttle = Throttle(self._render, rate_hz=rate_hz, tick_s=tick_s, name="ServerPanel-redraw")
         self._closed = False
-        self._unsubscribe = server.state.subscribe(lambda _status: self._throttle.poke())
+        self._ended_as: tuple[str, bool] | None = None  # the end drawn last: (lifecycle, stopped)
+        self._unsubscribe = server.state.subscribe(self._on_status)
         if follow:
             server.follow()  # the server's one follower, started; it feeds the state and stops with the server
         self._render()
@@ -120,6 +121,18 @@ class ServerPanel(TextRepr, widgets.VBox):
             summary = ErrorSummary(None, str(error), (), None)
         self.server.state.record_error(summary, self._clock())
 
+    def _on_status(self, status: ServerStatus) -> None:
+        """A change of the server's state, on the thread that made it. The end (stopped, failed) is drawn
+        here and now, and the notebook's text snapshot replaced: the redraw thread's frame would come
+        after the cell that stopped the server finished, and an executed notebook would keep "stopping"."""
+        end = (status.lifecycle, status.stopped_at is not None)
+        if status.lifecycle in ("stopped", "failed") and end != self._ended_as and not self._closed:
+            self._ended_as = end
+            self._throttle.flush()
+            self.refresh_display()
+        else:
+            self._throttle.poke()
+
     # -- the redraw thread ------------------------------------------------------------------
     def _render(self) -> None:
         snapshot = self.snapshot()
@@ -153,7 +166,7 @@ class ServerPanel(TextRepr, widgets.VBox):
         except Exception as exc:  # shown on the badge: the person asked and must see why not
             message = exc.message if isinstance(exc, ToolkitError) else str(exc)
             self._stop_error = ErrorSummary(type(exc).__name__, f"the stop failed: {message}", (), None)
-        self._throttle.poke()
+        self._throttle.flush()
 
     def wait_stopped(self, timeout_s: float = 30.0) -> bool:
         """Join the stop thread; True when it finished within `timeout_s` (or never ran)."""

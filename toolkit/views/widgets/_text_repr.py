@@ -8,7 +8,10 @@ counts, the last lines.
 
 from __future__ import annotations
 
+import uuid
 from typing import Any
+
+from IPython.display import display, update_display
 
 __all__ = ["TextRepr"]
 
@@ -16,9 +19,24 @@ __all__ = ["TextRepr"]
 class TextRepr:
     """Mixin: `summary()` becomes `repr()`, IPython's pretty text and the bundle's `text/plain`.
 
-    The `text/plain` entry is a snapshot taken when the cell displays the widget; evaluate
-    the widget again (or `print(view)`) at the end of a cell to record the final state.
+    The `text/plain` entry is a snapshot taken when the cell displays the widget. The widget
+    is displayed under a display id of its own, so `refresh_display()` (which the widgets call
+    when their server ends) replaces that snapshot in place: an executed notebook records
+    "stopped · clean exit", not the "starting" it showed when the cell began.
     """
+
+    _display_id: str | None = None
+
+    def _ipython_display_(self) -> None:
+        if self._display_id is None:
+            self._display_id = uuid.uuid4().hex
+        display(self._repr_mimebundle_(), raw=True, display_id=self._display_id)
+
+    def refresh_display(self) -> None:
+        """Replace what the notebook shows for this widget (its text snapshot) with its state now."""
+        if self._display_id is None:
+            return
+        update_display(self._repr_mimebundle_(), raw=True, display_id=self._display_id)
 
     def summary(self) -> str:  # pragma: no cover - every widget overrides it
         raise NotImplementedError
