@@ -32,7 +32,7 @@ from toolkit.sim import testing
 pytestmark = [pytest.mark.timeout(180)]
 EAGLE = {"--speculative-algorithm": "EAGLE3", "--speculative-num-steps": 2, "--speculative-eagle-topk": 1,
          "--speculative-num-draft-tokens": 3}
-BENCH = {"num_prompts": 2, "input_len": 16, "output_len": 32, "max_concurrency": 1, "progress": False}
+BENCH = {"num_prompts": 2, "input_len": 16, "output_len": 64, "max_concurrency": 1, "progress": False}
 
 
 def _sglang(**flags: object) -> ServerSpec:

@@ -71,10 +71,14 @@ class PipeStream(ByteStream):
     def read(self, timeout_s: float) -> bytes | None:
         if self._eof or self._proc.stdout is None or self._proc.stdout.closed:
             return b""
-        ready, _, _ = select.select([self._fd], [], [], max(timeout_s, 0))
-        if not ready:
-            return None
-        data = os.read(self._fd, CHUNK)
+        try:
+            ready, _, _ = select.select([self._fd], [], [], max(timeout_s, 0))
+            if not ready:
+                return None
+            data = os.read(self._fd, CHUNK)
+        except (OSError, ValueError):  # closed by another thread while we waited: the stream has ended
+            self._eof = True
+            return b""
         if not data:
             self._eof = True
             self._proc.wait()

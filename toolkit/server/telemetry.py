@@ -151,10 +151,12 @@ class GpuTelemetry:
     def stop(self) -> list[GpuSample]:
         """Stop sampling (ends nvidia-smi on the host); idempotent. Returns every sample kept."""
         self._stop.set()
+        thread, self._thread = self._thread, None
+        if thread is not None:  # the reader sees the stop within one read timeout; then the stream can go
+            thread.join(timeout=_READ_TIMEOUT_S + 5)
         stream, self._stream = self._stream, None
         if stream is not None:
             stream.close()
-        thread, self._thread = self._thread, None
         if thread is not None:
             thread.join(timeout=10)
         samples = self.samples()
