@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from toolkit.journal import Journal
-from toolkit.journal.adapters import spec_parameters, stored_spec
+from toolkit.journal.adapters import spec_parameters
 from toolkit.report.document import (
     Block,
     Bullets,
@@ -34,7 +34,9 @@ from toolkit.report.document import (
     to_html,
     to_markdown,
 )
+from toolkit.report.evidence import benign_sentence, fatal_lines, metric_differences, readiness_lines
 from toolkit.report.observations import observation_sections
+from toolkit.report.reproduce import reproduce_script, without_worktrees
 from toolkit.server.naming import diff
 from toolkit.stats import compare_samples
 from toolkit.views import plots
@@ -74,7 +76,7 @@ def _changes(before: dict[str, Any] | None, after: dict[str, Any] | None) -> str
         return ""
     if before is None:
         return "(first spec)"
-    changes = diff(spec_parameters(before), spec_parameters(after))
+    changes = diff(spec_parameters(without_worktrees(before)), spec_parameters(without_worktrees(after)))
     return "; ".join(change.text() for change in changes) or "(same spec)"
 
 
@@ -104,11 +106,12 @@ def _config_rows(results: pd.DataFrame, baseline: str | None) -> list[dict[str, 
             row[column] = runs[column].mean() if column in runs.columns else None
         if base and len(tok_s) and str(label) != baseline:
             comparison = compare_samples(base, tok_s.tolist())
-            verdict = {"a_faster": "slower than baseline", "b_faster": "faster than baseline",
+            verdict = {"a_faster": "slower beyond noise", "b_faster": "faster beyond noise",
                        "within_noise": "within noise"}[comparison.verdict]
             if min(comparison.n_a, comparison.n_b) < 2:  # one run on a side: no spread, no noise verdict
-                verdict = "noise unknown (one run)"
-            row["ratio"], row["verdict"] = comparison.ratio, verdict
+                verdict = "spread unknown (a single run)"
+            row["ratio"], row["verdict"], row["verdict_code"] = comparison.ratio, verdict, comparison.verdict
+            row["single"] = min(comparison.n_a, comparison.n_b) < 2
         rows.append(row)
     return rows
 
@@ -136,22 +139,46 @@ def _figures(steps: pd.DataFrame, results: pd.DataFrame, requests: pd.DataFrame,
     return out
 
 
+def _runs(n: int) -> str:
+    return "one run" if n == 1 else f"{n} runs"
+
+
+def _against_baseline(config: dict[str, Any]) -> str:
+    """``27% slower than the baseline``, with what the noise allows one to say."""
+    ratio = float(config["ratio"])
+    size = f"{abs(ratio - 1):.0%} {'faster' if ratio > 1 else 'slower'} than the baseline"
+    if config.get("single"):
+        return f"{size} (a single run on one side, so the run-to-run spread is not known)"
+    if config.get("verdict_code") == "within_noise":
+        return f"the same as the baseline within run-to-run noise ({size[0].lower() + size[1:]} on average)"
+    return f"{size}, beyond run-to-run noise"
+
+
 def _summary(name: str, steps: pd.DataFrame, configs: list[dict[str, Any]], baseline: str | None,
              root_cause: str | None) -> list[Block]:
+    """Plain sentences with this run's numbers; the root cause as the investigator recorded it."""
     counts = steps["verdict"].value_counts().to_dict() if len(steps) else {}
     failed = int((steps["status"] == "failed").sum()) if len(steps) else 0
-    tally = ", ".join(f"{counts.get(v, 0)} {v}" for v in ("confirmed", "refuted", "inconclusive"))
-    items = [f"Investigation: {name}. {len(steps)} steps ({tally}, {failed} failed)."]
+    judged = ", ".join(f"{counts[v]} {v}" for v in ("confirmed", "refuted", "inconclusive") if counts.get(v))
+    sentences = [f"The investigation \u201c{name}\u201d took {len(steps)} steps"
+                 + (f"; their hypotheses were {judged}" if judged else "")
+                 + (f"; {failed} step(s) failed" if failed else "") + "."]
     base = next((c for c in configs if c["label"] == baseline), None)
     if base is not None:
-        items.append(f"Baseline ({baseline}): {_num(base['mean'])} output tok/s over {base['runs']} run(s).")
+        sentences.append(f"The baseline, \u201c{baseline}\u201d, gave {_num(base['mean'])} output tok/s "
+                         f"({_runs(base['runs'])}).")
     for config in configs:
         if config.get("ratio") is not None:
-            items.append(f"{config['label']}: {_num(config['mean'])} output tok/s, {config['ratio']:.2f}x the "
-                         f"baseline ({config['verdict']}, {config['runs']} run(s)).")
-    items.append(f"Root cause: {root_cause}" if root_cause else
-                 "Root cause: not recorded yet (journal.root_cause(...) records it).")
-    return [Heading("Summary"), Bullets(tuple(items))]
+            sentences.append(f"\u201c{config['label']}\u201d gave {_num(config['mean'])} output tok/s "
+                             f"({_runs(config['runs'])}): {_against_baseline(config)}.")
+    blocks: list[Block] = [Heading("Summary"), Paragraph(" ".join(sentences[:2]))]
+    if len(sentences) > 2:
+        blocks.append(Bullets(tuple(sentences[2:])))
+    blocks += [Heading("Root cause"),
+               Paragraph(root_cause if root_cause else
+                         "Not recorded yet (journal.root_cause(...) records it, in the investigator's words).",
+                         not root_cause)]
+    return blocks
 
 
 def _timeline_table(steps: pd.DataFrame) -> Table:
@@ -173,7 +200,7 @@ def _results_table(configs: list[dict[str, Any]]) -> Table:
         return (c["label"], c["steps"], str(c["runs"]), tok_s, ratio, verdict, _num(c["median_ttft_ms"]),
                 _num(c["median_itl_ms"], 2), _num(c["median_tpot_ms"], 2), _num(c["accept_length"], 2))
 
-    return Table(("configuration", "steps", "runs", "output tok/s (mean ± sd)", "vs baseline", "noise verdict",
+    return Table(("configuration", "steps", "runs", "output tok/s (mean ± sd)", "vs baseline", "against noise",
                   "median TTFT (ms)", "median ITL (ms)", "median TPOT (ms)", "accept length"),
                  tuple(cells(c) for c in configs))
 
@@ -194,7 +221,7 @@ def _step_details(steps: pd.DataFrame, baseline_spec: dict[str, Any] | None) -> 
     previous = None
     for row in steps.itertuples():
         outcome = row.status if row.status != "done" else _text(row.verdict) or (
-            "note" if row.kind == "note" else "no verdict")
+            "no verdict recorded" if _text(row.hypothesis) else "note" if row.kind == "note" else "measured")
         blocks.append(Heading(f"#{row.seq} {row.title} ({row.kind}): {outcome}", 3))
         facts = [f"Hypothesis: {row.hypothesis}"] if _text(row.hypothesis) else []
         facts += [f"Verdict: {row.verdict}" + (f" ({row.verdict_note})" if _text(row.verdict_note) else "")
@@ -219,35 +246,48 @@ def _step_details(steps: pd.DataFrame, baseline_spec: dict[str, Any] | None) -> 
     return blocks
 
 
-def _log_section(steps: pd.DataFrame, logs: pd.DataFrame) -> list[Block]:
+def _log_section(steps: pd.DataFrame, logs: pd.DataFrame, metrics: pd.DataFrame,
+                 configs: list[dict[str, Any]]) -> list[Block]:
+    """Per step, the lines that decided it (ready line, first fatal line with its context); then the
+    metric lines that differ between the configurations. Benign lines are counted, probe lines left out."""
     blocks: list[Block] = [Heading("Decisive log lines")]
     if logs.empty:
-        return blocks + [Paragraph("No log lines were recorded (step.record_log_lines(...) records them).", True)]
+        logs = logs.assign(verdict=None)
     for row in steps.itertuples():
-        lines = logs.loc[logs["step_id"] == row.step_id, "text"].tolist()
+        spec = row.spec or {}
+        lines = readiness_lines(row.readiness, str(spec.get("engine") or row.engine or "auto"))
+        recorded = logs[logs["step_id"] == row.step_id]
+        if not any(line in lines for line in fatal_lines(recorded)):
+            lines += [line for line in fatal_lines(recorded) if line not in lines]
+        benign = benign_sentence(recorded)
+        if lines or benign:
+            blocks.append(Heading(f"#{row.seq} {row.title}", 3))
         if lines:
-            more = len(lines) - _MAX_LOG_LINES
-            shown = lines[:_MAX_LOG_LINES] + ([f"... {more} more line(s) in the journal"] if more > 0 else [])
-            blocks += [Heading(f"#{row.seq} {row.title}", 3), Code("\n".join(shown))]
+            blocks.append(Code("\n".join(lines[:_MAX_LOG_LINES])))
+        if benign:
+            blocks.append(Paragraph(benign, True))
+    for difference in metric_differences(metrics, [c["label"] for c in configs]):
+        names = " and ".join(f"`{name}`" for _, name in difference.fields)
+        blocks += [Heading(f"Where the server's {difference.kind} lines differ: {names}", 3),
+                   Bullets(tuple(difference.sentences()))]
+    if len(blocks) == 1:
+        blocks.append(Paragraph("No decisive log line was recorded.", True))
     return blocks
 
 
 def _reproduce(steps: pd.DataFrame) -> list[Block]:
     blocks: list[Block] = [Heading("How to reproduce each step"),
-                           Paragraph("Values shown as [REDACTED] were secrets; put your own back before running.", True)]
+                           Paragraph("Values shown as [REDACTED] were secrets; put your own back before running. "
+                                     "A commit step ran its commit in a temporary git worktree: run it from your "
+                                     "own checkout ($REPO) at that commit.", True)]
     for row in steps.itertuples():
         if not row.spec and not _text(row.command):
             continue
         spec = row.spec or {}
-        where = [f"host {row.hosts}" if _text(row.hosts) else "", f"commit {spec['commit']}" if spec.get("commit")
-                 else "", f"workdir {spec['workdir']}" if spec.get("workdir") else ""]
         blocks.append(Heading(f"#{row.seq} {row.title}", 3))
-        if any(where):
-            blocks.append(Paragraph(", ".join(w for w in where if w) + "."))
-        command = _text(row.command)
-        stored = stored_spec(spec)
-        exports = [f"export {k}={v}" for k, v in (stored.env if stored else ()) if f"{k}=" not in command]
-        blocks.append(Code("\n".join(exports + [command]), "bash"))
+        if _text(row.hosts):
+            blocks.append(Paragraph(f"On {row.hosts}:"))
+        blocks.append(Code(reproduce_script(_text(row.command) or str(spec.get("command") or ""), spec), "bash"))
     return blocks
 
 
@@ -273,8 +313,7 @@ def build(journal: Journal, *, dpi: int = 100) -> tuple[str, list[Block]]:
     blocks += [figures[name] for name in figures if name != "timeline"]
     blocks += observation_sections(journal, steps, results, metrics, baseline, dpi)
     blocks += _step_details(steps, baseline_spec)
-    blocks += _log_section(steps, logs)
-    blocks += [Heading("Root cause"), Paragraph(root_cause or "Not recorded yet.", not root_cause)]
+    blocks += _log_section(steps, logs, metrics, configs)
     blocks += _reproduce(steps)
     return title, blocks
 

@@ -7,6 +7,7 @@ import math
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+from toolkit.benchmark.labels import shorten_words
 from toolkit.redaction import redact_text
 from toolkit.stats import mean_interval
 
@@ -92,7 +93,6 @@ def step_outcome(row: Any) -> str:
 
 
 def short(value: Any, limit: int) -> str:
-    shown = " ".join(cell_text(value).split())
-    return shown if len(shown) <= limit else shown[: limit - 1] + "…"
+    return shorten_words(cell_text(value), limit)
 
 
