@@ -26,7 +26,7 @@ from toolkit.logs.rules import Verdict
 if TYPE_CHECKING:
     import pandas as pd
 
-__all__ = ["is_toolkit_request", "readiness_lines", "benign_sentence", "fatal_lines", "metric_differences",
+__all__ = ["is_toolkit_request", "readiness_lines", "benign_sentence", "recorded_lines", "metric_differences",
            "MetricDifference"]
 
 # The requests the toolkit itself sends to a server outside a benchmark (server/http.py, server/scrape.py,
@@ -81,21 +81,40 @@ def readiness_lines(readiness: Mapping[str, Any] | None, engine: str) -> list[st
     return [ready[0].rstrip("\n")] if ready and _quotable(ready[0]) else []
 
 
-def benign_sentence(lines: pd.DataFrame) -> str | None:
-    """``8 benign lines (rule sglang_ignore_import_error, ranks TP0-TP7) were judged harmless and are not shown.``"""
-    benign = lines[lines["verdict"] == Verdict.BENIGN.value]
-    if benign.empty:
+def _judged(lines: pd.DataFrame, engine: str) -> list[tuple[str, str, str | None, str | None]]:
+    """(verdict, text, rule, rank) of each recorded line; a line pasted without a verdict is classified
+    here with the engine's rules, so a pasted ``glmasr`` line is known for the benign line it is."""
+    out = []
+    for row in lines.itertuples():
+        verdict, rule, rank = row.verdict, row.rule, row.rank
+        if not isinstance(verdict, str) or not verdict:
+            event = classify_lines([str(row.text)], engine=engine)[0]
+            verdict, rule, rank = event.verdict.value, event.rule, event.rank
+        out.append((verdict, str(row.text), rule if isinstance(rule, str) else None,
+                    rank if isinstance(rank, str) else None))
+    return out
+
+
+def benign_sentence(lines: pd.DataFrame, engine: str) -> str | None:
+    """``16 error-looking line(s) on 8 ranks (TP0 to TP7) were judged benign (rule x16) and are not quoted.``"""
+    benign = [(rule or "?", rank) for verdict, _, rule, rank in _judged(lines, engine) if verdict == Verdict.BENIGN.value]
+    if not benign:
         return None
-    rules = ", ".join(f"{rule} x{count}" for rule, count in benign["rule"].fillna("?").value_counts().items())
-    ranks = sorted({str(r) for r in benign["rank"].dropna()}, key=lambda r: (len(r), r))
+    counts: dict[str, int] = {}
+    for rule, _ in benign:
+        counts[rule] = counts.get(rule, 0) + 1
+    rules = ", ".join(f"{rule} x{count}" for rule, count in counts.items())
+    ranks = sorted({rank for _, rank in benign if rank}, key=lambda r: (len(r), r))
     where = f" on {len(ranks)} ranks ({ranks[0]} to {ranks[-1]})" if len(ranks) > 1 else ""
     return f"{len(benign)} error-looking line(s){where} were judged benign ({rules}) and are not quoted."
 
 
-def fatal_lines(lines: pd.DataFrame) -> list[str]:
-    """The first recorded fatal line and the fatal lines right after it (a traceback's frames)."""
-    fatal = [str(t) for t in lines.loc[lines["verdict"] == Verdict.FATAL.value, "text"] if _quotable(str(t))]
-    return fatal[:_CONTEXT_LINES]
+def recorded_lines(lines: pd.DataFrame, engine: str) -> list[str]:
+    """The step's recorded lines worth quoting: from the first fatal line on (a traceback's frames), and any
+    line a person recorded by hand; never a benign or shutdown line, nor a probe's access line."""
+    kept = [text for verdict, text, _, _ in _judged(lines, engine)
+            if verdict not in (Verdict.BENIGN.value, "shutdown") and _quotable(text)]
+    return kept[:_CONTEXT_LINES * 2]
 
 
 @dataclass(frozen=True)

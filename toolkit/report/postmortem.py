@@ -34,7 +34,7 @@ from toolkit.report.document import (
     to_html,
     to_markdown,
 )
-from toolkit.report.evidence import benign_sentence, fatal_lines, metric_differences, readiness_lines
+from toolkit.report.evidence import benign_sentence, metric_differences, readiness_lines, recorded_lines
 from toolkit.report.observations import observation_sections
 from toolkit.report.reproduce import reproduce_script, without_worktrees
 from toolkit.server.naming import diff
@@ -255,11 +255,11 @@ def _log_section(steps: pd.DataFrame, logs: pd.DataFrame, metrics: pd.DataFrame,
         logs = logs.assign(verdict=None)
     for row in steps.itertuples():
         spec = row.spec or {}
-        lines = readiness_lines(row.readiness, str(spec.get("engine") or row.engine or "auto"))
+        engine = str(spec.get("engine") or _text(row.engine) or "auto")
+        lines = readiness_lines(row.readiness, engine)
         recorded = logs[logs["step_id"] == row.step_id]
-        if not any(line in lines for line in fatal_lines(recorded)):
-            lines += [line for line in fatal_lines(recorded) if line not in lines]
-        benign = benign_sentence(recorded)
+        lines += [line for line in recorded_lines(recorded, engine) if line not in lines]
+        benign = benign_sentence(recorded, engine)
         if lines or benign:
             blocks.append(Heading(f"#{row.seq} {row.title}", 3))
         if lines:

@@ -18,7 +18,8 @@ if TYPE_CHECKING:
 
 VERDICT_COLORS = {
     "confirmed": "#2e7d32", "refuted": "#9e9e9e", "inconclusive": "#f5a623", "failed": "#c62828",
-    "interrupted": "#8e24aa", "running": "#90caf9", "no verdict": "#1f77b4", "note": "#90a4ae",
+    "interrupted": "#8e24aa", "running": "#90caf9", "no verdict": "#1f77b4", "measured": "#64b5f6",
+    "note": "#90a4ae",
 }
 
 
@@ -89,7 +90,9 @@ def step_outcome(row: Any) -> str:
     verdict = cell_text(row.get("verdict"))
     if verdict in VERDICT_COLORS:
         return verdict
-    return "note" if row.get("kind") == "note" else "no verdict"
+    if row.get("kind") == "note":
+        return "note"
+    return "no verdict" if cell_text(row.get("hypothesis")) else "measured"  # a baseline, an A side: no hypothesis
 
 
 def short(value: Any, limit: int) -> str:

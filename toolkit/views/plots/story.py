@@ -43,7 +43,7 @@ def timeline(steps: pd.DataFrame, *, title: str | None = None) -> Figure:
 
     require(steps, ["seq", "title", "started_at", "finished_at"], "timeline()")
     n = len(steps)
-    fig, ax = new_figure(11.0, max(2.5, 0.45 * n + 1.5), style="white")
+    fig, ax = new_figure(13.0, max(2.5, 0.45 * n + 1.8), style="white")
     ax.set_title(title or "Investigation timeline: hypotheses and verdicts")
     ax.set_xlabel("minutes since the first step")
     ax.set_ylabel("step")
@@ -58,20 +58,26 @@ def timeline(steps: pd.DataFrame, *, title: str | None = None) -> Figure:
     begin, end = begin_s / scale, end_s / scale
     span = max(float(end.max()), 1e-3)
     seen: dict[str, None] = {}
+    notes = []
     for i, (_, row) in enumerate(steps.iterrows()):
         outcome = step_outcome(row)
         seen[outcome] = None
         width = max(float(end.iloc[i] - begin.iloc[i]), span * 0.012)
         ax.barh(i, width, left=float(begin.iloc[i]), color=VERDICT_COLORS[outcome], height=0.6)
         first, second = ("error", "hypothesis") if outcome == "failed" else ("hypothesis", "error")
-        note = short(cell_text(row.get(first)).split("\n")[0], 70) or short(row.get(second), 70)
-        text = f"{outcome}: {note}" if note else outcome
-        ax.annotate(text, (float(begin.iloc[i]) + width, i), xytext=(4, 0), textcoords="offset points",
-                    va="center", fontsize=8, color="#424242")
+        note = short(cell_text(row.get(first)).split("\n")[0], 60) or short(row.get(second), 60)
+        notes.append(f"{outcome}: {note}" if note else outcome)
     ax.set_yticks(range(n), [f"#{row.seq} {short(row.title, 38)}" for row in steps.itertuples()])
     ax.invert_yaxis()
-    ax.set_xlim(0, span * 1.9 + 0.05)  # room for the hypothesis text
-    ax.legend(handles=[Patch(color=VERDICT_COLORS[o], label=o) for o in seen], loc="lower right", fontsize=8)
+    ax.set_xlim(0, span * 1.02)  # the axis ends with the last step
+    # The outcome and hypothesis of each step, at the right edge: beside the axis, not stretching it.
+    right = ax.twinx()
+    right.set_ylim(ax.get_ylim())
+    right.set_yticks(range(n), notes, fontsize=8, color="#424242")
+    right.tick_params(axis="y", length=0)
+    right.grid(False)
+    ax.legend(handles=[Patch(color=VERDICT_COLORS[o], label=o) for o in seen], loc="upper center",
+              bbox_to_anchor=(0.5, -0.12 if n > 3 else -0.25), ncol=len(seen), fontsize=8, frameon=False)
     return fig
 
 
