@@ -97,16 +97,20 @@ def _judged(lines: pd.DataFrame, engine: str) -> list[tuple[str, str, str | None
 
 def benign_sentence(lines: pd.DataFrame, engine: str) -> str | None:
     """``16 error-looking line(s) on 8 ranks (TP0 to TP7) were judged benign (rule x16) and are not quoted.``"""
-    benign = [(rule or "?", rank) for verdict, _, rule, rank in _judged(lines, engine) if verdict == Verdict.BENIGN.value]
+    judged = _judged(lines, engine)
+    probes = sum(1 for _, text, _, _ in judged if is_toolkit_request(text))
+    benign = [(rule or "?", rank) for verdict, text, rule, rank in judged
+              if verdict == Verdict.BENIGN.value and not is_toolkit_request(text)]
+    ours = f" {probes} access line(s) of the toolkit's own probes are left out too." if probes else ""
     if not benign:
-        return None
+        return ours.strip() or None
     counts: dict[str, int] = {}
     for rule, _ in benign:
         counts[rule] = counts.get(rule, 0) + 1
     rules = ", ".join(f"{rule} x{count}" for rule, count in counts.items())
     ranks = sorted({rank for _, rank in benign if rank}, key=lambda r: (len(r), r))
     where = f" on {len(ranks)} ranks ({ranks[0]} to {ranks[-1]})" if len(ranks) > 1 else ""
-    return f"{len(benign)} error-looking line(s){where} were judged benign ({rules}) and are not quoted."
+    return f"{len(benign)} error-looking line(s){where} were judged benign ({rules}) and are not quoted.{ours}"
 
 
 def recorded_lines(lines: pd.DataFrame, engine: str) -> list[str]:

@@ -11,6 +11,7 @@ the journal (already redacted) and passes redaction again in the renderers.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import io
 import math
 import sys
@@ -150,7 +151,7 @@ def _against_baseline(config: dict[str, Any]) -> str:
     if config.get("single"):
         return f"{size} (a single run on one side, so the run-to-run spread is not known)"
     if config.get("verdict_code") == "within_noise":
-        return f"the same as the baseline within run-to-run noise ({size[0].lower() + size[1:]} on average)"
+        return f"{size} on average, but within run-to-run noise: not a difference to rely on"
     return f"{size}, beyond run-to-run noise"
 
 
@@ -263,7 +264,7 @@ def _log_section(steps: pd.DataFrame, logs: pd.DataFrame, metrics: pd.DataFrame,
         if lines or benign:
             blocks.append(Heading(f"#{row.seq} {row.title}", 3))
         if lines:
-            blocks.append(Code("\n".join(lines[:_MAX_LOG_LINES])))
+            blocks.append(Code("\n".join(without_worktrees(line) for line in lines[:_MAX_LOG_LINES])))
         if benign:
             blocks.append(Paragraph(benign, True))
     for difference in metric_differences(metrics, [c["label"] for c in configs]):
@@ -315,7 +316,18 @@ def build(journal: Journal, *, dpi: int = 100) -> tuple[str, list[Block]]:
     blocks += _step_details(steps, baseline_spec)
     blocks += _log_section(steps, logs, metrics, configs)
     blocks += _reproduce(steps)
-    return title, blocks
+    # A commit step's temporary worktree was removed when it ended: nowhere may the reader meet its path.
+    return title, [_without_worktrees(block) for block in blocks]
+
+
+def _without_worktrees(block: Block) -> Block:
+    if isinstance(block, Heading | Paragraph | Code):
+        return dataclasses.replace(block, text=without_worktrees(block.text))
+    if isinstance(block, Bullets):
+        return Bullets(tuple(without_worktrees(item) for item in block.items))
+    if isinstance(block, Table):
+        return Table(block.columns, tuple(tuple(without_worktrees(c) for c in row) for row in block.rows))
+    return block
 
 
 def write(journal: Journal, out_dir: str | Path, *, dpi: int = 100) -> ReportPaths:
