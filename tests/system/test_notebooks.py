@@ -112,8 +112,15 @@ def test_bisect_notebook_finds_the_planted_commit(tmp_path: Path) -> None:
     notebook = execute("03_bisect.ipynb", tmp_path, out_dir=str(tmp_path), journal_path=str(tmp_path / "b.sqlite"),
                        commits=12, regression_at=10, broken_at=7, port=30250)  # 7: the first probe, the midpoint
     text = text_of(notebook)
-    assert "first bad commit" in text and "your checkout never moved" in text
-    assert "skipped" in text and "(#7): ServerDied" in text  # the promised skip of the commit that does not start
+    assert "First bad commit" in text and "That is the planted regression, #10." in text
+    assert "Your checkout never moved" in text
+    assert "Skipped 1 commit(s)" in text and "(#7): ServerDied" in text  # the promised skip, with its error
+    assert "post-mortem:" in text
+    # The story is told to the end: it ends in words, not in an assert, and says what each step showed.
+    cells = notebook.cells
+    assert cells[-1].cell_type == "markdown"
+    assert sum(c.cell_type == "markdown" for c in cells) >= sum(c.cell_type == "code" for c in cells) - 1
+    assert not any(c.source.lstrip().startswith("assert") for c in cells if c.cell_type == "code")
 
 
 def test_real_server_sweep_measures_continuous_batching(tmp_path: Path) -> None:
