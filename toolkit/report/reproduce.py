@@ -17,7 +17,7 @@ from typing import Any
 __all__ = ["WORKTREE", "without_worktrees", "wrap_command", "reproduce_script"]
 
 #: A probe worktree's path, as GitCheckout.add_worktree makes it (``mktemp -d $TMPDIR/toolkit-worktree-XXXXXX``).
-WORKTREE = re.compile(r"[^\s'\"=:]*/toolkit-worktree-[A-Za-z0-9_]+")
+WORKTREE = re.compile(r"[^\s'\"=:(\[,]*/toolkit-worktree-[A-Za-z0-9_]+")
 _REPO = "$REPO"
 
 
@@ -26,6 +26,8 @@ def without_worktrees(value: Any) -> Any:
 
     >>> without_worktrees({"flags": [["--source-dir", "/tmp/toolkit-worktree-ab12CD"]]})
     {'flags': [['--source-dir', '$REPO']]}
+    >>> without_worktrees("ImportError: ... (/tmp/toolkit-worktree-ab12CD/python/x.py)")
+    'ImportError: ... ($REPO/python/x.py)'
     """
     if isinstance(value, str):
         return WORKTREE.sub(_REPO, value)
