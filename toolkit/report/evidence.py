@@ -81,6 +81,10 @@ def readiness_lines(readiness: Mapping[str, Any] | None, engine: str) -> list[st
     return [ready[0].rstrip("\n")] if ready and _quotable(ready[0]) else []
 
 
+def _lines(count: int, what: str) -> str:
+    return f"{count} {what}" + ("" if count == 1 else "s")
+
+
 def _judged(lines: pd.DataFrame, engine: str) -> list[tuple[str, str, str | None, str | None]]:
     """(verdict, text, rule, rank) of each recorded line; a line pasted without a verdict is classified
     here with the engine's rules, so a pasted ``glmasr`` line is known for the benign line it is."""
@@ -96,12 +100,12 @@ def _judged(lines: pd.DataFrame, engine: str) -> list[tuple[str, str, str | None
 
 
 def benign_sentence(lines: pd.DataFrame, engine: str) -> str | None:
-    """``16 error-looking line(s) on 8 ranks (TP0 to TP7) were judged benign (rule x16) and are not quoted.``"""
+    """``16 error-looking lines on 8 ranks (TP0 to TP7) were judged benign (rule x16) and are not quoted.``"""
     judged = _judged(lines, engine)
     probes = sum(1 for _, text, _, _ in judged if is_toolkit_request(text))
     benign = [(rule or "?", rank) for verdict, text, rule, rank in judged
               if verdict == Verdict.BENIGN.value and not is_toolkit_request(text)]
-    ours = f" {probes} access line(s) of the toolkit's own probes are left out too." if probes else ""
+    ours = f" {_lines(probes, 'access line')} of the toolkit's own probes are left out too." if probes else ""
     if not benign:
         return ours.strip() or None
     counts: dict[str, int] = {}
@@ -110,7 +114,8 @@ def benign_sentence(lines: pd.DataFrame, engine: str) -> str | None:
     rules = ", ".join(f"{rule} x{count}" for rule, count in counts.items())
     ranks = sorted({rank for _, rank in benign if rank}, key=lambda r: (len(r), r))
     where = f" on {len(ranks)} ranks ({ranks[0]} to {ranks[-1]})" if len(ranks) > 1 else ""
-    return f"{len(benign)} error-looking line(s){where} were judged benign ({rules}) and are not quoted.{ours}"
+    verb = "was" if len(benign) == 1 else "were"
+    return f"{_lines(len(benign), 'error-looking line')}{where} {verb} judged benign ({rules}) and not quoted.{ours}"
 
 
 def recorded_lines(lines: pd.DataFrame, engine: str) -> list[str]:
@@ -137,7 +142,7 @@ class MetricDifference:
         out = []
         for label, count, values in self.rows:
             said = ", ".join(f"`{name}: {values[column]}`" for column, name in self.fields if values.get(column))
-            out.append(f"{label}: {said} ({count} {self.kind} line(s))")
+            out.append(f"{label}: {said} ({_lines(count, self.kind + ' line')})")
         return out
 
 

@@ -163,7 +163,7 @@ def _summary(name: str, steps: pd.DataFrame, configs: list[dict[str, Any]], base
     judged = ", ".join(f"{counts[v]} {v}" for v in ("confirmed", "refuted", "inconclusive") if counts.get(v))
     sentences = [f"The investigation \u201c{name}\u201d took {len(steps)} steps"
                  + (f"; their hypotheses were {judged}" if judged else "")
-                 + (f"; {failed} step(s) failed" if failed else "") + "."]
+                 + (f"; {failed} {'step' if failed == 1 else 'steps'} failed" if failed else "") + "."]
     base = next((c for c in configs if c["label"] == baseline), None)
     if base is not None:
         sentences.append(f"The baseline, \u201c{baseline}\u201d, gave {_num(base['mean'])} output tok/s "
@@ -233,7 +233,7 @@ def _step_details(steps: pd.DataFrame, baseline_spec: dict[str, Any] | None) -> 
                 facts.append(f"Change vs baseline: {_changes(baseline_spec, row.spec)}")
             previous = row.spec
         facts += _readiness_facts(row.readiness)
-        facts += [f"Started {row.started_at:%Y-%m-%d %H:%M:%S} UTC, status {row.status}, {row.n_runs} run(s)."]
+        facts += [f"Started {row.started_at:%Y-%m-%d %H:%M:%S} UTC, status {row.status}, {_runs(row.n_runs) if row.n_runs else 'no benchmark run'}."]
         blocks.append(Bullets(tuple(facts)))
         if _text(row.notes):
             blocks += [Paragraph("Notes:"), Code(row.notes)]
