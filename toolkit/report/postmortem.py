@@ -147,9 +147,11 @@ def _runs(n: int) -> str:
 def _against_baseline(config: dict[str, Any]) -> str:
     """``27% slower than the baseline``, with what the noise allows one to say."""
     ratio = float(config["ratio"])
-    size = f"{abs(ratio - 1):.0%} {'faster' if ratio > 1 else 'slower'} than the baseline"
+    size = (f"{abs(ratio - 1):.0%} {'faster' if ratio > 1 else 'slower'} than the baseline"
+            if round(abs(ratio - 1), 2) else f"the same as the baseline ({ratio:.2f}x)")
     if config.get("single"):
-        return f"{size} (a single run on one side, so the run-to-run spread is not known)"
+        single = "this configuration ran once" if config["runs"] == 1 else "the baseline ran once"
+        return f"{size} ({single}, so the run-to-run spread is not known)"
     if config.get("verdict_code") == "within_noise":
         return f"{size} on average, but within run-to-run noise: not a difference to rely on"
     return f"{size}, beyond run-to-run noise"
@@ -268,7 +270,8 @@ def _log_section(steps: pd.DataFrame, logs: pd.DataFrame, metrics: pd.DataFrame,
         if benign:
             blocks.append(Paragraph(benign, True))
     for difference in metric_differences(metrics, [c["label"] for c in configs]):
-        names = " and ".join(f"`{name}`" for _, name in difference.fields)
+        quoted = [f"`{name}`" for _, name in difference.fields]
+        names = quoted[0] if len(quoted) == 1 else ", ".join(quoted[:-1]) + " and " + quoted[-1]
         blocks += [Heading(f"Where the server's {difference.kind} lines differ: {names}", 3),
                    Bullets(tuple(difference.sentences()))]
     if len(blocks) == 1:
