@@ -114,9 +114,9 @@ def test_a_side_that_fails_stops_the_comparison_and_both_steps_say_why(local_hos
         compare_flag(local_host, spec, "--sim-fault", None, "oom", repeats=2, bench=BENCH, journal=journal,
                      log_dir=str(tmp_path), progress=False)
 
-    assert any("compare() stopped after 1+0 runs, at side B (oom)" in note for note in raised.value.__notes__)
+    assert any("compare() stopped after 1+0 runs, at side B (--sim-fault=oom)" in note for note in raised.value.__notes__)
     a, b = journal.steps().itertuples()
     assert (a.status, b.status) == ("failed", "failed")
-    assert a.error.startswith("the A/B comparison stopped: side B (oom) failed with ServerDied")
+    assert a.error.startswith("the A/B comparison stopped: side B (--sim-fault=oom) failed with ServerDied")
     assert b.error.startswith("ServerDied") and b.n_runs == 0 and a.n_runs == 1
     assert journal.log_lines(b.step_id)["text"].str.contains("CUDA out of memory").any()
