@@ -151,6 +151,6 @@ def test_one_run_per_side_is_not_called_within_noise() -> None:
         "output_throughput": [81.0, 58.3, 117.4, 117.6],
     })
     rows = {row["label"]: row for row in report._config_rows(results, "baseline")}
-    assert rows["eagle"]["verdict"] == "spread unknown (a single run)"
-    assert rows["decode"]["verdict"] == "spread unknown (a single run)"  # the baseline side has one run
+    assert rows["eagle"]["verdict"] == "unknown: ran once"
+    assert rows["decode"]["verdict"] == "unknown: the baseline ran once"
     assert rows["eagle"]["ratio"] == pytest.approx(58.3 / 81.0)

@@ -4,7 +4,9 @@
 
 Debian's chromium (apt ``chromium``) through playwright, as the browser tests drive it
 (tests/system/browser.py). Each PNG is one viewport from a section heading down,
-quantised to 256 colours so the files stay small.
+quantised to 256 colours so the files stay small. The path of the checkout that ran the
+demo (its interpreter shows in the reproduce commands) reads ``<checkout>`` in the shots, so
+that no path of the machine that took them is committed.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from pathlib import Path
 from PIL import Image
 from playwright.sync_api import sync_playwright
 
+CHECKOUT = str(Path(__file__).resolve().parents[2])
 SECTIONS = {"summary": "summary", "timeline": "timeline", "results": "results",
             "decisive-lines": "decisive-log-lines", "steps": "steps", "reproduce": "how-to-reproduce-each-step"}
 
@@ -30,6 +33,9 @@ def main(html: Path, prefix: str) -> None:
             args=["--no-sandbox", "--disable-gpu", "--no-first-run"])
         page = browser.new_page()
         page.goto(html.resolve().as_uri())
+        page.evaluate("""checkout => { const walk = document.createTreeWalker(document.body, NodeFilter.SHOW_TEXT);
+            while (walk.nextNode()) walk.currentNode.nodeValue = walk.currentNode.nodeValue.split(checkout).join("<checkout>"); }""",
+                      CHECKOUT)
         for name, anchor in SECTIONS.items():
             page.evaluate(f"document.getElementById({anchor!r}).scrollIntoView()")
             png = Image.open(io.BytesIO(page.screenshot())).convert("RGB").quantize(256)

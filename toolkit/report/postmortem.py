@@ -110,7 +110,7 @@ def _config_rows(results: pd.DataFrame, baseline: str | None) -> list[dict[str, 
             verdict = {"a_faster": "slower beyond noise", "b_faster": "faster beyond noise",
                        "within_noise": "within noise"}[comparison.verdict]
             if min(comparison.n_a, comparison.n_b) < 2:  # one run on a side: no spread, no noise verdict
-                verdict = "spread unknown (a single run)"
+                verdict = "unknown: " + ("ran once" if comparison.n_b < 2 else "the baseline ran once")
             row["ratio"], row["verdict"], row["verdict_code"] = comparison.ratio, verdict, comparison.verdict
             row["single"] = min(comparison.n_a, comparison.n_b) < 2
         rows.append(row)

@@ -71,10 +71,24 @@ def t_interval(values: Any) -> tuple[float, float]:
 
 
 def rotate_long_ticks(ax: Axes, labels: Sequence[str]) -> None:
+    """Long category labels wrapped onto lines under their tick (rotated ones ran off the figure's edge)."""
     if sum(len(s) for s in labels) > 60:
-        for tick in ax.get_xticklabels():
-            tick.set_rotation(20)
-            tick.set_horizontalalignment("right")
+        ax.set_xticks(range(len(labels)), [wrap_label(s, 18) for s in labels], fontsize=9)
+
+
+def wrap_label(label: str, width: int) -> str:
+    """``label`` on (at most 3) lines of about ``width`` characters, broken at spaces and hyphens, then after ``=``.
+
+    >>> wrap_label("--speculative-attention-mode=decode", 18)
+    '--speculative-\\nattention-\\nmode=decode'
+    """
+    import textwrap
+
+    lines = []
+    for line in textwrap.wrap(label, width, break_long_words=False) or [""]:
+        head, sep, tail = line.partition("=")
+        lines += [head + sep, tail] if len(line) > width and sep and tail else [line]
+    return "\n".join(lines[:3]) + ("…" if len(lines) > 3 else "")
 
 
 def cell_text(value: Any) -> str:
