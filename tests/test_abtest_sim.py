@@ -43,18 +43,19 @@ def test_decode_vs_prefill_is_beyond_noise_and_confirms_the_hypothesis(ssh_host:
                       journal=journal, kind="attention_mode", log_dir=str(tmp_path), progress=False,
                       hypothesis="verify in extend mode without CUDA graphs is the bottleneck")
 
-    assert (ab.label_a, ab.label_b, ab.verdict, ab.journal_verdict) == ("prefill", "decode", "b_faster", "confirmed")
+    prefill, decode = "--speculative-attention-mode=prefill", "--speculative-attention-mode=decode"
+    assert (ab.label_a, ab.label_b, ab.verdict, ab.journal_verdict) == (prefill, decode, "b_faster", "confirmed")
     assert ab.ratio > 1.5 and ab.comparison.ci_low > 0
-    assert ab.summary_text.startswith(f"decode is {ab.ratio:.2f}x prefill on output tok/s (")
-    assert ab.summary_text.endswith("2+2 runs): decode better beyond noise")
+    assert ab.summary_text.startswith(f"{decode} is {ab.ratio:.2f}x {prefill} on output tok/s (")
+    assert ab.summary_text.endswith(f"2+2 runs): {decode} better beyond noise")
     print(f"\n{ab.summary_text}")
     frame = ab.frame
     assert list(frame["side"]) == ["a", "b", "b", "a"]  # counterbalanced against drift
     assert frame["server_pid"].nunique() == 4  # a fresh launch per side-round
 
     steps = journal.steps().set_index("title")
-    a = steps.loc["--speculative-attention-mode: decode vs prefill [A: prefill]"]
-    b = steps.loc["--speculative-attention-mode: decode vs prefill [B: decode]"]
+    a = steps.loc[f"--speculative-attention-mode: decode vs prefill [A: {prefill}]"]
+    b = steps.loc[f"--speculative-attention-mode: decode vs prefill [B: {decode}]"]
     assert (a["status"], b["status"], b["verdict"]) == ("done", "done", "confirmed") and pd.isna(a["verdict"])
     assert b["hypothesis"].startswith("verify in extend mode") and b["verdict_note"] == ab.summary_text
     assert f"step {b['step_id']}" in a["notes"] and a["n_runs"] == b["n_runs"] == 2
@@ -113,9 +114,9 @@ def test_a_side_that_fails_stops_the_comparison_and_both_steps_say_why(local_hos
         compare_flag(local_host, spec, "--sim-fault", None, "oom", repeats=2, bench=BENCH, journal=journal,
                      log_dir=str(tmp_path), progress=False)
 
-    assert any("compare() stopped after 1+0 runs, at side B (oom)" in note for note in raised.value.__notes__)
+    assert any("compare() stopped after 1+0 runs, at side B (--sim-fault=oom)" in note for note in raised.value.__notes__)
     a, b = journal.steps().itertuples()
     assert (a.status, b.status) == ("failed", "failed")
-    assert a.error.startswith("the A/B comparison stopped: side B (oom) failed with ServerDied")
+    assert a.error.startswith("the A/B comparison stopped: side B (--sim-fault=oom) failed with ServerDied")
     assert b.error.startswith("ServerDied") and b.n_runs == 0 and a.n_runs == 1
     assert journal.log_lines(b.step_id)["text"].str.contains("CUDA out of memory").any()

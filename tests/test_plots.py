@@ -90,7 +90,11 @@ def test_timeline_colours_verdicts(story: Journal, tmp_path: Path) -> None:
     colours = {p.get_label(): p.get_facecolor() for p in legend.get_patches()}
     assert set(colours) >= {"confirmed", "refuted", "inconclusive", "failed"}
     assert matplotlib.colors.to_hex(colours["failed"]) == plots.VERDICT_COLORS["failed"]
-    assert any("ServerDied" in t.get_text() for t in ax.texts)
+    notes = [t.get_text() for t in fig.axes[1].get_yticklabels()]  # outcomes beside the axis, not on it
+    assert any("ServerDied" in note for note in notes)
+    steps = story.steps()
+    last_end = (steps["finished_at"].max() - steps["started_at"].min()).total_seconds() / 60
+    assert ax.get_xlim()[1] <= last_end * 1.05 + 1e-6  # the axis ends with the last step
 
 
 def test_bisect_colours_probes_and_draws_the_threshold(tmp_path: Path) -> None:

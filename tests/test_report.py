@@ -60,7 +60,7 @@ def test_html_parses_and_holds_every_step_title(written: tuple[Journal, report.R
     for heading in ("Summary", "Timeline", "Results", "Decisive log lines", "Root cause", "How to reproduce"):
         assert heading in text
     assert "--speculative-attention-mode decode" in text
-    assert "0.73x the baseline" in text and "slower than baseline" in text
+    assert "27% slower than the baseline, beyond run-to-run noise" in text and "0.73x" in text
     assert "script" not in page.tags  # the log line's <script> is text, not a tag
     assert "<script>alert(1)</script>" in text
     assert page.links == []  # self-contained: no external assets
@@ -78,10 +78,12 @@ def test_markdown_links_pngs_written_beside_it(written: tuple[Journal, report.Re
         assert f"]({figure.name})" in markdown
     assert "## How to reproduce each step" in markdown
     assert (
-        "--speculative-algorithm EAGLE3 --speculative-num-steps 2 --speculative-attention-mode decode"
+        "    --speculative-algorithm EAGLE3 \\\n    --speculative-num-steps 2 \\\n    --speculative-attention-mode decode"
         in markdown
     )
-    assert "```\n[2026-02-26 20:26:06 TP5] Ignore import error" in markdown  # log lines in a code block
+    # a benign line is counted under the step, never quoted among the decisive lines
+    assert "[2026-02-26 20:26:06 TP5] Ignore import error" not in markdown.split("## Decisive log lines")[1]
+    assert "judged benign (sglang_ignore_import_error" in markdown
     assert "| #8 | attention_mode | decode-mode verify |" in markdown
 
 
@@ -128,7 +130,7 @@ def test_cli_explains_a_missing_journal_or_investigation(
 def test_an_empty_journal_still_reports(tmp_path: Path) -> None:
     paths = report.write(Journal(tmp_path / "empty.sqlite"), tmp_path / "out")
     html = paths.html.read_text(encoding="utf-8")
-    assert "No benchmark runs were recorded." in html and "Not recorded yet." in html
+    assert "No benchmark runs were recorded." in html and "Not recorded yet" in html
 
 
 def test_html_ids_are_unique(written: tuple[Journal, report.ReportPaths]) -> None:
@@ -149,6 +151,6 @@ def test_one_run_per_side_is_not_called_within_noise() -> None:
         "output_throughput": [81.0, 58.3, 117.4, 117.6],
     })
     rows = {row["label"]: row for row in report._config_rows(results, "baseline")}
-    assert rows["eagle"]["verdict"] == "noise unknown (one run)"
-    assert rows["decode"]["verdict"] == "noise unknown (one run)"  # the baseline side has one run
+    assert rows["eagle"]["verdict"] == "unknown: ran once"
+    assert rows["decode"]["verdict"] == "unknown: the baseline ran once"
     assert rows["eagle"]["ratio"] == pytest.approx(58.3 / 81.0)

@@ -79,8 +79,9 @@ def test_ab_order_is_counterbalanced_and_reuse_runs_blocks() -> None:
 
 def test_sides_are_named_by_what_differs() -> None:
     decode = EAGLE.with_flags({"--speculative-attention-mode": "decode"})
-    assert side_labels(EAGLE.with_flags({"--speculative-attention-mode": "prefill"}), decode) == ("prefill", "decode")
-    assert side_labels(EAGLE, decode) == ("without --speculative-attention-mode", "decode")
+    assert side_labels(EAGLE.with_flags({"--speculative-attention-mode": "prefill"}), decode) == ("--speculative-attention-mode=prefill",
+                                                                                      "--speculative-attention-mode=decode")
+    assert side_labels(EAGLE, decode) == ("without --speculative-attention-mode", "--speculative-attention-mode=decode")
     assert side_labels(EAGLE, EAGLE.with_env({"NCCL_ALGO": "Tree"})) == ("without NCCL_ALGO", "NCCL_ALGO=Tree")
     assert side_labels(EAGLE, EAGLE) == ("A", "B")
 

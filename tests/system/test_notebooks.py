@@ -70,7 +70,8 @@ def test_onboarding_replays_the_seed_over_ssh(onboarding: tuple[nbformat.Noteboo
         "SELECT r.label, avg(json_extract(r.summary_json, '$.output_throughput')) FROM runs r GROUP BY r.label"))
     baseline, eagle = rows["baseline (plain decode)"], rows["EAGLE-3, 2 steps"]
     assert 70 < baseline < 90 and 50 < eagle < 66, rows          # ≈82 vs ≈60 tok/s, as in the seed
-    assert rows["decode"] > baseline > rows["prefill"], rows      # decode mode beats the baseline
+    decode, prefill = rows["--speculative-attention-mode=decode"], rows["--speculative-attention-mode=prefill"]
+    assert decode > baseline > prefill, rows                      # decode mode beats the baseline (labels name the flag)
     assert "within noise" in text                                 # the old commit: same baseline
     assert "confirmed" in text                                    # decode mode confirmed
     notes = "\n".join(text for (text,) in results.execute("SELECT text FROM notes"))
@@ -78,6 +79,12 @@ def test_onboarding_replays_the_seed_over_ssh(onboarding: tuple[nbformat.Noteboo
     assert (out / "postmortem.html").stat().st_size > 50_000
     postmortem = (out / "postmortem.md").read_text()
     assert "root cause" in postmortem.lower()
+    # issue 14: this run's numbers, decisive lines without benign or probe lines, commits reproduced from a checkout
+    assert f"{baseline:.1f} tok/s for the baseline" in postmortem and "59-61" not in postmortem
+    decisive = postmortem.split("## Decisive log lines")[1].split("\n## ")[0]
+    assert "glmasr" not in decisive and "GET /" not in decisive and "`cuda graph: False`" in decisive
+    assert "toolkit-worktree" not in postmortem and 'git -C "$REPO" checkout' in postmortem
+    assert "no verdict" not in postmortem
     # issue 15: the profile finds the cause, every run is observed, greedy outputs hold
     assert "| verify | fused_moe_kernel |" in postmortem and "What moved: prefill-mode verify" in postmortem
     profiles = dict(results.execute("SELECT title, verdict FROM steps WHERE title LIKE 'profile of the %'"))
@@ -160,8 +167,15 @@ def test_bisect_notebook_finds_the_planted_commit(tmp_path: Path) -> None:
     notebook = execute("03_bisect.ipynb", tmp_path, out_dir=str(tmp_path), journal_path=str(tmp_path / "b.sqlite"),
                        commits=12, regression_at=10, broken_at=7, port=30250)  # 7: the first probe, the midpoint
     text = text_of(notebook)
-    assert "first bad commit" in text and "your checkout never moved" in text
-    assert "skipped" in text and "(#7): ServerDied" in text  # the promised skip of the commit that does not start
+    assert "First bad commit" in text and "That is the planted regression, #10." in text
+    assert "Your checkout never moved" in text
+    assert "Skipped 1 commit(s)" in text and "(#7): ServerDied" in text  # the promised skip, with its error
+    assert "post-mortem:" in text
+    # The story is told to the end: it ends in words, not in an assert, and says what each step showed.
+    cells = notebook.cells
+    assert cells[-1].cell_type == "markdown"
+    assert sum(c.cell_type == "markdown" for c in cells) >= sum(c.cell_type == "code" for c in cells) - 1
+    assert not any(c.source.lstrip().startswith("assert") for c in cells if c.cell_type == "code")
 
 
 def test_real_server_sweep_measures_continuous_batching(tmp_path: Path) -> None:

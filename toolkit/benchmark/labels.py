@@ -8,7 +8,7 @@
 
 from __future__ import annotations
 
-__all__ = ["metric_label", "LATENCY_NAMES", "ALIASES"]
+__all__ = ["metric_label", "shorten_words", "LATENCY_NAMES", "ALIASES"]
 
 LATENCY_NAMES = {"ttft": "TTFT", "tpot": "TPOT", "itl": "ITL", "e2el": "end-to-end latency"}
 LABELS = {
@@ -42,3 +42,22 @@ def metric_label(name: str) -> str:
             return f"{stat} {LATENCY_NAMES[base]} (ms)".strip()
         return f"{LATENCY_NAMES.get(stem, stem)} (ms)"
     return name.replace("_", " ")
+
+
+def shorten_words(text: str, limit: int) -> str:
+    """``text`` on one line, cut at a word boundary to at most ``limit`` characters, with "…" when cut.
+
+    A label or title cut mid-word ("the simulated source t") reads as a typo.
+
+    >>> shorten_words("Initial import of the simulated source tree", 32)
+    'Initial import of the simulated…'
+    >>> shorten_words("--speculative-attention-mode=decode", 20)
+    '--speculative-atten…'
+    """
+    text = " ".join(text.split())
+    if len(text) <= limit:
+        return text
+    head = text[: limit - 1]
+    whole_words = text[limit - 1] == " " or " " not in head
+    cut = head if whole_words or len(head.rsplit(" ", 1)[0]) < limit // 2 else head.rsplit(" ", 1)[0]
+    return cut.rstrip(" ,;:-([") + "…"

@@ -49,6 +49,11 @@ TOOLKIT_REQUESTS: frozenset[tuple[str, str]] = frozenset({
     ("GET", "/version"),           # engine version (vLLM): http.engine_versions
     ("GET", "/metrics"),           # Prometheus scrape while a run is measured: server/scrape.MetricsScraper
     ("GET", "/sim/gpu"),           # the simulator's stand-in for nvidia-smi, sampled by server/telemetry.GpuTelemetry
+    ("POST", "/flush_cache"),      # SGLang's prefix cache flushed before a measured run: moves/observe.py
+    ("GET", "/flush_cache"),       # (SGLang accepts both methods, 0.5.9 http_server.py)
+    ("POST", "/reset_prefix_cache"),  # vLLM's (with VLLM_SERVER_DEV_MODE=1): moves/observe.py
+    ("POST", "/start_profile"),    # a profile's window: moves/profile.py (SGLang, vLLM)
+    ("POST", "/stop_profile"),
 })
 
 # `"GET /health_generate HTTP/1.1" 503`, query string allowed (`/metrics?x=1`), inside any header.

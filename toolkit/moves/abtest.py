@@ -37,6 +37,7 @@ from typing import TYPE_CHECKING, Any
 
 from toolkit.moves.abverdict import (
     ABVerdict,
+    Expectation,
     ab_sentence,
     ab_verdict,
     journal_verdict,
@@ -45,7 +46,7 @@ from toolkit.moves.abverdict import (
     value_label,
 )
 from toolkit.moves.hostfactor import HostEffects, host_effects, paired_comparison
-from toolkit.moves.params import ENV_PREFIX, apply_param
+from toolkit.moves.params import ENV_PREFIX, apply_param, value_text
 from toolkit.moves.pool import Done, HostPool, Hosts, Lane, SpecForHost
 from toolkit.moves.schedule import Side, Slot, ab_queues
 from toolkit.moves.sweep_result import outcome_row, runs_frame
@@ -81,7 +82,7 @@ class ABResult:
     reason: str
     summary_text: str
     frame: pd.DataFrame
-    expect: ABVerdict | None
+    expect: Expectation | None
     journal_verdict: StepVerdict | None
     step_ids: tuple[int | None, int | None]
     host_effects: HostEffects | None = None
@@ -116,7 +117,7 @@ def compare(
     kind: str = "flag_change",
     title: str | None = None,
     hypothesis: str | None = None,
-    expect: ABVerdict | None = "b_faster",
+    expect: Expectation | None = "b_faster",
     metric: str = "output_throughput",
     higher_is_better: bool | None = None,
     interleave: bool | None = None,
@@ -145,8 +146,8 @@ def compare(
     """
     if repeats < 1:
         raise ValueError(f"repeats must be >= 1 (3 or more to see noise), got {repeats}")
-    if expect not in ("a_faster", "b_faster", None):
-        raise ValueError(f"expect must be 'b_faster', 'a_faster' or None, got {expect!r}")
+    if expect not in ("a_faster", "b_faster", "changed", None):
+        raise ValueError(f"expect must be 'b_faster', 'a_faster', 'changed' or None, got {expect!r}")
     if reuse_launch and interleave:
         raise ValueError("interleave=True needs a launch per side-round: one server at a time holds the GPUs, "
                          "so reuse_launch=True runs A's repeats, then B's")
@@ -300,5 +301,5 @@ def compare_flag(hosts: Hosts, spec: ServerSpec, flag: str, a: object, b: object
     spec_a, spec_b = apply_param(spec, flag, a), apply_param(spec, flag, b)
     kwargs.setdefault("label_a", value_label(flag, a))
     kwargs.setdefault("label_b", value_label(flag, b))
-    kwargs.setdefault("title", f"{flag.removeprefix(ENV_PREFIX)}: {kwargs['label_b']} vs {kwargs['label_a']}")
+    kwargs.setdefault("title", f"{flag.removeprefix(ENV_PREFIX)}: {value_text(b)} vs {value_text(a)}")
     return compare(hosts, spec_a, spec_b, **kwargs)

@@ -6,7 +6,7 @@ import math
 from typing import TYPE_CHECKING, Literal
 
 from toolkit.benchmark.labels import metric_label
-from toolkit.moves.params import ENV_PREFIX, param_text, spec_differences, value_text
+from toolkit.moves.params import param_text, spec_differences
 from toolkit.moves.schedule import Side
 from toolkit.server.spec import ServerSpec
 from toolkit.stats import Comparison
@@ -14,9 +14,11 @@ from toolkit.stats import Comparison
 if TYPE_CHECKING:
     from toolkit.journal import StepVerdict
 
-__all__ = ["ABVerdict", "schedule", "ab_verdict", "side_labels", "value_label", "ab_sentence", "journal_verdict"]
+__all__ = ["ABVerdict", "Expectation", "schedule", "ab_verdict", "side_labels", "value_label", "ab_sentence", "journal_verdict"]
 
 ABVerdict = Literal["a_faster", "b_faster", "within_noise"]  # "faster": better on the metric
+# What a hypothesis predicts: one side better, or only "changed" (a commit comparison: either way confirms it).
+Expectation = Literal["a_faster", "b_faster", "changed"]
 
 
 def schedule(repeats: int, *, interleave: bool, reuse_launch: bool) -> list[tuple[Side, int]]:
@@ -60,10 +62,11 @@ def side_labels(spec_a: ServerSpec, spec_b: ServerSpec) -> tuple[str, str]:
 
 
 def value_label(name: str, value: object) -> str:
-    """One side's name when one parameter differs: its value, or ``without X`` / ``X=v`` for variables."""
-    if value is None or value is False or value is True or name.startswith(ENV_PREFIX) or name == "commit":
-        return param_text(name, value)
-    return value_text(value)
+    """One side's name when one parameter differs, naming it: ``--speculative-attention-mode=decode``, ``without X``.
+
+    A bare ``decode`` in a results table or a post-mortem does not say which flag it is (issue 14).
+    """
+    return param_text(name, value)
 
 
 def ab_sentence(comparison: Comparison, verdict: ABVerdict, reason: str, label_a: str, label_b: str,
@@ -85,10 +88,15 @@ def _number(value: float) -> str:
     return f"{value:.1f}" if abs(value) >= 10 else f"{value:.3g}"
 
 
-def journal_verdict(verdict: ABVerdict, expect: ABVerdict | None) -> StepVerdict | None:
-    """The B step's verdict: confirmed if ``expect`` held beyond noise, refuted if the opposite did."""
+def journal_verdict(verdict: ABVerdict, expect: Expectation | None) -> StepVerdict | None:
+    """The B step's verdict: confirmed if ``expect`` held beyond noise, refuted if the opposite did.
+
+    ``changed`` (two commits: "the commit changed it") is refuted within noise, confirmed beyond it.
+    """
     if expect is None:
         return None
+    if expect == "changed":
+        return "refuted" if verdict == "within_noise" else "confirmed"
     if verdict == "within_noise":
         return "inconclusive"
     return "confirmed" if verdict == expect else "refuted"

@@ -118,7 +118,8 @@ table { border-collapse: collapse; margin: 1em 0; font-size: 13px; }
 th, td { border: 1px solid #e0e0e0; padding: 4px 8px; text-align: left; vertical-align: top; }
 th { background: #f5f5f5; }
 tr:nth-child(even) td { background: #fafafa; }
-pre { background: #f6f8fa; border: 1px solid #e0e0e0; padding: .8em; overflow-x: auto; font-size: 12.5px; }
+pre { background: #f6f8fa; border: 1px solid #e0e0e0; padding: .8em; font-size: 12.5px;
+      white-space: pre-wrap; overflow-wrap: anywhere; }  /* notes and tracebacks wrap: nothing hidden off the right */
 code { font-family: SFMono-Regular, Consolas, "Liberation Mono", monospace; }
 img { max-width: 100%; border: 1px solid #eeeeee; margin: .5em 0; }
 .verdict-confirmed { color: #2e7d32; font-weight: 600; } .verdict-refuted { color: #757575; font-weight: 600; }

@@ -11,6 +11,7 @@ the journal (already redacted) and passes redaction again in the renderers.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import io
 import math
 import sys
@@ -22,7 +23,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from toolkit.journal import Journal
-from toolkit.journal.adapters import spec_parameters, stored_spec
+from toolkit.journal.adapters import spec_parameters
 from toolkit.report.capping import cap, left_out
 from toolkit.report.document import (
     Block,
@@ -35,7 +36,9 @@ from toolkit.report.document import (
     to_html,
     to_markdown,
 )
+from toolkit.report.evidence import benign_sentence, metric_differences, readiness_lines, recorded_lines
 from toolkit.report.observations import observation_sections
+from toolkit.report.reproduce import reproduce_script, without_worktrees
 from toolkit.server.naming import diff
 from toolkit.stats import compare_samples
 from toolkit.views import plots
@@ -75,7 +78,7 @@ def _changes(before: dict[str, Any] | None, after: dict[str, Any] | None) -> str
         return ""
     if before is None:
         return "(first spec)"
-    changes = diff(spec_parameters(before), spec_parameters(after))
+    changes = diff(spec_parameters(without_worktrees(before)), spec_parameters(without_worktrees(after)))
     return "; ".join(change.text() for change in changes) or "(same spec)"
 
 
@@ -105,11 +108,12 @@ def _config_rows(results: pd.DataFrame, baseline: str | None) -> list[dict[str, 
             row[column] = runs[column].mean() if column in runs.columns else None
         if base and len(tok_s) and str(label) != baseline:
             comparison = compare_samples(base, tok_s.tolist())
-            verdict = {"a_faster": "slower than baseline", "b_faster": "faster than baseline",
+            verdict = {"a_faster": "slower beyond noise", "b_faster": "faster beyond noise",
                        "within_noise": "within noise"}[comparison.verdict]
             if min(comparison.n_a, comparison.n_b) < 2:  # one run on a side: no spread, no noise verdict
-                verdict = "noise unknown (one run)"
-            row["ratio"], row["verdict"] = comparison.ratio, verdict
+                verdict = "unknown: " + ("ran once" if comparison.n_b < 2 else "the baseline ran once")
+            row["ratio"], row["verdict"], row["verdict_code"] = comparison.ratio, verdict, comparison.verdict
+            row["single"] = min(comparison.n_a, comparison.n_b) < 2
         rows.append(row)
     return rows
 
@@ -137,22 +141,48 @@ def _figures(steps: pd.DataFrame, results: pd.DataFrame, requests: pd.DataFrame,
     return out
 
 
+def _runs(n: int) -> str:
+    return "one run" if n == 1 else f"{n} runs"
+
+
+def _against_baseline(config: dict[str, Any]) -> str:
+    """``27% slower than the baseline``, with what the noise allows one to say."""
+    ratio = float(config["ratio"])
+    size = (f"{abs(ratio - 1):.0%} {'faster' if ratio > 1 else 'slower'} than the baseline"
+            if round(abs(ratio - 1), 2) else f"the same as the baseline ({ratio:.2f}x)")
+    if config.get("single"):
+        single = "this configuration ran once" if config["runs"] == 1 else "the baseline ran once"
+        return f"{size} ({single}, so the run-to-run spread is not known)"
+    if config.get("verdict_code") == "within_noise":
+        return f"{size} on average, but within run-to-run noise: not a difference to rely on"
+    return f"{size}, beyond run-to-run noise"
+
+
 def _summary(name: str, steps: pd.DataFrame, configs: list[dict[str, Any]], baseline: str | None,
              root_cause: str | None) -> list[Block]:
+    """Plain sentences with this run's numbers; the root cause as the investigator recorded it."""
     counts = steps["verdict"].value_counts().to_dict() if len(steps) else {}
     failed = int((steps["status"] == "failed").sum()) if len(steps) else 0
-    tally = ", ".join(f"{counts.get(v, 0)} {v}" for v in ("confirmed", "refuted", "inconclusive"))
-    items = [f"Investigation: {name}. {len(steps)} steps ({tally}, {failed} failed)."]
+    judged = ", ".join(f"{counts[v]} {v}" for v in ("confirmed", "refuted", "inconclusive") if counts.get(v))
+    sentences = [f"The investigation \u201c{name}\u201d took {len(steps)} steps"
+                 + (f"; their hypotheses were {judged}" if judged else "")
+                 + (f"; {failed} {'step' if failed == 1 else 'steps'} failed" if failed else "") + "."]
     base = next((c for c in configs if c["label"] == baseline), None)
     if base is not None:
-        items.append(f"Baseline ({baseline}): {_num(base['mean'])} output tok/s over {base['runs']} run(s).")
+        sentences.append(f"The baseline, \u201c{baseline}\u201d, gave {_num(base['mean'])} output tok/s "
+                         f"({_runs(base['runs'])}).")
     for config in configs:
         if config.get("ratio") is not None:
-            items.append(f"{config['label']}: {_num(config['mean'])} output tok/s, {config['ratio']:.2f}x the "
-                         f"baseline ({config['verdict']}, {config['runs']} run(s)).")
-    items.append(f"Root cause: {root_cause}" if root_cause else
-                 "Root cause: not recorded yet (journal.root_cause(...) records it).")
-    return [Heading("Summary"), Bullets(tuple(items))]
+            sentences.append(f"\u201c{config['label']}\u201d gave {_num(config['mean'])} output tok/s "
+                             f"({_runs(config['runs'])}): {_against_baseline(config)}.")
+    blocks: list[Block] = [Heading("Summary"), Paragraph(" ".join(sentences[:2]))]
+    if len(sentences) > 2:
+        blocks.append(Bullets(tuple(sentences[2:])))
+    blocks += [Heading("Root cause"),
+               Paragraph(root_cause if root_cause else
+                         "Not recorded yet (journal.root_cause(...) records it, in the investigator's words).",
+                         not root_cause)]
+    return blocks
 
 
 def _previous_specs(steps: pd.DataFrame) -> list[dict[str, Any] | None]:
@@ -187,7 +217,7 @@ def _results_table(configs: list[dict[str, Any]]) -> Table:
         return (c["label"], c["steps"], str(c["runs"]), tok_s, ratio, verdict, _num(c["median_ttft_ms"]),
                 _num(c["median_itl_ms"], 2), _num(c["median_tpot_ms"], 2), _num(c["accept_length"], 2))
 
-    return Table(("configuration", "steps", "runs", "output tok/s (mean ± sd)", "vs baseline", "noise verdict",
+    return Table(("configuration", "steps", "runs", "output tok/s (mean ± sd)", "vs baseline", "against noise",
                   "median TTFT (ms)", "median ITL (ms)", "median TPOT (ms)", "accept length"),
                  tuple(cells(c) for c in configs))
 
@@ -211,7 +241,7 @@ def _step_details(steps: pd.DataFrame, baseline_spec: dict[str, Any] | None) -> 
     for position, row in zip(shown.index, shown.itertuples(), strict=True):
         previous = previous_of[position]
         outcome = row.status if row.status != "done" else _text(row.verdict) or (
-            "note" if row.kind == "note" else "no verdict")
+            "no verdict recorded" if _text(row.hypothesis) else "note" if row.kind == "note" else "measured")
         blocks.append(Heading(f"#{row.seq} {row.title} ({row.kind}): {outcome}", 3))
         facts = [f"Hypothesis: {row.hypothesis}"] if _text(row.hypothesis) else []
         facts += [f"Verdict: {row.verdict}" + (f" ({row.verdict_note})" if _text(row.verdict_note) else "")
@@ -221,7 +251,7 @@ def _step_details(steps: pd.DataFrame, baseline_spec: dict[str, Any] | None) -> 
             if baseline_spec is not None and row.spec is not baseline_spec:
                 facts.append(f"Change vs baseline: {_changes(baseline_spec, row.spec)}")
         facts += _readiness_facts(row.readiness)
-        facts += [f"Started {row.started_at:%Y-%m-%d %H:%M:%S} UTC, status {row.status}, {row.n_runs} run(s)."]
+        facts += [f"Started {row.started_at:%Y-%m-%d %H:%M:%S} UTC, status {row.status}, {_runs(row.n_runs) if row.n_runs else 'no benchmark run'}."]
         blocks.append(Bullets(tuple(facts)))
         if _text(row.notes):
             blocks += [Paragraph("Notes:"), Code(row.notes)]
@@ -235,36 +265,50 @@ def _step_details(steps: pd.DataFrame, baseline_spec: dict[str, Any] | None) -> 
     return blocks + left_out(left, "steps", "journal.steps()")
 
 
-def _log_section(steps: pd.DataFrame, logs: pd.DataFrame) -> list[Block]:
+def _log_section(steps: pd.DataFrame, logs: pd.DataFrame, metrics: pd.DataFrame,
+                 configs: list[dict[str, Any]]) -> list[Block]:
+    """Per step, the lines that decided it (ready line, first fatal line with its context); then the
+    metric lines that differ between the configurations. Benign lines are counted, probe lines left out."""
     blocks: list[Block] = [Heading("Decisive log lines")]
     if logs.empty:
-        return blocks + [Paragraph("No log lines were recorded (step.record_log_lines(...) records them).", True)]
-    by_step = {step_id: group["text"].tolist() for step_id, group in logs.groupby("step_id", sort=False)}
-    shown, left = cap(steps[steps["step_id"].isin(by_step.keys())])
+        logs = logs.assign(verdict=None)
+    shown, left = cap(steps)
     for row in shown.itertuples():
-        lines = by_step[row.step_id]
-        more = len(lines) - _MAX_LOG_LINES
-        shown_lines = lines[:_MAX_LOG_LINES] + ([f"... {more} more line(s) in the journal"] if more > 0 else [])
-        blocks += [Heading(f"#{row.seq} {row.title}", 3), Code("\n".join(shown_lines))]
-    return blocks + left_out(left, "steps with log lines", "journal.log_lines()")
+        spec = row.spec or {}
+        engine = str(spec.get("engine") or _text(row.engine) or "auto")
+        lines = readiness_lines(row.readiness, engine)
+        recorded = logs[logs["step_id"] == row.step_id]
+        lines += [line for line in recorded_lines(recorded, engine) if line not in lines]
+        benign = benign_sentence(recorded, engine)
+        if lines or benign:
+            blocks.append(Heading(f"#{row.seq} {row.title}", 3))
+        if lines:
+            blocks.append(Code("\n".join(without_worktrees(line) for line in lines[:_MAX_LOG_LINES])))
+        if benign:
+            blocks.append(Paragraph(benign, True))
+    for difference in metric_differences(metrics, [c["label"] for c in configs]):
+        quoted = [f"`{name}`" for _, name in difference.fields]
+        names = quoted[0] if len(quoted) == 1 else ", ".join(quoted[:-1]) + " and " + quoted[-1]
+        blocks += [Heading(f"Where the server's {difference.kind} lines differ: {names}", 3),
+                   Bullets(tuple(difference.sentences()))]
+    if len(blocks) == 1:
+        blocks.append(Paragraph("No decisive log line was recorded.", True))
+    return blocks + left_out(left, "steps", "journal.log_lines()")
 
 
 def _reproduce(steps: pd.DataFrame) -> list[Block]:
     blocks: list[Block] = [Heading("How to reproduce each step"),
-                           Paragraph("Values shown as [REDACTED] were secrets; put your own back before running.", True)]
+                           Paragraph("Values shown as [REDACTED] were secrets; put your own back before running. "
+                                     "A commit step ran its commit in a temporary git worktree: run it from your "
+                                     "own checkout ($REPO) at that commit.", True)]
     shown, left = cap(steps[[bool(spec) or bool(_text(command)) for spec, command in zip(steps["spec"], steps["command"],
                                                                                           strict=True)]])
     for row in shown.itertuples():
         spec = row.spec or {}
-        where = [f"host {row.hosts}" if _text(row.hosts) else "", f"commit {spec['commit']}" if spec.get("commit")
-                 else "", f"workdir {spec['workdir']}" if spec.get("workdir") else ""]
         blocks.append(Heading(f"#{row.seq} {row.title}", 3))
-        if any(where):
-            blocks.append(Paragraph(", ".join(w for w in where if w) + "."))
-        command = _text(row.command)
-        stored = stored_spec(spec)
-        exports = [f"export {k}={v}" for k, v in (stored.env if stored else ()) if f"{k}=" not in command]
-        blocks.append(Code("\n".join(exports + [command]), "bash"))
+        if _text(row.hosts):
+            blocks.append(Paragraph(f"On {row.hosts}:"))
+        blocks.append(Code(reproduce_script(_text(row.command) or str(spec.get("command") or ""), spec), "bash"))
     return blocks + left_out(left, "steps", "journal.steps() (its command column)")
 
 
@@ -290,10 +334,20 @@ def build(journal: Journal, *, dpi: int = 100) -> tuple[str, list[Block]]:
     blocks += [figures[name] for name in figures if name != "timeline"]
     blocks += observation_sections(journal, steps, results, metrics, baseline, dpi)
     blocks += _step_details(steps, baseline_spec)
-    blocks += _log_section(steps, logs)
-    blocks += [Heading("Root cause"), Paragraph(root_cause or "Not recorded yet.", not root_cause)]
+    blocks += _log_section(steps, logs, metrics, configs)
     blocks += _reproduce(steps)
-    return title, blocks
+    # A commit step's temporary worktree was removed when it ended: nowhere may the reader meet its path.
+    return title, [_without_worktrees(block) for block in blocks]
+
+
+def _without_worktrees(block: Block) -> Block:
+    if isinstance(block, Heading | Paragraph | Code):
+        return dataclasses.replace(block, text=without_worktrees(block.text))
+    if isinstance(block, Bullets):
+        return Bullets(tuple(without_worktrees(item) for item in block.items))
+    if isinstance(block, Table):
+        return Table(block.columns, tuple(tuple(without_worktrees(c) for c in row) for row in block.rows))
+    return block
 
 
 def write(journal: Journal, out_dir: str | Path, *, dpi: int = 100) -> ReportPaths:

@@ -16,6 +16,7 @@ import dataclasses
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from toolkit.benchmark.labels import metric_label, shorten_words
 from toolkit.errors import InvalidFlag
 from toolkit.host.host import Host
 from toolkit.host.shell import quote_path
@@ -113,13 +114,13 @@ def compare_commits(
             if built:
                 host.run(f"cd {quote_path(worktrees[-1])} && {built}", timeout_s=build_timeout_s)
             specs.append(spec_at_worktree(spec, repo_dir, worktrees[-1], sha))
-        labels = [f"{sha[:8]} {subject[:40]}" for sha, subject in zip(shas, subjects, strict=True)]
+        labels = [f"{sha[:8]} {shorten_words(subject, 40)}" for sha, subject in zip(shas, subjects, strict=True)]
         return compare(
             host, specs[0], specs[1], repeats=repeats, bench=bench, journal=journal, kind=kind,
             title=title or f"commit {shas[1][:8]} vs {shas[0][:8]}",
-            hypothesis=hypothesis or f"{metric} changed between {shas[0][:8]} and {shas[1][:8]}",
+            hypothesis=hypothesis or f"{metric_label(metric)} changed between {shas[0][:8]} and {shas[1][:8]}",
             metric=metric, label_a=label_a or labels[0], label_b=label_b or labels[1],
-            **{"expect": None, **compare_options},
+            **{"expect": "changed", **compare_options},
         )
     finally:
         for path in worktrees:

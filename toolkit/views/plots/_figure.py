@@ -7,6 +7,7 @@ import math
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+from toolkit.benchmark.labels import shorten_words
 from toolkit.redaction import redact_text
 from toolkit.stats import mean_interval
 
@@ -17,7 +18,8 @@ if TYPE_CHECKING:
 
 VERDICT_COLORS = {
     "confirmed": "#2e7d32", "refuted": "#9e9e9e", "inconclusive": "#f5a623", "failed": "#c62828",
-    "interrupted": "#8e24aa", "running": "#90caf9", "no verdict": "#1f77b4", "note": "#90a4ae",
+    "interrupted": "#8e24aa", "running": "#90caf9", "no verdict": "#1f77b4", "measured": "#64b5f6",
+    "note": "#90a4ae",
 }
 
 
@@ -69,10 +71,24 @@ def t_interval(values: Any) -> tuple[float, float]:
 
 
 def rotate_long_ticks(ax: Axes, labels: Sequence[str]) -> None:
+    """Long category labels wrapped onto lines under their tick (rotated ones ran off the figure's edge)."""
     if sum(len(s) for s in labels) > 60:
-        for tick in ax.get_xticklabels():
-            tick.set_rotation(20)
-            tick.set_horizontalalignment("right")
+        ax.set_xticks(range(len(labels)), [wrap_label(s, 18) for s in labels], fontsize=9)
+
+
+def wrap_label(label: str, width: int) -> str:
+    """``label`` on (at most 3) lines of about ``width`` characters, broken at spaces and hyphens, then after ``=``.
+
+    >>> wrap_label("--speculative-attention-mode=decode", 18)
+    '--speculative-\\nattention-\\nmode=decode'
+    """
+    import textwrap
+
+    lines = []
+    for line in textwrap.wrap(label, width, break_long_words=False) or [""]:
+        head, sep, tail = line.partition("=")
+        lines += [head + sep, tail] if len(line) > width and sep and tail else [line]
+    return "\n".join(lines[:3]) + ("…" if len(lines) > 3 else "")
 
 
 def cell_text(value: Any) -> str:
@@ -88,11 +104,12 @@ def step_outcome(row: Any) -> str:
     verdict = cell_text(row.get("verdict"))
     if verdict in VERDICT_COLORS:
         return verdict
-    return "note" if row.get("kind") == "note" else "no verdict"
+    if row.get("kind") == "note":
+        return "note"
+    return "no verdict" if cell_text(row.get("hypothesis")) else "measured"  # a baseline, an A side: no hypothesis
 
 
 def short(value: Any, limit: int) -> str:
-    shown = " ".join(cell_text(value).split())
-    return shown if len(shown) <= limit else shown[: limit - 1] + "…"
+    return shorten_words(cell_text(value), limit)
 
 

@@ -51,7 +51,7 @@ def timeline(steps: pd.DataFrame, *, title: str | None = None) -> Figure:
     require(steps, ["seq", "title", "started_at", "finished_at"], "timeline()")
     n = len(steps)
     labelled = n <= LABELLED_STEPS
-    fig, ax = new_figure(11.0, max(2.5, 0.45 * n + 1.5) if labelled else 4.5, style="white")
+    fig, ax = new_figure(13.0, max(2.5, 0.45 * n + 1.8) if labelled else 4.5, style="white")
     ax.set_title(title or "Investigation timeline: hypotheses and verdicts")
     ax.set_xlabel("minutes since the first step")
     ax.set_ylabel("step")
@@ -76,15 +76,22 @@ def timeline(steps: pd.DataFrame, *, title: str | None = None) -> Figure:
         rows = [i for i, o in enumerate(outcomes) if o == outcome]
         ax.barh(rows, [widths[i] for i in rows], left=[begin[i] for i in rows], color=VERDICT_COLORS[outcome],
                 height=0.6)
-    for i, (_, row) in enumerate(steps.iterrows()):
+    notes = []
+    for i, row in enumerate(steps.to_dict("records")):
         first, second = ("error", "hypothesis") if outcomes[i] == "failed" else ("hypothesis", "error")
-        note = short(cell_text(row.get(first)).split("\n")[0], 70) or short(row.get(second), 70)
-        ax.annotate(f"{outcomes[i]}: {note}" if note else outcomes[i], (begin[i] + widths[i], i), xytext=(4, 0),
-                    textcoords="offset points", va="center", fontsize=8, color="#424242")
+        note = short(cell_text(row.get(first)).split("\n")[0], 60) or short(row.get(second), 60)
+        notes.append(f"{outcomes[i]}: {note}" if note else outcomes[i])
     ax.set_yticks(range(n), [f"#{row.seq} {short(row.title, 38)}" for row in steps.itertuples()])
-    ax.set_xlim(0, span * 1.9 + 0.05)  # room for the hypothesis text
     ax.invert_yaxis()
-    ax.legend(handles=[Patch(color=VERDICT_COLORS[o], label=o) for o in seen], loc="lower right", fontsize=8)
+    ax.set_xlim(0, span * 1.02)  # the axis ends with the last step
+    # The outcome and hypothesis of each step, at the right edge: beside the axis, not stretching it.
+    right = ax.twinx()
+    right.set_ylim(ax.get_ylim())
+    right.set_yticks(range(n), notes, fontsize=8, color="#424242")
+    right.tick_params(axis="y", length=0)
+    right.grid(False)
+    ax.legend(handles=[Patch(color=VERDICT_COLORS[o], label=o) for o in seen], loc="upper center",
+              bbox_to_anchor=(0.5, -0.12 if n > 3 else -0.25), ncol=len(seen), fontsize=8, frameon=False)
     return fig
 
 

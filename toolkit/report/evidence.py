@@ -1,0 +1,172 @@
+"""The decisive log lines of each step: the lines that decided it, never the noise around them.
+
+What decided a step: the line that proved the server ready, or, when it never was, the first
+fatal line with the lines before it; and the server's own metric lines where the compared
+configurations differ (SGLang's decode line says ``cuda graph: False`` for an extend-mode
+verify and ``True`` in decode mode; its ``accept len``). What never does: benign lines (every
+rank prints SGLang 0.5.x's ``Ignore import error when loading sglang.srt.models.glmasr``; the
+seed's wait loop died on TP5's copy), counted by rule instead; and the access lines of the
+toolkit's own probes and scrapes (``GET /health_generate 503`` while the server warms up,
+``GET /metrics 404``), which are facts about the toolkit, not about the engine.
+
+Everything here is pure: it reads the journal's DataFrames and the readiness dicts it stored.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from toolkit.logs import classify_lines
+from toolkit.logs.caused import is_toolkit_request
+from toolkit.logs.rules import Verdict
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+__all__ = ["readiness_lines", "benign_sentence", "recorded_lines", "metric_differences",
+           "MetricDifference"]
+
+_CONTEXT_LINES = 8
+# Metric-line fields a reader compares between configurations, in the words SGLang prints them.
+_COMPARED = (("cuda_graph", "cuda graph"), ("accept_len", "accept len"), ("gen_throughput", "gen throughput (token/s)"))
+_NOT_LOG_KINDS = frozenset({"gpu", "prometheus", "cache", "equivalence"})  # recorded beside runs, not log lines
+
+
+def _quotable(text: str) -> bool:
+    return bool(text.strip()) and not is_toolkit_request(text)
+
+
+def readiness_lines(readiness: Mapping[str, Any] | None, engine: str) -> list[str]:
+    """The start-up's decisive lines: the ready line, or the first fatal line after its context.
+
+    The journal keeps the start-up's last lines; they are classified again here (pure), so the
+    ready line is the engine's own (``The server is fired up and ready to roll!``), not the probe
+    that confirmed it.
+    """
+    if not readiness:
+        return []
+    failure = readiness.get("failure")
+    if isinstance(failure, Mapping):
+        decisive = failure.get("decisive")
+        context = [str(line) for line in failure.get("context") or [] if _quotable(str(line))]
+        last = str(decisive.get("raw") or decisive.get("text") or "") if isinstance(decisive, Mapping) else ""
+        lines = context[-_CONTEXT_LINES:] + ([last] if last and last not in context else [])
+        return lines or [str(failure.get("message") or "")]
+    if not readiness.get("ready"):
+        return []
+    last_lines = [str(line) for line in readiness.get("last_lines") or []]
+    ready = [e.raw for e in classify_lines(last_lines, engine=engine) if e.verdict is Verdict.READY]
+    return [ready[0].rstrip("\n")] if ready and _quotable(ready[0]) else []
+
+
+def _lines(count: int, what: str) -> str:
+    return f"{count} {what}" + ("" if count == 1 else "s")
+
+
+def _judged(lines: pd.DataFrame, engine: str) -> list[tuple[str, str, str | None, str | None]]:
+    """(verdict, text, rule, rank) of each recorded line; a line pasted without a verdict is classified
+    here with the engine's rules, so a pasted ``glmasr`` line is known for the benign line it is."""
+    out = []
+    for row in lines.itertuples():
+        verdict, rule, rank = row.verdict, row.rule, row.rank
+        if not isinstance(verdict, str) or not verdict:
+            event = classify_lines([str(row.text)], engine=engine)[0]
+            verdict, rule, rank = event.verdict.value, event.rule, event.rank
+        out.append((verdict, str(row.text), rule if isinstance(rule, str) else None,
+                    rank if isinstance(rank, str) else None))
+    return out
+
+
+def benign_sentence(lines: pd.DataFrame, engine: str) -> str | None:
+    """``16 error-looking lines on 8 ranks (TP0 to TP7) were judged benign (rule x16) and are not quoted.``"""
+    judged = _judged(lines, engine)
+    probes = sum(1 for _, text, _, _ in judged if is_toolkit_request(text))
+    benign = [(rule or "?", rank) for verdict, text, rule, rank in judged
+              if verdict == Verdict.BENIGN.value and not is_toolkit_request(text)]
+    ours = f" {_lines(probes, 'access line')} of the toolkit's own probes are left out too." if probes else ""
+    if not benign:
+        return ours.strip() or None
+    counts: dict[str, int] = {}
+    for rule, _ in benign:
+        counts[rule] = counts.get(rule, 0) + 1
+    rules = ", ".join(f"{rule} x{count}" for rule, count in counts.items())
+    ranks = sorted({rank for _, rank in benign if rank}, key=lambda r: (len(r), r))
+    where = f" on {len(ranks)} ranks ({ranks[0]} to {ranks[-1]})" if len(ranks) > 1 else ""
+    verb = "was" if len(benign) == 1 else "were"
+    return f"{_lines(len(benign), 'error-looking line')}{where} {verb} judged benign ({rules}) and not quoted.{ours}"
+
+
+def recorded_lines(lines: pd.DataFrame, engine: str) -> list[str]:
+    """The step's recorded lines worth quoting: from the first fatal line on (a traceback's frames), and any
+    line a person recorded by hand; never a benign or shutdown line, nor a probe's access line."""
+    kept = [text for verdict, text, _, _ in _judged(lines, engine)
+            if verdict not in (Verdict.BENIGN.value, "shutdown") and _quotable(text)]
+    return kept[:_CONTEXT_LINES * 2]
+
+
+@dataclass(frozen=True)
+class MetricDifference:
+    """What the server's own metric lines said per configuration, for the fields that differ between them.
+
+    ``fields``: (column, the engine's name for it); ``rows``: (configuration, lines, column -> shown value).
+    """
+
+    kind: str
+    fields: tuple[tuple[str, str], ...]
+    rows: tuple[tuple[str, int, dict[str, str]], ...]
+
+    def sentences(self) -> list[str]:
+        """One sentence per configuration, quoting the fields as the engine prints them."""
+        out = []
+        for label, count, values in self.rows:
+            said = ", ".join(f"`{name}: {values[column]}`" for column, name in self.fields if values.get(column))
+            out.append(f"{label}: {said} ({_lines(count, self.kind + ' line')})")
+        return out
+
+
+def _shown(values: pd.Series, column: str) -> str:
+    kept = values.dropna()
+    if kept.empty:
+        return ""
+    if column == "cuda_graph":
+        return " and ".join(str(bool(v)) for v in sorted({bool(v) for v in kept}))
+    number = float(kept.astype("float64").median())
+    return "" if math.isnan(number) else f"{number:.2f}" if column == "accept_len" else f"{number:.1f}"
+
+
+def metric_differences(metrics: pd.DataFrame, labels: Sequence[str]) -> list[MetricDifference]:
+    """Per kind of metric line (``sglang_decode``), the fields whose values differ between ``labels``.
+
+    ``cuda graph`` differs when the sets of values differ; a number when the medians differ by
+    more than 5 %. A field no two configurations disagree on is left out: it decided nothing.
+    """
+    if metrics.empty or "kind" not in metrics.columns or len(labels) < 2:
+        return []
+    out = []
+    for kind, lines in metrics[~metrics["kind"].isin(_NOT_LOG_KINDS)].groupby("kind", sort=True):
+        per_label = {label: lines[lines["label"] == label] for label in labels}
+        per_label = {label: rows for label, rows in per_label.items() if len(rows)}
+        if len(per_label) < 2:
+            continue
+        fields = []
+        for column, name in _COMPARED:
+            if column not in lines.columns:
+                continue
+            shown = {label: _shown(rows[column], column) for label, rows in per_label.items()}
+            differs = len({v for v in shown.values() if v}) > 1 and (column == "cuda_graph" or _spread(shown) > 0.05)
+            # The accept length decides whether speculation can pay: shown wherever a configuration has one.
+            if differs or (column == "accept_len" and any(shown.values())):
+                fields.append((column, name))
+        if fields:
+            rows = [(label, len(r), {c: _shown(r[c], c) for c, _ in _COMPARED if c in r.columns})
+                    for label, r in per_label.items()]
+            out.append(MetricDifference(str(kind), tuple(fields), tuple(rows)))
+    return out
+
+
+def _spread(shown: Mapping[str, str]) -> float:
+    numbers = [float(v) for v in shown.values() if v]
+    return (max(numbers) - min(numbers)) / max(abs(max(numbers)), 1e-9) if numbers else 0.0

@@ -1,0 +1,93 @@
+"""How to reproduce a step: its full command line, wrapped one flag a line, from the checkout it ran.
+
+A commit step ran its commit in a temporary ``git worktree`` (``toolkit-worktree-XXXXXX``,
+removed when the step ended: :mod:`toolkit.moves.bisect.worktrees`). A reader cannot use that
+path; they need their own checkout at that commit. So every worktree path becomes ``$REPO``
+and the commands begin with ``git -C "$REPO" checkout SHA``. The journal has already removed
+secrets; the renderers redact again.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+from collections.abc import Mapping
+from typing import Any
+
+__all__ = ["WORKTREE", "without_worktrees", "wrap_command", "reproduce_script"]
+
+#: A probe worktree's path, as GitCheckout.add_worktree makes it (``mktemp -d $TMPDIR/toolkit-worktree-XXXXXX``).
+WORKTREE = re.compile(r"[^\s'\"=:(\[,]*/toolkit-worktree-[A-Za-z0-9_]+")
+_REPO = "$REPO"
+
+
+def without_worktrees(value: Any) -> Any:
+    """``value`` (a stored spec, a list, a string) with every worktree path replaced by ``$REPO``.
+
+    >>> without_worktrees({"flags": [["--source-dir", "/tmp/toolkit-worktree-ab12CD"]]})
+    {'flags': [['--source-dir', '$REPO']]}
+    >>> without_worktrees("ImportError: ... (/tmp/toolkit-worktree-ab12CD/python/x.py)")
+    'ImportError: ... ($REPO/python/x.py)'
+    """
+    if isinstance(value, str):
+        return WORKTREE.sub(_REPO, value)
+    if isinstance(value, Mapping):
+        return {k: without_worktrees(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return type(value)(without_worktrees(v) for v in value)
+    return value
+
+
+_OPERATORS = frozenset({"&&", "||", ";", "|"})
+
+
+def _quote(word: str) -> str:
+    if word in _OPERATORS:
+        return word
+    if _REPO in word:  # "$REPO/python" must expand: double quotes, everything else in it is a plain path
+        return '"' + word.replace('"', '\\"') + '"'
+    return shlex.quote(word)
+
+
+def wrap_command(command: str) -> str:
+    """``command`` as shell lines a person can read and paste: one flag (with its value) a line.
+
+    A leading ``exec`` (the launcher's, so the server replaces the shell) is dropped: pasted into
+    a terminal it would close it.
+
+    >>> print(wrap_command("exec env A=1 /venv/bin/python -m toolkit.sim --tp-size 8 --model-path 'x y'"))
+    env A=1 /venv/bin/python -m toolkit.sim \\
+        --tp-size 8 \\
+        --model-path 'x y'
+    """
+    try:
+        words = shlex.split(WORKTREE.sub(_REPO, command))
+    except ValueError:  # an unbalanced quote in a hand-written command: show it as it is
+        return command
+    if words[:1] == ["exec"]:
+        words = words[1:]
+    lines: list[list[str]] = [[]]
+    for word in words:
+        if (word.startswith("--") or word in _OPERATORS) and lines[-1]:
+            lines.append([])
+        lines[-1].append(_quote(word))
+    return " \\\n    ".join(" ".join(line) for line in lines)
+
+
+def reproduce_script(command: str, spec: Mapping[str, Any] | None) -> str:
+    """The bash block for one step: ``REPO=...`` and ``git checkout SHA`` for a commit step, then the command."""
+    spec = spec or {}
+    commit = spec.get("commit")
+    head: list[str] = []
+    if commit:
+        in_worktree = bool(WORKTREE.search(command)) or bool(WORKTREE.search(str(spec)))
+        source = spec.get("source") or spec.get("workdir")
+        repo = source if source and not WORKTREE.search(str(source)) else None
+        if in_worktree or repo is None:
+            head.append("REPO=/path/to/your/checkout  # a clone of the repository this step's commit belongs to")
+        else:
+            head.append(f"REPO={shlex.quote(str(repo))}")
+        head.append(f'git -C "$REPO" checkout {shlex.quote(str(commit))}')
+    env = [(str(k), str(v)) for k, v in (spec.get("env") or {}).items()] if isinstance(spec.get("env"), Mapping) else []
+    exports = [f"export {k}={_quote(without_worktrees(v))}" for k, v in env if f"{k}=" not in command]
+    return "\n".join(head + exports + [wrap_command(command)])
