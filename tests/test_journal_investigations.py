@@ -41,7 +41,7 @@ def test_running_a_notebook_twice_gives_two_investigations_and_says_so(
     assert second.investigations()["n_steps"].tolist() == [2, 2]
     paths = postmortem.write(second, tmp_path / "out")
     markdown = paths.markdown.read_text(encoding="utf-8")
-    assert "EAGLE-3 slower than plain decoding (2). 2 steps" in markdown  # one investigation, not 4 steps
+    assert "The investigation \u201cEAGLE-3 slower than plain decoding (2)\u201d took 2 steps" in markdown  # not 4
 
 
 def test_resume_continues_the_named_or_latest_investigation(

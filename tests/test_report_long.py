@@ -36,7 +36,7 @@ def test_every_per_step_section_shows_the_ends_and_counts_the_middle(tmp_path: P
     with _long_journal(tmp_path / "j.sqlite") as journal:
         _, blocks = report.build(journal, dpi=40)
     notes = [b.text for b in blocks if isinstance(b, Paragraph) and "are left out here" in b.text]
-    assert len(notes) == 4  # timeline table, every run, step details, reproduce
+    assert len(notes) == 5  # timeline table, decisive log lines, every run, step details, reproduce
     assert all(f"... {STEPS - MAX_STEPS} more" in note for note in notes)
     titles = [b.text for b in blocks if isinstance(b, Heading) and b.level == 3 and b.text.startswith("#")]
     shown = {t.split(" ")[0] for t in titles}
@@ -52,4 +52,5 @@ def test_the_timeline_of_many_steps_counts_outcomes_and_labels_none(tmp_path: Pa
     assert len(ax.texts) == 0 and len(ax.patches) <= 60 * 3
     assert sum(p.get_height() for p in ax.patches) == STEPS  # every step counted once
     few = plots.timeline(steps.head(5))
-    assert len(few.axes[0].texts) == 5  # a short investigation keeps its labels
+    labels = [t.get_text() for t in few.axes[-1].get_yticklabels()]  # beside the axis, one per step
+    assert len(few.axes) == 2 and len(labels) == 5 and all(labels)  # a short investigation keeps its labels

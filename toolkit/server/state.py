@@ -68,6 +68,8 @@ class ServerStatus:
     log_says_ready: bool
     stop_requested_at: float | None
     stopped_at: float | None
+    #: completions `wait_ready` sent as probes (their access lines are the toolkit's, whenever they are read)
+    completion_probes: int = 0
 
     @property
     def elapsed_s(self) -> float:
@@ -100,6 +102,7 @@ class ServerState:
         self._failed_before_stop = False
         self._listeners: list[Listener] = []
         self._release: tuple[str | None, str | None] = (None, None)
+        self._completion_probes = 0
 
     # -- inputs ----------------------------------------------------------------------------
     def use_release(self, engine: str | None, version: str | None) -> None:
@@ -129,6 +132,8 @@ class ServerState:
         """One HTTP probe's outcome (from `wait_ready`)."""
         with self._lock:
             self._now = max(self._now, at)
+            if detail.startswith("POST /v1/"):  # a one-token completion (server/http._one_token)
+                self._completion_probes += 1
             self._tracker.probe(ok, detail, proves_generation, at=at)
         return self._changed()
 
@@ -233,6 +238,7 @@ class ServerState:
                 lifecycle=lifecycle, started_at=self.started_at, at=self._now, phase=phase, readiness=report,
                 error=error if lifecycle == "failed" else None, note=note, log_says_ready=self._log_says_ready,
                 stop_requested_at=self._stop_requested_at, stopped_at=self._stopped_at,
+                completion_probes=self._completion_probes,
             )
 
     def subscribe(self, listener: Listener) -> Callable[[], None]:

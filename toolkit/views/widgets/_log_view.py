@@ -19,6 +19,7 @@ import ipywidgets as widgets
 from traitlets import Bool, Dict, Int
 
 from toolkit.logs import LogEvent
+from toolkit.logs.caused import is_probe_completion
 from toolkit.server.follow import EventSource, LogFollower
 from toolkit.server.server import MultiNodeServer, Server
 from toolkit.server.state import ServerStatus
@@ -88,6 +89,7 @@ class LogView(TextRepr, widgets.VBox):
         self._received = 0
         self._ranks: set[str] = set()
         self._ours: set[int] = set()  # line numbers of the toolkit's own requests (access lines)
+        self._probe_lines = 0  # completion access lines taken for wait_ready's probes
         self._ours_count = 0
         self._filter = LogFilter()
         self._pattern_error: str | None = None
@@ -147,14 +149,20 @@ class LogView(TextRepr, widgets.VBox):
 
     # -- the reader thread's side: cheap, no widget traffic -----------------------------------
     def _on_events(self, batch: list[LogEvent]) -> None:
-        probing = self._server is not None and self._server.state.status().lifecycle == "starting"
+        status = self._server.state.status() if self._server is not None else None
         with self._lock:
             self._buffer.extend(batch)
             self._received += len(batch)
             for event in batch:
+                # A completion is the toolkit's probe while readiness is unproven, or while fewer completion
+                # lines were taken for probes than wait_ready sent (its access line may be read after the
+                # probe's answer made the server ready).
+                probing = status is not None and (status.lifecycle == "starting"
+                                                  or self._probe_lines < status.completion_probes)
                 if is_ours(event, probing=probing):
                     self._ours.add(event.line_no)
                     self._ours_count += 1
+                    self._probe_lines += is_probe_completion(event.raw)
                 else:
                     self._counter[verdict_of(event)] += 1
                 if event.rank:
