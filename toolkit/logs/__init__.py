@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from toolkit.logs.caused import TOOLKIT_REQUESTS, after_stop, is_probe_completion, is_toolkit_request
 from toolkit.logs.classify import LogClassifier, LogEvent, classify_lines
-from toolkit.logs.detect import ENGINES, PACKS, detect_engine
+from toolkit.logs.detect import ENGINES, PACKS, detect_engine, log_engine
 from toolkit.logs.line import ParsedLine, parse_line, strip_ansi
 from toolkit.logs.metrics import METRIC_KINDS, MetricRow, parse_metric
 from toolkit.logs.packs import COMMON, GENERIC, SGLANG, VLLM, Hints, add_rule
@@ -44,6 +44,7 @@ __all__ = [
     "SGLANG",
     "VLLM",
     "PACKS",
+    "log_engine",
     "ENGINES",
     "METRIC_KINDS",
     "classify_file_bytes",

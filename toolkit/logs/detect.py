@@ -17,13 +17,22 @@ from toolkit.logs.other_packs import LLAMACPP, LMDEPLOY, RAY_SERVE, TGI, TRTLLM
 from toolkit.logs.packs import COMMON, GENERIC, SGLANG, VLLM
 from toolkit.logs.rules import RulePack, Verdict
 
-__all__ = ["ENGINES", "PACKS", "detect_engine", "packs_for", "engine_of_line"]
+__all__ = ["ENGINES", "PACKS", "detect_engine", "packs_for", "engine_of_line", "log_engine"]
 
 PACKS: Mapping[str, RulePack] = MappingProxyType({
     "common": COMMON, "sglang": SGLANG, "vllm": VLLM, "tgi": TGI, "trtllm": TRTLLM, "lmdeploy": LMDEPLOY,
     "ray": RAY_SERVE, "llamacpp": LLAMACPP, "generic": GENERIC,
 })
 ENGINES = ("auto", "sglang", "vllm", "tgi", "trtllm", "lmdeploy", "ray", "llamacpp", "generic")
+
+def log_engine(name: str | None) -> str:
+    """The packs' name for a server's engine: itself when it has packs, else "auto" (the log decides).
+
+    >>> log_engine("sglang"), log_engine("transformers"), log_engine(None)
+    ('sglang', 'auto', 'auto')
+    """
+    return name if name in ENGINES else "auto"
+
 
 # Until a marker says which engine wrote the log, every engine's failure and noise rules apply (they are
 # specific enough not to collide), while readiness waits for the engine: "Application startup complete." is

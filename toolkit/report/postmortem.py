@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 from toolkit.journal import Journal
 from toolkit.journal.adapters import spec_parameters
+from toolkit.logs import log_engine
 from toolkit.report.capping import cap, left_out
 from toolkit.report.document import (
     Block,
@@ -275,7 +276,7 @@ def _log_section(steps: pd.DataFrame, logs: pd.DataFrame, metrics: pd.DataFrame,
     shown, left = cap(steps)
     for row in shown.itertuples():
         spec = row.spec or {}
-        engine = str(spec.get("engine") or _text(row.engine) or "auto")
+        engine = log_engine(str(spec.get("engine") or _text(row.engine) or "auto"))
         lines = readiness_lines(row.readiness, engine)
         recorded = logs[logs["step_id"] == row.step_id]
         lines += [line for line in recorded_lines(recorded, engine) if line not in lines]

@@ -19,7 +19,7 @@ from toolkit.host.host import ProcessHandle, StopReport
 from toolkit.host.launches import LaunchRecord
 from toolkit.host.place import Place
 from toolkit.host.placement import Placement
-from toolkit.logs import LogEvent
+from toolkit.logs import LogEvent, log_engine
 from toolkit.redaction import Redactor
 from toolkit.server import registry
 from toolkit.server.follow import LogFollower
@@ -33,7 +33,6 @@ from toolkit.server.wait import StartupWatch, wait_ready
 
 __all__ = ["Server", "MultiNodeServer"]
 
-_ENGINES_WITH_PACKS = ("sglang", "vllm")
 
 
 @dataclass(eq=False)
@@ -103,8 +102,7 @@ class Server:
         with self._lock:
             follower = self._follower
             if follower is None or follower.finished.is_set():
-                engine = self.spec.engine if self.spec.engine in _ENGINES_WITH_PACKS else "auto"
-                follower = self._follower = LogFollower(self.host, self.log_path, engine=engine,
+                follower = self._follower = LogFollower(self.host, self.log_path, engine=log_engine(self.spec.engine),
                                                               redact=self.redactor.text)
                 follower.subscribe(self._observe, replay=True)
                 follower.start()
