@@ -30,7 +30,7 @@ def test_the_same_step_runs_over_ssh_on_slurm_and_in_a_container(
     )
     text = text_of(notebook)
     assert "slurm default via" in text and "podman rootfs on" in text
-    steps = Journal(journal).steps().set_index("title")
+    steps = Journal(journal, read_only=True).steps().set_index("title")
     assert set(steps.index) == {"baseline via ssh", "baseline via slurm", "baseline via container"}
     assert set(steps["status"]) == {"done"}
     notes = {title: str(text) for title, text in steps["notes"].items()}
@@ -38,6 +38,6 @@ def test_the_same_step_runs_over_ssh_on_slurm_and_in_a_container(
     assert "ran in slurm job " in notes["baseline via slurm"] and " on loop" in notes["baseline via slurm"]
     assert notes["baseline via container"].startswith("ran in container toolkit-sglang-sim"), notes
     assert steps.loc["baseline via slurm", "hosts"].startswith("slurm default via ")
-    results = Journal(journal).results()
+    results = Journal(journal, read_only=True).results(wide=True)
     assert list(results["completed"]) == [8, 8, 8]
     assert slurm.jobs() == [] and not [name for name in podman.names() if name.startswith("toolkit-")]

@@ -21,7 +21,7 @@ from typing import Any
 from toolkit.benchmark.result import BenchResult
 from toolkit.errors import CommandFailed, HostError, InvalidFlag, PortInUse, ToolkitError
 from toolkit.host.group import HostGroup
-from toolkit.host.host import Host
+from toolkit.host.place import Target
 from toolkit.logs.classify import LogEvent
 from toolkit.logs.metrics import MetricRow, MetricValue
 from toolkit.server.naming import ENV_PREFIX
@@ -36,7 +36,7 @@ __all__ = [
 ]
 
 #: where a step ran: a Host, a HostGroup, a name, or several hosts or names
-Hosts = Host | HostGroup | str | Iterable[Host | str]
+Hosts = Target | HostGroup | str | Iterable[Target | str]
 #: result columns of flags are ``flag:--name``; variables keep naming's ``env:NAME``
 FLAG_PREFIX = "flag:"
 
@@ -173,16 +173,16 @@ def _epoch(moment: datetime | None) -> float | None:
 
 # -- hosts -----------------------------------------------------------------------------------
 def host_names(hosts: Hosts | None) -> list[str]:
-    """A Host, a HostGroup, a name, or several of them, as names (``user@host:port``, ``localhost``)."""
+    """A Host (or Slurm or container target), a HostGroup, a name, or several of them, as names."""
     if hosts is None:
         return []
     if isinstance(hosts, str):
         return [hosts]
-    if isinstance(hosts, Host):
-        return [hosts.name]
     if isinstance(hosts, HostGroup):
         return [host.name for host in hosts]
-    return [name for item in hosts for name in host_names(item)]
+    if isinstance(hosts, Iterable):
+        return [name for item in hosts for name in host_names(item)]
+    return [hosts.name]  # a Host, a Slurm or a container target
 
 
 # -- errors ----------------------------------------------------------------------------------
