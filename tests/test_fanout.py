@@ -180,7 +180,7 @@ def test_a_pool_takes_a_host_group_or_a_list_and_refuses_duplicates(ssh_hosts: l
     assert len(HostPool(ssh_hosts[0])) == 1
     with pytest.raises(ValueError, match="given more than once: a host runs one server at a time"):
         HostPool([ssh_hosts[0], ssh_hosts[0]])
-    with pytest.raises(TypeError, match="hosts must be Host objects"):
+    with pytest.raises(TypeError, match="hosts must be Host, SlurmTarget or ContainerTarget objects"):
         HostPool(["127.0.0.1"])  # type: ignore[list-item]
     with pytest.raises(ValueError, match="no hosts given"):
         HostPool([])
