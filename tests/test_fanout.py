@@ -99,13 +99,13 @@ def test_repeats_rotate_over_hosts_and_a_slow_node_is_named_not_blamed_on_a_comb
 ) -> None:
     slow = ssh_hosts[2]
     result = sweep(ssh_hosts, base().with_flags(EAGLE), vary={"--speculative-attention-mode": ["prefill", "decode"]},
-                   repeats=3, relaunch_each_repeat=True, bench=BENCH, spec_for_host=PerHost(slow, slow_tree),
-                   log_dir=str(tmp_path / "logs"), progress=False)
-    print(f"\n{result}")
+                   repeats=6, relaunch_each_repeat=True, bench=BENCH, spec_for_host=PerHost(slow, slow_tree),
+                   log_dir=str(tmp_path / "logs"), progress=False)  # two launches per host and combination:
+    print(f"\n{result}")                                            # enough to tell a slow node on a busy machine
     frame = result.frame
-    assert len(frame) == 6 and set(frame["status"]) == {"ok"}
-    for _, runs in frame.groupby("combination"):  # each combination's three launches: one on each host
-        assert sorted(runs["host"]) == sorted(h.name for h in ssh_hosts)
+    assert len(frame) == 12 and set(frame["status"]) == {"ok"}
+    for _, runs in frame.groupby("combination"):  # each combination's six launches: two on each host
+        assert sorted(runs["host"]) == sorted(h.name for h in ssh_hosts for _ in range(2))
     effects = result.host_effects()
     assert effects is not None and effects.identifiable
     flagged = [e for e in effects.effects if e.beyond_noise]
