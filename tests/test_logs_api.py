@@ -39,6 +39,7 @@ def test_logs_public_api() -> None:
             "parse_metric",
             "strip_ansi",
             "detect_engine",
+            "log_engine",
             "add_rule",
             "Hints",
             "COMMON",
