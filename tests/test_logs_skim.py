@@ -5,6 +5,7 @@ through classify_lines + summarize (every line fed to the classifier, every even
 from __future__ import annotations
 
 import random
+import re
 import sys
 from pathlib import Path
 
@@ -14,7 +15,10 @@ from toolkit.logs import classify_chunks
 from toolkit.logs.classify import LogClassifier, classify_lines
 from toolkit.logs.detect import packs_for
 from toolkit.logs.rules import compile_rules
-from toolkit.logs.skim import sort_line
+from toolkit.logs import line as line_module
+from toolkit.logs.digits import digit_blind
+from toolkit.logs.line import HEADER_PATTERNS
+from toolkit.logs.skim import HEADERS_DIGIT_BLIND, Skimmer, sort_line
 from toolkit.logs.summary import LogSummary, SummaryBuilder, summarize
 
 REPO = Path(__file__).resolve().parents[1]
@@ -82,3 +86,74 @@ def test_sort_line_sends_everything_that_decides_to_feed() -> None:
     rules = compile_rules([r for p in packs_for("sglang") for r in p.rules])
     assert [sort_line(rules, line) for line in TROUBLE] == ["feed", "feed", "feed", "feed", "quiet", "feed",
                                                             "quiet", "metric", "feed"]
+
+
+# -- one shape, decided once (toolkit.logs.digits, Skimmer) --------------------------------------------------
+
+@pytest.mark.parametrize(("pattern", "blind"), [
+    (r"\d{4}-\d\d-\d\d \d\d:\d\d", True),  # \d treats every digit alike; {4} is syntax, not a digit
+    (r"[0-9;?]*[A-Za-z]", True),  # a set with all ten digits
+    (r"[^\x07\x1b]*", True),  # a set with none: escapes that spell no digit
+    (r"(?P<x>a)?(?(x)b|c)\w+\b.", True),
+    (r'HTTP/1.1" 5\d\d', False),  # a digit named
+    (r"exit code [1-9]", False),  # some digits, not all
+    (r"[/-:]", True), (r"[+-5]", False),  # a range over all ten digits; over some
+    (r"\x35", False), (r"\N{DIGIT FIVE}", False),  # escapes that spell a digit
+    (r"(a|\d)\1", False), (r"(?P<n>\d)(?P=n)", False),  # back-references compare the digits captured
+])
+def test_digit_blind_proves_only_what_holds(pattern: str, blind: bool) -> None:
+    assert digit_blind(pattern) is blind
+
+
+def test_every_pattern_parse_fields_reads_with_is_listed_and_blind() -> None:
+    """The shapes' reuse rests on this: a new header pattern must join HEADER_PATTERNS (and be blind)."""
+    patterns = [v for v in vars(line_module).values() if isinstance(v, re.Pattern)]
+    assert sorted(p.pattern for p in patterns) == sorted(p.pattern for p in HEADER_PATTERNS)
+    assert HEADERS_DIGIT_BLIND
+
+
+def _variants(line: str, rng: random.Random, n: int = 3) -> list[str]:
+    """Lines of ``line``'s digit shape with other digits (a 200 becomes a 500, an exit code 0 a 7)."""
+    return ["".join(rng.choice("0123456789") if c in "0123456789" else c for c in line) for _ in range(n)]
+
+
+def _rules_of(path: Path) -> object:
+    lines = path.read_text(encoding="utf-8", errors="replace").split("\n")
+    classifier = LogClassifier()
+    for line in lines[:500]:
+        classifier.feed(line)
+    return compile_rules(classifier.rules), lines
+
+
+@pytest.mark.parametrize("path", CORPUS[::4], ids=lambda p: p.name)
+def test_the_skimmer_sorts_every_line_as_sort_line_does_whatever_its_digits(path: Path) -> None:
+    rules, lines = _rules_of(path)  # type: ignore[misc]
+    rng = random.Random(path.name)
+    skimmer = Skimmer(rules)
+    for line in lines:
+        for variant in (line, *_variants(line, rng)):
+            assert skimmer.sort(variant) == sort_line(rules, variant), variant
+
+
+def test_a_status_code_is_read_on_every_line_of_its_shape() -> None:
+    """Access lines of one shape: the rules that read the status are asked each time (200 quiet; 404 benign and 500 a warning: fed)."""
+    rules = compile_rules([r for p in packs_for("vllm") for r in p.rules])
+    skimmer = Skimmer(rules)
+    codes = [200, 500, 201, 404, 503, 200]
+    lines = [f'(APIServer pid=1) INFO:     127.0.0.1:4{i}000 - "POST /v1/completions HTTP/1.1" {c} OK'
+             for i, c in enumerate(codes)]
+    assert [skimmer.sort(line) for line in lines] == [sort_line(rules, line) for line in lines]
+    assert [skimmer.sort(line) for line in lines] == ["quiet", "feed", "quiet", "feed", "feed", "quiet"]  # a 404 is benign: counted
+    assert len(skimmer._shapes) == 1  # one shape, learnt once
+
+
+def test_skim_stops_at_the_first_line_to_feed_and_collects_metric_lines() -> None:
+    rules = compile_rules([r for p in packs_for("sglang") for r in p.rules])
+    lines = sglang_serving(3000, seed=5)[-400:]
+    lines.insert(300, TROUBLE[-1])
+    skimmer, metrics = Skimmer(rules), []  # type: ignore[var-annotated]
+    end = skimmer.skim(lines, 0, metrics)
+    kinds = [sort_line(rules, line) for line in lines]
+    assert end == kinds.index("feed")
+    assert metrics == [i for i, kind in enumerate(kinds[:end]) if kind == "metric"]
+    assert skimmer.skim(lines, 0, None) == min(kinds.index("feed"), kinds.index("metric"))

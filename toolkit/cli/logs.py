@@ -14,22 +14,18 @@ phases. Exit status: 0 ready or starting, 1 failed, 2 when the file cannot be cl
 from __future__ import annotations
 
 import argparse
-import difflib
 import json
-import shlex
 import sys
-import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import BinaryIO, TextIO
 
 from toolkit.errors import ToolkitError
-from toolkit.host.host import Host
-from toolkit.logs import ENGINES, LogClassifier, LogEvent, LogSummary, Verdict, classify_chunks
+from toolkit.logs import ENGINES, LogEvent, LogSummary, Verdict, classify_chunks
 from toolkit.logs.summary import shorten
 from toolkit.redaction import redact_obj, redact_text
 
-__all__ = ["main", "render_summary", "render_event"]
+__all__ = ["main", "render_summary", "render_event", "use_colour"]
 
 _CHUNK_BYTES = 1 << 20
 
@@ -104,7 +100,7 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _use_colour(choice: str, stream: TextIO) -> bool:
+def use_colour(choice: str, stream: TextIO) -> bool:
     return choice == "always" or (choice == "auto" and stream.isatty())
 
 
@@ -134,97 +130,24 @@ def _classify(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(redact_obj(summary.to_dict())))
     else:
-        print(redact_text(render_summary(summary, path=args.file, colour=_use_colour(args.color, sys.stdout))))
+        print(redact_text(render_summary(summary, path=args.file, colour=use_colour(args.color, sys.stdout))))
     return 1 if summary.state == "failed" else 0
 
 
-def _split_target(target: str) -> tuple[str | None, str | None, str]:
-    """``user@host:path`` -> (user, host, path); a plain path -> (None, None, path)."""
-    head, sep, path = target.partition(":")
-    if not sep or "/" in head or not path:
-        return None, None, target
-    user, at, host = head.rpartition("@")
-    return (user if at else None), host, path
-
-
-_QUIET_WAIT_S = 2.0  # a log about to be created (a launch starting) appears within this, unannounced
-
-
-def _appeared(host: Host, path: str, wait_s: float) -> bool:
-    """Whether ``path`` exists on ``host``, waiting up to ``wait_s`` for it; says so when it waits.
-
-    ``tail -F`` on a misspelt path waits forever in silence (issue 20): after a short bound the
-    person hears that the file is not there, and where it is being waited for.
-    """
-    deadline = time.monotonic() + wait_s
-    announce_at = time.monotonic() + min(_QUIET_WAIT_S, wait_s)
-    announced = False
-    while host.run(f"test -e {shlex.quote(path)}", check=False).exit_code != 0:
-        now = time.monotonic()
-        if now >= deadline:
-            return False
-        if not announced and now >= announce_at:
-            print(f"waiting: {path} does not exist on {host.name} (yet); following it if it appears within "
-                  f"{wait_s:g} s (Ctrl-C to stop)", file=sys.stderr, flush=True)
-            announced = True
-        time.sleep(0.25)
-    return True
-
-
-def _missing(host: Host, path: str, wait_s: float) -> str:
-    folder, _, name = path.rstrip("/").rpartition("/")
-    listing = host.run(f"ls -1 -- {shlex.quote(folder or '/')}", check=False)
-    close = difflib.get_close_matches(name, listing.stdout.splitlines(), n=3) if listing.exit_code == 0 else []
-    where = f"; did you mean {', '.join(f'{folder}/{c}' for c in close)}?" if close else (
-        f"; {folder or '/'} does not exist there either" if listing.exit_code else "")
-    return (f"error: {path} did not appear on {host.name} within {wait_s:g} s{where} "
-            "(check the path, or pass --wait-s for a log that starts later)")
-
-
-def _follow(args: argparse.Namespace) -> int:
-    user, hostname, path = _split_target(args.target)
-    classifier = LogClassifier(engine=args.engine)
-    colour = _use_colour(args.color, sys.stdout)
-    try:
-        host = Host.local() if hostname in (None, "localhost", "127.0.0.1") else Host(hostname, user=user)
-        if not _appeared(host, path, args.wait_s):
-            print(_missing(host, path, args.wait_s), file=sys.stderr)
-            return 2
-        stream = host.open_stream(f"tail -n +1 -F {shlex.quote(path)}")
-    except ToolkitError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-    pending = b""
-    try:
-        while True:
-            chunk = stream.read(0.5)
-            if chunk is None:
-                continue
-            if chunk == b"":
-                break
-            pending += chunk
-            *complete, pending = pending.split(b"\n")
-            for raw in complete:
-                for event in classifier.feed(redact_text(raw.decode("utf-8", errors="replace"))):
-                    print(render_event(event, colour=colour), flush=True)
-    except KeyboardInterrupt:
-        pass
-    finally:
-        stream.close()
-    for event in classifier.finish():
-        print(render_event(event, colour=colour))
-    return 1 if classifier.state == "failed" else 0
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point for ``python -m toolkit logs``."""
+def main(argv: Sequence[str] | None = None, *, follow: Callable[[argparse.Namespace], int] | None = None) -> int:
+    """Entry point for ``python -m toolkit logs``; ``follow`` runs ``logs follow`` (:mod:`toolkit.cli.follow`,
+    which reaches hosts: the dispatcher passes it only then, so ``classify`` never imports SSH)."""
     parser = _parser()
     try:
         args = parser.parse_args(list(sys.argv[1:] if argv is None else argv))
     except SystemExit as exc:  # argparse printed the usage and the error
         return int(exc.code or 0)
     try:
-        return _classify(args) if args.command == "classify" else _follow(args)
+        if args.command == "classify":
+            return _classify(args)
+        if follow is None:
+            raise ValueError("logs follow needs toolkit.cli.follow.follow: run it as python -m toolkit logs follow")
+        return follow(args)
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130

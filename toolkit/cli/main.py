@@ -6,6 +6,7 @@ entry below): `python -m toolkit logs classify` must not pay for pandas, seaborn
 
 from __future__ import annotations
 
+import os
 import sys
 from collections.abc import Callable, Sequence
 
@@ -15,6 +16,10 @@ Entry = Callable[[list[str]], int]
 def _logs(argv: list[str]) -> int:
     from toolkit.cli.logs import main
 
+    if argv[:1] == ["follow"]:  # only following reaches hosts: `logs classify` does not import SSH
+        from toolkit.cli.follow import follow
+
+        return main(argv, follow=follow)
     return main(argv)
 
 
@@ -76,4 +81,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"\nerror: unknown subcommand {args[0]!r}", file=sys.stderr)
         return 0 if args[:1] in (["-h"], ["--help"]) else 2
     entry, _ = SUBCOMMANDS[args[0]]
-    return int(entry(args[1:]) or 0)
+    try:
+        return int(entry(args[1:]) or 0)
+    except BrokenPipeError:  # `... | head`: the reader has what it wanted; no traceback, and none at exit
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0

@@ -17,7 +17,7 @@ from functools import lru_cache
 
 from toolkit.logs._construct import fast_constructor
 
-__all__ = ["ParsedLine", "parse_line", "parse_fields", "text_and_level", "strip_ansi"]
+__all__ = ["ParsedLine", "parse_line", "parse_fields", "text_and_level", "strip_ansi", "HEADER_PATTERNS"]
 
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|\x1b[\]_][^\x07\x1b]*(?:\x07|\x1b\\)")  # CSI, OSC and APC (Buildkite's _bk;t=)
 
@@ -88,6 +88,12 @@ _FAST_VLLM = re.compile(
     rf"(?>(?:{_PROC_TAG.pattern})?)(?=[\s\S]{{7}})"
     f"(?:{_renamed(_VLLM, level='vllm_level')}|{_renamed(_UVICORN, level='uvicorn_level')})"
 )
+
+# Every pattern parse_fields reads a line with: the fast lane (toolkit.logs.skim) reuses one line's reading
+# for lines that differ only in digits, which holds while each of these is digit-blind (toolkit.logs.digits;
+# tests/test_logs_skim.py checks that the list is whole).
+HEADER_PATTERNS = (_ANSI, _FAST_SGLANG, _FAST_VLLM, _GLUED, _BRACKET_PREFIX, _GUTTER, _CI_STAMP, _JOURNAL, _COMPOSE,
+                   _PROC_TAG, _TORCH_RANK, _SGLANG, _UVICORN, _C10, _SGLANG_RANK_ONLY, _VLLM, _GLOG, _TRACING, _PYLOG)
 
 _GLOG_LEVEL = {"I": "INFO", "W": "WARNING", "E": "ERROR", "F": "FATAL"}
 _TRACING_LEVEL = {"TRACE": "DEBUG", "DEBUG": "DEBUG", " INFO": "INFO", " WARN": "WARNING", "ERROR": "ERROR"}

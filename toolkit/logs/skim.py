@@ -9,8 +9,14 @@ among the rows kept. :func:`sort_line` reads the header's text and level only (n
 and asks the rules in force, in their order, exactly as :meth:`LogClassifier.feed` would, but
 builds no event; anything else (a traceback, a benign or fatal rule, a warning level, a line
 that marks a phase or heads a traceback) goes through ``feed`` as before.
-:func:`toolkit.logs.stream.classify_chunks` runs the same decision inlined (its hot loop);
-``tests/test_logs_stream.py`` holds the two paths equal on every corpus log and
+
+Millions of serving lines come in a few hundred shapes that differ only in their numbers: a
+:class:`Skimmer` sorts each shape once (keyed by :func:`~toolkit.logs.digits.digit_mask`) and
+reuses the answer while the header patterns and the rules it rests on are digit-blind; the rules
+that read digits (an HTTP status, an exit code) are still asked on every line of the shape, after
+their digit-free literals say they can match it at all. :func:`toolkit.logs.stream.classify_chunks`
+uses it; ``tests/test_logs_skim.py`` holds it equal to :func:`sort_line`, and
+``tests/test_logs_stream.py`` the two paths equal on every corpus log;
 ``benchmarks/classify_memory.py`` measures them.
 
 >>> from toolkit.logs.detect import packs_for
@@ -23,12 +29,14 @@ that marks a phase or heads a traceback) goes through ``feed`` as before.
 
 from __future__ import annotations
 
+import re
 from typing import Literal
 
-from toolkit.logs.line import text_and_level
-from toolkit.logs.rules import CompiledRules, Verdict, match_compiled
+from toolkit.logs.digits import all_digit_blind, digit_blind, digit_mask
+from toolkit.logs.line import HEADER_PATTERNS, text_and_level
+from toolkit.logs.rules import CompiledRules, Match, Rule, Verdict, match_compiled
 
-__all__ = ["Kind", "sort_line", "TRACEBACK_START", "LOUD_LEVELS", "QUIET_VERDICTS"]
+__all__ = ["Kind", "sort_line", "Skimmer", "TRACEBACK_START", "LOUD_LEVELS", "QUIET_VERDICTS"]
 
 Kind = Literal["quiet", "metric", "feed"]
 TRACEBACK_START = "Traceback (most recent call last)"
@@ -44,8 +52,124 @@ def sort_line(rules: CompiledRules, line: str) -> Kind:
     if TRACEBACK_START in text:
         return "feed"
     match = match_compiled(rules, text, ready=True) if text else None
+    return _kind(match, level)
+
+
+def _kind(match: Match | None, level: str | None) -> Kind:
     if match is None:
         return "feed" if level in LOUD_LEVELS else "quiet"
     if match.rule.phase is not None or match.rule.header:
         return "feed"
     return "metric" if match.verdict is Verdict.METRIC else "quiet" if match.verdict in QUIET_VERDICTS else "feed"
+
+
+#: parse_fields reads a line alike whatever its digits (checked once, at import)
+HEADERS_DIGIT_BLIND = all_digit_blind(HEADER_PATTERNS)
+
+
+def _has_digit(text: str) -> bool:
+    return any(c in "0123456789" for c in text)
+
+
+def rule_digit_blind(rule: Rule) -> bool:
+    """The rule matches two lines of one digit mask alike: digit-free literals and a digit-blind pattern."""
+    if any(_has_digit(literal) for literal in rule._literals):
+        return False
+    return rule._regex is None or digit_blind(rule._regex.pattern, rule._regex.flags)
+
+
+# A shape's answer: the kind when no recheck matches; where the text starts in the line (-1: not a slice of
+# it, ANSI codes or a redraw were taken out); the digit-reading rules, in order, each before the first blind
+# rule that matched, to ask on each line of the shape: (literals still to look for, none when one is in
+# every line of the shape; ignore case; the pattern; the kind the line is when it matches).
+_Recheck = tuple[tuple[str, ...], bool, "re.Pattern[str] | None", Kind]
+_Shape = tuple[Kind, int, tuple[_Recheck, ...]]
+_MASK = bytes.maketrans(b"123456789", b"000000000")  # digit_mask's table, bound here for the hot loop
+
+
+class Skimmer:
+    """:func:`sort_line` under one rule set, each digit shape of a line decided once.
+
+    >>> from toolkit.logs.detect import packs_for
+    >>> from toolkit.logs.rules import compile_rules
+    >>> skim = Skimmer(compile_rules([r for p in packs_for("vllm") for r in p.rules]))
+    >>> [skim.sort(f'INFO:     1.2.3.4:5 - "POST /v1/completions HTTP/1.1" {code} OK') for code in (200, 503)]
+    ['quiet', 'feed']
+    """
+
+    def __init__(self, rules: CompiledRules, *, max_shapes: int = 8192) -> None:
+        self.rules = rules
+        self._blind = tuple(rule_digit_blind(entry[0]) for entry in rules)
+        self._shapes: dict[bytes, _Shape] = {}
+        self._max_shapes = max_shapes
+        self.enabled = HEADERS_DIGIT_BLIND
+
+    def sort(self, line: str) -> Kind:
+        """What :func:`sort_line` says of ``line``."""
+        metrics: list[int] = []
+        end = self.skim([line], 0, metrics)
+        return "feed" if end == 0 else "metric" if metrics else "quiet"
+
+    def skim(self, lines: list[str], start: int, metrics: list[int] | None) -> int:
+        """The index of the first of ``lines[start:]`` that must be fed (``len(lines)`` when none).
+
+        The lines before it are quiet, or metric lines whose indices are appended to ``metrics``;
+        with ``metrics=None`` a metric line must be fed too (a reader that keeps every row).
+        """
+        if not self.enabled:
+            for i in range(start, len(lines)):
+                kind = sort_line(self.rules, lines[i])
+                if kind == "metric" and metrics is not None:
+                    metrics.append(i)
+                elif kind != "quiet":
+                    return i
+            return len(lines)
+        shapes, mask = self._shapes, _MASK
+        for i in range(start, len(lines)):
+            line = lines[i]
+            key = line.encode("utf-8", "surrogatepass").translate(mask)  # digit_mask, inlined
+            shape = shapes.get(key)
+            if shape is None:
+                if len(shapes) >= self._max_shapes:
+                    shapes.clear()
+                shape = shapes[key] = self._learn(line)
+            kind, offset, recheck = shape
+            if recheck:
+                text = line[offset:] if offset >= 0 else text_and_level(line)[0]
+                for literals, ignore_case, regex, matched in recheck:
+                    if literals:
+                        hay = text.lower() if ignore_case else text
+                        if not any(lit in hay for lit in literals):
+                            continue
+                    if regex is None or regex.search(text) is not None:
+                        kind = matched
+                        break
+            if kind == "quiet":
+                continue
+            if kind == "metric" and metrics is not None:
+                metrics.append(i)
+                continue
+            return i
+        return len(lines)
+
+    def _learn(self, line: str) -> _Shape:
+        text, level = text_and_level(line)
+        offset = len(line) - len(text) if line.endswith(text) else -1
+        if TRACEBACK_START in text or not text:
+            return sort_line(self.rules, line), offset, ()
+        recheck: list[_Recheck] = []
+        masked, masked_lower = digit_mask(text), digit_mask(text.lower())  # (Unicode lowering: "\u212a" is "k")
+        for entry, blind in zip(self.rules, self._blind, strict=True):
+            rule, literals, ignore_case, regex = entry[0], entry[1], entry[2], entry[3]
+            if blind:
+                if rule.matches(text):
+                    return _kind(entry[5], level), offset, tuple(recheck)  # entry[5]: its match once ready
+                continue
+            if literals:
+                hay = masked_lower if ignore_case else masked
+                if not any(digit_mask(lit) in hay for lit in literals):
+                    continue  # a literal is in a line only if its mask is in the line's mask: none is, in this shape
+                if any(digit_mask(lit) in hay for lit in literals if not _has_digit(lit)):
+                    literals = ()  # a digit-free one is in every line of the shape
+            recheck.append((literals, ignore_case, regex, _kind(entry[5], None)))
+        return _kind(None, level), offset, tuple(recheck)

@@ -8,7 +8,7 @@ streaming path); :func:`summarize` is the same over a list of events, without ca
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -126,6 +126,13 @@ class SummaryBuilder:
         """A raw metric line, read and parsed only if it is among the rows kept (the fast lane's metric)."""
         self._raw_metrics.append((raw, line_no))
         self._metric_count += 1
+
+    def add_metric_lines(self, lines: Sequence[str], indices: Sequence[int], first_line_no: int) -> None:
+        """:meth:`add_metric_line` for each ``lines[k]`` with ``k`` in ``indices``, line ``first_line_no + k``."""
+        keep = self._raw_metrics.maxlen
+        chosen = indices if keep is None else indices[len(indices) - keep:] if keep else ()
+        self._raw_metrics.extend((lines[k], first_line_no + k) for k in chosen)
+        self._metric_count += len(indices)
 
     def add(self, event: LogEvent) -> None:
         verdict = event.verdict
