@@ -28,7 +28,8 @@ from datetime import datetime
 
 from toolkit.logs._construct import fast_constructor
 from toolkit.logs.detect import ENGINES, engine_of_line, packs_for
-from toolkit.logs.line import ParsedLine, parse_fields
+from toolkit.logs.digits import DIGIT_MASK
+from toolkit.logs.line import HEADERS_DIGIT_BLIND, HeaderShape, ParsedLine, fields_at, header_shape, parse_fields
 from toolkit.logs.metrics import MetricRow, parse_metric
 from toolkit.logs.packs import SERVING_RULES
 from toolkit.logs.rules import (
@@ -39,8 +40,10 @@ from toolkit.logs.rules import (
     Rule,
     RulePack,
     Verdict,
+    Recheck,
     compile_rules,
     match_compiled,
+    match_shape,
 )
 
 __all__ = ["LogEvent", "LogClassifier", "classify_lines"]
@@ -113,6 +116,13 @@ class LogEvent:
         }
 
 
+# A digit shape of a line: its header's positions, the first digit-blind rule that decides it, the
+# digit-reading rules to ask before that one (toolkit.logs.rules.match_shape); _UNSHAPED: the general path.
+_LineShape = tuple[HeaderShape, tuple[Rule, tuple[str, ...], bool, "re.Pattern[str] | None", Match, Match] | None,
+                   tuple[Recheck, ...]]
+_UNSHAPED: _LineShape = ((0, None, None, (-1, -1), False), None, ())
+_MAX_SHAPES = 8192
+
 _make_event = fast_constructor(LogEvent)  # the hot path's LogEvent(...), positional, in field order
 _make_parsed = fast_constructor(ParsedLine)
 _METRIC, _READY, _FATAL, _INFO = Verdict.METRIC, Verdict.READY, Verdict.FATAL, Verdict.INFO
@@ -165,6 +175,7 @@ class LogClassifier:
         packs = self._explicit_packs if self._explicit_packs is not None else packs_for(self.engine)
         self._rules = self._extra + tuple(r for p in packs for r in p.rules)
         self._compiled = compile_rules(self._extra) + tuple(c for p in packs for c in p.compiled)
+        self._shapes: dict[bytes, _LineShape] = {}  # digit mask -> what its lines share, under these rules
 
     @property
     def rules(self) -> tuple[Rule, ...]:
@@ -209,11 +220,44 @@ class LogClassifier:
         self.line_no += 1
         if (self.engine is None or self._tentative) and self._explicit_packs is None:
             self._detect(line)
+        if not self._groups:
+            # the common line: its digit shape says where its header's fields are and which rule decides it
+            shape = self._shapes.get(line.encode("utf-8", "surrogatepass").translate(DIGIT_MASK))
+            if shape is None:
+                shape = self._learn_shape(line)
+            if shape is not _UNSHAPED:
+                header, entry, recheck = shape
+                text, timestamp, rank, level = fields_at(line, header)
+                for literals, ignore_case, regex, candidate in recheck:
+                    if literals:
+                        hay = text.lower() if ignore_case else text
+                        if not any(lit in hay for lit in literals):
+                            continue
+                    if regex is None or regex.search(text) is not None:
+                        entry = candidate
+                        break
+                match = None if entry is None else entry[5] if self.ready else entry[4]  # the rule's Match
+                return [self._single(line, text, timestamp, rank, level, match)]
         text, timestamp, rank, level = parse_fields(line)
         if self._groups or _TB_START in text:
             return self._feed_grouping(_make_parsed(line, text, timestamp, rank, level))
-        # the common line (a metric, an access line, start-up chatter): no traceback open or opening
-        return [self._single(line, text, timestamp, rank, level)]
+        # a line without a common header (start-up chatter, a prefix added by what carried it)
+        return [self._single(line, text, timestamp, rank, level, self._match(text) if text else None)]
+
+    def _learn_shape(self, line: str) -> _LineShape:
+        """What every line with ``line``'s digit mask shares (:func:`~toolkit.logs.line.header_shape`,
+        :func:`~toolkit.logs.rules.match_shape`), or ``_UNSHAPED`` when it takes the general path."""
+        shape: _LineShape = _UNSHAPED
+        header = header_shape(line) if HEADERS_DIGIT_BLIND else None
+        if header is not None:
+            text = line[header[0]:].rstrip("\r\n")
+            if _TB_START not in text:
+                first, recheck = match_shape(self._compiled, text) if text else (-1, ())
+                shape = (header, self._compiled[first] if first >= 0 else None, recheck)
+        if len(self._shapes) >= _MAX_SHAPES:
+            self._shapes.clear()
+        self._shapes[line.encode("utf-8", "surrogatepass").translate(DIGIT_MASK)] = shape
+        return shape
 
     def _feed_grouping(self, parsed: ParsedLine) -> list[LogEvent]:
         """A line that opens a traceback, or any line while one is open."""
@@ -250,7 +294,8 @@ class LogClassifier:
                 events.append(self._close(group, (parsed, text)))
                 return events
             events.append(self._close(group, None))
-        events.append(self._single(parsed.raw, text, parsed.timestamp, parsed.rank, parsed.level))
+        events.append(self._single(parsed.raw, text, parsed.timestamp, parsed.rank, parsed.level,
+                                   self._match(text) if text else None))
         return events
 
     def finish(self) -> list[LogEvent]:
@@ -261,8 +306,8 @@ class LogClassifier:
     def _match(self, text: str) -> Match | None:
         return match_compiled(self._compiled, text, ready=self.ready)
 
-    def _single(self, raw: str, text: str, timestamp: datetime | None, rank: str | None, level: str | None) -> LogEvent:
-        match = match_compiled(self._compiled, text, ready=self.ready) if text else None
+    def _single(self, raw: str, text: str, timestamp: datetime | None, rank: str | None, level: str | None,
+                match: Match | None) -> LogEvent:
         if match is not None and match.verdict is _FATAL and text[:2] == "  ":
             # a frame or source line quoted from a traceback whose header the excerpt lost:
             # `    raise RuntimeError("Engine core initialization failed. "` states nothing yet

@@ -31,15 +31,21 @@ try:  # the parser the `re` module compiles with (named sre_parse before Python 
 except ImportError:  # pragma: no cover - another Python: nothing is proven blind, nothing is memoised
     _sre = _sre_parse = None
 
-__all__ = ["digit_mask", "digit_blind", "all_digit_blind"]
+__all__ = ["digit_mask", "digit_blind", "all_digit_blind", "has_digit", "DIGIT_MASK"]
 
-_MASK = bytes.maketrans(b"123456789", b"000000000")
+#: the table of :func:`digit_mask` (hot loops inline ``line.encode("utf-8", "surrogatepass").translate(DIGIT_MASK)``)
+DIGIT_MASK = bytes.maketrans(b"123456789", b"000000000")
 _DIGITS = range(ord("0"), ord("9") + 1)
 
 
 def digit_mask(line: str) -> bytes:
     """``line`` with each ASCII digit as ``0``, as UTF-8 bytes (a lone surrogate kept: two lines, two keys)."""
-    return line.encode("utf-8", "surrogatepass").translate(_MASK)
+    return line.encode("utf-8", "surrogatepass").translate(DIGIT_MASK)
+
+
+def has_digit(text: str) -> bool:
+    """``text`` holds an ASCII digit."""
+    return any(c in "0123456789" for c in text)
 
 
 def digit_blind(pattern: str, flags: int = 0) -> bool:

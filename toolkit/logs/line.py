@@ -16,8 +16,10 @@ from datetime import datetime
 from functools import lru_cache
 
 from toolkit.logs._construct import fast_constructor
+from toolkit.logs.digits import all_digit_blind
 
-__all__ = ["ParsedLine", "parse_line", "parse_fields", "text_and_level", "strip_ansi", "HEADER_PATTERNS"]
+__all__ = ["ParsedLine", "parse_line", "parse_fields", "text_and_level", "strip_ansi", "HEADER_PATTERNS",
+           "HEADERS_DIGIT_BLIND", "HeaderShape", "header_shape", "fields_at"]
 
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|\x1b[\]_][^\x07\x1b]*(?:\x07|\x1b\\)")  # CSI, OSC and APC (Buildkite's _bk;t=)
 
@@ -95,6 +97,9 @@ _FAST_VLLM = re.compile(
 HEADER_PATTERNS = (_ANSI, _FAST_SGLANG, _FAST_VLLM, _GLUED, _BRACKET_PREFIX, _GUTTER, _CI_STAMP, _JOURNAL, _COMPOSE,
                    _PROC_TAG, _TORCH_RANK, _SGLANG, _UVICORN, _C10, _SGLANG_RANK_ONLY, _VLLM, _GLOG, _TRACING, _PYLOG)
 
+#: parse_fields reads a line alike whatever its digits (checked once, at import; the shape memos rest on it)
+HEADERS_DIGIT_BLIND = all_digit_blind(HEADER_PATTERNS)
+
 _GLOG_LEVEL = {"I": "INFO", "W": "WARNING", "E": "ERROR", "F": "FATAL"}
 _TRACING_LEVEL = {"TRACE": "DEBUG", "DEBUG": "DEBUG", " INFO": "INFO", " WARN": "WARNING", "ERROR": "ERROR"}
 
@@ -159,18 +164,59 @@ def parse_line(raw: str) -> ParsedLine:
     return _make_parsed(raw, *parse_fields(raw))
 
 
+# A common header read as positions: (where the text starts, the level, the timestamp's spans, the rank's
+# span, whether the rank is stripped). The patterns are digit-blind, so every line with one digit mask has
+# the same (toolkit.logs.digits): the live classifier reads a header once per shape, then slices.
+HeaderShape = tuple[int, str | None, tuple[int, int, int, int] | None, tuple[int, int], bool]
+
+
+def header_shape(raw: str) -> HeaderShape | None:
+    """Where :func:`parse_fields` finds the fields of ``raw`` when it carries a common header and no
+    transport noise (an SGLang ``[ts TP0]`` record, a vLLM or uvicorn line, bare or under a process tag);
+    None otherwise.
+
+    >>> header_shape("[2026-02-26 20:26:06 TP5] Decode batch. #running-req: 1")
+    (26, None, (1, 20, -1, -1), (20, 24), True)
+    """
+    if "\x1b" in raw or "\r" in raw or "it/s]" in raw or "s/it]" in raw:
+        return None
+    if raw[:1] == "[":
+        if (m := _FAST_SGLANG.match(raw)) is None:
+            return None
+        start, end = m.span("ts")
+        return m.end(), m.group("level") or m.group("uvicorn_level"), (start, end, -1, -1), m.span("rank"), True
+    if (m := _FAST_VLLM.match(raw)) is None:
+        return None
+    md, hms = m.span("md"), m.span("hms")
+    stamp = (md[0], md[1], hms[0], hms[1]) if md[0] >= 0 else None
+    return m.end(), m.group("vllm_level") or m.group("uvicorn_level"), stamp, m.span("tag"), False
+
+
+def fields_at(raw: str, shape: HeaderShape) -> tuple[str, datetime | None, str | None, str | None]:
+    """:func:`parse_fields` of ``raw``, read at the positions ``shape`` gives (``header_shape`` of a line with
+    ``raw``'s digit mask)."""
+    offset, level, stamp, (rank_start, rank_end), strip = shape
+    if stamp is None:
+        timestamp = None
+    elif stamp[2] < 0:
+        timestamp = _iso(raw[stamp[0]:stamp[1]])
+    else:
+        timestamp = _mmdd(raw[stamp[0]:stamp[1]], raw[stamp[2]:stamp[3]])
+    if rank_start < 0:
+        rank = None
+    else:
+        rank = (raw[rank_start:rank_end].strip() or None) if strip else raw[rank_start:rank_end]
+    return raw[offset:].rstrip("\r\n"), timestamp, rank, level
+
+
 def text_and_level(raw: str) -> tuple[str, str | None]:
     """``parse_fields(raw)``'s text and level only: the fast lane of a long log reads no timestamp.
 
     >>> text_and_level("[2026-02-26 20:26:06 TP5] Decode batch. #running-req: 1")
     ('Decode batch. #running-req: 1', None)
     """
-    if "\x1b" not in raw and "\r" not in raw and "it/s]" not in raw and "s/it]" not in raw:
-        if raw[:1] == "[":
-            if (m := _FAST_SGLANG.match(raw)) is not None:
-                return raw[m.end():].rstrip("\n"), m.group("level") or m.group("uvicorn_level")
-        elif (m := _FAST_VLLM.match(raw)) is not None:
-            return raw[m.end():].rstrip("\n"), m.group("vllm_level") or m.group("uvicorn_level")
+    if (shape := header_shape(raw)) is not None:
+        return raw[shape[0]:].rstrip("\r\n"), shape[1]
     text, _timestamp, _rank, level = parse_fields(raw)
     return text, level
 
@@ -178,15 +224,8 @@ def text_and_level(raw: str) -> tuple[str, str | None]:
 def parse_fields(raw: str) -> tuple[str, datetime | None, str | None, str | None]:
     """:func:`parse_line`'s fields as a tuple ``(text, timestamp, rank, level)``: the classifier's
     hot path, which needs no :class:`ParsedLine` for a line that does not open a traceback."""
-    if "\x1b" not in raw and "\r" not in raw and "it/s]" not in raw and "s/it]" not in raw:
-        # no transport noise: the common headers in one match each, the rest the general way below
-        if raw[:1] == "[":
-            if (m := _FAST_SGLANG.match(raw)) is not None:
-                ts, ranks, own_level, uvicorn_level = m.groups()  # (a new group fails this unpacking loudly)
-                return raw[m.end():].rstrip("\r\n"), _iso(ts), ranks.strip() if ranks else None, own_level or uvicorn_level
-        elif (m := _FAST_VLLM.match(raw)) is not None:
-            tag, vllm_level, md, hms, uvicorn_level = m.groups()
-            return raw[m.end():].rstrip("\r\n"), _mmdd(md, hms) if md else None, tag, vllm_level or uvicorn_level
+    if (shape := header_shape(raw)) is not None:  # the common headers in one match each, the rest below
+        return fields_at(raw, shape)
     text = strip_ansi(raw)
     if text.endswith("\r"):
         text = text.rstrip("\r")

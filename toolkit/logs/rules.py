@@ -18,7 +18,9 @@ from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from functools import cached_property
 
-__all__ = ["Verdict", "Phase", "Rule", "RulePack", "Match", "SEVERITY"]
+from toolkit.logs.digits import digit_blind, digit_mask, has_digit
+
+__all__ = ["Verdict", "Phase", "Rule", "RulePack", "Match", "SEVERITY", "match_shape"]
 
 
 class Verdict(StrEnum):
@@ -135,6 +137,14 @@ class Rule:
         """The verdict this rule gives, before or after the server was ready."""
         return self.after_ready if ready and self.after_ready is not None else self.verdict
 
+    @cached_property
+    def digit_blind(self) -> bool:
+        """It matches two lines of one digit mask alike (:mod:`toolkit.logs.digits`): its literals name no
+        digit and its pattern cannot tell one from another."""
+        if any(has_digit(literal) for literal in self._literals):
+            return False
+        return self._regex is None or digit_blind(self._regex.pattern, self._regex.flags)
+
     def matches(self, text: str, lowered: str | None = None) -> bool:
         """True when this rule matches ``text`` (``lowered`` may pass ``text.lower()`` to save work)."""
         if self._literals:
@@ -242,3 +252,36 @@ def match_compiled(compiled: CompiledRules, text: str, *, ready: bool = False) -
             continue
         return after if ready else before
     return None
+
+
+# A digit-reading rule to ask on each line of a shape: (the literals still to look for, none when one of them
+# is in every line of the shape; ignore case; the pattern; the rule's compiled entry).
+Recheck = tuple[tuple[str, ...], bool, "re.Pattern[str] | None", tuple[Rule, tuple[str, ...], bool, "re.Pattern[str] | None", Match, Match]]
+
+
+def match_shape(compiled: CompiledRules, text: str) -> tuple[int, tuple[Recheck, ...]]:
+    """What :func:`match_compiled` says of every text with ``text``'s digit mask, as far as digits do not decide:
+    the index of the first digit-blind rule that matches (-1: none), and the digit-reading rules before it,
+    in order, to ask of each such text (the first of them that matches wins over the blind one).
+
+    >>> rules = compile_rules([Rule("five", r'" 5\\d\\d', Verdict.WARNING, literal="HTTP"), Rule("any", "HTTP", Verdict.INFO)])
+    >>> first, recheck = match_shape(rules, '"GET / HTTP/1.1" 200')
+    >>> first, [entry[3][0].name for entry in recheck]
+    (1, ['five'])
+    """
+    recheck: list[Recheck] = []
+    masked, masked_lower = digit_mask(text), digit_mask(text.lower())  # Unicode lowering: "\u212a" is "k"
+    for i, entry in enumerate(compiled):
+        rule, literals, ignore_case, regex = entry[0], entry[1], entry[2], entry[3]
+        if rule.digit_blind:
+            if rule.matches(text):
+                return i, tuple(recheck)
+            continue
+        if literals:
+            hay = masked_lower if ignore_case else masked
+            if not any(digit_mask(lit) in hay for lit in literals):
+                continue  # a literal is in a text only if its mask is in the text's mask: none is, in this shape
+            if any(digit_mask(lit) in hay for lit in literals if not has_digit(lit)):
+                literals = ()  # a digit-free one is in every text of the shape
+        recheck.append((literals, ignore_case, regex, entry))
+    return -1, tuple(recheck)

@@ -32,9 +32,9 @@ from __future__ import annotations
 import re
 from typing import Literal
 
-from toolkit.logs.digits import all_digit_blind, digit_blind, digit_mask
-from toolkit.logs.line import HEADER_PATTERNS, text_and_level
-from toolkit.logs.rules import CompiledRules, Match, Rule, Verdict, match_compiled
+from toolkit.logs.digits import DIGIT_MASK
+from toolkit.logs.line import HEADERS_DIGIT_BLIND, text_and_level
+from toolkit.logs.rules import CompiledRules, Match, Verdict, match_compiled, match_shape
 
 __all__ = ["Kind", "sort_line", "Skimmer", "TRACEBACK_START", "LOUD_LEVELS", "QUIET_VERDICTS"]
 
@@ -63,28 +63,11 @@ def _kind(match: Match | None, level: str | None) -> Kind:
     return "metric" if match.verdict is Verdict.METRIC else "quiet" if match.verdict in QUIET_VERDICTS else "feed"
 
 
-#: parse_fields reads a line alike whatever its digits (checked once, at import)
-HEADERS_DIGIT_BLIND = all_digit_blind(HEADER_PATTERNS)
-
-
-def _has_digit(text: str) -> bool:
-    return any(c in "0123456789" for c in text)
-
-
-def rule_digit_blind(rule: Rule) -> bool:
-    """The rule matches two lines of one digit mask alike: digit-free literals and a digit-blind pattern."""
-    if any(_has_digit(literal) for literal in rule._literals):
-        return False
-    return rule._regex is None or digit_blind(rule._regex.pattern, rule._regex.flags)
-
-
 # A shape's answer: the kind when no recheck matches; where the text starts in the line (-1: not a slice of
-# it, ANSI codes or a redraw were taken out); the digit-reading rules, in order, each before the first blind
-# rule that matched, to ask on each line of the shape: (literals still to look for, none when one is in
-# every line of the shape; ignore case; the pattern; the kind the line is when it matches).
+# it, ANSI codes or a redraw were taken out); the digit-reading rules to ask on each line of the shape
+# (match_shape's), each with the kind the line is when it matches.
 _Recheck = tuple[tuple[str, ...], bool, "re.Pattern[str] | None", Kind]
 _Shape = tuple[Kind, int, tuple[_Recheck, ...]]
-_MASK = bytes.maketrans(b"123456789", b"000000000")  # digit_mask's table, bound here for the hot loop
 
 
 class Skimmer:
@@ -99,7 +82,6 @@ class Skimmer:
 
     def __init__(self, rules: CompiledRules, *, max_shapes: int = 8192) -> None:
         self.rules = rules
-        self._blind = tuple(rule_digit_blind(entry[0]) for entry in rules)
         self._shapes: dict[bytes, _Shape] = {}
         self._max_shapes = max_shapes
         self.enabled = HEADERS_DIGIT_BLIND
@@ -124,7 +106,7 @@ class Skimmer:
                 elif kind != "quiet":
                     return i
             return len(lines)
-        shapes, mask = self._shapes, _MASK
+        shapes, mask = self._shapes, DIGIT_MASK
         for i in range(start, len(lines)):
             line = lines[i]
             key = line.encode("utf-8", "surrogatepass").translate(mask)  # digit_mask, inlined
@@ -157,19 +139,6 @@ class Skimmer:
         offset = len(line) - len(text) if line.endswith(text) else -1
         if TRACEBACK_START in text or not text:
             return sort_line(self.rules, line), offset, ()
-        recheck: list[_Recheck] = []
-        masked, masked_lower = digit_mask(text), digit_mask(text.lower())  # (Unicode lowering: "\u212a" is "k")
-        for entry, blind in zip(self.rules, self._blind, strict=True):
-            rule, literals, ignore_case, regex = entry[0], entry[1], entry[2], entry[3]
-            if blind:
-                if rule.matches(text):
-                    return _kind(entry[5], level), offset, tuple(recheck)  # entry[5]: its match once ready
-                continue
-            if literals:
-                hay = masked_lower if ignore_case else masked
-                if not any(digit_mask(lit) in hay for lit in literals):
-                    continue  # a literal is in a line only if its mask is in the line's mask: none is, in this shape
-                if any(digit_mask(lit) in hay for lit in literals if not _has_digit(lit)):
-                    literals = ()  # a digit-free one is in every line of the shape
-            recheck.append((literals, ignore_case, regex, _kind(entry[5], None)))
-        return _kind(None, level), offset, tuple(recheck)
+        first, recheck = match_shape(self.rules, text)
+        kind = _kind(self.rules[first][5] if first >= 0 else None, level)  # [5]: the rule's match once ready
+        return kind, offset, tuple((lits, ignore_case, regex, _kind(entry[5], None)) for lits, ignore_case, regex, entry in recheck)
