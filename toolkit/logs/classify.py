@@ -63,6 +63,13 @@ _TRACEBACK_ENGINE_CUT = Rule("engine_traceback_incomplete", r"^$", Verdict.FATAL
                              hint="an engine process raised during start-up and the log ends inside its traceback: "
                                   "read the frames quoted, and the rest of the log if you have it")
 _FRAME_LINE = Rule("traceback_frame_line", r"^$", Verdict.INFO)
+# The entry function of an engine process, as a traceback's frame names it: vLLM V0's MQLLMEngine process
+# (`run_mp_engine`, engine/multiprocessing/engine.py 0.6.6 :354, 0.10.0 :437), V1's EngineCore (`run_engine_core`,
+# v1/engine/core.py 0.8.5 :353, 0.33.0 :1462), an SGLang scheduler rank (`run_scheduler_process`, 0.4.0-0.5.23).
+_ENGINE_ENTRY = re.compile(r", in (?:run_mp_engine|run_engine_core|run_scheduler_process)$")
+# std::terminate's message line, indented by libstdc++ itself (libsupc++/vterminate.cc, __verbose_terminate_handler:
+# `fputs("  what():  ", stderr)`): it states the failure, it is no quoted source line.
+_TERMINATE_WHAT = "  what():  "
 # Process tags that name an engine process: SGLang rank tags, vLLM's EngineCore/worker tags, Ray workers, torch ranks.
 _ENGINE_RANK = re.compile(r"^(?:(?:ATTN_CP|ATTN_DP|MOE_DP|TP|DP|PP|EP|CP)\d+ ?)+$|EngineCore|Worker|rank\d|rank=")
 _STARTUP_PHASES = frozenset({Phase.SERVER_ARGS, Phase.WEIGHTS_LOADING, Phase.WEIGHTS_LOADED, Phase.KV_CACHE_ALLOCATED,
@@ -125,6 +132,8 @@ class _Group:
     first_line_no: int
     header: Match | None
     lines: list[str] = field(default_factory=list)
+    # the line just above the header when it is the message of a `logger.exception(e)` (same rank and level, no rule)
+    message: tuple[int, ParsedLine] | None = None
 
 
 class LogClassifier:
@@ -159,6 +168,7 @@ class LogClassifier:
         self._groups: dict[str | None, _Group] = {}
         self._last_group: _Group | None = None
         self._last_header: dict[str | None, tuple[int, Match]] = {}
+        self._last_error: tuple[int, ParsedLine] | None = None  # the last ERROR-level line no rule matched
 
     # -- rules -------------------------------------------------------------
     def _select_rules(self) -> None:
@@ -233,6 +243,10 @@ class LogClassifier:
                 if prior is not None and prior[0] >= self.line_no - 2:
                     header = prior[1]
             group = _Group(key, parsed, self.line_no, header, [text])
+            error = self._last_error
+            if header is None and error is not None and error[0] == self.line_no - 1 \
+                    and error[1].rank == key and error[1].level == parsed.level:
+                group.message = error  # vLLM V0 `logger.exception(e)`: "ERROR ... engine.py:400] <e>", then the traceback
             self._groups[key] = group
             self._last_group = group
             return events
@@ -263,7 +277,7 @@ class LogClassifier:
 
     def _single(self, raw: str, text: str, timestamp: datetime | None, rank: str | None, level: str | None) -> LogEvent:
         match = match_compiled(self._compiled, text, ready=self.ready) if text else None
-        if match is not None and match.verdict is _FATAL and text[:2] == "  ":
+        if match is not None and match.verdict is _FATAL and text[:2] == "  " and not text.startswith(_TERMINATE_WHAT):
             # a frame or source line quoted from a traceback whose header the excerpt lost:
             # `    raise RuntimeError("Engine core initialization failed. "` states nothing yet
             match = None
@@ -286,6 +300,7 @@ class LogClassifier:
                 evidence = READY_LINE
         elif level in ("ERROR", "CRITICAL", "FATAL"):
             rule, verdict = _ERROR_LEVEL, Verdict.WARNING
+            self._last_error = (n, _make_parsed(raw, text, timestamp, rank, level))
         elif level == "WARNING":
             rule, verdict = _WARNING_LEVEL, Verdict.WARNING
         else:
@@ -314,7 +329,7 @@ class LogClassifier:
         else:
             if exception is not None:
                 default_rule = _TRACEBACK
-            elif (group.key is not None and _ENGINE_RANK.search(group.key)) or _from_module(group.lines):
+            elif (group.key is not None and _ENGINE_RANK.search(group.key)) or _from_engine_process(group.lines):
                 default_rule = _TRACEBACK_ENGINE_CUT
             else:
                 default_rule = _TRACEBACK_CUT
@@ -326,6 +341,8 @@ class LogClassifier:
             parsed, line_no, context = exception[0], self.line_no, tuple(group.lines)
         else:  # cut short: the header line stands for the group
             parsed, line_no, context = group.first, group.first_line_no, tuple(group.lines[1:])
+            if chosen.rule is _TRACEBACK_ENGINE_CUT and group.message is not None:
+                line_no, parsed = group.message  # the exception's own message, logged just above its traceback
         verdict, rule = chosen.verdict, chosen.rule
         if verdict is _READY:
             self.ready = True
@@ -337,10 +354,13 @@ class LogClassifier:
                            READY_LINE if verdict is _READY else None)
 
 
-def _from_module(lines: Sequence[str]) -> bool:
-    """A traceback whose first frame is a program's ``<module>``: the main process itself is raising
-    (nothing above it can catch), e.g. ``File "/opt/venv/bin/vllm", line 33, in <module>``."""
-    return len(lines) > 1 and lines[1].rstrip().endswith("in <module>")
+def _from_engine_process(lines: Sequence[str]) -> bool:
+    """A traceback whose first frame is a program's ``<module>`` (the main process itself is raising, nothing
+    above it can catch: ``File "/opt/venv/bin/vllm", line 33, in <module>``), or one that passes through an
+    engine process's entry function (``File ".../engine.py", line 391, in run_mp_engine``)."""
+    if len(lines) > 1 and lines[1].rstrip().endswith("in <module>"):
+        return True
+    return any(_ENGINE_ENTRY.search(line.rstrip()) for line in lines[1:])
 
 
 def classify_lines(lines: Iterable[str], engine: str = "auto", *, extra_rules: Iterable[Rule] = (),
