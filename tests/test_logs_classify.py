@@ -625,8 +625,15 @@ def test_a_v0_engine_process_traceback_cut_is_fatal_on_the_message_logged_above_
         'ERROR 03-17 06:04:32 engine.py:400]   File "/x/vllm/engine/multiprocessing/engine.py", line 391, in run_mp_engine',
         "ERROR 03-17 06:04:32 engine.py:400]     engine = MQLLMEngine.from_engine_args(engine_args=engine_args,",
     ]
-    summary = summarize(classify_lines(v0))
+    events = classify_lines(v0)
+    summary = summarize(events)
     assert (summary.state, summary.fatal_line, summary.fatal_rule) == ("failed", 2, "engine_traceback_incomplete")
+    assert sum(1 + len(e.context) for e in events) == len(v0) and len({e.line_no for e in events}) == len(events)
+    # the ERROR line waits one line for its traceback; followed by anything else it is its own warning, in order
+    live = LogClassifier()
+    assert live.feed(v0[1]) == []
+    assert [(e.line_no, e.rule) for e in live.feed(v0[0])] == [(1, "error_level_unmatched"), (2, None)]
+    assert live.feed(v0[1]) == [] and [e.line_no for e in live.finish()] == [3]
     # without a message line above, the header stands for it
     assert summarize(classify_lines([v0[0], *v0[2:]])).fatal_line == 2
     # near misses: a cut traceback through no engine entry stays a warning; after readiness an engine's too

@@ -76,6 +76,7 @@ _STARTUP_PHASES = frozenset({Phase.SERVER_ARGS, Phase.WEIGHTS_LOADING, Phase.WEI
                              Phase.CUDA_GRAPH_CAPTURE_BEGIN, Phase.CUDA_GRAPH_CAPTURED, Phase.HTTP_UP, Phase.WARMUP})
 READY_LINE, SERVING_LINES = "ready line", "serving lines"
 _ERROR_LEVEL = Rule("error_level_unmatched", r"^$", Verdict.WARNING)
+_ERROR_LEVEL_NAME = _ERROR_LEVEL.name
 _WARNING_LEVEL = Rule("warning_level", r"^$", Verdict.WARNING)
 
 
@@ -132,8 +133,6 @@ class _Group:
     first_line_no: int
     header: Match | None
     lines: list[str] = field(default_factory=list)
-    # the line just above the header when it is the message of a `logger.exception(e)` (same rank and level, no rule)
-    message: tuple[int, ParsedLine] | None = None
 
 
 class LogClassifier:
@@ -168,7 +167,9 @@ class LogClassifier:
         self._groups: dict[str | None, _Group] = {}
         self._last_group: _Group | None = None
         self._last_header: dict[str | None, tuple[int, Match]] = {}
-        self._last_error: tuple[int, ParsedLine] | None = None  # the last ERROR-level line no rule matched
+        # before readiness, an ERROR line no rule knows waits one line: if a traceback of the same process follows,
+        # it was the message of `logger.exception(e)` and heads that traceback (vLLM V0 "ERROR ... engine.py:400] <e>")
+        self._held: tuple[LogEvent, ParsedLine] | None = None
 
     # -- rules -------------------------------------------------------------
     def _select_rules(self) -> None:
@@ -220,10 +221,29 @@ class LogClassifier:
         if (self.engine is None or self._tentative) and self._explicit_packs is None:
             self._detect(line)
         text, timestamp, rank, level = parse_fields(line)
+        if self._held is not None:
+            return self._after_held(self._held, _make_parsed(line, text, timestamp, rank, level))
         if self._groups or _TB_START in text:
             return self._feed_grouping(_make_parsed(line, text, timestamp, rank, level))
         # the common line (a metric, an access line, start-up chatter): no traceback open or opening
-        return [self._single(line, text, timestamp, rank, level)]
+        event = self._single(line, text, timestamp, rank, level)
+        if event.rule == _ERROR_LEVEL_NAME and not self.ready and text[:1] not in " \t":
+            self._held = (event, _make_parsed(line, text, timestamp, rank, level))
+            return []
+        return [event]
+
+    def _after_held(self, held: tuple[LogEvent, ParsedLine], parsed: ParsedLine) -> list[LogEvent]:
+        """The line after a held ERROR line: a traceback of the same process makes it that traceback's header line."""
+        (event, message), text = held, parsed.text
+        self._held = None
+        if text.startswith(_TB_START) and (parsed.rank, parsed.level) == (message.rank, message.level) \
+                and parsed.rank not in self._groups:
+            group = _Group(parsed.rank, message, event.line_no, None, [message.text, text])
+            self._groups[parsed.rank] = self._last_group = group
+            return []
+        if self._groups or _TB_START in text:
+            return [event, *self._feed_grouping(parsed)]
+        return [event, self._single(parsed.raw, text, parsed.timestamp, parsed.rank, parsed.level)]
 
     def _feed_grouping(self, parsed: ParsedLine) -> list[LogEvent]:
         """A line that opens a traceback, or any line while one is open."""
@@ -243,10 +263,6 @@ class LogClassifier:
                 if prior is not None and prior[0] >= self.line_no - 2:
                     header = prior[1]
             group = _Group(key, parsed, self.line_no, header, [text])
-            error = self._last_error
-            if header is None and error is not None and error[0] == self.line_no - 1 \
-                    and error[1].rank == key and error[1].level == parsed.level:
-                group.message = error  # vLLM V0 `logger.exception(e)`: "ERROR ... engine.py:400] <e>", then the traceback
             self._groups[key] = group
             self._last_group = group
             return events
@@ -268,8 +284,9 @@ class LogClassifier:
         return events
 
     def finish(self) -> list[LogEvent]:
-        """Close what is still open (a traceback cut by the end of the file)."""
-        return [self._close(g, None) for g in list(self._groups.values())]
+        """Close what is still open (a traceback cut by the end of the file, a held ERROR line)."""
+        held, self._held = self._held, None
+        return ([held[0]] if held is not None else []) + [self._close(g, None) for g in list(self._groups.values())]
 
     # -- deciding ----------------------------------------------------------
     def _match(self, text: str) -> Match | None:
@@ -300,7 +317,6 @@ class LogClassifier:
                 evidence = READY_LINE
         elif level in ("ERROR", "CRITICAL", "FATAL"):
             rule, verdict = _ERROR_LEVEL, Verdict.WARNING
-            self._last_error = (n, _make_parsed(raw, text, timestamp, rank, level))
         elif level == "WARNING":
             rule, verdict = _WARNING_LEVEL, Verdict.WARNING
         else:
@@ -341,8 +357,6 @@ class LogClassifier:
             parsed, line_no, context = exception[0], self.line_no, tuple(group.lines)
         else:  # cut short: the header line stands for the group
             parsed, line_no, context = group.first, group.first_line_no, tuple(group.lines[1:])
-            if chosen.rule is _TRACEBACK_ENGINE_CUT and group.message is not None:
-                line_no, parsed = group.message  # the exception's own message, logged just above its traceback
         verdict, rule = chosen.verdict, chosen.rule
         if verdict is _READY:
             self.ready = True
@@ -358,9 +372,10 @@ def _from_engine_process(lines: Sequence[str]) -> bool:
     """A traceback whose first frame is a program's ``<module>`` (the main process itself is raising, nothing
     above it can catch: ``File "/opt/venv/bin/vllm", line 33, in <module>``), or one that passes through an
     engine process's entry function (``File ".../engine.py", line 391, in run_mp_engine``)."""
-    if len(lines) > 1 and lines[1].rstrip().endswith("in <module>"):
+    start = next((i for i, line in enumerate(lines[:2]) if line.startswith(_TB_START)), 0)  # a message line may lead
+    if len(lines) > start + 1 and lines[start + 1].rstrip().endswith("in <module>"):
         return True
-    return any(_ENGINE_ENTRY.search(line.rstrip()) for line in lines[1:])
+    return any(_ENGINE_ENTRY.search(line.rstrip()) for line in lines[start + 1:])
 
 
 def classify_lines(lines: Iterable[str], engine: str = "auto", *, extra_rules: Iterable[Rule] = (),
