@@ -405,6 +405,11 @@ def test_uvicorn_up_is_not_ready_for_sglang_but_is_for_vllm() -> None:
     assert summarize(sglang).state == "starting"
     vllm = classify_lines(["INFO 05-12 02:45:15 [api_server.py:1043] vLLM API server version 0.8.5", up])
     assert vllm[-1].verdict is Verdict.READY
+    # uvicorn prints "Uvicorn running on" after the lifespan startup: the same readiness, the same SGLang exception
+    running = "INFO:     Uvicorn running on http://0.0.0.0:40666 (Press CTRL+C to quit)"
+    assert classify_lines([running])[0].verdict is Verdict.READY
+    sglang = classify_lines(["[2026-01-01 00:00:00] server_args=ServerArgs(x=1)", f"[2026-01-01 00:00:01] {running}"])
+    assert sglang[-1].verdict is Verdict.PROGRESS and sglang[-1].phase is Phase.HTTP_UP
 
 
 def test_errors_after_ready() -> None:
@@ -608,6 +613,47 @@ def test_an_engine_traceback_cut_during_start_up_is_fatal_on_its_header() -> Non
     assert summarize(classify_lines(other, engine="vllm")).state == "starting"
     after = ["[2026-01-01 00:00:00] The server is fired up and ready to roll!", *cut[1:]]
     assert summarize(classify_lines(after)).state == "ready"
+
+
+def test_a_v0_engine_process_traceback_cut_is_fatal_on_the_message_logged_above_it() -> None:
+    """vLLM V0's MQLLMEngine process logs `logger.exception(e)` (engine/multiprocessing/engine.py 0.7.3 :400): the
+    exception's message, then its traceback through `run_mp_engine` under the same header (vllm#14954)."""
+    v0 = [
+        "INFO 03-17 06:04:32 custom_cache_manager.py:19] Setting Triton cache manager to: CustomCacheManager",
+        "ERROR 03-17 06:04:32 engine.py:400] not enough values to unpack (expected 2, got 1)",
+        "ERROR 03-17 06:04:32 engine.py:400] Traceback (most recent call last):",
+        'ERROR 03-17 06:04:32 engine.py:400]   File "/x/vllm/engine/multiprocessing/engine.py", line 391, in run_mp_engine',
+        "ERROR 03-17 06:04:32 engine.py:400]     engine = MQLLMEngine.from_engine_args(engine_args=engine_args,",
+    ]
+    events = classify_lines(v0)
+    summary = summarize(events)
+    assert (summary.state, summary.fatal_line, summary.fatal_rule) == ("failed", 2, "engine_traceback_incomplete")
+    assert sum(1 + len(e.context) for e in events) == len(v0) and len({e.line_no for e in events}) == len(events)
+    # the ERROR line waits one line for its traceback; followed by anything else it is its own warning, in order
+    live = LogClassifier()
+    assert live.feed(v0[1]) == []
+    assert [(e.line_no, e.rule) for e in live.feed(v0[0])] == [(1, "error_level_unmatched"), (2, None)]
+    assert live.feed(v0[1]) == [] and [e.line_no for e in live.finish()] == [3]
+    # without a message line above, the header stands for it
+    assert summarize(classify_lines([v0[0], *v0[2:]])).fatal_line == 2
+    # near misses: a cut traceback through no engine entry stays a warning; after readiness an engine's too
+    helper = [*v0[:3], 'ERROR 03-17 06:04:32 engine.py:400]   File "/x/helper.py", line 3, in load']
+    assert summarize(classify_lines(helper)).state == "starting"
+    after = ["INFO:     Application startup complete.", *v0[1:]]
+    assert summarize(classify_lines(after, engine="vllm")).state == "ready"
+
+
+def test_std_terminate_what_line_states_the_failure_though_indented() -> None:
+    """libstdc++'s terminate handler indents its message ("  what():  ...", libsupc++/vterminate.cc); sglang#8296."""
+    log = [
+        "  what():  [PG ID 2 PG GUID 3 Rank 1] Process group watchdog thread terminated with exception: "
+        "CUDA error: an illegal memory access was encountered",
+        "CUDA kernel errors might be asynchronously reported at some other API call, so the stacktrace below might be incorrect.",
+    ]
+    assert summarize(classify_lines(log)).fatal_line == 1
+    # near miss: an indented source line quoting the same words is still no statement
+    quoted = ['    raise RuntimeError("CUDA error: an illegal memory access was encountered")']
+    assert summarize(classify_lines(quoted)).state == "starting"
 
 
 def test_the_decisive_line_among_many_failing_ranks_is_the_earliest_statement() -> None:

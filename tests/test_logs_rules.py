@@ -53,6 +53,12 @@ CASES: list[tuple[str, str, str, str]] = [
         "[2026-08-01 23:43:43] INFO:     Waiting for application startup.",
     ),
     (
+        "sglang_uvicorn_running",
+        "sglang",
+        "[2025-03-12 08:52:40] INFO:     Uvicorn running on http://0.0.0.0:32300 (Press CTRL+C to quit)",
+        "[2025-03-12 08:52:40] INFO:     Started server process [1029]",
+    ),
+    (
         "sglang_server_args",
         "sglang",
         "[2026-03-27 09:31:17] server_args=ServerArgs(model_path='Qwen/Qwen3-14B', tp_size=2)",

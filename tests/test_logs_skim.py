@@ -12,12 +12,12 @@ from pathlib import Path
 import pytest
 
 from toolkit.logs import classify_chunks
+from toolkit.logs import line as line_module
 from toolkit.logs.classify import LogClassifier, classify_lines
 from toolkit.logs.detect import packs_for
-from toolkit.logs.rules import compile_rules
-from toolkit.logs import line as line_module
 from toolkit.logs.digits import digit_blind
 from toolkit.logs.line import HEADER_PATTERNS
+from toolkit.logs.rules import compile_rules
 from toolkit.logs.skim import HEADERS_DIGIT_BLIND, Skimmer, sort_line
 from toolkit.logs.summary import LogSummary, SummaryBuilder, summarize
 

@@ -14,9 +14,13 @@ before it. The verdict of a group is decided on its header and its exception lin
 
 Engine packs are chosen from the log itself unless ``engine=`` says which.
 
-Live following must keep up with a busy server, so the common line (a metric or access line,
-no traceback open) takes one short path: header fields as a tuple, ``COMMON`` rules first,
-one :class:`LogEvent` built positionally. ``benchmarks/classify_speed.py`` measures it.
+Live following must keep up with a busy server, whose log is a few line shapes repeated with
+other numbers. So a line with a common header and no traceback open is read by its digit shape
+(:mod:`toolkit.logs.digits`): the first line of a shape finds where its header's fields are and
+which rule decides it; later lines of that shape slice their fields at those positions and ask
+only the rules that read digits (an HTTP status, an exit code); one :class:`LogEvent` is built
+positionally. ``benchmarks/classify_speed.py`` measures it; what traceback grouping knows about
+tracebacks is in :mod:`toolkit.logs.tracebacks`.
 """
 
 from __future__ import annotations
@@ -29,7 +33,15 @@ from datetime import datetime
 from toolkit.logs._construct import fast_constructor
 from toolkit.logs.detect import ENGINES, engine_of_line, packs_for
 from toolkit.logs.digits import DIGIT_MASK
-from toolkit.logs.line import HEADERS_DIGIT_BLIND, HeaderShape, ParsedLine, fields_at, header_shape, parse_fields
+from toolkit.logs.event import LogEvent
+from toolkit.logs.line import (
+    HEADERS_DIGIT_BLIND,
+    HeaderShape,
+    ParsedLine,
+    fields_at,
+    header_shape,
+    parse_fields,
+)
 from toolkit.logs.metrics import MetricRow, parse_metric
 from toolkit.logs.packs import SERVING_RULES
 from toolkit.logs.rules import (
@@ -37,83 +49,37 @@ from toolkit.logs.rules import (
     CompiledRules,
     Match,
     Phase,
+    Recheck,
     Rule,
     RulePack,
     Verdict,
-    Recheck,
     compile_rules,
     match_compiled,
     match_shape,
 )
+from toolkit.logs.tracebacks import (
+    CHAINED,
+    ENGINE_RANK,
+    EXCEPTION_LINE,
+    TB_START,
+    TERMINATE_WHAT,
+    TRACEBACK,
+    TRACEBACK_CUT,
+    TRACEBACK_ENGINE_CUT,
+    from_engine_process,
+)
 
 __all__ = ["LogEvent", "LogClassifier", "classify_lines"]
 
-_TB_START = "Traceback (most recent call last)"
-# Inside a traceback, the first unindented line naming a (dotted) class is the exception line:
-# "KeyError: 'x'", "torch.OutOfMemoryError: CUDA out of memory", "AssertionError", "BackendCompilerFailed: ...".
-_EXCEPTION = re.compile(r"(?:[A-Za-z_]\w*\.)*[A-Z]\w*(?::\s|:$|$)")
-_CHAINED = ("During handling of the above exception", "The above exception was the direct cause")
 _MAX_CONTEXT = 400
 _DETECT_LINES = 400
 _TENTATIVE_LINES = 60
-
-_TRACEBACK = Rule("python_traceback", r"^$", Verdict.FATAL, after_ready=Verdict.WARNING,
-                  hint="an unhandled Python exception: read the exception line and the frames above it")
-_TRACEBACK_CUT = Rule("python_traceback_incomplete", r"^$", Verdict.WARNING)
-# A traceback from an engine process (a scheduler rank, an EngineCore, a worker) that the log cuts off before its
-# exception line, during start-up: the process is dying; the header line stands for it (the end may never come).
-_TRACEBACK_ENGINE_CUT = Rule("engine_traceback_incomplete", r"^$", Verdict.FATAL, after_ready=Verdict.WARNING,
-                             hint="an engine process raised during start-up and the log ends inside its traceback: "
-                                  "read the frames quoted, and the rest of the log if you have it")
-_FRAME_LINE = Rule("traceback_frame_line", r"^$", Verdict.INFO)
-# Process tags that name an engine process: SGLang rank tags, vLLM's EngineCore/worker tags, Ray workers, torch ranks.
-_ENGINE_RANK = re.compile(r"^(?:(?:ATTN_CP|ATTN_DP|MOE_DP|TP|DP|PP|EP|CP)\d+ ?)+$|EngineCore|Worker|rank\d|rank=")
 _STARTUP_PHASES = frozenset({Phase.SERVER_ARGS, Phase.WEIGHTS_LOADING, Phase.WEIGHTS_LOADED, Phase.KV_CACHE_ALLOCATED,
                              Phase.CUDA_GRAPH_CAPTURE_BEGIN, Phase.CUDA_GRAPH_CAPTURED, Phase.HTTP_UP, Phase.WARMUP})
 READY_LINE, SERVING_LINES = "ready line", "serving lines"
 _ERROR_LEVEL = Rule("error_level_unmatched", r"^$", Verdict.WARNING)
+_ERROR_LEVEL_NAME = _ERROR_LEVEL.name
 _WARNING_LEVEL = Rule("warning_level", r"^$", Verdict.WARNING)
-
-
-@dataclass(frozen=True, slots=True)
-class LogEvent:
-    """One classified line, or one grouped traceback (then ``context`` holds its earlier lines).
-
-    ``line_no`` is 1-based over ``\\n``-separated lines; for a traceback it is the final
-    exception line and ``first_line_no`` the line the traceback began on.
-    """
-
-    line_no: int
-    raw: str
-    text: str
-    timestamp: datetime | None
-    rank: str | None
-    level: str | None
-    verdict: Verdict
-    rule: str | None
-    phase: Phase | None
-    metric: MetricRow | None
-    context: tuple[str, ...] = ()
-    first_line_no: int = 0
-    hint: str | None = None
-    notice: bool = False  # fatal, but announces a death whose cause may follow (sigquit)
-    # on a READY event: "ready line" (the engine said so) or "serving lines" (a log joined mid-run shows it serving)
-    ready_evidence: str | None = None
-
-    @property
-    def is_fatal(self) -> bool:
-        return self.verdict is Verdict.FATAL
-
-    def to_dict(self) -> dict[str, object]:
-        """JSON-safe form (timestamps as ISO text; year 1900 means the log printed none)."""
-        return {
-            "line_no": self.line_no, "first_line_no": self.first_line_no, "raw": self.raw, "text": self.text,
-            "timestamp": self.timestamp.isoformat() if self.timestamp else None, "rank": self.rank,
-            "level": self.level, "verdict": self.verdict.value, "rule": self.rule,
-            "phase": self.phase.value if self.phase else None, "hint": self.hint, "notice": self.notice,
-            "context": list(self.context), "metric": self.metric.to_dict() if self.metric else None,
-            "ready_evidence": self.ready_evidence,
-        }
 
 
 # A digit shape of a line: its header's positions, the first digit-blind rule that decides it, the
@@ -169,6 +135,9 @@ class LogClassifier:
         self._groups: dict[str | None, _Group] = {}
         self._last_group: _Group | None = None
         self._last_header: dict[str | None, tuple[int, Match]] = {}
+        # before readiness, an ERROR line no rule knows waits one line: if a traceback of the same process follows,
+        # it was the message of `logger.exception(e)` and heads that traceback (vLLM V0 "ERROR ... engine.py:400] <e>")
+        self._held: tuple[LogEvent, ParsedLine] | None = None
 
     # -- rules -------------------------------------------------------------
     def _select_rules(self) -> None:
@@ -220,7 +189,7 @@ class LogClassifier:
         self.line_no += 1
         if (self.engine is None or self._tentative) and self._explicit_packs is None:
             self._detect(line)
-        if not self._groups:
+        if not self._groups and self._held is None:
             # the common line: its digit shape says where its header's fields are and which rule decides it
             shape = self._shapes.get(line.encode("utf-8", "surrogatepass").translate(DIGIT_MASK))
             if shape is None:
@@ -237,12 +206,36 @@ class LogClassifier:
                         entry = candidate
                         break
                 match = None if entry is None else entry[5] if self.ready else entry[4]  # the rule's Match
-                return [self._single(line, text, timestamp, rank, level, match)]
+                event = self._single(line, text, timestamp, rank, level, match)
+                return [event] if self.ready else self._emit(event)
         text, timestamp, rank, level = parse_fields(line)
-        if self._groups or _TB_START in text:
+        if self._held is not None:
+            return self._after_held(self._held, _make_parsed(line, text, timestamp, rank, level))
+        if self._groups or TB_START in text:
             return self._feed_grouping(_make_parsed(line, text, timestamp, rank, level))
         # a line without a common header (start-up chatter, a prefix added by what carried it)
-        return [self._single(line, text, timestamp, rank, level, self._match(text) if text else None)]
+        return self._emit(self._single(line, text, timestamp, rank, level, self._match(text) if text else None))
+
+    def _emit(self, event: LogEvent) -> list[LogEvent]:
+        """``[event]``, or nothing yet when it is an ERROR line no rule knows, before readiness: it waits one line."""
+        if self.ready or event.rule != _ERROR_LEVEL_NAME or event.text[:1] in " \t":
+            return [event]
+        self._held = (event, _make_parsed(event.raw, event.text, event.timestamp, event.rank, event.level))
+        return []
+
+    def _after_held(self, held: tuple[LogEvent, ParsedLine], parsed: ParsedLine) -> list[LogEvent]:
+        """The line after a held ERROR line: a traceback of the same process makes it that traceback's header line."""
+        (event, message), text = held, parsed.text
+        self._held = None
+        if text.startswith(TB_START) and (parsed.rank, parsed.level) == (message.rank, message.level) \
+                and parsed.rank not in self._groups:
+            group = _Group(parsed.rank, message, event.line_no, None, [message.text, text])
+            self._groups[parsed.rank] = self._last_group = group
+            return []
+        if self._groups or TB_START in text:
+            return [event, *self._feed_grouping(parsed)]
+        return [event, self._single(parsed.raw, text, parsed.timestamp, parsed.rank, parsed.level,
+                                    self._match(text) if text else None)]
 
     def _learn_shape(self, line: str) -> _LineShape:
         """What every line with ``line``'s digit mask shares (:func:`~toolkit.logs.line.header_shape`,
@@ -251,7 +244,7 @@ class LogClassifier:
         header = header_shape(line) if HEADERS_DIGIT_BLIND else None
         if header is not None:
             text = line[header[0]:].rstrip("\r\n")
-            if _TB_START not in text:
+            if TB_START not in text:
                 first, recheck = match_shape(self._compiled, text) if text else (-1, ())
                 shape = (header, self._compiled[first] if first >= 0 else None, recheck)
         if len(self._shapes) >= _MAX_SHAPES:
@@ -263,15 +256,15 @@ class LogClassifier:
         """A line that opens a traceback, or any line while one is open."""
         text = parsed.text
         events: list[LogEvent] = []
-        if _TB_START in text:
+        if TB_START in text:
             key = parsed.rank
             group = self._groups.get(key)
-            if group is not None and not text.startswith(_TB_START):
+            if group is not None and not text.startswith(TB_START):
                 events.append(self._close(group, None))
             elif group is not None:  # chained or nested traceback: same group
                 group.lines.append(text)
                 return events
-            header = self._match(text) if not text.startswith(_TB_START) else None
+            header = self._match(text) if not text.startswith(TB_START) else None
             if header is None:
                 prior = self._last_header.get(key)
                 if prior is not None and prior[0] >= self.line_no - 2:
@@ -285,12 +278,12 @@ class LogClassifier:
         if group is None and parsed.rank is None:
             group = self._last_group
         if group is not None:
-            if not text or text[0] in " \t" or text.startswith(_CHAINED) or text == "^":
+            if not text or text[0] in " \t" or text.startswith(CHAINED) or text == "^":
                 if len(group.lines) < _MAX_CONTEXT:
                     group.lines.append(text)
                 self._last_group = group
                 return events
-            if _EXCEPTION.match(text):
+            if EXCEPTION_LINE.match(text):
                 events.append(self._close(group, (parsed, text)))
                 return events
             events.append(self._close(group, None))
@@ -299,8 +292,9 @@ class LogClassifier:
         return events
 
     def finish(self) -> list[LogEvent]:
-        """Close what is still open (a traceback cut by the end of the file)."""
-        return [self._close(g, None) for g in list(self._groups.values())]
+        """Close what is still open (a traceback cut by the end of the file, a held ERROR line)."""
+        held, self._held = self._held, None
+        return ([held[0]] if held is not None else []) + [self._close(g, None) for g in list(self._groups.values())]
 
     # -- deciding ----------------------------------------------------------
     def _match(self, text: str) -> Match | None:
@@ -308,7 +302,7 @@ class LogClassifier:
 
     def _single(self, raw: str, text: str, timestamp: datetime | None, rank: str | None, level: str | None,
                 match: Match | None) -> LogEvent:
-        if match is not None and match.verdict is _FATAL and text[:2] == "  ":
+        if match is not None and match.verdict is _FATAL and text[:2] == "  " and not text.startswith(TERMINATE_WHAT):
             # a frame or source line quoted from a traceback whose header the excerpt lost:
             # `    raise RuntimeError("Engine core initialization failed. "` states nothing yet
             match = None
@@ -358,11 +352,11 @@ class LogClassifier:
             chosen = exc_match
         else:
             if exception is not None:
-                default_rule = _TRACEBACK
-            elif (group.key is not None and _ENGINE_RANK.search(group.key)) or _from_module(group.lines):
-                default_rule = _TRACEBACK_ENGINE_CUT
+                default_rule = TRACEBACK
+            elif (group.key is not None and ENGINE_RANK.search(group.key)) or from_engine_process(group.lines):
+                default_rule = TRACEBACK_ENGINE_CUT
             else:
-                default_rule = _TRACEBACK_CUT
+                default_rule = TRACEBACK_CUT
             candidates = [m for m in (exc_match, header) if m is not None]
             candidates.append(Match(default_rule, default_rule.verdict_for(self.ready)))
             chosen = max(candidates, key=lambda m: SEVERITY[m.verdict])  # first of equals wins
@@ -380,12 +374,6 @@ class LogClassifier:
                            parsed.level, verdict, rule.name, rule.phase, None, context, group.first_line_no,
                            hint if hint is not None else rule.hint, verdict is _FATAL and bool(rule.notice),
                            READY_LINE if verdict is _READY else None)
-
-
-def _from_module(lines: Sequence[str]) -> bool:
-    """A traceback whose first frame is a program's ``<module>``: the main process itself is raising
-    (nothing above it can catch), e.g. ``File "/opt/venv/bin/vllm", line 33, in <module>``."""
-    return len(lines) > 1 and lines[1].rstrip().endswith("in <module>")
 
 
 def classify_lines(lines: Iterable[str], engine: str = "auto", *, extra_rules: Iterable[Rule] = (),

@@ -160,7 +160,9 @@ _GENERIC_REQUEST: tuple[Rule, ...] = (
 
 _GENERIC_PROGRESS: tuple[Rule, ...] = (
     Rule.text("uvicorn_startup_complete", "Application startup complete.", R, phase=Phase.HTTP_UP),
-    Rule.text("uvicorn_running", "Uvicorn running on", P, phase=Phase.HTTP_UP),
+    # uvicorn logs it after the lifespan startup ("Application startup complete."): the same readiness, and the
+    # first line left when an excerpt starts there (uvicorn 0.30.6 server.py:95 lifespan startup, :179/:212)
+    Rule.text("uvicorn_running", "Uvicorn running on", R, phase=Phase.HTTP_UP),
     Rule("progress_bar", r"\d+%\|| Completed \| \d+/\d+|\d+(?:\.\d+)?(?:it/s|s/it)\]", P, literal=("%|", "Completed |", "it/s]", "s/it]")),
     Rule("usage_line", r"^usage: ", INFO, literal="usage: "),
 )
@@ -190,6 +192,7 @@ SGLANG = RulePack("sglang", (
     Rule.text("sglang_fired_up", "The server is fired up and ready to roll!", R, phase=Phase.READY),
     # uvicorn answers before SGLang's warm-up request has gone through the scheduler: not ready yet.
     Rule.text("sglang_uvicorn_up", "Application startup complete.", P, phase=Phase.HTTP_UP),
+    Rule.text("sglang_uvicorn_running", "Uvicorn running on", P, phase=Phase.HTTP_UP),
     # `server_args=ServerArgs(...)` (engine.py, 0.4.x-0.5.16); `server_args={'model_path': ...}` (resolved_dict(), 0.5.19+)
     Rule("sglang_server_args", r"server_args=(?:ServerArgs\(|\{)", P, phase=Phase.SERVER_ARGS, literal="server_args="),
     Rule.text("sglang_load_weight_begin", "Load weight begin", P, phase=Phase.WEIGHTS_LOADING),
