@@ -157,3 +157,18 @@ def test_skim_stops_at_the_first_line_to_feed_and_collects_metric_lines() -> Non
     assert end == kinds.index("feed")
     assert metrics == [i for i, kind in enumerate(kinds[:end]) if kind == "metric"]
     assert skimmer.skim(lines, 0, None) == min(kinds.index("feed"), kinds.index("metric"))
+
+
+@pytest.mark.parametrize("path", CORPUS[1::3], ids=lambda p: p.name)
+def test_the_live_classifier_reads_lines_by_shape_as_it_reads_them_in_full(path: Path) -> None:
+    """Each line, then two of its digit shape with other digits (a shape is learnt when seen again): every event
+    the shape path builds equals the one built reading each line in full."""
+    rng = random.Random(path.name)
+    lines = []
+    for line in path.read_text(encoding="utf-8", errors="replace").split("\n"):
+        lines += [line, *_variants(line, rng, 2)]
+    by_shape, in_full = LogClassifier(), LogClassifier(by_shape=False)
+    for line in lines:
+        assert by_shape.feed(line) == in_full.feed(line), line
+    assert by_shape.finish() == in_full.finish()
+    assert by_shape.state == in_full.state

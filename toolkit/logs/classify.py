@@ -86,7 +86,9 @@ _WARNING_LEVEL = Rule("warning_level", r"^$", Verdict.WARNING)
 # digit-reading rules to ask before that one (toolkit.logs.rules.match_shape); _UNSHAPED: the general path.
 _LineShape = tuple[HeaderShape, tuple[Rule, tuple[str, ...], bool, "re.Pattern[str] | None", Match, Match] | None,
                    tuple[Recheck, ...]]
+# two markers compared by identity: unequal (equal constant tuples would be compiled into one object)
 _UNSHAPED: _LineShape = ((0, None, None, (-1, -1), False), None, ())
+_UNSHAPED_YET: _LineShape = ((-1, None, None, (-1, -1), False), None, ())  # seen once: learnt if seen again
 _MAX_SHAPES = 8192
 
 _make_event = fast_constructor(LogEvent)  # the hot path's LogEvent(...), positional, in field order
@@ -115,7 +117,7 @@ class LogClassifier:
     """
 
     def __init__(self, engine: str = "auto", packs: Sequence[RulePack] | None = None,
-                 extra_rules: Iterable[Rule] = (), *, parse_metrics_after_ready: bool = True) -> None:
+                 extra_rules: Iterable[Rule] = (), *, parse_metrics_after_ready: bool = True, by_shape: bool = True) -> None:
         if engine not in ENGINES:
             raise ValueError(f"engine {engine!r} is not one of {list(ENGINES)}")
         self._extra = tuple(extra_rules)
@@ -128,6 +130,8 @@ class LogClassifier:
         # False: once ready, a metric line's event carries no MetricRow (verdict METRIC, metric None), for a
         # reader that keeps only the last rows and parses those (toolkit.logs.summary.SummaryBuilder)
         self._parse_after_ready = parse_metrics_after_ready
+        # False: every line read in full, none by its digit shape (the reference the shape path is held to)
+        self._by_shape = by_shape and HEADERS_DIGIT_BLIND
         self.line_no = 0
         self.ready = False
         self.failed = False
@@ -144,6 +148,7 @@ class LogClassifier:
         packs = self._explicit_packs if self._explicit_packs is not None else packs_for(self.engine)
         self._rules = self._extra + tuple(r for p in packs for r in p.rules)
         self._compiled = compile_rules(self._extra) + tuple(c for p in packs for c in p.compiled)
+        self._blind = tuple(entry[0].digit_blind for entry in self._compiled)
         self._shapes: dict[bytes, _LineShape] = {}  # digit mask -> what its lines share, under these rules
 
     @property
@@ -189,12 +194,18 @@ class LogClassifier:
         self.line_no += 1
         if (self.engine is None or self._tentative) and self._explicit_packs is None:
             self._detect(line)
-        if not self._groups and self._held is None:
-            # the common line: its digit shape says where its header's fields are and which rule decides it
-            shape = self._shapes.get(line.encode("utf-8", "surrogatepass").translate(DIGIT_MASK))
+        if not self._groups and self._held is None and self._by_shape:
+            # the common line: its digit shape says where its header's fields are and which rule decides it;
+            # a shape is learnt the second time it is seen (start-up chatter, line after line new, is not)
+            key = line.encode("utf-8", "surrogatepass").translate(DIGIT_MASK)
+            shape = self._shapes.get(key)
             if shape is None:
-                shape = self._learn_shape(line)
-            if shape is not _UNSHAPED:
+                if len(self._shapes) >= _MAX_SHAPES:
+                    self._shapes.clear()
+                self._shapes[key] = _UNSHAPED_YET
+            elif shape is _UNSHAPED_YET:
+                shape = self._shapes[key] = self._learn_shape(line)
+            if shape is not None and shape is not _UNSHAPED and shape is not _UNSHAPED_YET:
                 header, entry, recheck = shape
                 text, timestamp, rank, level = fields_at(line, header)
                 for literals, ignore_case, regex, candidate in recheck:
@@ -240,17 +251,14 @@ class LogClassifier:
     def _learn_shape(self, line: str) -> _LineShape:
         """What every line with ``line``'s digit mask shares (:func:`~toolkit.logs.line.header_shape`,
         :func:`~toolkit.logs.rules.match_shape`), or ``_UNSHAPED`` when it takes the general path."""
-        shape: _LineShape = _UNSHAPED
-        header = header_shape(line) if HEADERS_DIGIT_BLIND else None
-        if header is not None:
-            text = line[header[0]:].rstrip("\r\n")
-            if TB_START not in text:
-                first, recheck = match_shape(self._compiled, text) if text else (-1, ())
-                shape = (header, self._compiled[first] if first >= 0 else None, recheck)
-        if len(self._shapes) >= _MAX_SHAPES:
-            self._shapes.clear()
-        self._shapes[line.encode("utf-8", "surrogatepass").translate(DIGIT_MASK)] = shape
-        return shape
+        header = header_shape(line)
+        if header is None:
+            return _UNSHAPED
+        text = line[header[0]:].rstrip("\r\n")
+        if TB_START in text:
+            return _UNSHAPED
+        first, recheck = match_shape(self._compiled, text, self._blind) if text else (-1, ())
+        return header, self._compiled[first] if first >= 0 else None, recheck
 
     def _feed_grouping(self, parsed: ParsedLine) -> list[LogEvent]:
         """A line that opens a traceback, or any line while one is open."""

@@ -145,6 +145,16 @@ class Rule:
             return False
         return self._regex is None or digit_blind(self._regex.pattern, self._regex.flags)
 
+    @cached_property
+    def masked_literals(self) -> tuple[bytes, ...]:
+        """Its literals' digit masks (:func:`~toolkit.logs.digits.digit_mask`)."""
+        return tuple(digit_mask(literal) for literal in self._literals)
+
+    @cached_property
+    def digit_free_literals(self) -> tuple[bool, ...]:
+        """For each literal: it names no digit."""
+        return tuple(not has_digit(literal) for literal in self._literals)
+
     def matches(self, text: str, lowered: str | None = None) -> bool:
         """True when this rule matches ``text`` (``lowered`` may pass ``text.lower()`` to save work)."""
         if self._literals:
@@ -259,10 +269,11 @@ def match_compiled(compiled: CompiledRules, text: str, *, ready: bool = False) -
 Recheck = tuple[tuple[str, ...], bool, "re.Pattern[str] | None", tuple[Rule, tuple[str, ...], bool, "re.Pattern[str] | None", Match, Match]]
 
 
-def match_shape(compiled: CompiledRules, text: str) -> tuple[int, tuple[Recheck, ...]]:
+def match_shape(compiled: CompiledRules, text: str, blind: tuple[bool, ...] | None = None) -> tuple[int, tuple[Recheck, ...]]:
     """What :func:`match_compiled` says of every text with ``text``'s digit mask, as far as digits do not decide:
     the index of the first digit-blind rule that matches (-1: none), and the digit-reading rules before it,
-    in order, to ask of each such text (the first of them that matches wins over the blind one).
+    in order, to ask of each such text (the first of them that matches wins over the blind one). ``blind`` may
+    pass each rule's :attr:`Rule.digit_blind`, worked out once for the rules.
 
     >>> rules = compile_rules([Rule("five", r'" 5\\d\\d', Verdict.WARNING, literal="HTTP"), Rule("any", "HTTP", Verdict.INFO)])
     >>> first, recheck = match_shape(rules, '"GET / HTTP/1.1" 200')
@@ -270,18 +281,32 @@ def match_shape(compiled: CompiledRules, text: str) -> tuple[int, tuple[Recheck,
     (1, ['five'])
     """
     recheck: list[Recheck] = []
-    masked, masked_lower = digit_mask(text), digit_mask(text.lower())  # Unicode lowering: "\u212a" is "k"
-    for i, entry in enumerate(compiled):
+    lowered: str | None = None
+    masked: bytes | None = None
+    if blind is None:
+        blind = tuple(entry[0].digit_blind for entry in compiled)
+    for i, (entry, rule_blind) in enumerate(zip(compiled, blind, strict=True)):
         rule, literals, ignore_case, regex = entry[0], entry[1], entry[2], entry[3]
-        if rule.digit_blind:
-            if rule.matches(text):
+        if ignore_case and lowered is None:
+            lowered = text.lower()  # Unicode lowering ("\u212a" is "k"), as match_compiled does
+        if rule_blind:
+            if literals:
+                hay = lowered if lowered is not None and ignore_case else text
+                for lit in literals:
+                    if lit in hay:
+                        break
+                else:
+                    continue
+            if regex is None or regex.search(text) is not None:
                 return i, tuple(recheck)
             continue
         if literals:
-            hay = masked_lower if ignore_case else masked
-            if not any(digit_mask(lit) in hay for lit in literals):
+            masked = masked if masked is not None else digit_mask(text)
+            hay_mask = digit_mask(lowered) if lowered is not None and ignore_case else masked
+            present = [free for lit, free in zip(rule.masked_literals, rule.digit_free_literals, strict=True) if lit in hay_mask]
+            if not present:
                 continue  # a literal is in a text only if its mask is in the text's mask: none is, in this shape
-            if any(digit_mask(lit) in hay for lit in literals if not has_digit(lit)):
+            if any(present):
                 literals = ()  # a digit-free one is in every text of the shape
         recheck.append((literals, ignore_case, regex, entry))
     return -1, tuple(recheck)
