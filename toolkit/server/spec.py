@@ -24,6 +24,7 @@ from typing import Any, Final, overload
 
 from toolkit.errors import InvalidFlag
 from toolkit.host.shell import check_env_name, check_word, quote, quote_path
+from toolkit.redaction import Redactor
 from toolkit.server import source as sources
 from toolkit.server.naming import FlagValue, describe, parameters, secret_values
 from toolkit.server.spec_values import (
@@ -86,7 +87,7 @@ class _BuildOrRender:
         return functools.partial(_render_command, obj)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, repr=False)
 class ServerSpec:
     """An immutable description of one server launch; ``with_*`` methods return new specs.
 
@@ -383,6 +384,12 @@ class ServerSpec:
     def secrets(self) -> frozenset[str]:
         """Values of this spec's secret flags and variables, to hide wherever they are quoted."""
         return secret_values(self.flags, self.env)
+
+    def __repr__(self) -> str:
+        """The dataclass's repr with the secrets hidden: a notebook shows a spec (and anything holding one,
+        a Measurement, a Trial) by its repr, and the executed notebook is a file others read."""
+        fields = ", ".join(f"{name}={value!r}" for name, value in dataclasses.asdict(self).items())
+        return Redactor.of(self.secrets()).text(f"ServerSpec({fields})")
 
     def parameters(self) -> dict[str, str]:
         """Every flag (``--x``), variable (``env:X``) and the commit as text: what a diff compares."""
