@@ -5,7 +5,10 @@ Stopping leaves no container (of our own), no server process, and no ``tail -F``
 
 from __future__ import annotations
 
+import json
 import shlex
+import signal
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -125,3 +128,45 @@ def test_a_container_that_cannot_start_says_why_and_leaves_nothing(podman: Local
         launch(target, ServerSpec.command(["true"], port=free_port()), log_dir=str(tmp_path))
     assert any("no-such-root" in line for line in info.value.evidence)
     assert "tk-never-starts" not in podman.names()
+
+
+DRIVER = """
+import json, sys, time
+from toolkit.host.container import ContainerTarget
+from toolkit.host.host import Host
+from toolkit.server.launch import launch
+from toolkit.server.spec import ServerSpec
+o = json.loads(sys.argv[1])
+target = ContainerTarget(Host.local(), engine="podman", rootfs=o["rootfs"], gpus=None, network="host",
+                         mounts=tuple(o["mounts"]), run_options=tuple(o["run_options"]),
+                         engine_options=tuple(o["engine_options"]))
+spec = ServerSpec.simulator(tp=2, port=o["port"], python=sys.executable, sim_startup_s=0.3, sim_warmup_s=0.05)
+with launch(target, spec, log_dir=o["log_dir"]) as server:
+    server.wait_ready(timeout_s=90)
+    print("READY", server.placement.container, flush=True)
+    time.sleep(600)
+"""
+
+
+def test_a_container_server_is_stopped_when_its_driver_is_terminated(podman: LocalPodman, tmp_path: Path) -> None:
+    """SIGTERM to the driver (papermill, timeout, a kernel shutdown) inside ``with launch(...)``: the container
+    goes with it, as a server on a host does (issue 20); a container is no orphan the registry must find."""
+    port = free_port()
+    options = {"rootfs": str(podman.rootfs), "mounts": list(podman.mounts), "run_options": list(podman.run_options),
+               "engine_options": list(podman.engine_options), "port": port, "log_dir": str(tmp_path)}
+    with subprocess.Popen([sys.executable, "-c", DRIVER, json.dumps(options)], stdout=subprocess.PIPE,
+                          text=True) as driver:
+        try:
+            line = driver.stdout.readline() if driver.stdout else ""
+            assert line.startswith("READY toolkit-"), line
+            name = line.split()[1]
+            assert name in podman.names() and _host_pids_serving(port)
+            driver.send_signal(signal.SIGTERM)
+            assert driver.wait(timeout=60) == -signal.SIGTERM  # the exit status still says "terminated"
+        finally:
+            driver.kill()
+    try:
+        assert name not in podman.names()
+        assert _settled(lambda: not _host_pids_serving(port))
+    finally:  # a failure must not leave the container behind
+        podman.podman("rm", "-f", "-t", "0", name, check=False)

@@ -30,8 +30,8 @@ from toolkit.host.place import Place, Target
 from toolkit.host.placement import Placement
 from toolkit.host.slurm import SlurmTarget
 from toolkit.host.slurm_script import NodeFlags
+from toolkit.server import exit_guard, port_owner, registry
 from toolkit.server import log_dir as logs
-from toolkit.server import port_owner, registry
 from toolkit.server.preflight import validate_spec
 from toolkit.server.server import MultiNodeServer, Server
 from toolkit.server.spec import ServerSpec
@@ -100,6 +100,8 @@ def _start(target: Target, spec: ServerSpec, log_dir: str | None, *, check_port:
     server = Server(place, spec, handle, _url(placement.address, spec.port), handle.log_path, placement)
     if isinstance(target, Host):  # recorded on its host, stopped when this driver ends (issue 20)
         server.recorded = registry.register(target, handle, spec, key=id(server), stop=server.stop, outlive=outlive)
+    elif not outlive:  # a Slurm job or a container: its scheduler or engine lists it; stopped when this driver ends
+        exit_guard.hold(id(server), server.stop)
     return server
 
 

@@ -21,7 +21,7 @@ from toolkit.host.place import Place
 from toolkit.host.placement import Placement
 from toolkit.logs import LogEvent, log_engine
 from toolkit.redaction import Redactor
-from toolkit.server import registry
+from toolkit.server import exit_guard, registry
 from toolkit.server.follow import LogFollower
 from toolkit.server.http import ProbeOutcome, probe_server
 from toolkit.server.logfile import count_lines, tail_lines
@@ -155,6 +155,7 @@ class Server:
         if self.recorded is not None:
             registry.forget(self.host, self.recorded, id(self))
             self.recorded = None
+        exit_guard.release(id(self))  # (a Slurm job or a container is held by the exit guard alone)
         if self.stop_report is None:
             self.stop_report = report
             self.state.stopped(sigkill_sent=report.sigkill_sent, already_stopped=report.already_stopped,
