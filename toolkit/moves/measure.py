@@ -89,6 +89,15 @@ class Measurement:
         return f"{self.title}: {shown} over {len(self.runs)} run(s){ready}{same}"
 
 
+@dataclass
+class _Seen:
+    """What the trial's hooks saw of the server while it ran: where it ran, its greedy outputs."""
+
+    placement: Placement | None = None
+    outputs: GreedyOutputs | None = None
+    equivalence: EquivalenceResult | None = None
+
+
 def measure(
     host: Target,
     spec: ServerSpec,
@@ -138,12 +147,12 @@ def measure(
     title = title or spec.describe()
     outcomes: list[RunOutcome] = []
     bench_call = make_bench_call(bench, progress=progress)
-    seen: dict[str, Any] = {}  # what the hooks saw of the server: its placement, its outputs
+    seen = _Seen()
 
     def on_server(server: Server | None) -> None:
         if server is None:
             return
-        seen["placement"] = server.placement
+        seen.placement = server.placement
         if watch is not None:
             watch(server)
 
@@ -154,11 +163,11 @@ def measure(
         def after_runs(server: Server) -> None:
             prompts = reference.prompts if reference is not None else DEFAULT_PROMPTS
             tokens = reference.max_tokens if reference is not None else greedy_tokens
-            seen["outputs"] = greedy_outputs(server, prompts, max_tokens=tokens, label=title, api_key=spec.api_key())
+            seen.outputs = greedy_outputs(server, prompts, max_tokens=tokens, label=title, api_key=spec.api_key())
             if reference is not None:
-                seen["equivalence"] = compare_outputs(reference, seen["outputs"])
+                seen.equivalence = compare_outputs(reference, seen.outputs)
                 if step is not None:
-                    seen["equivalence"].record(step)
+                    seen.equivalence.record(step)
 
         return after_runs
 
@@ -181,4 +190,4 @@ def measure(
         error = exc
     return Measurement(spec, title, tuple(o.result for o in outcomes), None if step is None else step.id,
                        outcomes[0].time_to_ready_s if outcomes and error is None else None, error, step,
-                       seen.get("placement"), seen.get("outputs"), seen.get("equivalence"))
+                       seen.placement, seen.outputs, seen.equivalence)
