@@ -21,8 +21,9 @@ __all__ = ["steps_frame", "results_frame", "requests_frame", "metric_lines_frame
 
 STEP_COLUMNS = [
     "step_id", "seq", "kind", "title", "hypothesis", "status", "verdict", "verdict_note", "label", "engine",
-    "model", "commit", "repo_dir", "repo_origin", "hosts", "started_at", "finished_at", "duration_s", "n_runs", "ready", "time_to_ready_s",
-    "error", "notes", "command", "spec", "readiness", "evidence", "traceback", "versions", "pid", "hostname",
+    "model", "commit", "repo_dir", "repo_origin", "hosts", "started_at", "finished_at", "duration_s", "n_runs",
+    "ready", "time_to_ready_s", "error", "notes", "command", "spec", "readiness", "evidence", "traceback", "versions",
+    "pid", "hostname",
 ]
 RESULT_BASE_COLUMNS = [
     "run_id", "step_id", "seq", "kind", "title", "label", "run_label", "repeat", "status", "verdict", "engine",
