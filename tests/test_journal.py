@@ -266,7 +266,7 @@ def test_not_a_journal_is_explained(tmp_path: Path) -> None:
 def test_file_is_wal_and_schema_is_versioned(journal: Journal) -> None:
     with sqlite3.connect(journal.path) as conn:
         assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
-        assert conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()[0] == "1"
+        assert conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()[0] == "2"
     conn.close()
 
 
@@ -289,7 +289,7 @@ def test_public_names_are_pinned() -> None:
     import toolkit.stats
 
     assert set(toolkit.journal.__all__) == {
-        "Journal", "StepRecorder", "StepVerdict", "StepStatus", "STEP_KINDS", "SWITCH", "flatten_spec",
+        "Journal", "StepRecorder", "StepVerdict", "StepStatus", "STEP_KINDS", "SWITCH", "flatten_spec", "SourceRepo",
     }
     assert set(toolkit.report.postmortem.__all__) == {"ReportPaths", "write", "main"}
     assert {"redact", "redact_text", "redact_mapping", "redact_spec_dict"} <= set(toolkit.redaction.__all__)

@@ -22,7 +22,7 @@ import pytest
 from journal_data import bench_result
 
 from toolkit.errors import JournalError
-from toolkit.journal import Journal
+from toolkit.journal import Journal, SourceRepo
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -131,7 +131,7 @@ def test_a_foreign_sqlite_file_is_refused_and_left_unchanged(tmp_path: Path) -> 
 @pytest.mark.parametrize(("value", "message", "hint"), [
     ("abc", "schema version 'abc', which no toolkit writes", "new path"),
     ("0", "schema version '0'", "new path"),
-    ("99", r"newer toolkit \(schema 99; this toolkit reads 1\)", "upgrade the toolkit"),
+    ("99", r"newer toolkit \(schema 99; this toolkit reads 2\)", "upgrade the toolkit"),
 ])
 def test_a_schema_version_it_cannot_read_says_what_to_do(tmp_path: Path, value: str, message: str, hint: str) -> None:
     path = tmp_path / "j.sqlite"
@@ -235,3 +235,40 @@ def test_a_write_the_file_system_refuses_is_a_journal_error(tmp_path: Path) -> N
     check = sqlite3.connect(path)
     assert check.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
     check.close()
+
+
+def _as_schema_1(path: Path) -> None:
+    """The file as a toolkit of schema 1 wrote it: no checkout columns, version 1."""
+    with sqlite3.connect(path) as conn:
+        conn.execute("ALTER TABLE steps DROP COLUMN repo_dir")
+        conn.execute("ALTER TABLE steps DROP COLUMN repo_origin")
+        conn.execute("UPDATE meta SET value = '1' WHERE key = 'schema_version'")
+    conn.close()
+
+
+def test_a_journal_of_schema_1_is_read_as_it_is_and_migrated_when_opened_for_writing(tmp_path: Path) -> None:
+    path = tmp_path / "old.sqlite"
+    _journal_with_one_run(path)
+    _as_schema_1(path)
+    before = _digest(path)
+    old = Journal(path, read_only=True)
+    steps = old.steps()
+    assert list(steps["title"]) == ["kept"] and steps["repo_dir"].isna().all() and steps["repo_origin"].isna().all()
+    old.close()
+    assert _digest(path) == before  # read-only: not migrated
+
+    journal = Journal(path, resume=True)
+    with sqlite3.connect(path) as conn:
+        assert conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()[0] == "2"
+        columns = [row[1] for row in conn.execute("PRAGMA table_info(steps)")]
+    conn.close()
+    assert columns[-2:] == ["repo_dir", "repo_origin"]
+    with journal.step("commit", "after the migration", repo=SourceRepo("/src/sglang", "https://git.example/sglang.git")):
+        pass
+    steps = journal.steps()
+    assert list(steps["title"]) == ["kept", "after the migration"] and steps["verdict"].iloc[0] == "confirmed"
+    assert steps["repo_dir"].fillna("").tolist() == ["", "/src/sglang"]
+    assert steps["repo_origin"].fillna("").tolist() == ["", "https://git.example/sglang.git"]
+    assert journal.results()["runs"].tolist() == [1]
+    journal.close()
+    Journal(path, resume=True).close()  # opening it again changes nothing more

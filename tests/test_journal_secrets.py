@@ -10,12 +10,14 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from journal_data import bench_result, decode_line, events, metric_rows, readiness
 
 from toolkit.errors import CommandFailed
-from toolkit.journal import Journal, StepRecorder
+from toolkit.journal import Journal, SourceRepo, StepRecorder
+from toolkit.journal.adapters import clone_url
 from toolkit.logs import MetricRow
 from toolkit.server.spec import ServerSpec
 
@@ -74,6 +76,9 @@ DOORS: dict[str, Door] = {
     "metric line": lambda j, t, s: _in_step(lambda r: r.record_metrics([_metric_row(t)]))(j, t, s),
     "versions": lambda j, t, s: _in_step(lambda r: r.set_versions({"sglang": t}))(j, t, s),
     "spec attached later": lambda j, t, s: _in_step(lambda r: r.set_spec(_spec({"--hf-token": s}, {"X": t})))(j, t, s),
+    "checkout origin": lambda j, t, s: j.step("commit", "c", repo=SourceRepo("/src", f"https://{t}@git.example/x.git"))
+    .finish(),
+    "checkout folder": lambda j, t, s: j.step("commit", "c", repo=SourceRepo(t)).finish(),
 }
 
 
@@ -146,3 +151,21 @@ def test_a_shapeless_secret_of_a_recorded_spec_is_hidden_in_later_notes_and_line
     raw = b"".join(p.read_bytes() for p in tmp_path.iterdir() if p.name.startswith("j.sqlite"))
     assert secret.encode() not in raw and password.encode() not in raw
     assert b"[REDACTED]" in raw
+
+
+@pytest.mark.parametrize(("origin", "kept"), [
+    ("https://ci-bot:glpat-abc123@gitlab.example/team/sglang.git", "https://gitlab.example/team/sglang.git"),
+    ("https://fake0token0for0tests@github.com/sgl-project/sglang.git", "https://github.com/sgl-project/sglang.git"),
+    ("http://user:pw@10.0.0.5:8080/x.git?private_token=abc", "http://10.0.0.5:8080/x.git"),
+    ("https://a:b@c@host/x.git", "https://host/x.git"),  # the last @ ends the user part, as in git
+    ("ssh://git:pw@host:2222/team/x.git", "ssh://git@host:2222/team/x.git"),  # the login stays, the password goes
+    ("ssh://git@github.com/sgl-project/sglang.git", "ssh://git@github.com/sgl-project/sglang.git"),
+    ("git@github.com:sgl-project/sglang.git", "git@github.com:sgl-project/sglang.git"),  # scp-like: a login
+    ("https://github.com/sgl-project/sglang.git", "https://github.com/sgl-project/sglang.git"),
+    ("/srv/git/sglang.git", "/srv/git/sglang.git"),
+    ("file:///srv/git/sglang.git", "file:///srv/git/sglang.git"),
+])
+def test_a_checkout_origin_is_kept_without_its_credentials(origin: str, kept: str) -> None:
+    assert clone_url(origin) == kept
+    assert SourceRepo("/src/sglang", origin).origin == kept
+    assert SourceRepo("/src/sglang", "  ").origin is None

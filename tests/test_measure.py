@@ -8,6 +8,7 @@ import pytest
 
 import toolkit as tk
 from toolkit.errors import ServerDied
+from toolkit.moves.equivalence import GreedyOutputs
 from toolkit.moves.measure import measure
 from toolkit.sim.testing import free_port
 
@@ -48,3 +49,42 @@ def test_a_failed_start_is_a_step_with_its_evidence(tmp_path: Path) -> None:
     with pytest.raises(ServerDied):  # check=True (the default) raises once the step is stored
         measure(tk.Host.local(), _spec(sim_fault="oom"), journal=journal, bench=BENCH, log_dir=str(tmp_path))
     assert list(journal.steps()["status"]) == ["failed", "failed"]
+
+
+@pytest.mark.slow
+def test_greedy_outputs_are_kept_and_a_later_configuration_is_checked_against_them(tmp_path: Path) -> None:
+    """What notebook 01's hand-written measure() did: keep the baseline's greedy outputs, compare a change's."""
+    journal = tk.Journal(tmp_path / "j.sqlite")
+    host = tk.Host.local()
+    base = measure(host, _spec(), journal=journal, bench=BENCH, title="baseline", log_dir=str(tmp_path),
+                   greedy_tokens=12)
+    assert base.outputs is not None and base.equivalence is None
+    assert base.outputs.label == "baseline" and base.outputs.max_tokens == 12 and not any(base.outputs.errors)
+    assert len(base.outputs.prompts) == 6 and all(len(o) == 12 for o in base.outputs.outputs), base.outputs
+    assert base.placement is not None and base.placement.kind == "host" and base.placement.pid
+
+    same = measure(host, _spec(), journal=journal, bench=BENCH, title="same model", log_dir=str(tmp_path),
+                   reference=base.outputs)
+    changed = measure(host, _spec(sim_fault="greedy-divergence"), journal=journal, bench=BENCH,
+                      title="changes tokens", log_dir=str(tmp_path), reference=base.outputs)
+    assert same.equivalence is not None and same.equivalence.holds, same.equivalence
+    assert changed.equivalence is not None and not changed.equivalence.holds, changed.equivalence
+    assert changed.equivalence.first_divergence is not None and "prompts identical" in repr(changed)
+    assert changed.outputs is not None and changed.outputs.prompts == base.outputs.prompts
+
+    assert changed.step is not None and changed.step.id == changed.step_id
+    changed.step.set_verdict("confirmed", note="the fault changes greedy tokens")  # after the step ended
+    checks = journal.metric_lines().query("kind == 'equivalence'").set_index("label")
+    assert bool(checks.loc["same model", "holds"]) and not bool(checks.loc["changes tokens", "holds"])
+    assert "baseline" not in checks.index  # a reference is kept, not compared
+    steps = journal.steps().set_index("title")
+    assert "output equivalence: changes tokens vs baseline" in steps.loc["changes tokens", "notes"]
+    assert steps.loc["changes tokens", "verdict"] == "confirmed"
+
+
+def test_a_reference_and_another_length_are_refused_before_launching(tmp_path: Path) -> None:
+    reference = GreedyOutputs("base", ("p",), (("a",),), "token", 24)
+    with pytest.raises(ValueError, match="differs from the reference's 24 tokens"):
+        measure(tk.Host.local(), _spec(), bench=BENCH, reference=reference, greedy_tokens=12)
+    with pytest.raises(ValueError, match="greedy_tokens must be >= 0"):
+        measure(tk.Host.local(), _spec(), bench=BENCH, greedy_tokens=-1)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import subprocess
 from html.parser import HTMLParser
 from pathlib import Path
 
@@ -12,9 +13,12 @@ from journal_data import bench_result
 from test_journal_story import SECRET_TOKEN, build_story
 
 from toolkit.__main__ import main as toolkit_main
+from toolkit.host.host import Host
 from toolkit.journal import Journal
+from toolkit.moves.bisect.checkout import GitCheckout
 from toolkit.report import postmortem as report
 from toolkit.report.document import Block, Code, Paragraph, Table, to_html, to_markdown
+from toolkit.server.spec import ServerSpec
 
 matplotlib.use("Agg")
 
@@ -154,3 +158,53 @@ def test_one_run_per_side_is_not_called_within_noise() -> None:
     assert rows["eagle"]["verdict"] == "unknown: ran once"
     assert rows["decode"]["verdict"] == "unknown: the baseline ran once"
     assert rows["eagle"]["ratio"] == pytest.approx(58.3 / 81.0)
+
+
+# A token with no known shape: only the journal's clone_url keeps it out (redaction would not know it).
+_FAKE_TOKEN = "fake0token0for0tests"
+
+
+def _git_repo(path: Path, origin: str | None) -> str:
+    """A real checkout with one commit (and an origin remote when given); returns the commit."""
+    def git(*args: str) -> str:
+        return subprocess.run(["git", "-C", str(path), *args], check=True, capture_output=True, text=True).stdout
+
+    path.mkdir()
+    git("init", "-q")
+    (path / "README").write_text("the engine's source\n")
+    git("add", "README")
+    git("-c", "user.name=t", "-c", "user.email=t@example.com", "commit", "-q", "-m", "first")
+    if origin is not None:
+        git("remote", "add", "origin", origin)
+    return git("rev-parse", "HEAD").strip()
+
+
+def test_a_commit_step_is_reproduced_from_the_checkout_it_came_from(tmp_path: Path) -> None:
+    cloned = tmp_path / "sglang-src"
+    sha = _git_repo(cloned, f"https://ci-bot:{_FAKE_TOKEN}@git.example.com/team/sglang.git")
+    local = tmp_path / "no-origin"
+    local_sha = _git_repo(local, None)
+    journal = Journal(tmp_path / "j.sqlite", investigation="commits")
+    for repo_dir, commit in ((cloned, sha), (local, local_sha)):
+        source = GitCheckout(Host.local(), str(repo_dir)).source_repo()
+        # as compare_commits records it: the spec points at a temporary worktree of the commit
+        spec = ServerSpec.sglang("m").with_source("/tmp/toolkit-worktree-Ab12Cd", commit=commit)
+        with journal.step("commit", f"commit {commit[:8]}", spec=spec, repo=source):
+            pass
+    with journal.step("commit", "recorded before checkouts were", spec=spec):  # what a schema-1 journal holds
+        pass
+    steps = journal.steps()
+    assert steps["repo_origin"].fillna("").tolist() == ["https://git.example.com/team/sglang.git", "", ""]
+    assert steps["repo_dir"].fillna("").tolist() == [str(cloned), str(local), ""]
+    paths = report.write(journal, tmp_path / "out")
+    markdown = paths.markdown.read_text(encoding="utf-8")
+    assert ("git clone https://git.example.com/team/sglang.git sglang\n"
+            f'REPO="$PWD/sglang"\ngit -C "$REPO" checkout {sha}\n') in markdown
+    assert f'REPO={local}\ngit -C "$REPO" checkout {local_sha}\n' in markdown
+    assert markdown.count("REPO=/path/to/your/checkout") == 1 and "toolkit-worktree" not in markdown
+    for closed in (False, True):  # while open the rows sit in the -wal file; after closing, in the main file
+        if closed:
+            journal.close()
+        for file in [*tmp_path.glob("j.sqlite*"), *(tmp_path / "out").iterdir()]:
+            data = file.read_bytes()
+            assert _FAKE_TOKEN.encode() not in data and b"ci-bot" not in data, file.name

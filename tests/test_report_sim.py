@@ -10,6 +10,7 @@ hypothesis a verdict; reproduce commit steps from a checkout, never from a delet
 from __future__ import annotations
 
 import re
+import subprocess
 import sys
 from typing import Any
 
@@ -30,6 +31,7 @@ from toolkit.sim import testing
 from toolkit.sim.repo import make_repo
 
 pytestmark = pytest.mark.timeout(240)
+FAKE_TOKEN = "fake0token0for0tests"
 BENCH: dict[str, Any] = {"num_prompts": 3, "input_len": 8, "output_len": 24, "max_concurrency": 1}
 EAGLE = {"--speculative-algorithm": "EAGLE3", "--speculative-num-steps": 2, "--speculative-eagle-topk": 1,
          "--speculative-num-draft-tokens": 3}
@@ -51,6 +53,8 @@ def rendered(tmp_path_factory: pytest.TempPathFactory) -> tuple[Journal, str, li
                  hypothesis="verify in extend mode without CUDA graphs is the bottleneck")
     repo = root / "sim-source"
     commits = make_repo(repo, 3, None, no_change=True)
+    subprocess.run(["git", "-C", str(repo), "remote", "add", "origin", f"https://ci-bot:{FAKE_TOKEN}@git.example/team/"
+                    "sim-source.git"], check=True)  # a checkout cloned with a token keeps it in its origin
     compare_commits(host, str(repo), commits[0].sha, commits[-1].sha, spec=base.with_flags({"--source-dir": str(repo)}),
                     repeats=2, bench=BENCH, journal=journal, log_dir=str(root), progress=False)
     oom = base.with_flags({"--sim-fault": "oom"})
@@ -110,8 +114,12 @@ def test_reproduce_checks_commits_out_and_names_no_temporary_worktree(rendered: 
     for row in steps[steps["kind"] == "commit"].itertuples():
         block = section[section.index(f"### #{row.seq} "):]
         script = _code_lines(block[: block.find("\n### ", 1) if "\n### " in block[1:] else None])
-        assert f'git -C "$REPO" checkout {row.spec["commit"]}' in script
+        assert script[:3] == ["git clone https://git.example/team/sim-source.git sim-source", 'REPO="$PWD/sim-source"',
+                              f'git -C "$REPO" checkout {row.spec["commit"]}'], script  # the checkout it came from
         assert any('--source-dir "$REPO"' in line for line in script)
+    assert FAKE_TOKEN not in markdown and "ci-bot" not in markdown
+    for file in journal.path.parent.glob(f"{journal.path.name}*"):  # the journal never held the token
+        assert FAKE_TOKEN.encode() not in file.read_bytes(), file.name
     lines = _code_lines(section)
     assert all(len(line) < 120 for line in lines)  # wrapped one flag a line, never cut
     assert any(line.strip().startswith("--speculative-attention-mode decode") for line in lines)

@@ -34,9 +34,11 @@ def test_the_same_step_runs_over_ssh_on_slurm_and_in_a_container(
     assert set(steps.index) == {"baseline via ssh", "baseline via slurm", "baseline via container"}
     assert set(steps["status"]) == {"done"}
     notes = {title: str(text) for title, text in steps["notes"].items()}
-    assert notes["baseline via ssh"].startswith(f"ran in {sshd.user}@127.0.0.1:{sshd.port} (pid "), notes
     assert "ran in slurm job " in notes["baseline via slurm"] and " on loop" in notes["baseline via slurm"]
-    assert notes["baseline via container"].startswith("ran in container toolkit-sglang-sim"), notes
+    assert "ran in container toolkit-sglang-sim" in notes["baseline via container"], notes
+    assert f"{sshd.user}@127.0.0.1:{sshd.port} (pid " in text  # the runs table: where tk.measure's server ran
+    panels = [line for line in text.splitlines() if line.startswith("ServerPanel:")]
+    assert len(panels) == 3 and all(p.startswith("ServerPanel: stopped") for p in panels), panels  # shown live
     assert steps.loc["baseline via slurm", "hosts"].startswith("slurm default via ")
     results = Journal(journal, read_only=True).results(wide=True)
     assert list(results["completed"]) == [8, 8, 8]

@@ -21,13 +21,18 @@ __all__ = ["steps_frame", "results_frame", "requests_frame", "metric_lines_frame
 
 STEP_COLUMNS = [
     "step_id", "seq", "kind", "title", "hypothesis", "status", "verdict", "verdict_note", "label", "engine",
-    "model", "commit", "hosts", "started_at", "finished_at", "duration_s", "n_runs", "ready", "time_to_ready_s",
-    "error", "notes", "command", "spec", "readiness", "evidence", "traceback", "versions", "pid", "hostname",
+    "model", "commit", "repo_dir", "repo_origin", "hosts", "started_at", "finished_at", "duration_s", "n_runs",
+    "ready", "time_to_ready_s", "error", "notes", "command", "spec", "readiness", "evidence", "traceback", "versions",
+    "pid", "hostname",
 ]
 RESULT_BASE_COLUMNS = [
     "run_id", "step_id", "seq", "kind", "title", "label", "run_label", "repeat", "status", "verdict", "engine",
     "model", "commit", "host", "recorded_at",
 ]
+
+
+# Columns a journal of schema 1 lacks (opened read-only, it is not migrated): they read as None.
+_SINCE_V2 = ("repo_dir", "repo_origin")
 
 
 def _times(frame: pd.DataFrame, *columns: str) -> None:
@@ -55,6 +60,7 @@ def steps_frame(store: Store, investigation_id: int | None) -> pd.DataFrame:
         (investigation_id,),
     )
     records = []
+    present = set(rows[0].keys()) if rows else set()  # (`in row` would search a Row's values)
     for seq, row in enumerate(rows, start=1):
         spec = loads(row["spec_json"]) or {}
         readiness = loads(row["readiness_json"]) or {}
@@ -64,6 +70,7 @@ def steps_frame(store: Store, investigation_id: int | None) -> pd.DataFrame:
             "hypothesis": row["hypothesis"], "status": row["status"], "verdict": row["verdict"],
             "verdict_note": row["verdict_note"], "label": row["spec_label"] or spec.get("label") or row["title"],
             "engine": spec.get("engine"), "model": spec.get("model"), "commit": spec.get("commit"),
+            **{column: row[column] if column in present else None for column in _SINCE_V2},
             "hosts": ", ".join(loads(row["hosts_json"]) or []), "started_at": row["started_at"],
             "finished_at": end, "duration_s": None if end is None else end - row["started_at"],
             "n_runs": row["n_runs"], "ready": readiness.get("ready"),

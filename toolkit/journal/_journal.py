@@ -28,7 +28,7 @@ from toolkit.journal._owner import ProcessIdentity
 from toolkit.journal._recorder import StepRecorder
 from toolkit.journal._results import configurations
 from toolkit.journal._store import Json, Store, clean
-from toolkit.journal.adapters import Hosts, host_names, spec_row
+from toolkit.journal.adapters import Hosts, SourceRepo, host_names, spec_row
 from toolkit.redaction import redact_text
 from toolkit.server.spec import ServerSpec
 
@@ -142,11 +142,13 @@ class Journal:
 
     def step(
         self, kind: str, title: str | None = None, *, hypothesis: str | None = None, spec: ServerSpec | None = None,
-        host: Hosts | None = None, versions: Mapping[str, str] | None = None,
+        host: Hosts | None = None, versions: Mapping[str, str] | None = None, repo: SourceRepo | None = None,
     ) -> StepRecorder:
         """Start a step (stored at once as ``running``); use the result as a context manager.
 
         ``kind`` is one of ``STEP_KINDS`` or your own word; ``title`` defaults to the spec's label.
+        ``repo``: the checkout a commit step's code came from (its folder and ``origin``), so the
+        post-mortem can say where to clone it; ``compare_commits`` and ``perf_bisect`` pass it.
         """
         if not isinstance(kind, str) or not kind.strip():
             raise ValueError("kind must be a non-empty string such as 'baseline', 'flag_change' or 'attention_mode'")
@@ -157,13 +159,14 @@ class Journal:
         known = {"toolkit": _toolkit_version(), "python": platform.python_version()}
         all_versions = {k: v for k, v in known.items() if v} | dict(versions or {})
         values = [clean(v) for v in (kind, title, hypothesis, Json(row.data if row else None), row.label if row else None,
-                                     row.command if row else None, Json(host_names(host)), Json(all_versions))]
+                                     row.command if row else None, Json(host_names(host)), Json(all_versions),
+                                     repo.repo_dir if repo else None, repo.origin if repo else None)]
         investigation_id = self._investigation_id()
         now, me = time.time(), self._identity
         step_id = self._store.write(
             "INSERT INTO steps(investigation_id, kind, title, hypothesis, spec_json, spec_label, command,"
-            " hosts_json, versions_json, status, started_at, updated_at, pid, hostname, proc_token)"
-            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 'running', ?, ?, ?, ?, ?)",
+            " hosts_json, versions_json, repo_dir, repo_origin, status, started_at, updated_at, pid, hostname,"
+            " proc_token) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'running', ?, ?, ?, ?, ?)",
             (investigation_id, *values, now, now, me.pid, me.hostname, me.token), doing=f"the step {title!r}",
         )
         return StepRecorder(self._store, step_id)

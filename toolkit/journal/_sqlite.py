@@ -11,6 +11,10 @@ journal at once. WAL lets readers and one writer proceed together; ``busy_timeou
 a writer wait for the other instead of failing with "database is locked"; autocommit
 (``isolation_level=None``) commits each write at once, so a kernel killed mid-loop keeps
 every step it finished; ``synchronous=FULL`` keeps them across power loss too.
+
+A journal written by an older toolkit is brought up to this schema when it is opened for
+writing (``_MIGRATIONS``, in one transaction with the version bump); opened read-only it is
+read as it is, the columns it lacks reading as empty. A newer journal is refused with what to do.
 """
 
 from __future__ import annotations
@@ -26,7 +30,7 @@ from toolkit.errors import JournalError
 
 __all__ = ["SCHEMA_VERSION", "Opened", "open_journal", "journal_error"]
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
 _SCHEMA = (
     "CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
@@ -40,7 +44,7 @@ _SCHEMA = (
         status TEXT NOT NULL, verdict TEXT, verdict_note TEXT,
         started_at REAL NOT NULL, updated_at REAL NOT NULL, finished_at REAL,
         error TEXT, traceback TEXT, evidence_json TEXT, readiness_json TEXT,
-        pid INTEGER, hostname TEXT, proc_token TEXT)""",
+        pid INTEGER, hostname TEXT, proc_token TEXT, repo_dir TEXT, repo_origin TEXT)""",
     """CREATE TABLE IF NOT EXISTS notes (
         id INTEGER PRIMARY KEY, step_id INTEGER NOT NULL REFERENCES steps(id),
         created_at REAL NOT NULL, text TEXT NOT NULL)""",
@@ -63,6 +67,11 @@ _SCHEMA = (
     "CREATE INDEX IF NOT EXISTS log_lines_by_step ON log_lines(step_id)",
     "CREATE INDEX IF NOT EXISTS notes_by_step ON notes(step_id)",
 )
+# What each schema version adds to the one before (the CREATE statements above are the latest).
+_MIGRATIONS: dict[int, tuple[str, ...]] = {
+    # 2: the checkout a commit step came from (its folder, its origin without credentials), for the reproduce block
+    2: ("ALTER TABLE steps ADD COLUMN repo_dir TEXT", "ALTER TABLE steps ADD COLUMN repo_origin TEXT"),
+}
 _NEW_FILE_HINT = "pass the path of a journal .sqlite file, or a new path to start one"
 
 
@@ -207,6 +216,11 @@ def _prepare(conn: sqlite3.Connection, busy_timeout_s: float, fresh: bool) -> No
         version = conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
         if version is None:  # fresh, or started by another process a moment ago
             conn.execute("INSERT INTO meta(key, value) VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),))
+        elif int(version[0]) < SCHEMA_VERSION:  # checked by _check_version; another process may have migrated it
+            for number in range(int(version[0]) + 1, SCHEMA_VERSION + 1):
+                for statement in _MIGRATIONS[number]:
+                    conn.execute(statement)
+            conn.execute("UPDATE meta SET value = ? WHERE key = 'schema_version'", (str(SCHEMA_VERSION),))
         conn.execute("COMMIT")
     except BaseException:
         conn.execute("ROLLBACK")

@@ -13,10 +13,12 @@ names its parameters through :mod:`toolkit.server.naming`, the one owner of spec
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
+from urllib.parse import urlsplit, urlunsplit
 
 from toolkit.benchmark.result import BenchResult
 from toolkit.errors import CommandFailed, HostError, InvalidFlag, PortInUse, ToolkitError
@@ -32,7 +34,7 @@ __all__ = [
     "Hosts", "SpecRow", "BenchRun", "LogLineRow", "MetricLineRow", "spec_row", "stored_spec", "spec_columns",
     "spec_parameters", "column_name",
     "bench_runs", "readiness_row", "log_line_row", "metric_line_row", "host_names", "error_evidence",
-    "FLAG_PREFIX",
+    "FLAG_PREFIX", "SourceRepo", "clone_url",
 ]
 
 #: where a step ran: a Host, a HostGroup, a name, or several hosts or names
@@ -88,6 +90,52 @@ def spec_columns(data: Mapping[str, Any] | None) -> dict[str, Any]:
                             "launcher": " ".join(spec.launcher)}
     flat.update({column_name(name): value for name, value in spec.parameters().items() if name != "commit"})
     return flat
+
+
+# -- the checkout a commit step came from --------------------------------------------------
+_SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")
+_LOGIN_SCHEMES = frozenset({"ssh", "git+ssh", "ssh+git"})  # their user is a login name (git@), not a credential
+
+
+def clone_url(url: str) -> str:
+    """``url`` as a person may clone it and a journal may keep it: the credentials in it removed.
+
+    A checkout cloned with a token keeps it in its ``origin`` (``https://user:TOKEN@host/x.git``,
+    GitHub's ``https://TOKEN@github.com/...``): over http(s) the whole user part goes, and a
+    query too; an ssh URL keeps its login name (``ssh://git@host/x.git``) but never a password.
+    A path or an scp-like ``git@host:x.git`` holds no credential and is kept as it is.
+
+    >>> clone_url("https://oauth2:glpat-abc@gitlab.example/team/sglang.git")
+    'https://gitlab.example/team/sglang.git'
+    >>> clone_url("ssh://git:pw@host:2222/x.git"), clone_url("git@github.com:sgl-project/sglang.git")
+    ('ssh://git@host:2222/x.git', 'git@github.com:sgl-project/sglang.git')
+    """
+    url = url.strip()
+    if not _SCHEME.match(url):
+        return url
+    parts = urlsplit(url)
+    userinfo, _, netloc = parts.netloc.rpartition("@")  # host[:port] as written
+    login = userinfo.partition(":")[0]
+    if login and parts.scheme.lower() in _LOGIN_SCHEMES:
+        netloc = f"{login}@{netloc}"
+    query = "" if parts.scheme.lower() in ("http", "https") else parts.query
+    return urlunsplit((parts.scheme, netloc, parts.path, query, ""))
+
+
+@dataclass(frozen=True)
+class SourceRepo:
+    """The git checkout a commit step's commit came from: its folder on the host, and its ``origin``.
+
+    The post-mortem's reproduce block clones ``origin`` (or names ``repo_dir``) instead of
+    asking the reader to find the repository. ``origin`` is kept as :func:`clone_url` gives it,
+    so a token in the checkout's remote never reaches the journal.
+    """
+
+    repo_dir: str
+    origin: str | None = None
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "origin", clone_url(self.origin) if self.origin and self.origin.strip() else None)
 
 
 # -- BenchResult -----------------------------------------------------------------------------

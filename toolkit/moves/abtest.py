@@ -59,7 +59,7 @@ if TYPE_CHECKING:
     import pandas as pd
 
     from toolkit.benchmark import BenchResult
-    from toolkit.journal import Journal, StepVerdict
+    from toolkit.journal import Journal, SourceRepo, StepVerdict
 
 __all__ = ["compare", "compare_flag", "ABResult", "ABVerdict", "schedule", "ab_verdict", "ab_sentence", "side_labels"]
 
@@ -130,6 +130,7 @@ def compare(
     timeout_s: float = 900,
     progress: bool = True,
     log_dir: str | None = None,
+    repo: SourceRepo | None = None,
 ) -> ABResult:
     """Run A and B ``repeats`` times each (a fresh launch per side-round, order A B B A ...) and judge B vs A.
 
@@ -142,7 +143,8 @@ def compare(
     ``hosts``: a Host, a HostGroup or a list. With several, the rounds run side by side (one
     server per host at a time), B is judged from the per-round differences (paired by host)
     and the result names a host that runs slower than the others. ``spec_for_host(host,
-    spec)`` adapts both sides' specs to a host (a port per address on one machine).
+    spec)`` adapts both sides' specs to a host (a port per address on one machine). ``repo``: the
+    checkout both sides' code came from, recorded with the steps (:func:`compare_commits` passes it).
     """
     if repeats < 1:
         raise ValueError(f"repeats must be >= 1 (3 or more to see noise), got {repeats}")
@@ -168,7 +170,7 @@ def compare(
     if journal is not None:
         for side in ("a", "b"):
             steps[side] = journal.step(kind, f"{title} [{side.upper()}: {labels[side]}]", spec=specs[side], host=used,
-                                       hypothesis=hypothesis if side == "b" else None)
+                                       hypothesis=hypothesis if side == "b" else None, repo=repo)
     bench_call = make_bench_call(bench, progress=False)
     outcomes: dict[Side, list[tuple[int, RunOutcome]]] = {"a": [], "b": []}
     rows: list[dict[str, object]] = []

@@ -9,6 +9,12 @@ LogView: :func:`toolkit.views.widgets.measure`).
 A start that fails is a finding, not a crash of the notebook: with ``check=False`` the step is
 stored as failed with its evidence (the readiness report, the fatal lines and their context)
 and the :class:`Measurement` says why, so that the next cell can go on.
+
+A change that should only make the server faster (speculative decoding, another attention
+mode, a kernel flag) must not change a token of a greedy answer. The hand-written versions kept
+the baseline's greedy outputs while its server still ran; ``greedy_tokens=`` does that here,
+and ``reference=`` checks a later configuration against them and records the verdict in its
+step (:mod:`toolkit.moves.equivalence`).
 """
 
 from __future__ import annotations
@@ -20,7 +26,15 @@ from typing import Any
 from toolkit.benchmark import BenchResult
 from toolkit.errors import ToolkitError
 from toolkit.host.place import Target
-from toolkit.journal import Journal
+from toolkit.host.placement import Placement
+from toolkit.journal import Journal, StepRecorder
+from toolkit.moves.equivalence import (
+    DEFAULT_PROMPTS,
+    EquivalenceResult,
+    GreedyOutputs,
+    compare_outputs,
+    greedy_outputs,
+)
 from toolkit.moves.trial import RunOutcome, make_bench_call, run_launch
 from toolkit.server.server import Server
 from toolkit.server.spec import ServerSpec
@@ -30,7 +44,13 @@ __all__ = ["Measurement", "measure"]
 
 @dataclass(frozen=True)
 class Measurement:
-    """One configuration measured: its runs (one per repeat), or the error that stopped it."""
+    """One configuration measured: its runs (one per repeat), or the error that stopped it.
+
+    ``step`` is its journal step (None without a journal): set its verdict once the numbers
+    are in (``m.step.set_verdict("refuted", note=...)``). ``placement`` says where the server
+    ran (a host, a Slurm job and its nodes, a container). ``outputs`` holds its greedy outputs
+    (``greedy_tokens=`` or ``reference=``), ``equivalence`` their comparison with the reference.
+    """
 
     spec: ServerSpec
     title: str
@@ -38,6 +58,10 @@ class Measurement:
     step_id: int | None
     time_to_ready_s: float | None
     error: ToolkitError | None = None
+    step: StepRecorder | None = None
+    placement: Placement | None = None
+    outputs: GreedyOutputs | None = None
+    equivalence: EquivalenceResult | None = None
 
     @property
     def ok(self) -> bool:
@@ -61,7 +85,17 @@ class Measurement:
         tok_s = self.summary.get("output_throughput")
         shown = f"{tok_s:.1f} output tok/s" if isinstance(tok_s, int | float) else "no throughput"
         ready = f", ready in {self.time_to_ready_s:.1f} s" if self.time_to_ready_s is not None else ""
-        return f"{self.title}: {shown} over {len(self.runs)} run(s){ready}"
+        same = f"; {self.equivalence.summary()}" if self.equivalence is not None else ""
+        return f"{self.title}: {shown} over {len(self.runs)} run(s){ready}{same}"
+
+
+@dataclass
+class _Seen:
+    """What the trial's hooks saw of the server while it ran: where it ran, its greedy outputs."""
+
+    placement: Placement | None = None
+    outputs: GreedyOutputs | None = None
+    equivalence: EquivalenceResult | None = None
 
 
 def measure(
@@ -79,6 +113,8 @@ def measure(
     check: bool = True,
     progress: bool = True,
     watch: Callable[[Server], object] | None = None,
+    greedy_tokens: int = 0,
+    reference: GreedyOutputs | None = None,
 ) -> Measurement:
     """Launch ``spec`` on ``host``, wait until ready, run ``repeats`` benchmarks, record them, stop.
 
@@ -89,35 +125,69 @@ def measure(
     start raises (``ServerDied``, ``ReadinessTimeout``, ``InvalidFlag`` ...) after the step is
     stored as failed; ``check=False`` returns it in ``Measurement.error`` instead.
 
+    ``greedy_tokens > 0`` keeps the greedy completions of the default prompts (that many tokens
+    each), asked after the last run while the server still runs, as ``Measurement.outputs``: the
+    reference for a change that must leave every token alone. ``reference`` (an earlier
+    measurement's ``outputs``) asks this server the same prompts at the same length, compares
+    them prompt by prompt and records the verdict in the step (``Measurement.equivalence``).
+
     >>> m = measure(tk.Host.local(), tk.ServerSpec.simulator(tp=2), journal=journal,
-    ...             bench={"num_prompts": 8, "max_concurrency": 4}, title="baseline")  # doctest: +SKIP
-    >>> m.summary["output_throughput"]  # doctest: +SKIP
+    ...             bench={"num_prompts": 8, "max_concurrency": 4}, title="baseline", greedy_tokens=24)  # doctest: +SKIP
+    >>> m.summary["output_throughput"], m.outputs.texts()[0]  # doctest: +SKIP
+    >>> fast = measure(host, eagle, journal=journal, reference=m.outputs)  # doctest: +SKIP
+    >>> fast.equivalence.holds  # doctest: +SKIP
     """
     if repeats < 1:
         raise ValueError(f"repeats must be >= 1, got {repeats}")
+    if greedy_tokens < 0:
+        raise ValueError(f"greedy_tokens must be >= 0 (0: keep no greedy outputs), got {greedy_tokens}")
+    if reference is not None and greedy_tokens not in (0, reference.max_tokens):
+        raise ValueError(f"greedy_tokens={greedy_tokens} differs from the reference's {reference.max_tokens} tokens: "
+                         "outputs of different lengths cannot be compared; leave greedy_tokens out")
     title = title or spec.describe()
     outcomes: list[RunOutcome] = []
     bench_call = make_bench_call(bench, progress=progress)
+    seen = _Seen()
 
     def on_server(server: Server | None) -> None:
-        if server is not None and watch is not None:
+        if server is None:
+            return
+        seen.placement = server.placement
+        if watch is not None:
             watch(server)
 
-    def run(step: Any) -> None:
-        outcomes.extend(run_launch(host, spec, step=step, benches=repeats, bench_call=bench_call,
-                                   timeout_s=timeout_s, log_dir=log_dir, run_label=title, on_server=on_server))
+    def keep_outputs(step: StepRecorder | None) -> Callable[[Server], None] | None:
+        if reference is None and greedy_tokens == 0:
+            return None
 
-    step_id: int | None = None
+        def after_runs(server: Server) -> None:
+            prompts = reference.prompts if reference is not None else DEFAULT_PROMPTS
+            tokens = reference.max_tokens if reference is not None else greedy_tokens
+            seen.outputs = greedy_outputs(server, prompts, max_tokens=tokens, label=title, api_key=spec.api_key())
+            if reference is not None:
+                seen.equivalence = compare_outputs(reference, seen.outputs)
+                if step is not None:
+                    seen.equivalence.record(step)
+
+        return after_runs
+
+    def run(step: StepRecorder | None) -> None:
+        outcomes.extend(run_launch(host, spec, step=step, benches=repeats, bench_call=bench_call,
+                                   timeout_s=timeout_s, log_dir=log_dir, run_label=title, on_server=on_server,
+                                   after_runs=keep_outputs(step)))
+
+    step: StepRecorder | None = None
+    error: ToolkitError | None = None
     try:
         if journal is None:
             run(None)
         else:
             with journal.step(kind, title, spec=spec, host=host.name, hypothesis=hypothesis) as step:
-                step_id = step.id
                 run(step)
     except ToolkitError as exc:
         if check:
             raise
-        return Measurement(spec, title, tuple(o.result for o in outcomes), step_id, None, exc)
-    ready_s = outcomes[0].time_to_ready_s if outcomes else None
-    return Measurement(spec, title, tuple(o.result for o in outcomes), step_id, ready_s)
+        error = exc
+    return Measurement(spec, title, tuple(o.result for o in outcomes), None if step is None else step.id,
+                       outcomes[0].time_to_ready_s if outcomes and error is None else None, error, step,
+                       seen.placement, seen.outputs, seen.equivalence)

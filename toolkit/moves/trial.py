@@ -161,6 +161,7 @@ def run_launch(
     on_run: Callable[[RunOutcome], None] | None = None,
     on_server: Callable[[Server | None], None] | None = None,
     more_runs: Callable[[list[RunOutcome]], int] | None = None,
+    after_runs: Callable[[Server], None] | None = None,
 ) -> list[RunOutcome]:
     """Launch ``spec``, wait until ready, run ``benches`` benchmarks, record them in ``step``, stop the server.
 
@@ -169,11 +170,12 @@ def run_launch(
     launch ends, and a failed start-up's readiness report too. The server stops on every exit
     (``with launch``). ``on_server`` hears of the server once launched and of None once it is
     stopped (a host pool stops it from outside on Ctrl-C); ``more_runs``, asked after the last
-    run, says how many more to run on the same server (a noisy measurement re-measured).
+    run, says how many more to run on the same server (a noisy measurement re-measured);
+    ``after_runs`` gets the server after the last run, before it stops (greedy outputs to keep).
     """
     try:
         return _measure(host, spec, step, benches, bench_call, timeout_s, log_dir, run_label, first_repeat, launch_no,
-                        on_run, on_server, more_runs)
+                        on_run, on_server, more_runs, after_runs)
     finally:
         if on_server is not None:
             on_server(None)
@@ -193,6 +195,7 @@ def _measure(
     on_run: Callable[[RunOutcome], None] | None,
     on_server: Callable[[Server | None], None] | None,
     more_runs: Callable[[list[RunOutcome]], int] | None,
+    after_runs: Callable[[Server], None] | None,
 ) -> list[RunOutcome]:
     outcomes: list[RunOutcome] = []
     with launch(host, spec, log_dir=log_dir) as server:
@@ -233,6 +236,8 @@ def _measure(
                 k += 1
                 if k == planned and more_runs is not None:
                     planned += max(more_runs(outcomes), 0)
+            if after_runs is not None:
+                after_runs(server)
         except BaseException as exc:
             if step is not None:
                 try:  # never hide the launch's own error behind a journal write

@@ -300,8 +300,8 @@ def _log_section(steps: pd.DataFrame, logs: pd.DataFrame, metrics: pd.DataFrame,
 def _reproduce(steps: pd.DataFrame) -> list[Block]:
     blocks: list[Block] = [Heading("How to reproduce each step"),
                            Paragraph("Values shown as [REDACTED] were secrets; put your own back before running. "
-                                     "A commit step ran its commit in a temporary git worktree: run it from your "
-                                     "own checkout ($REPO) at that commit.", True)]
+                                     "A commit step ran its commit in a temporary git worktree: run it from a "
+                                     "checkout ($REPO) of the repository it came from, at that commit.", True)]
     shown, left = cap(steps[[bool(spec) or bool(_text(command)) for spec, command in zip(steps["spec"], steps["command"],
                                                                                           strict=True)]])
     for row in shown.itertuples():
@@ -309,7 +309,9 @@ def _reproduce(steps: pd.DataFrame) -> list[Block]:
         blocks.append(Heading(f"#{row.seq} {row.title}", 3))
         if _text(row.hosts):
             blocks.append(Paragraph(f"On {row.hosts}:"))
-        blocks.append(Code(reproduce_script(_text(row.command) or str(spec.get("command") or ""), spec), "bash"))
+        blocks.append(Code(reproduce_script(_text(row.command) or str(spec.get("command") or ""), spec,
+                                            repo_dir=_text(row.repo_dir) or None, origin=_text(row.repo_origin) or None),
+                           "bash"))
     return blocks + left_out(left, "steps", "journal.steps() (its command column)")
 
 

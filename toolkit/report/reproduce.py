@@ -3,8 +3,11 @@
 A commit step ran its commit in a temporary ``git worktree`` (``toolkit-worktree-XXXXXX``,
 removed when the step ended: :mod:`toolkit.moves.bisect.worktrees`). A reader cannot use that
 path; they need their own checkout at that commit. So every worktree path becomes ``$REPO``
-and the commands begin with ``git -C "$REPO" checkout SHA``. The journal has already removed
-secrets; the renderers redact again.
+and the commands begin with ``git -C "$REPO" checkout SHA``, after the lines that make
+``$REPO``: ``git clone ORIGIN`` when the journal recorded the checkout's origin (credentials
+already stripped), ``REPO=<the checkout's folder>`` when it recorded only the folder, and a
+placeholder for a journal written before checkouts were recorded. The journal has already
+removed secrets; the renderers redact again.
 """
 
 from __future__ import annotations
@@ -74,19 +77,47 @@ def wrap_command(command: str) -> str:
     return " \\\n    ".join(" ".join(line) for line in lines)
 
 
-def reproduce_script(command: str, spec: Mapping[str, Any] | None) -> str:
-    """The bash block for one step: ``REPO=...`` and ``git checkout SHA`` for a commit step, then the command."""
+def _clone_folder(origin: str) -> str:
+    """The folder ``git clone ORIGIN`` makes: the URL's last part without ``.git`` (``repo`` if none is usable)."""
+    name = re.sub(r"\.git$", "", origin.rstrip("/").rsplit("/", 1)[-1].rsplit(":", 1)[-1])
+    return name if re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]*", name) else "repo"
+
+
+def _repo_lines(command: str, spec: Mapping[str, Any], repo_dir: str | None, origin: str | None) -> list[str]:
+    """The lines that set ``$REPO`` for a commit step, from what the journal recorded of its checkout."""
+    if origin:
+        folder = _clone_folder(origin)
+        return [f"git clone {shlex.quote(origin)} {folder}", f'REPO="$PWD/{folder}"']
+    if repo_dir:
+        return [f"REPO={shlex.quote(repo_dir)}"]
+    in_worktree = bool(WORKTREE.search(command)) or bool(WORKTREE.search(str(spec)))  # a journal of schema 1
+    source = spec.get("source") or spec.get("workdir")
+    if in_worktree or not source or WORKTREE.search(str(source)):
+        return ["REPO=/path/to/your/checkout  # a clone of the repository this step's commit belongs to"]
+    return [f"REPO={shlex.quote(str(source))}"]
+
+
+def reproduce_script(command: str, spec: Mapping[str, Any] | None, *, repo_dir: str | None = None,
+                     origin: str | None = None) -> str:
+    """The bash block for one step: ``$REPO`` and ``git checkout SHA`` for a commit step, then the command.
+
+    ``repo_dir`` and ``origin`` are the checkout the journal recorded with the step (``repo_dir``
+    and ``repo_origin`` in ``journal.steps()``).
+
+    >>> print(reproduce_script("python -m sglang.launch_server --source-dir /tmp/toolkit-worktree-a1",
+    ...                        {"commit": "3eef625b"}, repo_dir="/src/sglang",
+    ...                        origin="https://github.com/sgl-project/sglang.git"))
+    git clone https://github.com/sgl-project/sglang.git sglang
+    REPO="$PWD/sglang"
+    git -C "$REPO" checkout 3eef625b
+    python -m sglang.launch_server \\
+        --source-dir "$REPO"
+    """
     spec = spec or {}
     commit = spec.get("commit")
     head: list[str] = []
     if commit:
-        in_worktree = bool(WORKTREE.search(command)) or bool(WORKTREE.search(str(spec)))
-        source = spec.get("source") or spec.get("workdir")
-        repo = source if source and not WORKTREE.search(str(source)) else None
-        if in_worktree or repo is None:
-            head.append("REPO=/path/to/your/checkout  # a clone of the repository this step's commit belongs to")
-        else:
-            head.append(f"REPO={shlex.quote(str(repo))}")
+        head += _repo_lines(command, spec, repo_dir, origin)
         head.append(f'git -C "$REPO" checkout {shlex.quote(str(commit))}')
     env = [(str(k), str(v)) for k, v in (spec.get("env") or {}).items()] if isinstance(spec.get("env"), Mapping) else []
     exports = [f"export {k}={_quote(without_worktrees(v))}" for k, v in env if f"{k}=" not in command]

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from toolkit.errors import CommandFailed, ToolkitError
 from toolkit.host.host import CommandResult, Host
 from toolkit.host.shell import quote, quote_path
+from toolkit.journal import SourceRepo
 
 __all__ = ["GitCheckout", "CheckoutBusy"]
 
@@ -120,6 +121,17 @@ class GitCheckout:
         text = self.git("log", "--format=%H%x09%s", f"{good}..{bad}").stdout
         found = dict(line.split("\t", 1) for line in text.splitlines() if "\t" in line)
         return {good: self.subject(good), **found}
+
+    def source_repo(self) -> SourceRepo:
+        """Where a reader finds these commits again: the checkout's top folder and its ``origin`` (no credentials).
+
+        Journal steps of commits ran in temporary worktrees; this is what the post-mortem's
+        reproduce block clones (``git clone ORIGIN``) or names (``REPO=...``) instead.
+        """
+        top = self.git("rev-parse", "--show-toplevel", check=False)
+        origin = self.git("remote", "get-url", "origin", check=False)  # exits 2 (128 before git 2.27) without one
+        return SourceRepo(top.stdout.strip() if top.ok and top.stdout.strip() else self.repo_dir,
+                          origin.stdout.strip() if origin.ok else None)
 
     def is_ancestor(self, older: str, newer: str) -> bool:
         return self.git("merge-base", "--is-ancestor", older, newer, ok=(0, 1)).exit_code == 0

@@ -140,7 +140,7 @@ def perf_bisect(
             worktrees.append(GitCheckout(checkout.host, checkout.add_worktree(good_sha, owned=True)))
         prober = Prober(spec, repo_dir, worktrees, metric, repeats, max_repeats, build, build_timeout_s,
                         make_bench_call(bench, progress=False), journal, timeout_s, log_dir, subjects, order,
-                        launch_on=launch_on)
+                        launch_on=launch_on, repo=checkouts[0].source_repo())
         run = _Rounds(pool, prober, commits, good_sha, bad_sha, progress)
         with pool.progress("bisect", unit="commit", enabled=progress):
             refs = run.ends(journal, threshold=threshold, relative_drop=relative_drop, lower_is_better=lower,

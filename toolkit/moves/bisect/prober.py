@@ -31,7 +31,7 @@ from toolkit.errors import (
 from toolkit.host.host import Host
 from toolkit.host.place import Target
 from toolkit.host.shell import quote_path
-from toolkit.journal import Journal, StepRecorder
+from toolkit.journal import Journal, SourceRepo, StepRecorder
 from toolkit.moves.bisect.checkout import GitCheckout
 from toolkit.moves.bisect.judgement import Judgement
 from toolkit.moves.bisect.result import Probe, ProbeRole
@@ -84,6 +84,7 @@ class Prober:
     steps: dict[int, StepRecorder] = dataclasses.field(default_factory=dict)
     _lock: threading.Lock = dataclasses.field(default_factory=threading.Lock)
     launch_on: Target | None = None  # where servers run, when not on the lane's host (a Slurm job, a container)
+    repo: SourceRepo | None = None  # the checkout the commits come from, for each step's reproduce block
 
     def measure(self, lane: Lane, sha: str, role: ProbeRole, round_no: int, judge: Judge | None,
                 runs: int | None = None) -> Probe:
@@ -172,7 +173,7 @@ class Prober:
             "recheck": f"the regression is already in {sha[:8]} (measured again: its verdict contradicted another)",
         }[role]
         with self.journal.step("bisect_probe", f"{_WHAT[role]} {sha[:8]} {subject}"[:120], hypothesis=hypothesis,
-                               spec=spec, host=host.name) as step:
+                               spec=spec, host=host.name, repo=self.repo) as step:
             yield step
 
 

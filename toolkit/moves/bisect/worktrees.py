@@ -119,7 +119,7 @@ def compare_commits(
             host, specs[0], specs[1], repeats=repeats, bench=bench, journal=journal, kind=kind,
             title=title or f"commit {shas[1][:8]} vs {shas[0][:8]}",
             hypothesis=hypothesis or f"{metric_label(metric)} changed between {shas[0][:8]} and {shas[1][:8]}",
-            metric=metric, label_a=label_a or labels[0], label_b=label_b or labels[1],
+            metric=metric, label_a=label_a or labels[0], label_b=label_b or labels[1], repo=checkout.source_repo(),
             **{"expect": "changed", **compare_options},
         )
     finally:

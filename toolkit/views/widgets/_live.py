@@ -15,6 +15,7 @@ from IPython.display import display
 from toolkit.benchmark import BenchResult
 from toolkit.host.place import Target
 from toolkit.journal import Journal
+from toolkit.moves.equivalence import GreedyOutputs
 from toolkit.moves.measure import Measurement
 from toolkit.moves.measure import measure as measure_move
 from toolkit.server.server import MultiNodeServer, Server
@@ -46,14 +47,19 @@ def measure(
     log_dir: str | None = None,
     check: bool = True,
     progress: bool = True,
+    greedy_tokens: int = 0,
+    reference: GreedyOutputs | None = None,
 ) -> Measurement:
     """Measure ``spec`` on ``host`` as one journal step, showing the server live (see
     :func:`toolkit.moves.measure.measure` for every argument).
 
-    >>> baseline = tk.measure(host, base, journal=journal, bench=BENCH, title="baseline")  # doctest: +SKIP
+    >>> baseline = tk.measure(host, base, journal=journal, bench=BENCH, title="baseline",
+    ...                       greedy_tokens=24)                                            # doctest: +SKIP
+    >>> eagle = tk.measure(host, spec, journal=journal, bench=BENCH, reference=baseline.outputs)  # doctest: +SKIP
+    >>> eagle.equivalence.holds                                                            # doctest: +SKIP
     >>> oom = tk.measure(host, too_big, journal=journal, bench=BENCH, check=False)          # doctest: +SKIP
     >>> oom.error.evidence                                                                 # doctest: +SKIP
     """
     return measure_move(host, spec, journal=journal, bench=bench, title=title, kind=kind, hypothesis=hypothesis,
                         repeats=repeats, timeout_s=timeout_s, log_dir=log_dir, check=check, progress=progress,
-                        watch=show_live)
+                        watch=show_live, greedy_tokens=greedy_tokens, reference=reference)
