@@ -686,3 +686,13 @@ def test_an_engine_is_chosen_from_its_markers() -> None:
     assert detect_engine(["[TM][INFO] ~LlamaBatch()", finalize]) == "lmdeploy"
     assert detect_engine(["I0118 01:31:40.954385 1 libfastertransformer.cc:1862] TRITONBACKEND is a word"]) is None
     assert detect_engine(["nothing to see"]) is None
+
+
+def test_a_start_up_import_or_file_error_is_not_a_requests_not_found_error() -> None:
+    # vLLM's request error type 'NotFoundError' (a model that does not exist) proves serving; Python's
+    # ModuleNotFoundError and FileNotFoundError end a start-up
+    head = "(APIServer pid=1) INFO 05-21 11:59:44 [api_server.py:1] vLLM API server version 0.9.0"
+    for line, rule in (("ModuleNotFoundError: No module named 'vllm._C'", "python_import_error"),
+                       ("FileNotFoundError: [Errno 2] No such file or directory: '/models/m/config.json'", "model_not_found")):
+        summary = summarize(classify_lines([head, line]))
+        assert (summary.state, summary.fatal_line, summary.fatal_rule) == ("failed", 2, rule)
