@@ -190,6 +190,10 @@ PARSE_CASES = [
         "WARNING",
         "get 723 model params",
     ),
+    # Docker Desktop's log view: local time, no zone (sglang#3321); Python's asctime without milliseconds stays _PYLOG's
+    ("2025-02-06 07:14:10 ModuleNotFoundError: No module named 'uvicorn'", None, None,
+     "ModuleNotFoundError: No module named 'uvicorn'"),
+    ("2025-03-07 23:50:27 - __main__ - INFO - Attempt 13", None, "INFO", "Attempt 13"),
 ]
 
 
@@ -205,6 +209,7 @@ def test_prefixes_keep_the_file_line_numbers_and_never_hide_a_rule() -> None:
         lambda line: f"[2025-05-20T05:24:31Z] {line}",
         lambda line: f"2024-05-01T12:00:00.1234567Z {line}",
         lambda line: f"Mar 05 10:00:00 gpu-a sglang[4242]: {line}",
+        lambda line: f"2025-02-06 07:14:10 {line}",
         lambda line: f"  | {line}",
         lambda line: f"Loading: 100%|##| 4/4 [00:01<00:00,  2.1it/s]{line}",
     ]
@@ -675,4 +680,19 @@ def test_an_engine_is_chosen_from_its_markers() -> None:
     assert detect_engine(["srv    load_model: loading model 'm.gguf'"]) == "llamacpp"
     assert detect_engine(["(ServeController pid=5) INFO 2025-04-21 15:16:45,616 controller 5 -- Deploying"]) == "ray"
     assert detect_engine(["[2025-05-21T18:59:44Z] ERROR 05-21 11:59:44 [core.py:493] EngineCore failed to start."]) == "vllm"
+    # a Triton backend's own message names Triton before a TurboMind line (Triton with LMDeploy's backend, lmdeploy#979)
+    finalize = "I0118 01:31:40.954385 1 libfastertransformer.cc:1862] TRITONBACKEND_ModelInstanceFinalize: delete instance state"
+    assert detect_engine([finalize, "[TM][INFO] ~LlamaBatch()"]) == "trtllm"
+    assert detect_engine(["[TM][INFO] ~LlamaBatch()", finalize]) == "lmdeploy"
+    assert detect_engine(["I0118 01:31:40.954385 1 libfastertransformer.cc:1862] TRITONBACKEND is a word"]) is None
     assert detect_engine(["nothing to see"]) is None
+
+
+def test_a_start_up_import_or_file_error_is_not_a_requests_not_found_error() -> None:
+    # vLLM's request error type 'NotFoundError' (a model that does not exist) proves serving; Python's
+    # ModuleNotFoundError and FileNotFoundError end a start-up
+    head = "(APIServer pid=1) INFO 05-21 11:59:44 [api_server.py:1] vLLM API server version 0.9.0"
+    for line, rule in (("ModuleNotFoundError: No module named 'vllm._C'", "python_import_error"),
+                       ("FileNotFoundError: [Errno 2] No such file or directory: '/models/m/config.json'", "model_not_found")):
+        summary = summarize(classify_lines([head, line]))
+        assert (summary.state, summary.fatal_line, summary.fatal_rule) == ("failed", 2, rule)

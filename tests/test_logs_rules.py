@@ -283,6 +283,12 @@ CASES: list[tuple[str, str, str, str]] = [
         "ERROR 05-12 02:47:14 [serving_chat.py:136] Error with model object='error' message='The model `deepseek-r1-14b` does not exist.' type='NotFoundError' param=None code=404",
         "ERROR 05-12 02:47:14 [core.py:136] Error while loading the model weights",
     ),
+    (  # Python's ModuleNotFoundError / FileNotFoundError at start-up are no request's 404 (batch 8)
+        "vllm_request_error",
+        "vllm",
+        "ERROR 05-12 02:47:14 [serving_chat.py:136] Error with model object='error' message='The model `deepseek-r1-14b` does not exist.' type='NotFoundError' param=None code=404",
+        "ModuleNotFoundError: No module named 'vllm._C'",
+    ),
     (
         "vllm_engine_failed_to_start",
         "vllm",

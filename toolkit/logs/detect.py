@@ -77,9 +77,12 @@ _MARKERS: tuple[_Marker, ...] = (
     # the other engines' own program or logger names: decisive at once
     _marker("tgi", ("text_generation_", "text-generation-"),
             r"text_generation_(?:launcher|router|server)|text-generation-(?:launcher|server|inference)"),
-    _marker("trtllm", ("[TensorRT-LLM]", "[TRT-LLM]", "tensorrt_llm", "tritonserver", "Triton Inference Server", ".cc:"),
+    # Triton's backend API names in its backends' own messages ("TRITONBACKEND_ModelInstanceFinalize: delete instance
+    # state", any backend: onnxruntime, pytorch, python, LMDeploy's fastertransformer) name Triton before a TM line does
+    _marker("trtllm", ("[TensorRT-LLM]", "[TRT-LLM]", "tensorrt_llm", "tritonserver", "Triton Inference Server", ".cc:",
+                       "TRITONBACKEND_"),
             r"\[TensorRT-LLM\]|\[TRT-LLM\]|tensorrt_llm|tritonserver|Triton Inference Server"
-            r"|\b(?:model_lifecycle|model_repository_manager|grpc_server|http_server|server)\.cc:\d+\]"),
+            r"|\b(?:model_lifecycle|model_repository_manager|grpc_server|http_server|server)\.cc:\d+\]|\bTRITONBACKEND_\w+"),
     _marker("lmdeploy", ("lmdeploy", "[TM][", "turbomind"), r"\blmdeploy\b|\[TM\]\[|\bturbomind\b"),
     _marker("llamacpp", ("llama_model_load", "llm_load_", "llama_new_context", "ggml_", "srv ", "llama-server", "slot ",
                          "main: ", "[main] "),

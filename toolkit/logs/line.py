@@ -24,7 +24,12 @@ __all__ = ["ParsedLine", "parse_line", "parse_fields", "text_and_level", "strip_
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|\x1b[\]_][^\x07\x1b]*(?:\x07|\x1b\\)")  # CSI, OSC and APC (Buildkite's _bk;t=)
 
 # Outer prefixes, tried in order until none applies (a docker line can carry a CI stamp).
-_CI_STAMP = re.compile(r"(?:(?:DEBUG|INFO|WARNING|ERROR|CRITICAL|DEFAULT|NOTICE) )?\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d) ")
+# An RFC 3339 stamp (docker --timestamps, CI), or Docker Desktop's log view `2025-02-06 07:14:10 ` (local time,
+# no zone; not Python's `%(asctime)s - name - LEVEL - `, which _PYLOG reads).
+_CI_STAMP = re.compile(
+    r"(?:(?:DEBUG|INFO|WARNING|ERROR|CRITICAL|DEFAULT|NOTICE) )?\d{4}-\d\d-\d\d"
+    r"(?:T\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)| \d\d:\d\d:\d\d(?= (?!- ))) "
+)
 _JOURNAL = re.compile(r"[A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d \S+ [\w.@/-]+(?:\[\d+\])?: ")
 _COMPOSE = re.compile(r"[A-Za-z0-9][\w.-]*\s+\| ")
 # Buildkite's timestamps `[2025-05-20T05:24:31Z] ` and `kubectl logs --prefix`'s `[pod/NAME/CONTAINER] `.

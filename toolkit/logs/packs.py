@@ -266,7 +266,7 @@ VLLM = RulePack("vllm", (
     Rule.text("vllm_multimodal_profiling", "may cause certain multi-modal inputs to fail", B),
     # entrypoints/openai/protocol.py: logger.warning("The following fields were present in the request but ignored: %s")
     Rule.text("vllm_request_fields_ignored", "The following fields were present in the request but ignored", B),
-    Rule("vllm_request_error", r"Error with model object=|Error in preprocessing prompt inputs|NotFoundError|type='(?:NotFound|BadRequest)Error'",
+    Rule("vllm_request_error", r"Error with model object=|Error in preprocessing prompt inputs|\bNotFoundError|type='(?:NotFound|BadRequest)Error'",
          B, literal=("Error with model", "preprocessing prompt", "NotFoundError", "BadRequestError")),
     # fatal
     Rule("vllm_engine_failed_to_start", r"EngineCore failed to start|WorkerProc failed to start|Engine process failed to start",
