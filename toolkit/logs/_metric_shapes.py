@@ -16,6 +16,8 @@ import re
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from toolkit.logs.digits import digit_blind
+
 __all__ = ["INT", "FLOAT", "BOOL", "Shape", "ShapeCache", "typed", "int_as_float", "floats"]
 
 INT, FLOAT, BOOL = r"-?\d+", r"-?\d+\.\d+", r"True|False"
@@ -54,13 +56,17 @@ class Shape:
     ({'a': 1, 'b_pct': 2.5}, None)
     """
 
-    __slots__ = ("fullmatch", "convert")
+    __slots__ = ("fullmatch", "convert", "keys", "converters", "digit_blind")
 
     def __init__(self, pieces: Sequence[str], keys: Sequence[str], converters: Sequence[Callable[[str], Any]],
                  tail: str = "") -> None:
         if not keys or len(keys) != len(converters):
             raise ValueError(f"a shape needs one key and one converter per value, got {len(keys)} and {len(converters)}")
-        self.fullmatch = re.compile(", ".join(pieces) + tail, re.ASCII).fullmatch
+        pattern = re.compile(", ".join(pieces) + tail, re.ASCII)
+        self.fullmatch = pattern.fullmatch
+        self.keys, self.converters = tuple(keys), tuple(converters)
+        # two texts with one digit mask match it alike, at the same places (toolkit.logs.digits)
+        self.digit_blind = digit_blind(pattern.pattern, pattern.flags)
         # `{K0: C0(a0), K1: C1(a1), ...}` as code: a dict display with one call per value takes a fifth
         # less time than dict(zip(keys, map(...))). Keys and converters are bound by name, never pasted in.
         names: dict[str, Any] = {f"K{i}": key for i, key in enumerate(keys)}
@@ -74,9 +80,34 @@ class Shape:
         m = self.fullmatch(rest)
         return None if m is None else self.convert(m)
 
+    def reader_at(self, spans: Sequence[tuple[int, int]]) -> Callable[[str], Values]:
+        """``read``'s values for every text whose values stand at ``spans`` (a digit-blind shape's match of one
+        line of a digit mask gives them for all), by slicing: no ``fullmatch``.
+
+        >>> s = Shape([r"a: (-?\\d+)", r"b: (-?\\d+\\.\\d+)%"], ["a", "b_pct"], [int, float])
+        >>> s.reader_at([(3, 4), (9, 12)])("a: 7, b: 3.5%")
+        {'a': 7, 'b_pct': 3.5}
+        """
+        if len(spans) != len(self.keys):
+            raise ValueError(f"one span per value: {len(self.keys)} values, {len(spans)} spans")
+        names: dict[str, Any] = {f"K{i}": key for i, key in enumerate(self.keys)}
+        names.update({f"C{i}": conv for i, conv in enumerate(self.converters)})
+        items = ", ".join(f"K{i}: C{i}(t[{int(a)}:{int(b)}])" for i, (a, b) in enumerate(spans))  # ints only pasted
+        exec(f"def at(t):\n    return {{{items}}}\n", names)  # noqa: S102
+        at: Callable[[str], Values] = names["at"]
+        return at
+
 
 class ShapeCache:
     """Compiled shapes per metric kind, newest first (a memo: results equal the general parser's)."""
+
+    def match(self, kind: str, rest: str) -> tuple[Shape, re.Match[str]] | None:
+        """The shape :meth:`values` reads ``rest`` with, and its match; None when the general parser does."""
+        for shape in self._shapes.get(kind, ()):
+            m = shape.fullmatch(rest)
+            if m is not None:
+                return shape, m
+        return None
 
     def __init__(self) -> None:
         self._shapes: dict[str, tuple[Shape, ...]] = {}

@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
 from datetime import datetime
 
 from toolkit.logs._construct import fast_constructor
@@ -42,7 +41,7 @@ from toolkit.logs.line import (
     header_shape,
     parse_fields,
 )
-from toolkit.logs.metrics import MetricRow, parse_metric
+from toolkit.logs.metrics import MetricReader, MetricRow, metric_at, metric_reader, parse_metric
 from toolkit.logs.packs import SERVING_RULES
 from toolkit.logs.rules import (
     SEVERITY,
@@ -66,6 +65,7 @@ from toolkit.logs.tracebacks import (
     TRACEBACK,
     TRACEBACK_CUT,
     TRACEBACK_ENGINE_CUT,
+    OpenTraceback,
     from_engine_process,
 )
 
@@ -83,26 +83,18 @@ _WARNING_LEVEL = Rule("warning_level", r"^$", Verdict.WARNING)
 
 
 # A digit shape of a line: its header's positions, the first digit-blind rule that decides it, the
-# digit-reading rules to ask before that one (toolkit.logs.rules.match_shape); _UNSHAPED: the general path.
+# digit-reading rules to ask before that one (toolkit.logs.rules.match_shape), and for a metric line where
+# its values stand (toolkit.logs.metrics.metric_reader); _UNSHAPED: the general path.
 _LineShape = tuple[HeaderShape, tuple[Rule, tuple[str, ...], bool, "re.Pattern[str] | None", Match, Match] | None,
-                   tuple[Recheck, ...]]
+                   tuple[Recheck, ...], MetricReader | None]
 # two markers compared by identity: unequal (equal constant tuples would be compiled into one object)
-_UNSHAPED: _LineShape = ((0, None, None, (-1, -1), False), None, ())
-_UNSHAPED_YET: _LineShape = ((-1, None, None, (-1, -1), False), None, ())  # seen once: learnt if seen again
+_UNSHAPED: _LineShape = ((0, None, None, (-1, -1), False), None, (), None)
+_UNSHAPED_YET: _LineShape = ((-1, None, None, (-1, -1), False), None, (), None)  # seen once: learnt if seen again
 _MAX_SHAPES = 8192
 
 _make_event = fast_constructor(LogEvent)  # the hot path's LogEvent(...), positional, in field order
 _make_parsed = fast_constructor(ParsedLine)
 _METRIC, _READY, _FATAL, _INFO = Verdict.METRIC, Verdict.READY, Verdict.FATAL, Verdict.INFO
-
-
-@dataclass
-class _Group:
-    key: str | None
-    first: ParsedLine
-    first_line_no: int
-    header: Match | None
-    lines: list[str] = field(default_factory=list)
 
 
 class LogClassifier:
@@ -136,8 +128,8 @@ class LogClassifier:
         self.ready = False
         self.failed = False
         self.startup_seen = False  # a start-up phase was seen: serving lines are then the warm-up, not proof
-        self._groups: dict[str | None, _Group] = {}
-        self._last_group: _Group | None = None
+        self._groups: dict[str | None, OpenTraceback] = {}
+        self._last_group: OpenTraceback | None = None
         self._last_header: dict[str | None, tuple[int, Match]] = {}
         # before readiness, an ERROR line no rule knows waits one line: if a traceback of the same process follows,
         # it was the message of `logger.exception(e)` and heads that traceback (vLLM V0 "ERROR ... engine.py:400] <e>")
@@ -206,7 +198,7 @@ class LogClassifier:
             elif shape is _UNSHAPED_YET:
                 shape = self._shapes[key] = self._learn_shape(line)
             if shape is not None and shape is not _UNSHAPED and shape is not _UNSHAPED_YET:
-                header, entry, recheck = shape
+                header, entry, recheck, reader = shape
                 text, timestamp, rank, level = fields_at(line, header)
                 for literals, ignore_case, regex, candidate in recheck:
                     if literals:
@@ -214,10 +206,10 @@ class LogClassifier:
                         if not any(lit in hay for lit in literals):
                             continue
                     if regex is None or regex.search(text) is not None:
-                        entry = candidate
+                        entry, reader = candidate, None
                         break
                 match = None if entry is None else entry[5] if self.ready else entry[4]  # the rule's Match
-                event = self._single(line, text, timestamp, rank, level, match)
+                event = self._single(line, text, timestamp, rank, level, match, reader)
                 return [event] if self.ready else self._emit(event)
         text, timestamp, rank, level = parse_fields(line)
         if self._held is not None:
@@ -240,7 +232,7 @@ class LogClassifier:
         self._held = None
         if text.startswith(TB_START) and (parsed.rank, parsed.level) == (message.rank, message.level) \
                 and parsed.rank not in self._groups:
-            group = _Group(parsed.rank, message, event.line_no, None, [message.text, text])
+            group = OpenTraceback(parsed.rank, message, event.line_no, None, [message.text, text])
             self._groups[parsed.rank] = self._last_group = group
             return []
         if self._groups or TB_START in text:
@@ -258,7 +250,9 @@ class LogClassifier:
         if TB_START in text:
             return _UNSHAPED
         first, recheck = match_shape(self._compiled, text, self._blind) if text else (-1, ())
-        return header, self._compiled[first] if first >= 0 else None, recheck
+        entry = self._compiled[first] if first >= 0 else None
+        reader = metric_reader(text) if entry is not None and _METRIC in (entry[4].verdict, entry[5].verdict) else None
+        return header, entry, recheck, reader
 
     def _feed_grouping(self, parsed: ParsedLine) -> list[LogEvent]:
         """A line that opens a traceback, or any line while one is open."""
@@ -277,7 +271,7 @@ class LogClassifier:
                 prior = self._last_header.get(key)
                 if prior is not None and prior[0] >= self.line_no - 2:
                     header = prior[1]
-            group = _Group(key, parsed, self.line_no, header, [text])
+            group = OpenTraceback(key, parsed, self.line_no, header, [text])
             self._groups[key] = group
             self._last_group = group
             return events
@@ -309,7 +303,7 @@ class LogClassifier:
         return match_compiled(self._compiled, text, ready=self.ready)
 
     def _single(self, raw: str, text: str, timestamp: datetime | None, rank: str | None, level: str | None,
-                match: Match | None) -> LogEvent:
+                match: Match | None, reader: MetricReader | None = None) -> LogEvent:
         if match is not None and match.verdict is _FATAL and text[:2] == "  " and not text.startswith(TERMINATE_WHAT):
             # a frame or source line quoted from a traceback whose header the excerpt lost:
             # `    raise RuntimeError("Engine core initialization failed. "` states nothing yet
@@ -320,7 +314,8 @@ class LogClassifier:
         if match is not None:
             rule, verdict = match.rule, match.verdict
             if verdict is _METRIC and (self._parse_after_ready or not self.ready):
-                metric = parse_metric(text, line_no=n, timestamp=timestamp, rank=rank)
+                metric = (metric_at(text, reader, line_no=n, timestamp=timestamp, rank=rank) if reader is not None
+                          else parse_metric(text, line_no=n, timestamp=timestamp, rank=rank))
                 if metric is None:
                     verdict = _INFO
             if rule.header:
@@ -346,7 +341,7 @@ class LogClassifier:
         return _make_event(n, raw, text, timestamp, rank, level, verdict, rule.name, phase, metric, (), n,
                            rule.hint, verdict is _FATAL and bool(rule.notice), evidence)
 
-    def _close(self, group: _Group, exception: tuple[ParsedLine, str] | None) -> LogEvent:
+    def _close(self, group: OpenTraceback, exception: tuple[ParsedLine, str] | None) -> LogEvent:
         self._groups.pop(group.key, None)
         if self._last_group is group:
             self._last_group = next(reversed(self._groups.values()), None) if self._groups else None

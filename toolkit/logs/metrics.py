@@ -19,7 +19,7 @@ Throughputs are the engine's own figures (tokens/s over its logging interval), n
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from functools import lru_cache
@@ -28,7 +28,7 @@ from types import MappingProxyType
 from toolkit.logs._construct import fast_constructor
 from toolkit.logs._metric_shapes import BOOL, FLOAT, INT, Shape, ShapeCache, floats, int_as_float, typed
 
-__all__ = ["MetricRow", "MetricValue", "parse_metric", "METRIC_KINDS"]
+__all__ = ["MetricRow", "MetricValue", "parse_metric", "METRIC_KINDS", "MetricReader", "metric_reader", "metric_at"]
 
 MetricValue = float | int | bool | tuple[float, ...]
 METRIC_KINDS = ("sglang_decode", "sglang_prefill", "vllm_throughput", "vllm_specdecode")
@@ -179,25 +179,68 @@ _SHAPES = ShapeCache()
 _make_row = fast_constructor(MetricRow)
 
 
+def _locate(text: str) -> tuple[str, int] | None:
+    """The kind of metric line ``text`` is, and where its values begin; None when it is none."""
+    if "batch" in text and (m := _SGLANG.search(text)) is not None:
+        return ("sglang_decode" if m.group(1) == "Decode" else "sglang_prefill"), m.end()
+    for marker, kind, skip in _VLLM_MARKERS:
+        at = text.find(marker)
+        if at >= 0:
+            return kind, at + skip
+    return None
+
+
+# vLLM's throughput line keeps its marker in what is parsed ("Avg prompt throughput: 1.0 tokens/s, ...")
+_VLLM_MARKERS = (("Avg prompt throughput:", "vllm_throughput", 0),
+                 ("SpecDecoding metrics:", "vllm_specdecode", len("SpecDecoding metrics:")),
+                 ("Speculative metrics:", "vllm_specdecode", len("Speculative metrics:")))  # vLLM v0
+
+
 def parse_metric(text: str, *, line_no: int = 0, timestamp: datetime | None = None, rank: str | None = None) -> MetricRow | None:
     """Parse a metric line's text (header already removed); None when it is not one.
 
     >>> parse_metric("Decode batch. #running-req: 1, gen throughput (token/s): 39.53, #queue-req: 0").values["gen_throughput"]
     39.53
     """
-    if "batch" in text and (m := _SGLANG.search(text)) is not None:
-        kind = "sglang_decode" if m.group(1) == "Decode" else "sglang_prefill"
-        values = _SHAPES.values(kind, text[m.end():], _sglang, _sglang_shape)
+    located = _locate(text)
+    if located is None:
+        return None
+    kind, start = located
+    if kind.startswith("sglang"):
+        values = _SHAPES.values(kind, text[start:], _sglang, _sglang_shape)
     else:
-        if "Avg prompt throughput:" in text:
-            kind, rest = "vllm_throughput", text[text.index("Avg prompt throughput:"):]
-        elif "SpecDecoding metrics:" in text:
-            kind, rest = "vllm_specdecode", text[text.index("SpecDecoding metrics:") + len("SpecDecoding metrics:"):]
-        elif "Speculative metrics:" in text:  # vLLM v0
-            kind, rest = "vllm_specdecode", text[text.index("Speculative metrics:") + len("Speculative metrics:"):]
-        else:
-            return None
-        values = _SHAPES.values(kind, rest, _vllm, _vllm_shape)
+        values = _SHAPES.values(kind, text[start:], _vllm, _vllm_shape)
     if not values or (kind == "vllm_throughput" and "running_reqs" not in values):
         return None  # a line cut short (a terminal wrapped `Running: 32 r` / `eqs, ...`): not a whole row
     return _make_row(kind, MappingProxyType(values), timestamp, rank, line_no)
+
+
+# A metric line read by position: its kind and the function that gives its values from its text. Every text
+# with the digit mask of the line it was made from reads the same through it as through parse_metric.
+MetricReader = tuple[str, Callable[[str], dict[str, MetricValue]]]
+
+
+def metric_reader(text: str) -> MetricReader | None:
+    """How to read every metric line with ``text``'s digit mask by slicing (:mod:`toolkit.logs.digits`): the
+    values stand where a digit-blind shape found them in ``text``. None: such lines go through parse_metric.
+
+    >>> kind, read = metric_reader("Decode batch. #running-req: 1, #queue-req: 0")
+    >>> kind, read("Decode batch. #running-req: 7, #queue-req: 3")
+    ('sglang_decode', {'running_req': 7, 'queue_req': 3})
+    """
+    located = _locate(text)
+    if located is None or parse_metric(text) is None:  # (parse_metric learns the line's shape when it can)
+        return None
+    kind, start = located
+    found = _SHAPES.match(kind, text[start:])
+    if found is None or not found[0].digit_blind:
+        return None
+    shape, m = found
+    spans = [(start + m.start(i), start + m.end(i)) for i in range(1, len(shape.keys) + 1)]
+    return kind, shape.reader_at(spans)
+
+
+def metric_at(text: str, reader: MetricReader, *, line_no: int = 0, timestamp: datetime | None = None,
+              rank: str | None = None) -> MetricRow:
+    """``parse_metric(text, ...)`` for a text of the digit mask ``reader`` was made for."""
+    return _make_row(reader[0], MappingProxyType(reader[1](text)), timestamp, rank, line_no)

@@ -10,11 +10,13 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 
-from toolkit.logs.rules import Rule, Verdict
+from toolkit.logs.line import ParsedLine
+from toolkit.logs.rules import Match, Rule, Verdict
 
 __all__ = ["TB_START", "EXCEPTION_LINE", "CHAINED", "TRACEBACK", "TRACEBACK_CUT", "TRACEBACK_ENGINE_CUT",
-           "TERMINATE_WHAT", "ENGINE_RANK", "from_engine_process"]
+           "TERMINATE_WHAT", "ENGINE_RANK", "from_engine_process", "OpenTraceback"]
 
 TB_START = "Traceback (most recent call last)"
 # Inside a traceback, the first unindented line naming a (dotted) class is the exception line:
@@ -49,3 +51,15 @@ def from_engine_process(lines: Sequence[str]) -> bool:
     if len(lines) > start + 1 and lines[start + 1].rstrip().endswith("in <module>"):
         return True
     return any(_ENGINE_ENTRY.search(line.rstrip()) for line in lines[start + 1:])
+
+
+@dataclass
+class OpenTraceback:
+    """A traceback still being read: the process (rank) it belongs to, its first line, the header rule
+    that announced it (``Scheduler hit an exception``), and its lines so far."""
+
+    key: str | None
+    first: ParsedLine
+    first_line_no: int
+    header: Match | None
+    lines: list[str] = field(default_factory=list)
