@@ -188,7 +188,7 @@ def signal_script(signal: str, pids: tuple[int, ...], pgids: frozenset[int], *, 
     """
     paths = " ".join(f"/proc/{int(p)}" for p in pids if p > 1) or "/proc/0"
     rounds = max(int(settle_s / 0.02), 0)
-    wait = (f"for _ in $(seq {rounds}); do live=; for d in {paths}; do IFS= read -r l < \"$d/stat\" || continue; "
+    wait = (f"for ((i = 0; i < {rounds}; i++)); do live=; for d in {paths}; do IFS= read -r l < \"$d/stat\" || continue; "
             'case ${l##*) } in Z*|X*) ;; *) live=1;; esac; done 2>/dev/null; [ -z "$live" ] && break; sleep 0.02; done')
     return f"{kill_script(signal, pids, pgids)}\n{wait}\n{PROCESS_TABLE_SCRIPT}"
 
