@@ -13,7 +13,8 @@ server on its own port), and prints side by side per host count:
 - the overhead per configuration beyond server start and benchmark, as the issue defines it
   (per host ``(wall - sum of (time to ready + bench)) / configurations it ran``, the worst
   host), and the mean time per launch of each phase (``SweepResult.phases``: launch, ready,
-  bench, log, journal, stop; see :class:`toolkit.moves.trial.LaunchPhases`).
+  bench, log, journal, stop; see :class:`toolkit.moves.trial.LaunchPhases`). Each host count
+  starts with empty version and ``--help`` caches, as a fresh sweep does.
 
 ``--workload cpu`` (the default: 1 s simulated start-up, 4 x 48 tokens) is dominated by
 fixed CPU costs (each server's Python start-up, SSH, the benchmark client). ``--workload
@@ -46,6 +47,8 @@ from toolkit.host.host import Host  # noqa: E402
 from toolkit.journal import Journal  # noqa: E402
 from toolkit.moves import sweep  # noqa: E402
 from toolkit.moves.trial import LaunchPhases  # noqa: E402
+from toolkit.server.preflight import DEFAULT_CACHE  # noqa: E402
+from toolkit.server.release import DEFAULT_RELEASES  # noqa: E402
 from toolkit.server.server import Server  # noqa: E402
 from toolkit.server.spec import ServerSpec  # noqa: E402
 from toolkit.sim.testing import free_port  # noqa: E402
@@ -98,6 +101,10 @@ def run(hosts: list[Host], configs: int, workload: str, spin_ms: float, work: Pa
         return result
 
     spec = ServerSpec.simulator(tp=1, port=free_port(), host="127.0.0.1", sim_startup_s=startup_s, sim_spin_ms=spin_ms)
+    # Each host count starts as a fresh sweep would: every host asks the engine's version and --help
+    # once (otherwise the hosts an earlier run used would skip it and flatter the larger counts).
+    DEFAULT_CACHE.clear()
+    DEFAULT_RELEASES.clear()
     with Journal(work / f"sweep-{workload}-{len(hosts)}.sqlite", investigation="fan-out benchmark") as journal:
         busy0, t0 = machine_busy_s()
         cpu0 = driver_cpu_s()
