@@ -56,6 +56,12 @@ def test_attention_mode_sweep_over_ssh_records_every_step_and_plots(ssh_host: Ho
     assert (frame["time_to_ready_s"] > 0).all() and (frame["metric_lines"] > 0).all()
     print(f"\nsweep over ssh: prefill {prefill:.1f} tok/s, decode {decode:.1f} tok/s")
 
+    phases = result.phases  # where each launch's time went: one row per launch, the phases within its total
+    assert phases is not None and list(phases["combination"]) == [0, 1] and set(phases["host"]) == {ssh_host.name}
+    seconds = phases[[f"{name}_s" for name in ("launch", "ready", "bench", "log", "journal", "stop")]]
+    assert (seconds > 0).all().all(), phases.to_string()
+    assert (seconds.sum(axis=1) <= phases["total_s"] + 1e-6).all()
+
     steps = journal.steps()
     assert list(steps["title"]) == ["--speculative-attention-mode=prefill", "--speculative-attention-mode=decode"]
     assert list(steps["status"]) == ["done", "done"] and list(steps["kind"]) == ["attention_mode"] * 2

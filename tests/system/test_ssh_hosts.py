@@ -92,6 +92,21 @@ def test_a_gentle_process_stops_on_sigterm_within_the_grace(any_host: Host, tmp_
     assert not report.sigkill_sent and report.elapsed_s < 5.0
 
 
+def test_a_child_forked_by_the_term_handler_is_stopped_too(any_host: Host, tmp_path: Path) -> None:
+    # The signal and the wait for its targets travel in one round trip: a process that appears after
+    # the signal (a shutdown hook's child, in the server's group) must still be found and signalled.
+    marker = _marker()
+    script = f"trap '(exec sleep {marker}) & echo forked; exit 0' TERM\nwhile :; do sleep 0.05; done"
+    handle = any_host.start_detached(script, log_path=f"{tmp_path}/fork.log")
+    assert any_host.is_alive(handle)
+
+    report = any_host.stop(handle, grace_s=5.0)
+
+    assert "forked" in any_host.run(f"cat {tmp_path}/fork.log").stdout  # the handler ran, then the bash exited
+    assert report.survivors == () and not report.sigkill_sent and len(report.signalled) >= 1
+    assert marker not in any_host.run("ps -eo args=").stdout
+
+
 def test_a_stale_handle_never_signals_a_process_that_reused_the_pid(any_host: Host, tmp_path: Path) -> None:
     handle = any_host.start_detached(f"exec sleep {_marker()}", log_path=f"{tmp_path}/s.log")
     stale = ProcessHandle(handle.host, handle.pid, handle.log_path, handle.command, handle.started_at, 1)

@@ -6,6 +6,7 @@ seed's benign TP5 import line must never abort.
 
 from __future__ import annotations
 
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -35,6 +36,21 @@ def test_healthy_start_with_benign_tp5_line_is_ready(any_host: Host, tmp_path: A
         # the seed's grep would have aborted this very start
         log = "\n".join(server.log_tail(400))
         assert "Ignore import error when loading sglang.srt.models.glmasr" in log
+
+
+def test_the_wait_loop_ticks_without_spinning(local_host: Host, tmp_path: Any) -> None:
+    """The loop's own tick announces a state change; waking on it made the loop spin a core for the
+    whole start-up (thousands of ticks a second). It ticks every 0.05 s or on another thread's news."""
+    own: list[float] = []
+    with launch(local_host, _spec(), log_dir=str(tmp_path)) as server:
+        me = threading.current_thread()
+        unsubscribe = server.state.subscribe(lambda status: own.append(time.monotonic())
+                                             if threading.current_thread() is me else None)
+        started = time.monotonic()
+        assert server.wait_ready(timeout_s=60).ready
+        waited = time.monotonic() - started
+        unsubscribe()
+    assert len(own) <= 60 * waited + 5, f"{len(own)} ticks in {waited:.2f} s: the wait loop spins"
 
 
 def test_ready_is_not_claimed_when_only_v1_models_answers(local_host: Host, tmp_path: Any) -> None:

@@ -311,10 +311,10 @@ class Host:
         if not alive:
             return StopReport(self.name, pid, True, False, elapsed_s=time.monotonic() - t0)
         signalled = tuple(row.pid for row in alive)
-        left = self._signal_until_gone(plan, "TERM", grace_s)
+        left = self._signal_until_gone(plan, alive, "TERM", grace_s)
         sigkill = bool(left)
         if left:
-            left = self._signal_until_gone(plan, "KILL", 5.0)
+            left = self._signal_until_gone(plan, left, "KILL", 5.0)
         if left:
             raise HostError(
                 f"{len(left)} process(es) of pid {pid} on {self.name} survived SIGKILL",
@@ -325,24 +325,33 @@ class Host:
         return StopReport(self.name, pid, False, sigkill, (), signalled, time.monotonic() - t0)
 
     def _signal_until_gone(
-        self, plan: procs.StopPlan, signal: str, wait_s: float
+        self, plan: procs.StopPlan, alive: tuple[procs.ProcRow, ...], signal: str, wait_s: float
     ) -> tuple[procs.ProcRow, ...]:
+        """Signal ``alive`` (and children forked meanwhile) until the table shows none of the plan, or ``wait_s``.
+
+        Each signal travels with a short wait on the host and the table read after it (one round
+        trip, :func:`procs.signal_script`): a clean stop costs two round trips, not four or more.
+        """
         deadline = time.monotonic() + wait_s
         sent: set[int] = set()
         pause = 0.05
         while True:
-            alive = procs.survivors(self._table(), plan)
-            if not alive:
-                return ()
             fresh = tuple(row.pid for row in alive if row.pid not in sent)
             if fresh:  # first round, and children forked during shutdown
                 groups = plan.pgids | {row.pid for row in alive if row.pgid == row.pid}
-                self.run(procs.kill_script(signal, fresh, frozenset(groups)))
+                settle_s = min(1.0, max(deadline - time.monotonic(), 0))
+                table = procs.parse_process_table(
+                    self.run(procs.signal_script(signal, fresh, frozenset(groups), settle_s=settle_s)).stdout)
                 sent.update(fresh)
             elif time.monotonic() >= deadline:
                 return alive
-            time.sleep(min(pause, max(deadline - time.monotonic(), 0)))
-            pause = min(pause * 1.5, 0.5)
+            else:
+                time.sleep(min(pause, max(deadline - time.monotonic(), 0)))
+                pause = min(pause * 1.5, 0.5)
+                table = self._table()
+            alive = procs.survivors(table, plan)
+            if not alive:
+                return ()
 
     def _refuse_own(self, pid: int) -> None:
         if pid <= 1 or (self.is_local and pid in (os.getpid(), os.getpgid(0))):

@@ -37,6 +37,7 @@ __all__ = [
     "plan_stop",
     "survivors",
     "kill_script",
+    "signal_script",
     "process_tree_script",
     "parse_process_tree",
     "port_holder_script",
@@ -176,6 +177,20 @@ def kill_script(signal: str, pids: tuple[int, ...], pgids: frozenset[int]) -> st
     if not targets:
         return "true"
     return f"kill -s {signal} -- {' '.join(targets)} 2>/dev/null; true"
+
+
+def signal_script(signal: str, pids: tuple[int, ...], pgids: frozenset[int], *, settle_s: float) -> str:
+    """:func:`kill_script`, then wait on the host (up to ``settle_s``) until those pids are gone, then the table.
+
+    One round trip instead of three (kill; pause; read the table) per signal: a server that
+    exits 0.1 s after SIGTERM (the simulator does) is seen gone by the same call that signalled
+    it, and the caller still verifies the whole tree from the table it prints.
+    """
+    paths = " ".join(f"/proc/{int(p)}" for p in pids if p > 1) or "/proc/0"
+    rounds = max(int(settle_s / 0.02), 0)
+    wait = (f"for ((i = 0; i < {rounds}; i++)); do live=; for d in {paths}; do IFS= read -r l < \"$d/stat\" || continue; "
+            'case ${l##*) } in Z*|X*) ;; *) live=1;; esac; done 2>/dev/null; [ -z "$live" ] && break; sleep 0.02; done')
+    return f"{kill_script(signal, pids, pgids)}\n{wait}\n{PROCESS_TABLE_SCRIPT}"
 
 
 def process_tree_script(pid: int) -> str:

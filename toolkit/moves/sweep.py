@@ -11,8 +11,15 @@ from toolkit.journal import Journal, StepRecorder
 from toolkit.moves.params import Variant, expand
 from toolkit.moves.pool import HostPool, Hosts, Lane, SpecForHost
 from toolkit.moves.schedule import Spread, sweep_queues
-from toolkit.moves.sweep_result import SweepFailure, SweepResult, failure_row, outcome_row, runs_frame
-from toolkit.moves.trial import RunOutcome, make_bench_call, run_launch
+from toolkit.moves.sweep_result import (
+    SweepFailure,
+    SweepResult,
+    failure_row,
+    outcome_row,
+    phases_frame,
+    runs_frame,
+)
+from toolkit.moves.trial import LaunchPhases, RunOutcome, make_bench_call, run_launch
 from toolkit.server.server import Server
 from toolkit.server.spec import ServerSpec
 
@@ -119,6 +126,7 @@ def sweep(
     steps = [_VariantStep(journal, kind, f"{title}: {v.title}" if title else v.title, hypothesis, v, where[v.index],
                           launches) for v in variants]
     rows: list[dict[str, object]] = []
+    timings: list[tuple[int, int, LaunchPhases]] = []  # (combination, launch, where its time went)
     rows_lock = threading.Lock()
 
     def work(lane: Lane, job: tuple[int, int]) -> None:
@@ -135,6 +143,10 @@ def sweep(
             value = row.get("output_throughput")
             lane.advance(1, f"{variant.label[:24]}: {value:.1f} tok/s" if isinstance(value, int | float) else None)
 
+        def on_phases(phases: LaunchPhases) -> None:
+            with rows_lock:
+                timings.append((variant.index, launch_no, phases))
+
         done_before = book.runs_done
         try:
             step = book.start()
@@ -142,7 +154,7 @@ def sweep(
                 run_launch(lane.host, lane.spec(variant.spec), step=step, benches=per_launch, bench_call=bench_call,
                            timeout_s=timeout_s, log_dir=lane.log_dir(log_dir), run_label=variant.label,
                            first_repeat=launch_no * per_launch, launch_no=launch_no, on_run=on_run,
-                           on_server=lane.watch)
+                           on_server=lane.watch, on_phases=on_phases)
         except BaseException as exc:
             runs = book.runs_done - done_before
             with rows_lock:
@@ -175,5 +187,5 @@ def sweep(
     frame = runs_frame(rows, ("combination", "label", *params, "host"))
     frame = frame.sort_values(["combination", "repeat"], kind="stable", na_position="last").reset_index(drop=True)
     return SweepResult(tuple(variants), frame, tuple(sorted(failures, key=lambda f: f.variant.index)),
-                       tuple(book.id for book in steps), params)
+                       tuple(book.id for book in steps), params, phases_frame(timings))
 

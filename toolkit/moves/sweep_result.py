@@ -10,13 +10,13 @@ from typing import TYPE_CHECKING
 from toolkit.errors import ToolkitError
 from toolkit.moves.hostfactor import HostEffects, host_effects
 from toolkit.moves.params import Variant
-from toolkit.moves.trial import RunOutcome
+from toolkit.moves.trial import LaunchPhases, RunOutcome
 from toolkit.stats import mean_interval, metric_direction
 
 if TYPE_CHECKING:
     import pandas as pd
 
-__all__ = ["SweepResult", "SweepFailure", "outcome_row", "failure_row", "runs_frame"]
+__all__ = ["SweepResult", "SweepFailure", "outcome_row", "failure_row", "runs_frame", "phases_frame"]
 
 
 @dataclass(frozen=True, eq=False)
@@ -70,7 +70,9 @@ class SweepResult:
     ``frame``: one row per benchmark run (plus one ``status == "failed"`` row per failure),
     the varied parameters as columns (named as in ``vary``), the ``host`` it ran on, then
     run facts and every summary metric (``output_throughput``, ``mean_ttft_ms``, ...,
-    ``accept_length``).
+    ``accept_length``). ``phases``: one row per launch that stopped cleanly, where its time
+    went in seconds (:class:`~toolkit.moves.trial.LaunchPhases`: launch, ready, bench, log,
+    journal, stop, total), to see what a sweep costs beyond its servers.
     """
 
     variants: tuple[Variant, ...]
@@ -78,6 +80,7 @@ class SweepResult:
     failures: tuple[SweepFailure, ...]
     step_ids: tuple[int | None, ...]
     params: tuple[str, ...]
+    phases: pd.DataFrame | None = None
 
     def table(self, metric: str = "output_throughput") -> pd.DataFrame:
         """Per combination: runs, mean, 95 % CI and the ratio to the first combination that ran."""
@@ -147,3 +150,14 @@ def runs_frame(rows: list[dict[str, object]], leading: Sequence[str]) -> pd.Data
     for column in ("repeat", "launch", "server_pid", "step_id", "run_id", "metric_lines"):
         frame[column] = frame[column].astype("Int64")
     return frame
+
+
+def phases_frame(timings: Sequence[tuple[int, int, LaunchPhases]]) -> pd.DataFrame:
+    """One row per launch: ``combination``, ``launch``, ``host``, then seconds per phase and ``total_s``."""
+    import pandas as pd
+
+    rows = [{"combination": combination, "launch": launch, "host": phases.host,
+             **{f"{name}_s": phases.seconds.get(name, 0.0) for name in LaunchPhases.PHASES}, "total_s": phases.total}
+            for combination, launch, phases in sorted(timings, key=lambda t: (t[0], t[1]))]
+    return pd.DataFrame(rows, columns=["combination", "launch", "host", *(f"{n}_s" for n in LaunchPhases.PHASES),
+                                       "total_s"])

@@ -9,9 +9,10 @@ version. The server is stopped on every way out, because ``with launch(...)`` ow
 from __future__ import annotations
 
 import abc
+import contextlib
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -27,7 +28,7 @@ from toolkit.server.logfile import count_lines
 from toolkit.server.server import Server
 from toolkit.server.spec import ServerSpec
 
-__all__ = ["RunOutcome", "RunObserver", "run_launch", "make_bench_call", "metric_window", "decisive_lines"]
+__all__ = ["RunOutcome", "LaunchPhases", "RunObserver", "run_launch", "make_bench_call", "metric_window", "decisive_lines"]
 
 
 class RunObserver(abc.ABC):
@@ -57,6 +58,32 @@ class RunOutcome:
     run_id: int | None
     metric_lines: int
     host: str = ""  # the name of the host the server ran on
+
+
+@dataclass
+class LaunchPhases:
+    """Where one launch's time went, in seconds: what a sweep costs beyond its servers' start and benchmarks.
+
+    ``launch``: port check, flag preflight, log file, start, record on the host; ``ready``:
+    :meth:`Server.wait_ready`; ``bench``: the benchmark calls; ``log``: counting and reading
+    the log around each run (the metric lines), the post-run liveness check; ``journal``:
+    journal writes and the version query; ``stop``: the verified stop. ``total`` is the
+    whole launch; what the phases leave of it is the trial's own bookkeeping.
+    """
+
+    host: str = ""
+    seconds: dict[str, float] = field(default_factory=dict)
+    total: float = 0.0
+
+    PHASES = ("launch", "ready", "bench", "log", "journal", "stop")
+
+    @contextlib.contextmanager
+    def timed(self, phase: str) -> Iterator[None]:
+        started = time.monotonic()
+        try:
+            yield
+        finally:
+            self.seconds[phase] = self.seconds.get(phase, 0.0) + time.monotonic() - started
 
 
 def make_bench_call(
@@ -162,6 +189,7 @@ def run_launch(
     on_server: Callable[[Server | None], None] | None = None,
     more_runs: Callable[[list[RunOutcome]], int] | None = None,
     after_runs: Callable[[Server], None] | None = None,
+    on_phases: Callable[[LaunchPhases], None] | None = None,
 ) -> list[RunOutcome]:
     """Launch ``spec``, wait until ready, run ``benches`` benchmarks, record them in ``step``, stop the server.
 
@@ -171,14 +199,21 @@ def run_launch(
     (``with launch``). ``on_server`` hears of the server once launched and of None once it is
     stopped (a host pool stops it from outside on Ctrl-C); ``more_runs``, asked after the last
     run, says how many more to run on the same server (a noisy measurement re-measured);
-    ``after_runs`` gets the server after the last run, before it stops (greedy outputs to keep).
+    ``after_runs`` gets the server after the last run, before it stops (greedy outputs to keep);
+    ``on_phases`` hears where the launch's time went (:class:`LaunchPhases`) once it stopped.
     """
+    phases = LaunchPhases(host.name)
+    started = time.monotonic()
     try:
-        return _measure(host, spec, step, benches, bench_call, timeout_s, log_dir, run_label, first_repeat, launch_no,
-                        on_run, on_server, more_runs, after_runs)
+        outcomes = _measure(host, spec, step, benches, bench_call, timeout_s, log_dir, run_label, first_repeat,
+                            launch_no, on_run, on_server, more_runs, after_runs, phases)
     finally:
         if on_server is not None:
             on_server(None)
+    phases.total = time.monotonic() - started
+    if on_phases is not None:
+        on_phases(phases)
+    return outcomes
 
 
 def _measure(
@@ -196,43 +231,55 @@ def _measure(
     on_server: Callable[[Server | None], None] | None,
     more_runs: Callable[[list[RunOutcome]], int] | None,
     after_runs: Callable[[Server], None] | None,
+    phases: LaunchPhases,
 ) -> list[RunOutcome]:
     outcomes: list[RunOutcome] = []
-    with launch(host, spec, log_dir=log_dir) as server:
+    timed = phases.timed
+    with timed("launch"):
+        server = launch(host, spec, log_dir=log_dir)
+    try:  # what `with launch(...)` did, with the stop timed
         if step is not None and server.placement.kind != "host":  # a job id, nodes, a container: where it ran
             step.note(f"launch {launch_no + 1} ran in {server.placement.describe()}")
         try:
             if on_server is not None:
                 on_server(server)
-            report = server.wait_ready(timeout_s=timeout_s)
+            with timed("ready"):
+                report = server.wait_ready(timeout_s=timeout_s)
             if step is not None:
-                if launch_no == 0:
-                    step.record_readiness(report)
-                else:
-                    step.note(f"launch {launch_no + 1} on {host.name}: ready in {report.time_to_ready_s:.1f} s "
-                              f"({report.ready_reason})")
-                if versions := engine_versions(server.url, server.spec.engine):
-                    step.set_versions(versions)
+                with timed("journal"):
+                    if launch_no == 0:
+                        step.record_readiness(report)
+                    else:
+                        step.note(f"launch {launch_no + 1} on {host.name}: ready in {report.time_to_ready_s:.1f} s "
+                                  f"({report.ready_reason})")
+                    if versions := engine_versions(server.url, server.spec.engine):
+                        step.set_versions(versions)
             planned, k = benches, 0
             while k < planned:
-                before = count_lines(server.host, server.log_path) or 0
-                result = bench_call(server)
-                after = count_lines(server.host, server.log_path) or 0
-                server.follow().wait_for_lines(after)
-                rows = metric_window(server.follow().events(), before, after, result.started_at)
+                with timed("log"):
+                    before = count_lines(server.host, server.log_path) or 0
+                with timed("bench"):
+                    result = bench_call(server)
+                with timed("log"):
+                    after = count_lines(server.host, server.log_path) or 0
+                    server.follow().wait_for_lines(after)
+                    rows = metric_window(server.follow().events(), before, after, result.started_at)
                 run_id = None
                 if step is not None:
-                    run_id = step.record_bench(result, run_label=run_label, repeat=first_repeat + k, host=host.name)
-                    if rows:
-                        step.record_metrics(rows, run_id=run_id)
-                    if isinstance(bench_call, RunObserver):
-                        bench_call.record(step, result, run_id)
+                    with timed("journal"):
+                        run_id = step.record_bench(result, run_label=run_label, repeat=first_repeat + k,
+                                                   host=host.name)
+                        if rows:
+                            step.record_metrics(rows, run_id=run_id)
+                        if isinstance(bench_call, RunObserver):
+                            bench_call.record(step, result, run_id)
                 outcome = RunOutcome(result, first_repeat + k, launch_no, server.pid, report.time_to_ready_s,
                                      None if step is None else step.id, run_id, len(rows), host.name)
                 outcomes.append(outcome)
                 if on_run is not None:
                     on_run(outcome)
-                _check_run(server, result)
+                with timed("log"):
+                    _check_run(server, result)
                 k += 1
                 if k == planned and more_runs is not None:
                     planned += max(more_runs(outcomes), 0)
@@ -250,5 +297,9 @@ def _measure(
                     exc.add_note(f"the journal could not store this launch's log lines: {journal_exc}")
             raise
         if step is not None:
-            step.record_log_lines(decisive_lines(server.follow().events()))
+            with timed("journal"):
+                step.record_log_lines(decisive_lines(server.follow().events()))
+    finally:
+        with timed("stop"):
+            server.stop()
     return outcomes

@@ -122,6 +122,12 @@ class _Watchers:
                 if again is not None and not state.status().readiness.ready:
                     state.probe_failed(message=f"the server gives the same error answer to every probe: {again}",
                                        evidence=(again,), hint=_repeat_hint(outcome.status), at=now)
+            if state.status().readiness.ready:
+                # Proven: no further probe. The log's ready line, read while this probe was in flight,
+                # had set `wake`, so the loop used to start another one at once; SGLang's
+                # /health_generate sleeps 1 s before it answers (0.5.23 http_server.py:780) and
+                # wait_ready joins this thread before it returns, so each launch lost up to 1 s.
+                return
             fast = (self.fast.is_set(), self.ready_said.is_set())
             failures = 0 if fast != was_fast else failures + (0 if outcome.proves_generation else 1)
             was_fast = fast
@@ -207,10 +213,14 @@ def wait_ready(
     watchers = _Watchers(watch, probe_interval_s=probe_interval_s, fast_probe_interval_s=fast_probe_interval_s,
                          probe_timeout_s=probe_timeout_s, alive_interval_s=alive_interval_s)
     changed = threading.Event()
+    waiter = threading.current_thread()
 
     def on_change(status: ServerStatus) -> None:
         watchers.on_status(status)
-        changed.set()
+        # This loop's own state.tick() notifies too: waking on it made the loop spin (a whole core
+        # for the seconds a start-up takes, three on three hosts); only other threads' news wakes it.
+        if threading.current_thread() is not waiter:
+            changed.set()
 
     unsubscribe = state.subscribe(on_change)
     watchers.on_status(state.status())

@@ -1,5 +1,19 @@
-"""`python -m toolkit.sim`: see toolkit/sim/cli.py and docs/simulator.md."""
+"""`python -m toolkit.sim`: see toolkit/sim/cli.py and docs/simulator.md.
 
-from toolkit.sim.cli import main
+`--version` and `--help` are answered by the flag parser alone, before the server (aiohttp and
+the rest, about 0.5 s of CPU) is imported: the toolkit asks them before every launch of a new
+build (the release probe and the flag preflight; each bisection probe is a new build), and a
+sweep over loopback hosts pays that CPU on the same cores as the servers it measures.
+"""
+
+import sys
+
+from toolkit.sim.args import parse_server_args
+
+_ARGS = sys.argv[1:]
+if _ARGS[:1] not in (["make-repo"], ["telemetry"]) and {"-h", "--help", "--version"} & set(_ARGS):
+    parse_server_args(_ARGS)  # argparse prints the answer and exits; if it does not, serve as usual
+
+from toolkit.sim.cli import main  # noqa: E402
 
 raise SystemExit(main())
