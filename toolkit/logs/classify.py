@@ -55,6 +55,7 @@ from toolkit.logs.rules import (
     compile_rules,
     match_compiled,
     match_shape,
+    recheck_first,
 )
 from toolkit.logs.tracebacks import (
     CHAINED,
@@ -200,14 +201,8 @@ class LogClassifier:
             if shape is not None and shape is not _UNSHAPED and shape is not _UNSHAPED_YET:
                 header, entry, recheck, reader = shape
                 text, timestamp, rank, level = fields_at(line, header)
-                for literals, ignore_case, regex, candidate in recheck:
-                    if literals:
-                        hay = text.lower() if ignore_case else text
-                        if not any(lit in hay for lit in literals):
-                            continue
-                    if regex is None or regex.search(text) is not None:
-                        entry, reader = candidate, None
-                        break
+                if recheck and (hit := recheck_first(recheck, text)) >= 0:
+                    entry, reader = recheck[hit][3], None  # a rule that reads digits decides this line
                 match = None if entry is None else entry[5] if self.ready else entry[4]  # the rule's Match
                 event = self._single(line, text, timestamp, rank, level, match, reader)
                 return [event] if self.ready else self._emit(event)

@@ -20,7 +20,7 @@ from functools import cached_property
 
 from toolkit.logs.digits import digit_blind, digit_mask, has_digit
 
-__all__ = ["Verdict", "Phase", "Rule", "RulePack", "Match", "SEVERITY", "match_shape"]
+__all__ = ["Verdict", "Phase", "Rule", "RulePack", "Match", "SEVERITY", "match_shape", "recheck_first"]
 
 
 class Verdict(StrEnum):
@@ -310,3 +310,15 @@ def match_shape(compiled: CompiledRules, text: str, blind: tuple[bool, ...] | No
                 literals = ()  # a digit-free one is in every text of the shape
         recheck.append((literals, ignore_case, regex, entry))
     return -1, tuple(recheck)
+
+
+def recheck_first(recheck: tuple[Recheck, ...], text: str) -> int:
+    """The index of the first of a shape's digit-reading rules (:func:`match_shape`) that matches ``text``, or -1."""
+    for i, (literals, ignore_case, regex, _entry) in enumerate(recheck):
+        if literals:
+            hay = text.lower() if ignore_case else text
+            if not any(lit in hay for lit in literals):
+                continue
+        if regex is None or regex.search(text) is not None:
+            return i
+    return -1

@@ -29,12 +29,19 @@ uses it; ``tests/test_logs_skim.py`` holds it equal to :func:`sort_line`, and
 
 from __future__ import annotations
 
-import re
 from typing import Literal
 
 from toolkit.logs.digits import DIGIT_MASK
 from toolkit.logs.line import HEADERS_DIGIT_BLIND, text_and_level
-from toolkit.logs.rules import CompiledRules, Match, Verdict, match_compiled, match_shape
+from toolkit.logs.rules import (
+    CompiledRules,
+    Match,
+    Recheck,
+    Verdict,
+    match_compiled,
+    match_shape,
+    recheck_first,
+)
 
 __all__ = ["Kind", "sort_line", "Skimmer", "TRACEBACK_START", "LOUD_LEVELS", "QUIET_VERDICTS"]
 
@@ -64,10 +71,8 @@ def _kind(match: Match | None, level: str | None) -> Kind:
 
 
 # A shape's answer: the kind when no recheck matches; where the text starts in the line (-1: not a slice of
-# it, ANSI codes or a redraw were taken out); the digit-reading rules to ask on each line of the shape
-# (match_shape's), each with the kind the line is when it matches.
-_Recheck = tuple[tuple[str, ...], bool, "re.Pattern[str] | None", Kind]
-_Shape = tuple[Kind, int, tuple[_Recheck, ...]]
+# it, ANSI codes or a redraw were taken out); the digit-reading rules to ask on each line (match_shape's).
+_Shape = tuple[Kind, int, tuple[Recheck, ...]]
 
 
 class Skimmer:
@@ -118,14 +123,8 @@ class Skimmer:
             kind, offset, recheck = shape
             if recheck:
                 text = line[offset:] if offset >= 0 else text_and_level(line)[0]
-                for literals, ignore_case, regex, matched in recheck:
-                    if literals:
-                        hay = text.lower() if ignore_case else text
-                        if not any(lit in hay for lit in literals):
-                            continue
-                    if regex is None or regex.search(text) is not None:
-                        kind = matched
-                        break
+                if (hit := recheck_first(recheck, text)) >= 0:
+                    kind = _kind(recheck[hit][3][5], None)  # a rule that reads digits decides: its match once ready
             if kind == "quiet":
                 continue
             if kind == "metric" and metrics is not None:
@@ -140,5 +139,4 @@ class Skimmer:
         if TRACEBACK_START in text or not text:
             return sort_line(self.rules, line), offset, ()
         first, recheck = match_shape(self.rules, text)
-        kind = _kind(self.rules[first][5] if first >= 0 else None, level)  # [5]: the rule's match once ready
-        return kind, offset, tuple((lits, ignore_case, regex, _kind(entry[5], None)) for lits, ignore_case, regex, entry in recheck)
+        return _kind(self.rules[first][5] if first >= 0 else None, level), offset, recheck  # [5]: its match once ready
