@@ -14,7 +14,7 @@ Millions of serving lines come in a few hundred shapes that differ only in their
 :class:`Skimmer` sorts each shape once (keyed by :func:`~toolkit.logs.digits.digit_mask`) and
 reuses the answer while the header patterns and the rules it rests on are digit-blind; the rules
 that read digits (an HTTP status, an exit code) are still asked on every line of the shape, after
-their digit-free literals say they can match it at all. :func:`toolkit.logs.stream.classify_chunks`
+their literals' masks say they can match it at all (:func:`~toolkit.logs.rules.match_shape`). :func:`toolkit.logs.stream.classify_chunks`
 uses it; ``tests/test_logs_skim.py`` holds it equal to :func:`sort_line`, and
 ``tests/test_logs_stream.py`` the two paths equal on every corpus log;
 ``benchmarks/classify_memory.py`` measures them.

@@ -122,13 +122,9 @@ class SummaryBuilder:
         self._raw_metrics: deque[tuple[str, int]] = deque(maxlen=max_metrics)
         self._metric_count = 0
 
-    def add_metric_line(self, raw: str, line_no: int) -> None:
-        """A raw metric line, read and parsed only if it is among the rows kept (the fast lane's metric)."""
-        self._raw_metrics.append((raw, line_no))
-        self._metric_count += 1
-
     def add_metric_lines(self, lines: Sequence[str], indices: Sequence[int], first_line_no: int) -> None:
-        """:meth:`add_metric_line` for each ``lines[k]`` with ``k`` in ``indices``, line ``first_line_no + k``."""
+        """The fast lane's metric lines: each ``lines[k]`` with ``k`` in ``indices`` is line ``first_line_no + k``,
+        kept raw and parsed only if it is among the rows kept (all are counted)."""
         keep = self._raw_metrics.maxlen
         chosen = indices if keep is None else indices[len(indices) - keep:] if keep else ()
         self._raw_metrics.extend((lines[k], first_line_no + k) for k in chosen)
