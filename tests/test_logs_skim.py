@@ -16,7 +16,7 @@ from toolkit.logs import line as line_module
 from toolkit.logs.classify import LogClassifier, classify_lines
 from toolkit.logs.detect import packs_for
 from toolkit.logs.digits import digit_blind
-from toolkit.logs.line import HEADER_PATTERNS
+from toolkit.logs.line import HEADER_PATTERNS, fields_at, header_shape, parse_fields
 from toolkit.logs.rules import compile_rules
 from toolkit.logs.skim import HEADERS_DIGIT_BLIND, Skimmer, sort_line
 from toolkit.logs.summary import LogSummary, SummaryBuilder, summarize
@@ -172,3 +172,14 @@ def test_the_live_classifier_reads_lines_by_shape_as_it_reads_them_in_full(path:
         assert by_shape.feed(line) == in_full.feed(line), line
     assert by_shape.finish() == in_full.finish()
     assert by_shape.state == in_full.state
+
+
+@pytest.mark.parametrize("path", CORPUS[2::3], ids=lambda p: p.name)
+def test_a_header_read_by_position_gives_parse_fields_fields(path: Path) -> None:
+    """header_shape/fields_at (the shape path) and parse_fields' own fast path read the same header alike."""
+    rng = random.Random(path.name)
+    for line in path.read_text(encoding="utf-8", errors="replace").split("\n"):
+        for variant in (line, *_variants(line, rng, 1)):
+            shape = header_shape(variant)
+            if shape is not None:
+                assert fields_at(variant, shape) == parse_fields(variant), variant
