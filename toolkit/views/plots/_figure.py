@@ -33,10 +33,23 @@ def figure_class() -> type[Figure]:
     """
     import io
 
+    import matplotlib
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
+    from matplotlib.text import Text
 
     class NotebookFigure(Figure):
+        """Draws every text as plain text: a step titled ``--log /tmp/sgl-$$.log`` once aborted
+        the whole post-mortem with mathtext's ParseException (issue 25), and journal text is
+        never meant as math. Texts made before the draw are switched off here, the tick labels
+        matplotlib makes during the draw inherit the rc setting."""
+
+        def draw(self, renderer: Any) -> None:
+            for text in self.findobj(Text):
+                text.set_parse_math(False)
+            with matplotlib.rc_context({"text.parse_math": False}):
+                super().draw(renderer)
+
         def _repr_png_(self) -> bytes:
             buffer = io.BytesIO()
             FigureCanvasAgg(self).print_png(buffer)
