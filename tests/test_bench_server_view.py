@@ -14,12 +14,12 @@ from toolkit.benchmark.metrics import RequestRecord
 from toolkit.benchmark.server_view import (
     ServerSnapshot,
     build_server_view,
-    fetch_snapshot,
     parse_prometheus,
     sglang_accept_length,
     vllm_spec_counters,
     vllm_spec_delta,
 )
+from toolkit.benchmark.side_reads import fetch_snapshot
 
 METRICS = """# HELP vllm:spec_decode_num_drafts_total Number of drafts.
 # TYPE vllm:spec_decode_num_drafts_total counter

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import pytest
 from journal_data import bench_result
 
 from toolkit.__main__ import main as toolkit_main

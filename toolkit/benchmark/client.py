@@ -69,6 +69,7 @@ DEFAULT_HEADERS: Mapping[str, str] = MappingProxyType(
 )
 _TEXT_KEYS = {False: b'"text":"', True: b'"content":"'}
 _SPEC_KEYS = ("spec_accept_length", "spec_verify_ct")
+_COUNT_LIMIT = 1 << 31  # a token count at or past 2**31 is no model's context: a lie, not a measurement
 
 
 @dataclass(frozen=True)
@@ -194,6 +195,10 @@ class _Stream:
 
     def _counts(self, part: Mapping[str, Any], token: bool) -> None:
         ct, pt = part.get("completion_tokens"), part.get("prompt_tokens")
+        for name, value in (("completion_tokens", ct), ("prompt_tokens", pt)):  # issue 25: -1000 was taken
+            if isinstance(value, int) and not isinstance(value, bool) and not 0 <= value < _COUNT_LIMIT:
+                self.error = f"the server sent {name}={value}: a count outside [0, {_COUNT_LIMIT:,}) cannot be true"
+                return
         if isinstance(ct, int) and not isinstance(ct, bool):
             self.usage_out = ct
             if token:
@@ -201,9 +206,9 @@ class _Stream:
         if isinstance(pt, int) and not isinstance(pt, bool):
             self.usage_in = pt
         length, ct_verify = part.get(_SPEC_KEYS[0]), part.get(_SPEC_KEYS[1])
-        if isinstance(length, int | float) and not isinstance(length, bool) and length > 0:
+        if isinstance(length, int | float) and not isinstance(length, bool) and 0 < length < _COUNT_LIMIT:
             self.spec_len = float(length)
-        if isinstance(ct_verify, int) and not isinstance(ct_verify, bool) and ct_verify > 0:
+        if isinstance(ct_verify, int) and not isinstance(ct_verify, bool) and 0 < ct_verify < _COUNT_LIMIT:
             self.spec_ct = ct_verify
 
     def chunk_tokens(self) -> tuple[int, ...] | None:

@@ -26,10 +26,11 @@ from toolkit.benchmark.client import DEFAULT_HEADERS, ClientSettings, Endpoint, 
 from toolkit.benchmark.dispatch import run_requests
 from toolkit.benchmark.metrics import SUMMARY_KEYS, RequestRecord, parse_goodput_slos, summarize
 from toolkit.benchmark.result import BenchResult, requests_frame, spread_frame
-from toolkit.benchmark.server_view import LogMetricSource, build_server_view, fetch_snapshot
+from toolkit.benchmark.server_view import LogMetricSource, build_server_view
+from toolkit.benchmark.side_reads import fetch_snapshot, first_model
 from toolkit.benchmark.tokens import TokenCounter, fit_prompts
 from toolkit.benchmark.workload import Workload, arrival_offsets, make_workload, warmup_requests
-from toolkit.errors import BenchmarkFailed, ToolkitError
+from toolkit.errors import BenchmarkFailed
 from toolkit.server.scrape import metrics_route
 from toolkit.server.server import MultiNodeServer, Server
 
@@ -57,29 +58,6 @@ def resolve_url(target: Server | MultiNodeServer | str) -> str:
         )
     url = url.rstrip("/")
     return url[: -len("/v1")] if url.endswith("/v1") else url
-
-
-async def _first_model(session: aiohttp.ClientSession, url: str, headers: Mapping[str, str]) -> str:
-    try:
-        async with session.get(
-            f"{url}/v1/models", headers=headers, timeout=aiohttp.ClientTimeout(total=30)
-        ) as r:
-            body = await r.text()
-            if r.status != 200:
-                raise ToolkitError(
-                    f"{url}/v1/models answered HTTP {r.status}, so no model name could be found",
-                    evidence=[body[:300]],
-                    hint="pass model=... (or --model)",
-                )
-            data = (await r.json(content_type=None)).get("data") or []
-            return str(data[0]["id"])
-    except ToolkitError:
-        raise
-    except (aiohttp.ClientError, TimeoutError, ValueError, KeyError, IndexError, AttributeError) as exc:
-        raise ToolkitError(
-            f"could not list the models at {url}/v1/models: {type(exc).__name__}: {exc}",
-            hint="check the server is up at that URL, or pass model=... (or --model)",
-        ) from exc
 
 
 async def bench_async(
@@ -127,7 +105,8 @@ async def bench_async(
     request goodput. ``server_log``: a callable ``(since, until) -> metric rows`` of the
     server's log, read for the run's window. Failed requests are counted with their error
     (``result.errors``). Every wait is bounded: ``timeout_s`` per request, ``deadline_s`` per run
-    (default: four times what the warm-up's speed predicts, plus a minute); the run stops early
+    (default: four times what the warm-up's speed predicts, plus a minute; a given ``deadline_s`` also covers
+    finding the model and fitting the prompts, and side answers wait at most ``timeout_s``); the run stops early
     with :class:`~toolkit.errors.BenchmarkFailed` when every warm-up request fails or the first
     ``stop_after_failures`` requests (default: max(3, concurrency)) all fail. A response longer
     than ``max_tokens`` allows, or an SSE event over 8 MiB, is a failed request.
@@ -167,12 +146,25 @@ async def bench_async(
     slos = parse_goodput_slos(goodput)
     headers = dict(DEFAULT_HEADERS, **({"Authorization": f"Bearer {api_key}"} if api_key else {}))
     n_warm = (max_concurrency or min(num_prompts, 64)) if warmup is None else warmup
+    side_timeout_s = min(timeout_s, 30.0)  # a side answer waits no longer than a request may
+    prepared_at = time.monotonic()
     async with aiohttp.ClientSession() as aux, make_session(max_concurrency) as session:
-        if model is None:
-            model = await _first_model(aux, url, headers)
-        if tokenizer is not None and workload.kind == "random":
-            counter = await TokenCounter.open(tokenizer, aux, url, model, headers)
-            workload = await fit_prompts(workload, counter, seed)
+        try:
+            async with asyncio.timeout(deadline_s):  # the deadline covers finding the model and fitting prompts
+                if model is None:
+                    model = await first_model(aux, url, headers, side_timeout_s)
+                if tokenizer is not None and workload.kind == "random":
+                    counter = await TokenCounter.open(tokenizer, aux, url, model, headers, side_timeout_s)
+                    workload = await fit_prompts(workload, counter, seed)
+        except TimeoutError:
+            if deadline_s is None or time.monotonic() - prepared_at < deadline_s:
+                raise
+            raise BenchmarkFailed(f"the deadline of {deadline_s:g} s (deadline_s) passed while the model was looked up "
+                                  "and the prompts were fitted to token lengths, before any request was sent",
+                                  hint="raise deadline_s, pass model=..., or pass tokenizer=None (prompt lengths in "
+                                       "words) or a tokenizer.json path") from None
+        if deadline_s is not None:
+            deadline_s = max(deadline_s - (time.monotonic() - prepared_at), 1e-3)
         settings = ClientSettings(
             url=url,
             model=model,
@@ -249,7 +241,7 @@ async def _one_run(
     stop_after_failures: int,
 ) -> BenchResult:
     before = await fetch_snapshot(aux, settings.url, metrics_path=snapshot.metrics, info_paths=snapshot.info,
-                                  headers=headers)
+                                  headers=headers, timeout_s=min(5.0, settings.timeout_s))
     bar = tqdm(
         total=len(workload.requests), desc=label, unit="req", disable=not settings.progress, leave=False
     )
@@ -275,7 +267,7 @@ async def _one_run(
         )
     ended = time.time()
     after = await fetch_snapshot(aux, settings.url, metrics_path=snapshot.metrics, info_paths=snapshot.info,
-                                 headers=headers)
+                                 headers=headers, timeout_s=min(5.0, settings.timeout_s))
     view = build_server_view(
         before,
         after,

@@ -13,14 +13,16 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import aiohttp
 import numpy as np
 
+from toolkit.benchmark.side_reads import TOKENIZE_MAX_BYTES, read_json_capped
 from toolkit.benchmark.workload import Workload, refine_prompt, with_token_prompts
-from toolkit.errors import ToolkitError
+from toolkit.errors import MalformedResponse, ToolkitError
 
-__all__ = ["TokenCounter", "fit_prompts"]
+__all__ = ["TokenCounter", "checked_count", "fit_prompts"]
 
 
 @dataclass(frozen=True)
@@ -32,29 +34,27 @@ class TokenCounter:
 
     @classmethod
     async def open(cls, tokenizer: str, session: aiohttp.ClientSession, url: str, model: str,
-                   headers: Mapping[str, str]) -> TokenCounter:
-        """``tokenizer="server"``: the server's ``/tokenize`` if it answers; else a tokenizer file."""
+                   headers: Mapping[str, str], timeout_s: float = 30.0) -> TokenCounter:
+        """``tokenizer="server"``: the server's ``/tokenize`` if it answers; else a tokenizer file.
+
+        Each ``/tokenize`` waits at most ``timeout_s`` and reads at most ``TOKENIZE_MAX_BYTES``; a
+        count that cannot be true raises MalformedResponse (:func:`checked_count`).
+        """
         if tokenizer != "server":
             return cls._from_file(tokenizer)
 
         async def server_count(text: str) -> int:
             async with session.post(f"{url}/tokenize", json={"model": model, "prompt": text}, headers=headers,
-                                    timeout=aiohttp.ClientTimeout(total=30)) as response:
+                                    timeout=aiohttp.ClientTimeout(total=timeout_s)) as response:
                 if response.status != 200:
                     raise _NoTokenizer(f"POST /tokenize answered HTTP {response.status}")
                 if response.content_type == "text/html":
                     raise _NoTokenizer("POST /tokenize answered HTML (a proxy or a login page?), not JSON")
                 try:
-                    body = await response.json(content_type=None)
+                    body = await read_json_capped(response, TOKENIZE_MAX_BYTES, "POST /tokenize")
                 except ValueError as exc:
                     raise _NoTokenizer(f"POST /tokenize answered something that is not JSON ({exc})") from None
-            count = body.get("count") if isinstance(body, dict) else None
-            if not isinstance(count, int):
-                tokens = body.get("tokens") if isinstance(body, dict) else None
-                if not isinstance(tokens, list):
-                    raise _NoTokenizer("POST /tokenize answered without a token count")
-                count = len(tokens)
-            return count
+            return checked_count(body, text)
 
         try:
             await server_count("hello")
@@ -84,6 +84,43 @@ class _NoTokenizer(Exception):
     pass
 
 
+#: The fewest tokens a believable count gives a text: one per this many words. Whole English words
+#: are one token or more in the tokenizers we know; tokenizers that merge across spaces (SuperBPE)
+#: reach about two words a token.
+_WORDS_PER_TOKEN_MAX = 8
+_SPECIAL_TOKENS_MAX = 16
+
+
+def checked_count(body: Any, text: str) -> int:
+    """The token count in a ``/tokenize`` answer, checked against the text it counts.
+
+    Issue 25: ``{"count": 1}`` for a 1,000-word prompt made the fitting ask for a billion words
+    (8 GiB), and a batch-shaped ``{"tokens": [[...]]}`` counted as 1. A count is an integer between
+    a token per ``_WORDS_PER_TOKEN_MAX`` words and a token per byte (plus a few special tokens).
+
+    >>> checked_count({"count": 2, "tokens": [9, 8]}, "hi there")
+    2
+    """
+    count = body.get("count") if isinstance(body, dict) else None
+    if count is None or isinstance(count, bool) or not isinstance(count, int):
+        tokens = body.get("tokens") if isinstance(body, dict) else None
+        if not isinstance(tokens, list):
+            raise _NoTokenizer("POST /tokenize answered without a token count")
+        if not all(isinstance(t, int) and not isinstance(t, bool) for t in tokens):
+            raise MalformedResponse("POST /tokenize answered tokens that are not a flat list of integer ids "
+                                    f"(starting {str(tokens)[:80]!r}), so they cannot be counted",
+                                    hint="pass tokenizer=<a tokenizer.json path> (--tokenizer PATH) or None")
+        count = len(tokens)
+    words, most = len(text.split()), len(text.encode()) + _SPECIAL_TOKENS_MAX
+    if not words / _WORDS_PER_TOKEN_MAX <= count <= most:
+        raise MalformedResponse(
+            f"POST /tokenize counted {count:,} tokens in a text of {words:,} words and {len(text.encode()):,} bytes: "
+            f"a count outside [{words / _WORDS_PER_TOKEN_MAX:,.0f}, {most:,}] cannot be true, so the prompts were "
+            "not fitted to it",
+            hint="pass tokenizer=<a tokenizer.json path> (--tokenizer PATH) or None (--tokenizer words)")
+    return count
+
+
 async def fit_prompts(workload: Workload, counter: TokenCounter, seed: int) -> Workload:
     """Each random prompt refitted to exactly its target length in the counter's tokens."""
     if counter.count is None:
@@ -96,11 +133,15 @@ async def fit_prompts(workload: Workload, counter: TokenCounter, seed: int) -> W
         key = (request.prompt, request.prompt_len)
         if key not in fitted:
             words = request.prompt.split()
-            tokens = await counter.count(" ".join(words))
-            step = 0
-            while (nxt := refine_prompt(words, tokens, request.prompt_len, step, rng)) is not None:
-                words, step = nxt, step + 1
+            try:
                 tokens = await counter.count(" ".join(words))
+                step = 0
+                while (nxt := refine_prompt(words, tokens, request.prompt_len, step, rng)) is not None:
+                    words, step = nxt, step + 1
+                    tokens = await counter.count(" ".join(words))
+            except _NoTokenizer as exc:  # it answered the probe, then stopped answering counts
+                raise MalformedResponse(f"{exc} while the prompts were fitted to token lengths",
+                                        hint="pass tokenizer=<a tokenizer.json path> or None") from None
             fitted[key] = (" ".join(words), tokens)
         out.append(fitted[key])
     return with_token_prompts(workload, tuple(out), counter.unit)

@@ -258,7 +258,8 @@ def refine_prompt(words: list[str], tokens: int, target: int, step: int, rng: np
     if tokens == target or (step >= _MAX_REFINE_STEPS and abs(tokens - target) <= 1) or step >= 2 * _MAX_REFINE_STEPS:
         return None
     per_word = tokens / max(len(words), 1) or 1.0
-    change = max(1, math.floor(abs(target - tokens) / per_word))
+    # At most 8 words per missing token: a counter that says 1 for any text once asked for a billion.
+    change = max(1, min(math.floor(abs(target - tokens) / per_word), 8 * abs(target - tokens)))
     if tokens > target:
         return words[: max(1, len(words) - change)]
     idx = rng.integers(0, len(_WORDS), size=change)
