@@ -202,8 +202,8 @@ class ContainerPlace:
     def expand_user(self, path: str, /) -> str:
         return self.target.host.expand_user(path)
 
-    def read_file(self, path: str, /) -> bytes:
-        return self.target.host.read_file(path)
+    def read_file(self, path: str, /, *, max_bytes: int | None = None, timeout_s: float | None = None) -> bytes:
+        return self.target.host.read_file(path, max_bytes=max_bytes, timeout_s=timeout_s)
 
     def open_stream(self, command: str, /) -> ByteStream:
         return self.target.host.open_stream(command)

@@ -245,15 +245,20 @@ class Host:
             hint=hint,
         )
 
-    def _checked(self, label: str, done: Completed) -> bytes:
+    def _checked(self, label: str, done: Completed, timeout_s: float | None = None) -> bytes:
         if done.exit_code != 0:
             stderr = done.stderr.decode("utf-8", "replace")
-            raise self._failure(CommandResult(self.name, label, done.exit_code, "", stderr), None)
+            raise self._failure(CommandResult(self.name, label, done.exit_code, "", stderr), timeout_s)
         return done.stdout
 
-    def read_file(self, path: str) -> bytes:
-        """The bytes of a file on the host (``~/`` means the remote home)."""
-        return self._checked(f"cat {path}", self._transport.execute(f"cat -- {quote_path(path)}"))
+    def read_file(self, path: str, /, *, max_bytes: int | None = None, timeout_s: float | None = None) -> bytes:
+        """A regular file's bytes (``~/``: remote home), ``max_bytes`` (``head -c``) and ``timeout_s`` enforced on the host."""
+        target, read = quote_path(path), "cat --" if max_bytes is None else f"head -c {int(max_bytes) + 1} --"
+        script = f"[ -f {target} ] || {{ echo 'not a regular file' >&2; exit 3; }}; exec {read} {target}"
+        data = self._checked(f"read {path}", self._transport.execute(script, timeout_s=timeout_s), timeout_s)
+        if max_bytes is not None and len(data) > max_bytes:
+            raise HostError(f"{path} on {self.name} holds more than max_bytes={max_bytes:,} bytes: not fetched", host=self.name)
+        return data
 
     def write_file(self, path: str, data: bytes | str) -> None:
         """Write a file atomically (temp file + rename), creating its directory."""

@@ -355,8 +355,8 @@ class SlurmNode:
     def expand_user(self, path: str, /) -> str:
         return self.target.login.expand_user(path)
 
-    def read_file(self, path: str, /) -> bytes:
-        return self.target.login.read_file(path)
+    def read_file(self, path: str, /, *, max_bytes: int | None = None, timeout_s: float | None = None) -> bytes:
+        return self.target.login.read_file(path, max_bytes=max_bytes, timeout_s=timeout_s)
 
     def open_stream(self, command: str, /) -> ByteStream:
         return self.target.login.open_stream(command)

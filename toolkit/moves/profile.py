@@ -29,6 +29,7 @@ the step gets a note ``profile: <folder>`` that the post-mortem follows.
 from __future__ import annotations
 
 import json
+import math
 import time
 import uuid
 from pathlib import Path
@@ -36,7 +37,7 @@ from types import TracebackType
 from typing import Any
 
 from toolkit.engines import EngineProfile, resolve_profile
-from toolkit.errors import ToolkitError
+from toolkit.errors import HostError, ToolkitError
 from toolkit.host.shell import quote_path
 from toolkit.journal import Journal, StepRecorder
 from toolkit.moves.profile_result import Profile, TraceFile, slug
@@ -141,17 +142,11 @@ class ProfileCapture:
         self.result: Profile | None = None
         self._before: dict[str, int] = {}  # trace file name -> size, before the start
         self._started_at = 0.0
+        self._deadline = math.inf  # the stop, the wait and the fetch all end by it (timeout_s after the stop)
 
     # ---- host side --------------------------------------------------------------------------
     def _list(self) -> dict[str, int]:
-        script = (f"find {quote_path(self.remote_dir)} -maxdepth 1 -type f \\( -name '*.json' -o -name '*.json.gz' \\) "
-                  "! -name '.*' -printf '%s\\t%f\\n' 2>/dev/null; true")
-        files = {}
-        for line in self.server.host.run(script, timeout_s=30).stdout.splitlines():
-            size, _, name = line.partition("\t")
-            if name and size.isdigit():
-                files[name] = int(size)
-        return files
+        return parse_trace_listing(self.server.host.run(trace_listing_script(self.remote_dir), timeout_s=30).stdout)
 
     def _signal(self, name: str) -> None:
         self.server.host.run(f"kill -{name} {int(self.server.pid)}", timeout_s=10)
@@ -205,7 +200,7 @@ class ProfileCapture:
             self._fetch(names)
 
     def _stop_and_wait(self) -> list[str]:
-        deadline = time.monotonic() + self.timeout_s
+        deadline = self._deadline = time.monotonic() + self.timeout_s
         stopped = None
         if self.method == "signal":
             self._signal("USR2")
@@ -257,7 +252,12 @@ class ProfileCapture:
                 files.append(TraceFile(remote, size, None, f"{size / 2**20:.0f} MiB is over the {budget / 2**20:.0f}"
                                                            " MiB left of max_bytes; it stays on the host"))
                 continue
-            data = self.server.host.read_file(remote)
+            try:
+                data = self.server.host.read_file(remote, max_bytes=budget,
+                                                  timeout_s=max(self._deadline - time.monotonic(), 0.5))
+            except HostError as exc:  # grew past the budget, became a FIFO, or hung: it stays on the host
+                files.append(TraceFile(remote, size, None, f"not fetched: {exc.message}"))
+                continue
             (self.local_dir / name).write_bytes(data)
             budget -= len(data)
             files.append(TraceFile(remote, len(data), name))
@@ -272,6 +272,24 @@ class ProfileCapture:
             where = (self.local_dir.relative_to(self.journal_dir) if self.journal_dir is not None
                      and self.local_dir.is_relative_to(self.journal_dir) else self.local_dir)
             self.step.note(f"profile: {where.as_posix()}\n{result.summary()}")
+
+
+def trace_listing_script(folder: str) -> str:
+    """The trace files in ``folder`` as ``SIZE<TAB>NAME<NUL>`` entries: regular files only (no FIFO, no
+    link), NUL-separated because a file name may hold a newline (issue 25: ``x\\n99\\tfifo.json``
+    forged a listing line)."""
+    return (f"find {quote_path(folder)} -maxdepth 1 -type f \\( -name '*.json' -o -name '*.json.gz' \\) "
+            "! -name '.*' -printf '%s\\t%f\\0' 2>/dev/null; true")
+
+
+def parse_trace_listing(text: str) -> dict[str, int]:
+    """``{name: size}`` from :func:`trace_listing_script`'s output."""
+    files = {}
+    for entry in text.split("\0"):
+        size, tab, name = entry.partition("\t")
+        if tab and name and size.isdigit():
+            files[name] = int(size)
+    return files
 
 
 def profile(server: Server, **options: Any) -> ProfileCapture:
