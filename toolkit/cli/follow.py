@@ -11,11 +11,13 @@ import difflib
 import shlex
 import sys
 import time
+from collections.abc import Iterator
 
 from toolkit.cli.logs import render_event, use_colour
 from toolkit.errors import ToolkitError
 from toolkit.host.host import Host
 from toolkit.logs import LogClassifier
+from toolkit.logs.stream import iter_line_batches
 from toolkit.redaction import redact_text
 
 __all__ = ["follow"]
@@ -74,22 +76,21 @@ def follow(args: argparse.Namespace) -> int:
         if not _appeared(host, path, args.wait_s):
             print(_missing(host, path, args.wait_s), file=sys.stderr)
             return 2
-        stream = host.open_stream(f"tail -n +1 -F {shlex.quote(path)}")
+        # tail's own notes ("file truncated", "has become inaccessible") are not log lines: the API follower drops
+        # them the same way (toolkit/server/follow.py)
+        stream = host.open_stream(f"tail -n +1 -F {shlex.quote(path)} 2>/dev/null")
     except ToolkitError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    pending = b""
-    try:
-        while True:
-            chunk = stream.read(0.5)
-            if chunk is None:
-                continue
-            if chunk == b"":
-                break
-            pending += chunk
-            *complete, pending = pending.split(b"\n")
-            for raw in complete:
-                for event in classifier.feed(redact_text(raw.decode("utf-8", errors="replace"))):
+    def chunks() -> Iterator[bytes]:
+        while (chunk := stream.read(0.5)) != b"":
+            if chunk is not None:
+                yield chunk
+
+    try:  # split as `logs classify` splits: linear in a line's length, a long line kept by its ends
+        for lines in iter_line_batches(chunks(), live=True):
+            for raw in lines:
+                for event in classifier.feed(redact_text(raw)):
                     print(render_event(event, colour=colour), flush=True)
     except KeyboardInterrupt:
         pass

@@ -22,6 +22,7 @@ from typing import BinaryIO, TextIO
 
 from toolkit.errors import ToolkitError
 from toolkit.logs import ENGINES, LogEvent, LogSummary, Verdict, classify_chunks
+from toolkit.logs.inert import inert_text
 from toolkit.logs.summary import shorten
 from toolkit.redaction import redact_obj, redact_text
 
@@ -52,10 +53,10 @@ def render_summary(summary: LogSummary, *, path: str, colour: bool) -> str:
         proof = " (serving lines: the log was joined mid-run)" if summary.ready_evidence == "serving lines" else ""
         out.append(f"  ready at line {summary.ready_line}{proof}")
     if summary.fatal_line is not None:
-        out.append(_paint(f"  fatal at line {summary.fatal_line} ({summary.fatal_rule}): {summary.fatal_reason}",
+        out.append(_paint(f"  fatal at line {summary.fatal_line} ({summary.fatal_rule}): {inert_text(summary.fatal_reason or '')}",
                           _COLOURS[Verdict.FATAL], colour))
         for line in summary.fatal_context[-8:]:
-            out.append(f"      | {shorten(line, 300)}")
+            out.append(f"      | {shorten(inert_text(line), 300)}")
         if summary.hint:
             out.append(f"  what to try: {summary.hint}")
     if summary.phases:
@@ -75,9 +76,10 @@ def render_summary(summary: LogSummary, *, path: str, colour: bool) -> str:
 
 
 def render_event(event: LogEvent, *, colour: bool) -> str:
-    """One classified line as `follow` prints it (a traceback with its context)."""
+    """One classified line as `follow` prints it (a traceback with its context), its escapes made inert."""
     tag = f"{event.verdict.value:<8}"
-    body = "\n".join([*map(shorten, event.context), shorten(event.raw)]) if event.context else shorten(event.raw)
+    lines = [*event.context, event.raw] if event.context else [event.raw]
+    body = "\n".join(shorten(inert_text(line)) for line in lines)
     return _paint(f"{event.line_no:>6} {tag} {body}", _COLOURS.get(event.verdict, ""), colour)
 
 

@@ -14,6 +14,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from toolkit.logs.inert import inert_text
 from toolkit.redaction import redact_text
 
 __all__ = ["Heading", "Paragraph", "Bullets", "Table", "Code", "Figure", "Block", "to_markdown", "to_html"]
@@ -59,6 +60,11 @@ class Figure:
 
 Block = Heading | Paragraph | Bullets | Table | Code | Figure
 
+def _clean(text: str) -> str:
+    """Redacted, and inert: escapes, control and direction characters shown, not obeyed (issue 25)."""
+    return inert_text(redact_text(text))
+
+
 _MD_SPECIAL = re.compile(r"([\\`*\[\]<>|])")
 
 
@@ -70,7 +76,7 @@ def _md(text: str, *, in_table: bool = False) -> str:
 
     Only `code spans` survive as Markdown: users write flags that way in notes.
     """
-    text = " ".join(redact_text(text).split())
+    text = " ".join(_clean(text).split())
     pieces = _CODE_SPAN.split(text)  # even indexes: prose; odd: code span contents
     return "".join(
         (f"`{p.replace('|', chr(92) + '|')}`" if in_table else f"`{p}`") if i % 2 else _MD_SPECIAL.sub(r"\\\1", p)
@@ -101,7 +107,7 @@ def to_markdown(blocks: Sequence[Block]) -> str:
             lines += ["| " + " | ".join(_md(cell, in_table=True) or " " for cell in row) + " |" for row in block.rows]
             out.append("\n".join(lines))
         elif isinstance(block, Code):
-            text = redact_text(block.text)
+            text = _clean(block.text)
             fence = _fence(text)
             out.append(f"{fence}{block.language}\n{text}\n{fence}")
         else:
@@ -132,12 +138,12 @@ _CLASSES = {"confirmed": "verdict-confirmed", "refuted": "verdict-refuted", "inc
 
 
 def _h(text: str) -> str:
-    return html.escape(redact_text(text), quote=True)
+    return html.escape(_clean(text), quote=True)
 
 
 def _h_inline(text: str) -> str:
     """Escaped text where `code spans` become <code> (the same rule as the Markdown side)."""
-    pieces = _CODE_SPAN.split(redact_text(text))
+    pieces = _CODE_SPAN.split(_clean(text))
     return "".join(f"<code>{html.escape(p)}</code>" if i % 2 else html.escape(p) for i, p in enumerate(pieces))
 
 
@@ -157,7 +163,7 @@ def to_html(blocks: Sequence[Block], *, title: str) -> str:
     for block in blocks:
         if isinstance(block, Heading):
             level = min(max(block.level, 1), 6)
-            anchor = _anchor(redact_text(block.text))
+            anchor = _anchor(_clean(block.text))
             used[anchor] = used.get(anchor, 0) + 1
             anchor = anchor if used[anchor] == 1 else f"{anchor}-{used[anchor]}"  # ids stay unique
             body.append(f'<h{level} id="{anchor}">{_h(block.text)}</h{level}>')

@@ -18,12 +18,13 @@ from __future__ import annotations
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 from toolkit.host.shell import quote_path
 from toolkit.logs import LogClassifier, LogEvent, after_stop
+from toolkit.logs.stream import iter_line_batches
 from toolkit.redaction import redact_text
 from toolkit.server.logfile import count_lines
 
@@ -225,35 +226,32 @@ class LogFollower:
 
     # -- the reader thread -----------------------------------------------------------------
     def _run(self) -> None:
-        stream = self._stream
-        pending = b""
-        flushed = True
         try:
-            while not self._stop.is_set() and stream is not None:
-                chunk = stream.read(_READ_TIMEOUT_S)
-                if chunk is None:
-                    quiet_for = time.time() - (self._last_line_at or self._started_at)
-                    if not flushed and quiet_for >= _FLUSH_AFTER_QUIET_S:
-                        self.flush()
-                        flushed = True
-                    continue
-                if chunk == b"":
-                    break
-                self._bytes += len(chunk)
-                pending += chunk
-                cut = pending.rfind(b"\n")
-                if cut < 0:
-                    continue
-                complete, pending = pending[: cut + 1], pending[cut + 1 :]
-                self._ingest(complete.decode("utf-8", errors="replace").split("\n")[:-1])
-                flushed = False
-            if pending:
-                self._ingest([pending.decode("utf-8", errors="replace")])
+            for lines in iter_line_batches(self._chunks(), live=True):  # linear, long lines cut to their ends
+                self._ingest(lines)
             self.flush()
         except BaseException as exc:  # the owner reads .error; the thread must not die silently
             self._error = exc
         finally:
             self.finished.set()
+
+    def _chunks(self) -> Iterator[bytes]:
+        """The stream's bytes until it ends or the follower stops; a quiet spell flushes the classifier."""
+        stream = self._stream
+        flushed = True
+        while not self._stop.is_set() and stream is not None:
+            chunk = stream.read(_READ_TIMEOUT_S)
+            if chunk is None:
+                quiet_for = time.time() - (self._last_line_at or self._started_at)
+                if not flushed and quiet_for >= _FLUSH_AFTER_QUIET_S:
+                    self.flush()
+                    flushed = True
+                continue
+            if chunk == b"":
+                return
+            self._bytes += len(chunk)
+            flushed = False
+            yield chunk
 
     def _ingest(self, lines: Iterable[str]) -> None:
         feed, redact = self._classifier.feed, self._redact

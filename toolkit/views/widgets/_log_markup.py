@@ -13,6 +13,8 @@ from collections.abc import Container, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from toolkit.logs import LogEvent, is_probe_completion, is_toolkit_request
+from toolkit.logs.inert import inert_text
+from toolkit.logs.line import strip_ansi
 
 __all__ = [
     "VERDICTS",
@@ -31,7 +33,6 @@ __all__ = [
 # Display order of the verdict filters: what a person looks for first comes first.
 VERDICTS: tuple[str, ...] = ("fatal", "warning", "benign", "ready", "metric", "progress", "info", "shutdown")
 
-_ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 MAX_LINE_CHARS = 2_000  # one minified JSON config line must not make a frame megabytes long
 MAX_CONTEXT_LINES = 40  # a traceback's last frames and its message; the full text is in the log
 
@@ -101,11 +102,13 @@ def select(events: Sequence[LogEvent], log_filter: LogFilter, limit: int, ours: 
 
 
 def display_text(raw: str, max_chars: int = MAX_LINE_CHARS) -> str:
-    """What a person would have seen in a terminal: no colour codes, the last `\\r` redraw."""
-    text = _ANSI.sub("", raw).rstrip("\r\n")
+    """What a person would have seen in a terminal: no colour codes, the last `\\r` redraw; OSC and other
+    escapes dropped, other control and direction characters shown escaped (``toolkit.logs.inert``)."""
+    text = strip_ansi(raw).rstrip("\r\n")
     if "\r" in text:  # a progress bar redrawn in place: the terminal shows the last frame
         frames = [frame for frame in text.split("\r") if frame.strip()]
         text = frames[-1] if frames else ""
+    text = inert_text(text)
     if len(text) > max_chars:
         text = text[:max_chars] + f"… [{len(text) - max_chars:,} more characters]"
     return text

@@ -9,6 +9,8 @@ from typing import Any
 
 import pandas as pd
 
+from toolkit.logs.inert import inert_text
+
 __all__ = ["format_value", "frame_html", "frame_text", "env_pivot_html", "STATUS_STYLES", "TABLE_CSS"]
 
 TABLE_CSS = """<style>
@@ -56,7 +58,7 @@ def format_value(value: Any) -> str:
 
 
 def _cell(value: Any, *, status_column: bool = False) -> str:
-    text = html.escape(format_value(value))
+    text = html.escape(inert_text(format_value(value)))
     if status_column and isinstance(value, str) and value.lower() in STATUS_STYLES:
         key = html.escape(value.lower())
         return (
