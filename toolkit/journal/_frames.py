@@ -12,6 +12,7 @@ from typing import Any
 
 import pandas as pd
 
+from toolkit.errors import JournalError
 from toolkit.journal._store import Store, loads
 from toolkit.journal.adapters import FLAG_PREFIX, spec_columns
 from toolkit.server.naming import ENV_PREFIX
@@ -37,7 +38,19 @@ _SINCE_V2 = ("repo_dir", "repo_origin")
 
 def _times(frame: pd.DataFrame, *columns: str) -> None:
     for column in columns:
-        frame[column] = pd.to_datetime(frame[column].astype("float64"), unit="s", utc=True)
+        try:
+            frame[column] = pd.to_datetime(frame[column].astype("float64"), unit="s", utc=True)
+        except (ValueError, TypeError, OverflowError) as exc:  # text as a time: a journal damaged by hand
+            raise JournalError(f"the journal is damaged: a {column} is not a time in seconds ({exc})",
+                               hint="restore the journal from a copy, or repair that row with sqlite3") from None
+
+
+def _seconds(value: Any, where: str) -> float | None:
+    """A stored time (seconds since 1970), checked: text there is a journal damaged by hand."""
+    if value is None or (isinstance(value, int | float) and not isinstance(value, bool)):
+        return value
+    raise JournalError(f"the journal is damaged: {where} is {str(value)[:40]!r}, not a time in seconds",
+                       hint="restore the journal from a copy, or repair that row with sqlite3")
 
 
 def investigations_frame(store: Store) -> pd.DataFrame:
@@ -62,17 +75,18 @@ def steps_frame(store: Store, investigation_id: int | None) -> pd.DataFrame:
     records = []
     present = set(rows[0].keys()) if rows else set()  # (`in row` would search a Row's values)
     for seq, row in enumerate(rows, start=1):
-        spec = loads(row["spec_json"]) or {}
-        readiness = loads(row["readiness_json"]) or {}
-        end = row["finished_at"]
+        spec = loads(row["spec_json"], dict, where=f"the spec of step {row['id']}") or {}
+        readiness = loads(row["readiness_json"], dict, where=f"the readiness of step {row['id']}") or {}
+        end = _seconds(row["finished_at"], f"the finish time of step {row['id']}")
+        start = _seconds(row["started_at"], f"the start time of step {row['id']}")
         records.append({
             "step_id": row["id"], "seq": seq, "kind": row["kind"], "title": row["title"],
             "hypothesis": row["hypothesis"], "status": row["status"], "verdict": row["verdict"],
             "verdict_note": row["verdict_note"], "label": row["spec_label"] or spec.get("label") or row["title"],
             "engine": spec.get("engine"), "model": spec.get("model"), "commit": spec.get("commit"),
             **{column: row[column] if column in present else None for column in _SINCE_V2},
-            "hosts": ", ".join(loads(row["hosts_json"]) or []), "started_at": row["started_at"],
-            "finished_at": end, "duration_s": None if end is None else end - row["started_at"],
+            "hosts": ", ".join(map(str, loads(row["hosts_json"], list, where=f"the hosts of step {row['id']}") or [])), "started_at": row["started_at"],
+            "finished_at": end, "duration_s": None if end is None or start is None else end - start,
             "n_runs": row["n_runs"], "ready": readiness.get("ready"),
             "time_to_ready_s": readiness.get("time_to_ready_s"), "error": row["error"], "notes": row["notes"],
             "command": row["command"], "spec": spec or None, "readiness": readiness or None,
@@ -107,10 +121,10 @@ def results_frame(store: Store, investigation_id: int | None) -> pd.DataFrame:
     for row in rows:
         text = row["spec_json"]
         if text not in specs:
-            spec_of = loads(text) or {}
+            spec_of = loads(text, dict, where=f"the spec of step {row['step_id']}") or {}
             specs[text] = (spec_of, spec_columns(spec_of))
         spec, flat = specs[text]
-        summary = {k: v for k, v in (loads(row["summary_json"]) or {}).items()
+        summary = {k: v for k, v in (loads(row["summary_json"], dict, where=f"the summary of run {row['run_id']}") or {}).items()
                    if v is None or isinstance(v, bool | int | float | str)}
         record = {
             "run_id": row["run_id"], "step_id": row["step_id"], "seq": seq_of.get(row["step_id"]),
@@ -118,7 +132,7 @@ def results_frame(store: Store, investigation_id: int | None) -> pd.DataFrame:
             "label": row["run_label"] or row["spec_label"] or spec.get("label") or row["title"],
             "run_label": row["run_label"], "repeat": row["repeat"], "status": row["status"],
             "verdict": row["verdict"], "engine": spec.get("engine"), "model": spec.get("model"),
-            "commit": spec.get("commit"), "host": row["run_host"] or _only(loads(row["hosts_json"])),
+            "commit": spec.get("commit"), "host": row["run_host"] or _only(loads(row["hosts_json"], list, where=f"the hosts of step {row['step_id']}")),
             "recorded_at": row["recorded_at"],
         }
         for key, value in summary.items():
@@ -151,7 +165,7 @@ def requests_frame(store: Store, investigation_id: int | None, run_id: int | Non
     for row in store.read(sql + " ORDER BY q.run_id, q.idx", params):
         label = row["run_label"] or row["spec_label"] or row["title"]
         records.append({"run_id": row["run_id"], "step_id": row["step_id"], "label": label, "idx": row["idx"],
-                        **(loads(row["data_json"]) or {})})
+                        **(loads(row["data_json"], dict, where=f"request {row['idx']} of run {row['run_id']}") or {})})
     return pd.DataFrame(records, columns=None if records else ["run_id", "step_id", "label", "idx"])
 
 
@@ -174,7 +188,7 @@ def metric_lines_frame(
         label = row["run_label"] or row["spec_label"] or row["title"]
         records.append({"step_id": row["step_id"], "run_id": row["run_id"], "label": label,
                         "line_no": row["line_no"], "kind": row["kind"], "rank": row["rank"],
-                        "timestamp": row["timestamp"], **(loads(row["values_json"]) or {})})
+                        "timestamp": row["timestamp"], **(loads(row["values_json"], dict, where=f"a metric line of step {row['step_id']}") or {})})
     base = ["step_id", "run_id", "label", "line_no", "kind", "rank", "timestamp"]
     frame = pd.DataFrame(records, columns=None if records else base + ["t_s"])
     if records:

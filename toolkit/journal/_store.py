@@ -63,9 +63,27 @@ def _gate(params: Sequence[Any], known: Redactor) -> tuple[Any, ...]:
     return tuple(known.literals(v) if isinstance(v, str) else v for v in values)
 
 
-def loads(text: str | None) -> Any:
-    """Decode a JSON column (None stays None)."""
-    return None if text is None else json.loads(text)
+def loads(text: str | None, expect: type | None = None, *, where: str = "a JSON column") -> Any:
+    """Decode a JSON column (None stays None); ``expect``: the type it must decode to (dict, list).
+
+    A journal may arrive damaged (issue 25: invalid JSON in a spec or a summary, a list as a spec
+    crashed ``report`` with a traceback): that is a JournalError naming ``where``, said in one line.
+    """
+    if text is None:
+        return None
+    try:
+        value = json.loads(text)
+    except (ValueError, TypeError):
+        raise _damaged(where, text, "is not JSON") from None
+    if expect is not None and value is not None and not isinstance(value, expect):
+        raise _damaged(where, text, f"is a JSON {type(value).__name__}, not a {expect.__name__}")
+    return value
+
+
+def _damaged(where: str, text: Any, what: str) -> JournalError:
+    shown = repr(text[:60] if isinstance(text, str | bytes) else text)
+    return JournalError(f"the journal is damaged: {where} holds {shown}, which {what}",
+                        hint="restore the journal from a copy, or repair or delete that row with sqlite3")
 
 
 class Store:

@@ -21,9 +21,10 @@ from toolkit.moves.trace import KernelCall
 if TYPE_CHECKING:
     import pandas as pd
 
-__all__ = ["KERNEL_COLUMNS", "kernel_table", "phase_table", "compare_kernel_tables", "where_label"]
+__all__ = ["KERNEL_COLUMNS", "PHASE_COLUMNS", "kernel_table", "phase_table", "compare_kernel_tables", "where_label"]
 
 KERNEL_COLUMNS = ["phase", "kernel", "calls", "total_ms", "mean_us", "share_pct", "in_graph_pct", "where"]
+PHASE_COLUMNS = ["phase", "calls", "gpu_ms", "share_pct", "graph_time_pct", "where"]
 
 
 def where_label(in_graph_pct: float) -> str:
@@ -62,7 +63,7 @@ def phase_table(calls: Sequence[KernelCall]) -> pd.DataFrame:
     """Per phase: kernel calls, GPU ms, share of kernel time, % of its kernel time inside CUDA graphs."""
     import pandas as pd
 
-    columns = ["phase", "calls", "gpu_ms", "share_pct", "graph_time_pct", "where"]
+    columns = PHASE_COLUMNS
     if not calls:
         return pd.DataFrame(columns=columns)
     frame = pd.DataFrame({"phase": [c.phase or "(unknown)" for c in calls], "dur_us": [c.dur_us for c in calls],

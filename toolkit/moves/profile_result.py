@@ -16,7 +16,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from toolkit.moves.kernels import compare_kernel_tables, kernel_table, phase_table
+from toolkit.moves.kernels import (
+    KERNEL_COLUMNS,
+    PHASE_COLUMNS,
+    compare_kernel_tables,
+    kernel_table,
+    phase_table,
+)
 from toolkit.moves.trace import KernelCall, kernel_calls, load_trace, stage_of_filename, trace_marks
 
 if TYPE_CHECKING:
@@ -136,16 +142,35 @@ class Profile:
 
 def load_profile(directory: str | Path) -> Profile:
     """A profile folder written by :func:`toolkit.moves.profile.profile`, read back (tables from its CSVs)."""
-    import pandas as pd
 
     folder = Path(directory)
     meta = json.loads((folder / PROFILE_META).read_text(encoding="utf-8"))
     files = tuple(TraceFile(f["remote_path"], int(f["size_bytes"]), f.get("local_name"), f.get("skipped"))
                   for f in meta["files"])
-    kernels = pd.read_csv(folder / KERNELS_CSV, keep_default_na=False) if (folder / KERNELS_CSV).is_file() else None
-    phases = pd.read_csv(folder / PHASES_CSV, keep_default_na=False) if (folder / PHASES_CSV).is_file() else None
+    kernels, phases = (_table(folder / name, columns, numbers) for name, columns, numbers in (
+        (KERNELS_CSV, KERNEL_COLUMNS, ("calls", "total_ms", "mean_us", "share_pct", "in_graph_pct")),
+        (PHASES_CSV, PHASE_COLUMNS, ("calls", "gpu_ms", "share_pct", "graph_time_pct"))))
     return Profile(meta["label"], folder, files, float(meta["capture_s"]), meta["method"], meta["engine"],
                    _simulated=bool(meta.get("simulated")), _kernels=kernels, _phases=phases)
+
+
+def _table(path: Path, columns: list[str], numbers: tuple[str, ...]) -> pd.DataFrame | None:
+    """A sidecar CSV, checked: a folder received with a journal may hold anything (issue 25: an odd
+    ``phases.csv`` crashed the report). ValueError names the file and what is wrong with it."""
+    import pandas as pd
+
+    if not path.is_file():
+        return None
+    table = pd.read_csv(path, keep_default_na=False)
+    missing = [c for c in columns if c not in table.columns]
+    if missing:
+        raise ValueError(f"{path.name} lacks the column(s) {', '.join(missing)}: not a table the toolkit wrote")
+    for column in numbers:
+        values = pd.to_numeric(table[column], errors="coerce")
+        if values.isna().any():
+            raise ValueError(f"{path.name} holds a {column} that is not a number")
+        table[column] = values
+    return table
 
 
 def compare_profiles(a: Profile, b: Profile) -> pd.DataFrame:

@@ -18,11 +18,11 @@ from __future__ import annotations
 import io
 import math
 import re
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from toolkit.moves.kernels import compare_kernel_tables
 from toolkit.moves.observe import cache_state
+from toolkit.moves.profile import profiles_dir
 from toolkit.moves.profile_result import Profile, load_profile
 from toolkit.report.capping import cap, left_out
 from toolkit.report.document import Block, Bullets, Figure, Heading, Paragraph, Table
@@ -152,11 +152,17 @@ def profile_section(journal: Journal, steps: pd.DataFrame, dpi: int, *, top: int
         return []
     blocks: list[Block] = [Heading("Profiles: where the GPU time went")]
     profiles: list[tuple[str, Profile]] = []
+    home = profiles_dir(journal).resolve()
     for seq, title, folder in notes:
-        path = Path(folder) if Path(folder).is_absolute() else journal.path.parent / folder
+        path = (journal.path.parent / folder).resolve()  # an absolute folder stays itself
+        if not path.is_relative_to(home):  # issue 25: a received journal's note once embedded any folder
+            blocks += [Heading(f"#{seq} {title}", 3),
+                       Paragraph(f"The profile note points at {folder}, outside this journal's profiles folder "
+                                 f"({home.name}); it was not read.", True)]
+            continue
         try:
             profile = load_profile(path)
-        except (OSError, ValueError, KeyError) as exc:
+        except (OSError, ValueError, KeyError, TypeError) as exc:
             blocks += [Heading(f"#{seq} {title}", 3), Paragraph(f"The profile in {folder} could not be read: {exc}", True)]
             continue
         profiles.append((profile.label, profile))
