@@ -72,7 +72,12 @@ class TokenCounter:
                                "tokenizer.json (a Hugging Face model folder has one)")
         from tokenizers import Tokenizer  # the optional third-party reader, loaded only when a file is named
 
-        reader = Tokenizer.from_file(str(file))
+        try:  # the reader raises a bare Exception for a file that is not a tokenizer (issue 25: a binary file)
+            reader = Tokenizer.from_file(str(file))
+        except Exception as exc:  # noqa: BLE001 - tokenizers' only error type
+            raise ToolkitError(f"{file} is not a tokenizer.json the tokenizers library can read ({exc})",
+                               hint="pass the tokenizer.json of a Hugging Face model folder, tokenizer='server' "
+                                    "or None (--tokenizer words)") from None
 
         async def local_count(text: str) -> int:
             return len(reader.encode(text, add_special_tokens=False).ids)

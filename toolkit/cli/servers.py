@@ -30,11 +30,21 @@ def host_from(target: str | None, ssh_config: str | None = None) -> Host:
     """``user@host:port`` -> an SSH Host (host keys checked); None or ``localhost`` -> this machine."""
     if target in (None, "", "localhost"):
         return Host.local()
-    name, port = str(target), ""
-    if ":" in name and name.rsplit(":", 1)[1].isdigit():
-        name, port = name.rsplit(":", 1)
-    user, at, hostname = name.rpartition("@")
+    user, at, hostname = str(target).rpartition("@")
+    hostname, colon, port = (hostname, "", "") if hostname.count(":") > 1 else hostname.partition(":")  # IPv6: no port
+    if colon and not (port.isdigit() and 0 < int(port) < 65536):
+        raise ValueError(f"--host {target}: the port {port!r} is not a number 1-65535; write user@host or "
+                         "user@host:PORT")
     return Host(hostname, user=user if at else None, port=int(port) if port else None, ssh_config=ssh_config)
+
+def _host_or_none(args: argparse.Namespace) -> Host | None:
+    """``--host`` as a Host, or None after one line on stderr saying what is wrong with it."""
+    try:
+        return host_from(args.host, args.ssh_config)
+    except ValueError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return None
+
 
 def _age(seconds: float) -> str:
     return f"{seconds / 3600:.1f} h" if seconds >= 3600 else f"{seconds / 60:.0f} min" if seconds >= 60 else f"{seconds:.0f} s"
@@ -46,8 +56,10 @@ def ps_main(argv: Sequence[str] | None = None) -> int:
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     _add_host(parser)
     args = parser.parse_args(argv)
+    host = _host_or_none(args)
+    if host is None:
+        return 2
     try:
-        host = host_from(args.host, args.ssh_config)
         found = registry.verdicts(host)
     except ToolkitError as exc:
         print(f"error: {exc}", file=sys.stderr)
@@ -78,8 +90,10 @@ def stop_main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if not args.pids and not args.all_mine:
         parser.error("name the pids to stop, or pass --all-mine")
+    host = _host_or_none(args)
+    if host is None:
+        return 2
     try:
-        host = host_from(args.host, args.ssh_config)
         known = {seen.record.pid for seen in registry.verdicts(host)}
         unknown = [pid for pid in args.pids if pid not in known]
         if unknown:

@@ -54,6 +54,16 @@ class SshSettings:
     connect_timeout_s: float = 10.0
     ssh_config: str | None = None
 
+    def __post_init__(self) -> None:  # wrong input fails here, naming the argument (issue 25: port=70000 passed)
+        if not isinstance(self.hostname, str) or not self.hostname or any(c.isspace() for c in self.hostname):
+            raise ValueError(f"Host(hostname={self.hostname!r}): a host name or address without spaces, "
+                             "like 'gpu-a' or '10.0.0.5' (the user goes in user=..., the port in port=...)")
+        if self.port is not None and (not isinstance(self.port, int) or isinstance(self.port, bool)
+                                      or not 0 < self.port < 65536):
+            raise ValueError(f"Host(port={self.port!r}): the SSH port is an integer 1-65535 (None: 22 or ~/.ssh/config)")
+        if not isinstance(self.connect_timeout_s, int | float) or not self.connect_timeout_s > 0:
+            raise ValueError(f"Host(connect_timeout_s={self.connect_timeout_s!r}): positive seconds")
+
 
 def _key_name(hostname: str, port: int) -> str:
     return hostname if port == 22 else f"[{hostname}]:{port}"

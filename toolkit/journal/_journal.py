@@ -62,6 +62,11 @@ class Journal:
         self, path: str | os.PathLike[str], investigation: str | None = None, *, resume: bool = False,
         read_only: bool = False, busy_timeout_s: float = 30.0,
     ) -> None:
+        if investigation is not None and not isinstance(investigation, str):  # issue 25: 5 failed deep inside
+            raise TypeError(f"Journal(investigation={investigation!r}): the investigation's name is text, like "
+                            "'eagle3 regression' (None: the journal's only investigation, or the file's name)")
+        if not isinstance(path, str | os.PathLike):
+            raise TypeError(f"Journal(path={path!r}): the path of a .sqlite file, as text or a Path")
         self.path = Path(path)
         self._store = Store(self.path, busy_timeout_s=busy_timeout_s, read_only=read_only)
         self._identity = ProcessIdentity.current()

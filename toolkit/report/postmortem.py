@@ -360,6 +360,8 @@ def write(journal: Journal, out_dir: str | Path, *, dpi: int = 100) -> ReportPat
     >>> paths.html  # doctest: +SKIP
     PosixPath('out/postmortem.html')
     """
+    if not isinstance(journal, Journal):  # issue 25: a path here failed deep inside with an AttributeError
+        raise TypeError(f"write(journal={journal!r}): pass an open Journal: write(Journal({str(journal)!r}), out_dir)")
     started = time.perf_counter()
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)

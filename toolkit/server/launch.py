@@ -126,6 +126,9 @@ def launch(
     when this Python process ends, even by SIGTERM; ``outlive=True`` keeps it running after
     the driver ends (recorded as kept, never reported as an orphan).
     """
+    if not isinstance(spec, ServerSpec):  # issue 25: a string here failed deep inside
+        raise TypeError(f"launch(host, spec={spec!r:.80}): spec is a ServerSpec, e.g. ServerSpec.sglang('org/model', "
+                        "tp=8) or ServerSpec.simulator()")
     if check_port:
         _check_port(host, spec.port)
     if validate:

@@ -16,7 +16,15 @@ from toolkit.errors import InvalidFlag
 from toolkit.host.shell import check_word
 from toolkit.server.naming import FlagValue
 
-__all__ = ["MISSING", "render_value", "check_flag_name", "tool", "interpreter", "keyword_flags"]
+__all__ = ["MISSING", "PARALLEL_SIZES", "render_value", "check_flag_name", "tool", "interpreter", "keyword_flags"]
+
+
+#: Flags whose value counts GPUs or processes, as the releases' own parsers list them (captured in
+#: toolkit/engines/flags/: sglang-0.5.23.txt:72,74,77,290 --tp-size --pp-size --dp-size --ep-size, with their
+#: long spellings; vllm-0.20.0.txt:120,147,150 --data-parallel-size --pipeline-parallel-size
+#: --tensor-parallel-size). ``tp=0`` was accepted and failed minutes later inside the engine (issue 25).
+PARALLEL_SIZES = frozenset({"--tp-size", "--dp-size", "--pp-size", "--ep-size", "--tensor-parallel-size",
+                            "--pipeline-parallel-size", "--data-parallel-size", "--expert-parallel-size"})
 
 
 class _Missing:
@@ -33,6 +41,9 @@ MISSING: Final = _Missing()
 
 def render_value(name: str, value: object) -> FlagValue | _Missing:
     """A Python value as a flag value: True/None switch, False drops the flag, dict -> JSON."""
+    if name in PARALLEL_SIZES and not isinstance(value, bool) and value is not None and not (
+            str(value).isdigit() and int(str(value)) >= 1):  # a switch is flag_check's "needs a value"
+        raise InvalidFlag(f"{name} {value!r}: a parallel size is a whole number of 1 or more (tp=1: one GPU)")
     if value is None or value is True:
         return None
     if value is False:

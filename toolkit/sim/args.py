@@ -259,4 +259,6 @@ def parse_server_args(argv: Sequence[str]) -> SimConfig:
         build_parser(engine).error(str(exc))
     parser = build_parser(engine, release)
     ns = parser.parse_args(list(argv))
+    if not 0 < ns.port < 65536:  # the engines take any int here and die at bind with a traceback (issue 25)
+        parser.error(f"--port {ns.port}: a TCP port is 1-65535")
     return _CONFIGS[engine](ns, parser, argv, release)
