@@ -3,6 +3,7 @@ outside its own profiles folder."""
 
 from __future__ import annotations
 
+import os
 import shutil
 import sqlite3
 from pathlib import Path
@@ -11,6 +12,7 @@ import pytest
 from journal_data import bench_result
 
 from toolkit.cli.report import main as report_main
+from toolkit.errors import JournalError
 from toolkit.journal import Journal
 from toolkit.moves.profile import profiles_dir
 from toolkit.moves.profile_result import PHASES_CSV, load_profile
@@ -80,3 +82,16 @@ def test_an_odd_phases_table_is_named_not_a_traceback(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="phases.csv lacks the column"):
         load_profile(folder)
     assert profiles_dir(Journal(tmp_path / "j.sqlite")).name == "j.profiles"
+
+
+def test_a_fifo_or_a_link_to_dev_null_as_journal_is_named_for_what_it_is(tmp_path: Path,
+                                                                        capsys: pytest.CaptureFixture[str]) -> None:
+    fifo, null = tmp_path / "fifo.sqlite", tmp_path / "null.sqlite"
+    os.mkfifo(fifo)
+    null.symlink_to(os.devnull)
+    with pytest.raises(JournalError, match=r"fifo.sqlite is a FIFO \(named pipe\), not a journal file"):
+        Journal(fifo)
+    with pytest.raises(JournalError, match=r"null.sqlite \(a link to /dev/null\) is a character device, not a journal"):
+        Journal(null)
+    assert report_main([str(null), "--out", str(tmp_path / "out")]) == 2
+    assert "is a character device, not a journal file" in capsys.readouterr().err

@@ -22,6 +22,7 @@ from __future__ import annotations
 import os
 import shutil
 import sqlite3
+import stat
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -85,6 +86,7 @@ class Opened:
 
 def open_journal(path: Path, *, busy_timeout_s: float, read_only: bool) -> Opened:
     """Open (or start) the journal at ``path``; refuse anything that is not one, changing nothing."""
+    _check_kind(path)
     if read_only:
         return _open_for_reading(path, busy_timeout_s, "it was opened with read_only=True")
     if path.exists():
@@ -106,6 +108,24 @@ def open_journal(path: Path, *, busy_timeout_s: float, read_only: bool) -> Opene
         conn.close()
         raise
     return Opened(conn, None)
+
+
+_KINDS = ((stat.S_ISDIR, "a folder"), (stat.S_ISFIFO, "a FIFO (named pipe)"), (stat.S_ISCHR, "a character device"),
+          (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"))
+
+
+def _check_kind(path: Path) -> None:
+    """A journal is a regular file (or nothing yet). Issue 25: a FIFO was reported as "disk I/O error ...
+    full?", a link to /dev/null as "cannot rollback": SQLite's words for a file it cannot use."""
+    try:
+        mode = path.stat().st_mode
+    except OSError:
+        return  # not there (or not reachable): the usual checks below say which
+    kind = next((name for test, name in _KINDS if test(mode)), None)
+    if kind is not None:
+        target = f" (a link to {os.path.realpath(path)})" if path.is_symlink() else ""
+        raise JournalError(f"{path}{target} is {kind}, not a journal file", hint="pass the path of a .sqlite file, "
+                           "or a new path to start a journal")
 
 
 def _check_folder(path: Path) -> None:

@@ -384,7 +384,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=Path("out"), help="output directory (default: out)")
     parser.add_argument("--investigation", help="which investigation (default: the most recent one)")
     args = parser.parse_args(list(sys.argv[1:] if argv is None else argv))
-    if not args.journal.is_file():
+    if not args.journal.exists():  # a folder or a FIFO: the Journal says what it is
         print(f"error: no journal at {args.journal}; pass the path of an existing .sqlite journal", file=sys.stderr)
         return 2
     with Journal(args.journal, read_only=True) as journal:
