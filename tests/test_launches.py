@@ -38,7 +38,7 @@ def test_anything_else_is_no_record(text: str) -> None:
         (REC, 900, 18, "box", "orphan"),                      # driver's pid reused by another process
         (REC, 900, None, "laptop", "elsewhere"),              # cannot ask the driver's machine
         (replace(REC, outlive=True), 900, None, "box", "kept"),
-        (replace(REC, start_ticks=None), 5, None, "box", "orphan"),  # no token recorded: the pid decides
+        (replace(REC, start_ticks=None), 5, None, "box", "unverified"),  # no token: never signalled (issue 25)
     ],
 )
 def test_verdicts(record: LaunchRecord, server_ticks: int | None, owner_ticks: int | None, machine: str,

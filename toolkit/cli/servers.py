@@ -94,7 +94,12 @@ def stop_main(argv: Sequence[str] | None = None) -> int:
     if host is None:
         return 2
     try:
-        known = {seen.record.pid for seen in registry.verdicts(host)}
+        seen_now = registry.verdicts(host)
+        unverified = [seen for seen in seen_now if seen.record.pid in args.pids and seen.status == "unverified"]
+        if unverified:
+            print(f"error: not stopped: {registry.explain(unverified[0])}", file=sys.stderr)
+            return 1
+        known = {seen.record.pid for seen in seen_now}
         unknown = [pid for pid in args.pids if pid not in known]
         if unknown:
             print(f"error: no recorded server of this user has pid {', '.join(map(str, unknown))} on {host.name}; "

@@ -39,6 +39,7 @@ __all__ = [
     "decode_record",
     "record_name",
     "verdict",
+    "group_members",
     "write_script",
     "list_script",
     "parse_listing",
@@ -52,8 +53,9 @@ REGISTRY_DIR = '"${XDG_CACHE_HOME:-$HOME/.cache}/toolkit/servers"'
 _FORMAT = 1
 
 #: running: its driver still runs; orphan: the driver is gone; kept: launched with outlive=True;
-#: elsewhere: the driver ran on another machine, which cannot be asked; gone: the server exited.
-Status = Literal["running", "orphan", "kept", "elsewhere", "gone"]
+#: elsewhere: the driver ran on another machine, which cannot be asked; gone: nothing of the server runs;
+#: unverified: no start token was recorded, so its pid may name another process now: never signalled.
+Status = Literal["running", "orphan", "kept", "elsewhere", "gone", "unverified"]
 
 
 @dataclass(frozen=True)
@@ -123,21 +125,42 @@ def _int_or_none(value: object) -> int | None:
     return None if value is None else int(str(value))
 
 
-def verdict(record: LaunchRecord, *, server_ticks: int | None, owner_ticks: int | None, this_machine: str) -> Verdict:
-    """Is the server alive, and is its owner? ``*_ticks``: the start token of that pid now (None: no such process).
+def verdict(record: LaunchRecord, *, server_ticks: int | None, owner_ticks: int | None, this_machine: str,
+            group_left: int = 0) -> Verdict:
+    """Is the server alive, and is its owner? ``*_ticks``: the start token of that pid now (None: no such process);
+    ``group_left``: live processes of its process group other than the leader (:func:`group_members`).
 
-    A pid whose start token differs from the record's is another process: the recorded one is gone.
+    A pid whose start token differs from the record's is another process: the recorded leader is gone, but
+    the server is gone only when its group is empty too (issue 25: after the OOM killer took the leader, a
+    surviving rank was missed and its record deleted).
     """
     owner = record.owner
-    if server_ticks is None or (record.start_ticks is not None and server_ticks != record.start_ticks):
+    leader_gone = server_ticks is None or (record.start_ticks is not None and server_ticks != record.start_ticks)
+    if leader_gone and not group_left:
         return Verdict(record, "gone", "the server exited")
+    if record.start_ticks is None:
+        return Verdict(record, "unverified", f"its start token was not recorded, so pid {record.pid} may be another "
+                                             f"process now: check it (ps -o pid,lstart,args -p {record.pid}) and stop "
+                                             "it by hand")
+    left = f"; its leader (pid {record.pid}) is gone, {group_left} process(es) of its group still run" if leader_gone else ""
     if record.outlive:
-        return Verdict(record, "kept", f"launched with outlive=True by {owner.describe()}")
+        return Verdict(record, "kept", f"launched with outlive=True by {owner.describe()}{left}")
     if owner.machine != this_machine:
-        return Verdict(record, "elsewhere", f"launched from {owner.machine}, which this session cannot ask")
+        return Verdict(record, "elsewhere", f"launched from {owner.machine}, which this session cannot ask{left}")
     if owner_ticks is not None and (owner.start_ticks is None or owner_ticks == owner.start_ticks):
-        return Verdict(record, "running", f"its driver ({owner.describe()}) still runs")
-    return Verdict(record, "orphan", f"its driver ({owner.describe()}) is gone")
+        return Verdict(record, "running", f"its driver ({owner.describe()}) still runs{left}")
+    return Verdict(record, "orphan", f"its driver ({owner.describe()}) is gone{left}")
+
+
+def group_members(record: LaunchRecord, groups: Iterable[tuple[int, int, int, bool]]) -> int:
+    """How many live processes other than the leader are in the record's process group.
+
+    ``groups``: ``(pid, pgid, start_ticks, alive)`` of every process on the host. The kernel never reuses a
+    pid while a process group of that id exists, so a member started no earlier than the leader is ours.
+    """
+    since = record.start_ticks
+    return sum(1 for pid, pgid, ticks, alive in groups
+               if alive and pgid == record.pid and pid != record.pid and since is not None and ticks >= since)
 
 
 def write_script(record: LaunchRecord) -> str:

@@ -86,14 +86,16 @@ def verdicts(host: Host, *, clean: bool = True) -> list[Verdict]:
     """
     listing = launches.parse_listing(host.run(launches.list_script()).stdout)
     records = [(name, record) for name, record in listing if record is not None]
-    table = procs.parse_process_table(host.run(procs.stat_script([r.pid for _, r in records])).stdout) if records else {}
+    table = procs.parse_process_table(host.run(procs.PROCESS_TABLE_SCRIPT).stdout) if records else {}
+    groups = [(row.pid, row.pgid, row.start_ticks, row.alive) for row in table.values()]  # a leaderless group counts
     machine = socket.gethostname()
     found, stale = [], [name for name, record in listing if record is None]
     for name, record in records:
         row = table.get(record.pid)
         owner_ticks = _local_ticks(record.owner.pid) if record.owner.machine == machine else None
         seen = launches.verdict(record, server_ticks=row.start_ticks if row is not None and row.alive else None,
-                                owner_ticks=owner_ticks, this_machine=machine)
+                                owner_ticks=owner_ticks, this_machine=machine,
+                                group_left=launches.group_members(record, groups))
         (stale.append(name) if seen.status == "gone" else found.append(seen))
     if clean and stale:
         host.run(launches.remove_script(stale), check=False)
@@ -140,6 +142,8 @@ def stop_recorded(host: Host, pids: Sequence[int] = (), *, statuses: Sequence[st
     reports = []
     for seen in verdicts(host):
         if (seen.record.pid not in pids) if pids else (seen.status not in statuses):
+            continue
+        if seen.status == "unverified":  # its pid may be someone else's process now: never signalled
             continue
         record = seen.record
         handle = ProcessHandle(host.name, record.pid, record.log_path, record.description, record.started_at,
