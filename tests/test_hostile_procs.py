@@ -14,10 +14,14 @@ from pathlib import Path
 import pytest
 
 from toolkit.cli.servers import ps_main, stop_main
+from toolkit.errors import HostError
 from toolkit.host import launches
 from toolkit.host.host import Host, ProcessHandle
 from toolkit.host.launches import LaunchRecord, Owner
 from toolkit.server import registry
+from toolkit.server.launch import launch
+from toolkit.server.spec import ServerSpec
+from toolkit.sim.testing import free_port
 
 
 def _gone_driver() -> Owner:
@@ -90,3 +94,20 @@ def test_a_record_without_a_start_token_is_never_signalled(host: Host, tmp_path:
         assert _alive(handle.pid)
     finally:
         host.stop(handle, grace_s=1)
+
+
+def test_a_helper_that_double_forks_into_its_own_session_is_reported_by_stop(host: Host, tmp_path: Path) -> None:
+    helper = tmp_path / "helper.pid"
+    script = f"(setsid sh -c 'echo $$ > {helper}; exec sleep 300' &); exec sleep 300"
+    spec = ServerSpec("transformers", ("bash", "-c", script), port=free_port())
+    server = launch(host, spec, log_dir=str(tmp_path), check_port=False, validate=False)
+    _wait(lambda: helper.is_file() and helper.read_text().strip())
+    escaped = int(helper.read_text())
+    try:
+        with pytest.raises(HostError, match="1 process\\(es\\) .* left its process group and session") as caught:
+            server.stop(grace_s=1)
+        assert f"kill {escaped}" in str(caught.value) and _alive(escaped)
+    finally:
+        os.kill(escaped, signal.SIGKILL)
+    _wait(lambda: not _alive(escaped))
+    assert server.stop(grace_s=1).already_stopped  # nothing left: the stop now ends quietly

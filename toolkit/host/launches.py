@@ -27,7 +27,7 @@ from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 from typing import Literal
 
-from toolkit.host.shell import quote
+from toolkit.host.shell import check_word, quote
 
 __all__ = [
     "REGISTRY_DIR",
@@ -45,6 +45,9 @@ __all__ = [
     "parse_listing",
     "remove_script",
     "self_ticks",
+    "LAUNCH_MARKER",
+    "marked_script",
+    "parse_marked",
 ]
 
 #: The per-user registry on each host, expanded by the host's shell (XDG's cache directory).
@@ -198,3 +201,26 @@ def self_ticks(stat_text: str) -> int | None:
     fields = stat_text.rpartition(")")[2].split()
     return int(fields[19]) if len(fields) > 19 and fields[19].isdigit() else None
 
+
+#: The environment variable each launched server carries (``launch`` sets a fresh value): a helper that
+#: double-forks into its own session leaves the process group and tree a stop plans from, but keeps its
+#: environment, so a stop can still find it and say so (issue 25).
+LAUNCH_MARKER = "TOOLKIT_LAUNCH"
+
+
+def marked_script(marker: str) -> str:
+    """Bash printing ``PID<TAB>ARGS`` of every process whose environment holds ``TOOLKIT_LAUNCH=marker``
+    (one ``grep`` over ``/proc/*/environ``: only this user's processes are readable)."""
+    word = quote(f"{LAUNCH_MARKER}={check_word(marker, what='the launch marker')}")
+    return (f"for f in $(grep -l -s -z -x -F -e {word} /proc/[0-9]*/environ); do p=${{f#/proc/}}; p=${{p%/environ}}; "
+            "printf '%s\t' \"$p\"; tr '\\0' ' ' < \"/proc/$p/cmdline\" 2>/dev/null; echo; done; true")
+
+
+def parse_marked(text: str) -> list[tuple[int, str]]:
+    """``(pid, args)`` per line of :func:`marked_script` output."""
+    found = []
+    for line in text.splitlines():
+        pid, tab, args = line.partition("\t")
+        if tab and pid.isdigit():
+            found.append((int(pid), args.strip()))
+    return found

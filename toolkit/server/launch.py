@@ -22,9 +22,11 @@ from __future__ import annotations
 
 import re
 import time
+import uuid
 from collections.abc import Sequence
 
 from toolkit.errors import InvalidFlag, PortInUse
+from toolkit.host import launches
 from toolkit.host.host import Host, ProcessHandle
 from toolkit.host.place import Place, Target
 from toolkit.host.placement import Placement
@@ -90,8 +92,10 @@ def _log_path(target: Target, spec: ServerSpec, log_dir: str | None, suffix: str
 def _start(target: Target, spec: ServerSpec, log_dir: str | None, *, check_port: bool, suffix: str = "",
            outlive: bool = False) -> Server:
     log_path = _log_path(target, spec, log_dir, suffix)
+    marker = uuid.uuid4().hex  # in the server's environment: what escapes its group is still found at stop
     if isinstance(target, Host):
-        handle: ProcessHandle = target.start_detached(spec.command(), log_path=log_path)
+        handle: ProcessHandle = target.start_detached(spec.command(), log_path=log_path,
+                                                      env={launches.LAUNCH_MARKER: marker})
         place: Place = target
         placement = Placement.on_host(target.name, target.address, handle.pid, handle.command)
     else:
@@ -99,6 +103,7 @@ def _start(target: Target, spec: ServerSpec, log_dir: str | None, *, check_port:
         handle, place, placement = placed, placed.place, placed.placement
     server = Server(place, spec, handle, _url(placement.address, spec.port), handle.log_path, placement)
     if isinstance(target, Host):  # recorded on its host, stopped when this driver ends (issue 20)
+        server.marker = marker
         server.recorded = registry.register(target, handle, spec, key=id(server), stop=server.stop, outlive=outlive)
     elif not outlive:  # a Slurm job or a container: its scheduler or engine lists it; stopped when this driver ends
         exit_guard.hold(id(server), server.stop)

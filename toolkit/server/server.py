@@ -14,7 +14,8 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import InitVar, dataclass, field
 
-from toolkit.errors import ToolkitError
+from toolkit.errors import HostError, ToolkitError
+from toolkit.host import launches
 from toolkit.host.host import ProcessHandle, StopReport
 from toolkit.host.launches import LaunchRecord
 from toolkit.host.place import Place
@@ -54,6 +55,8 @@ class Server:
     stop_report: StopReport | None = field(default=None, init=False, repr=False)
     #: its record in the host's launch registry (None: not recorded, e.g. a Slurm job)
     recorded: LaunchRecord | None = field(default=None, init=False, repr=False)
+    #: the value of TOOLKIT_LAUNCH in its environment (``launches.LAUNCH_MARKER``), to find what escaped its group
+    marker: str | None = field(default=None, init=False, repr=False)
     _follower: LogFollower | None = field(default=None, init=False, repr=False)
     redactor: Redactor = field(init=False, repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False)
@@ -152,6 +155,7 @@ class Server:
         report = self.host.stop(self.process, grace_s=grace_s)
         if follower is not None:
             follower.stop()
+        self._check_nothing_escaped()
         if self.recorded is not None:
             registry.forget(self.host, self.recorded, id(self))
             self.recorded = None
@@ -161,6 +165,19 @@ class Server:
             self.state.stopped(sigkill_sent=report.sigkill_sent, already_stopped=report.already_stopped,
                                at=time.time())
         return report
+
+    def _check_nothing_escaped(self) -> None:
+        """Raise HostError naming what the server started that left its process group and session (a helper
+        that double-forked into its own session): the group stop cannot reach it, and it must not be silent."""
+        if self.marker is None:
+            return
+        escaped = launches.parse_marked(self.host.run(launches.marked_script(self.marker), check=False, timeout_s=30).stdout)
+        if escaped:
+            pids = " ".join(str(pid) for pid, _ in escaped)
+            raise HostError(f"{len(escaped)} process(es) {self.where} started left its process group and session and "
+                            "still run after its stop (a helper that double-forked into its own session)",
+                            host=self.host.name, evidence=[f"pid {pid}: {args[:200]}" for pid, args in escaped],
+                            hint=f"stop them with `kill {pids}` (they carry {launches.LAUNCH_MARKER}={self.marker})")
 
     def __enter__(self) -> Server:
         return self
