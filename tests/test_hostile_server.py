@@ -19,6 +19,7 @@ from aiohttp import web
 from aiohttp.test_utils import TestServer
 
 from toolkit.benchmark.runner import bench
+from toolkit.benchmark.server_view import VllmSpecCounters, sglang_accept_length, vllm_spec_delta
 from toolkit.benchmark.side_reads import fetch_snapshot
 from toolkit.benchmark.tokens import checked_count
 from toolkit.benchmark.workload import refine_prompt
@@ -193,3 +194,14 @@ def test_a_silent_server_holds_the_model_lookup_no_longer_than_timeout_s(silent_
     """``bench --timeout 3`` against a silent server took 35 s: the side requests had their own 30 s."""
     with pytest.raises(ToolkitError, match="did not answer within 2 s"):
         _bench(silent_url, timeout_s=2)
+
+
+@pytest.mark.parametrize(("before", "after"), [
+    ((10, 30, 15), (5, 15, 7)),          # counters went back: a restarted server
+    ((0, 0, 0), (10, 30, 45)),           # more accepted than drafted
+    ((0, 0, 0), (10, float("inf"), 5)),  # not a number
+])
+def test_spec_counters_that_cannot_be_true_give_no_acceptance(before: tuple[float, float, float],
+                                                               after: tuple[float, float, float]) -> None:
+    assert vllm_spec_delta(VllmSpecCounters(*before, ()), VllmSpecCounters(*after, ())) is None
+    assert sglang_accept_length({"avg_spec_accept_length": -3.0}) is None

@@ -146,7 +146,8 @@ def vllm_spec_delta(before: VllmSpecCounters, after: VllmSpecCounters) -> dict[s
     d_drafts = after.num_drafts - before.num_drafts
     d_tokens = after.num_draft_tokens - before.num_draft_tokens
     d_accepted = after.num_accepted_tokens - before.num_accepted_tokens
-    if d_tokens <= 0:
+    # counters that went back (a restarted server) or accepted more than was drafted: not a measurement (issue 25)
+    if not (math.isfinite(d_tokens) and d_tokens > 0 and 0 <= d_drafts <= d_tokens and 0 <= d_accepted <= d_tokens):
         return None
     b, a = dict(before.accepted_per_pos), dict(after.accepted_per_pos)
     per_pos = (
@@ -176,7 +177,7 @@ def sglang_accept_length(info: Any) -> float | None:
         [states[0]] if isinstance(states, list) and states and isinstance(states[0], Mapping) else []
     ) + [info]:
         value = place.get("avg_spec_accept_length")
-        if isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value):
+        if isinstance(value, int | float) and not isinstance(value, bool) and 0 <= value < 1000:  # no NaN, no lie
             return float(value)
     return None
 
