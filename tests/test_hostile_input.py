@@ -51,7 +51,8 @@ def test_bench_with_a_binary_file_as_tokenizer_says_so(tmp_path: Path, capsys: p
     assert bench_main(["--url", "http://127.0.0.1:9", "--model", "m", "--tokenizer", str(binary), "--num-prompts",
                        "1", "--no-progress"]) == 1
     err = capsys.readouterr().err
-    assert err.startswith(f"error: {binary} is not a tokenizer.json the tokenizers library can read") and "Traceback" not in err
+    assert err.startswith(f"error: {binary} is not a tokenizer.json the tokenizers library can read")
+    assert err.count("\n") == 1 and "; what to do: pass the tokenizer.json" in err
 
 
 def test_the_simulator_refuses_a_port_out_of_range_as_argparse_does() -> None:

@@ -90,8 +90,13 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("interrupted: the benchmark was stopped (Ctrl-C); no result", file=sys.stderr)
         return 130
-    except (ToolkitError, ValueError, OSError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
+    except ToolkitError as exc:  # one line: the cause, the first piece of evidence, what to do
+        first = f" (first: {exc.evidence[0]})" if exc.evidence else ""
+        hint = f"; what to do: {exc.hint}" if exc.hint else ""
+        print(" ".join(f"error: {exc.message}{first}{hint}".split()), file=sys.stderr)
+        return 1
+    except (ValueError, OSError) as exc:
+        print(" ".join(f"error: {exc}".split()), file=sys.stderr)
         return 1
     if args.json:
         print(json.dumps(result.to_dict(requests=False)["summary"]))
