@@ -24,6 +24,7 @@ import sys
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from toolkit.logs import classify_file_bytes
 
@@ -79,17 +80,17 @@ class Score:
         )
 
 
-def load_labels(folder: Path, batch: int | None = None) -> list[dict[str, object]]:
+def load_labels(folder: Path, batch: int | None = None) -> list[dict[str, Any]]:
     """The folder's labels, optionally only one batch's."""
-    entries: list[dict[str, object]] = json.loads((folder / "labels.json").read_text())
+    entries: list[dict[str, Any]] = json.loads((folder / "labels.json").read_text())
     return [e for e in entries if batch is None or e.get("batch") == batch]
 
 
-def judge(folder: Path, entry: dict[str, object]) -> Verdict:
+def judge(folder: Path, entry: dict[str, Any]) -> Verdict:
     """Classify one labelled log and pair the answer with its label."""
     summary = classify_file_bytes((folder / str(entry["file"])).read_bytes())
     first = entry["first_fatal_line"]
-    acceptable = {int(x) for x in entry.get("acceptable_fatal_lines") or []}  # type: ignore[union-attr]
+    acceptable = {int(x) for x in entry.get("acceptable_fatal_lines") or []}
     if isinstance(first, int):
         acceptable.add(first)
     return Verdict(
@@ -129,7 +130,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", action="store_true", help="print the figures as one JSON object")
     args = parser.parse_args(argv)
     if not (args.folder / "labels.json").exists():
-        parser.error(f"{args.folder} has no labels.json; pass a folder of labelled logs such as tests/data/logs")
+        parser.error(
+            f"{args.folder} has no labels.json; pass a folder of labelled logs such as tests/data/logs"
+        )
     verdicts = [judge(args.folder, e) for e in load_labels(args.folder, args.batch)]
     figures = score(verdicts)
     if args.json:
