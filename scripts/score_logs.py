@@ -80,10 +80,10 @@ class Score:
         )
 
 
-def load_labels(folder: Path, batch: int | None = None) -> list[dict[str, Any]]:
-    """The folder's labels, optionally only one batch's."""
+def load_labels(folder: Path, batch: str | None = None) -> list[dict[str, Any]]:
+    """The folder's labels, optionally only one batch's (``9``, ``heldout``: compared as text)."""
     entries: list[dict[str, Any]] = json.loads((folder / "labels.json").read_text())
-    return [e for e in entries if batch is None or e.get("batch") == batch]
+    return [e for e in entries if batch is None or str(e.get("batch")) == batch]
 
 
 def judge(folder: Path, entry: dict[str, Any]) -> Verdict:
@@ -125,7 +125,7 @@ def miss_line(v: Verdict) -> str:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("folder", type=Path, help="a folder with *.log files and labels.json")
-    parser.add_argument("--batch", type=int, default=None, help="only the logs of this batch")
+    parser.add_argument("--batch", default=None, help="only the logs of this batch (9, 10, heldout, ...)")
     parser.add_argument("--misses", action="store_true", help="list every log that is not right")
     parser.add_argument("--json", action="store_true", help="print the figures as one JSON object")
     args = parser.parse_args(argv)
