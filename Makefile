@@ -18,7 +18,7 @@ $(VENV)/.installed: pyproject.toml
 
 # The real CPU inference server (transformers serve) lives in its own venv: torch first,
 # from the CPU wheel, so that transformers[serving] never pulls a CUDA build.
-# transformers is pinned because toolkit/realserver.py spells this version's `serve` flags (5.x takes the
+# transformers is pinned because toolkit/testbeds/realserver.py spells this version's `serve` flags (5.x takes the
 # model as a positional FORCE_MODEL; older releases used --force-model). The toolkit itself goes in without its
 # dependencies so that `python -m toolkit.testbeds.tiny_model build DIR` runs here (it needs only the stdlib,
 # torch and transformers). The last line fails the build if a CUDA torch slipped in.

@@ -10,12 +10,12 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from sim_process import free_port
 
 from toolkit.host.host import Host
 from toolkit.host.placement import Placement
 from toolkit.server.launch import launch
 from toolkit.server.spec import ServerSpec
-from toolkit.sim.testing import free_port
 
 SLEEP = [sys.executable, "-c", "import time; time.sleep(120)"]
 

@@ -35,7 +35,6 @@ __all__ = [
     "ReadinessTimeout",
     "ServerHung",
     "InvalidFlag",
-    "MalformedResponse",
     "BenchmarkFailed",
     "JournalError",
 ]
@@ -181,10 +180,6 @@ class ServerHung(ReadinessTimeout):
 
 class InvalidFlag(ToolkitError):
     """A flag or flag value the engine does not accept, caught before a long launch."""
-
-
-class MalformedResponse(ToolkitError):
-    """A server answered with something that is not what the protocol promises."""
 
 
 class BenchmarkFailed(ToolkitError):

@@ -28,7 +28,7 @@ CELLS = [
     """\
 import os
 import toolkit as tk
-from toolkit.sim.testing import free_port
+from sim_process import free_port
 
 host = tk.Host.local()
 journal = tk.Journal(os.environ["NB_JOURNAL"])
