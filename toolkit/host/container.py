@@ -92,6 +92,11 @@ class ContainerTarget:
     def __repr__(self) -> str:
         return f"ContainerTarget({self.name!r})"
 
+    @property
+    def registry_host(self) -> None:
+        """None: the container engine lists its containers (``docker ps``); the driver stops them at exit."""
+        return None
+
     def _inside(self, container: str) -> Host:
         prefix = cc.exec_prefix(container, engine=self.engine, engine_options=self.engine_options)
         return self.host.inside(prefix, name=f"{container} ({self.engine} on {self.host.name})")

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from toolkit.errors import CommandFailed, CommandNotFound, HostError, ToolkitError
 from toolkit.host import procs
 from toolkit.host import ssh as _ssh
+from toolkit.host.placement import PlacedProcess, Placement, ProcessHandle
 from toolkit.host.procs import ProcessInfo
 from toolkit.host.shell import quote_path
 from toolkit.host.streams import ByteStream
@@ -53,22 +54,6 @@ class CommandResult:
     @property
     def ok(self) -> bool:
         return self.exit_code == 0
-
-
-@dataclass(frozen=True)
-class ProcessHandle:
-    """A detached process: the leader of its own process group, writing ``log_path``.
-
-    ``start_ticks`` (from ``/proc/PID/stat``) tells this process from a later one that
-    reuses its pid, so a stale handle never signals a stranger.
-    """
-
-    host: str
-    pid: int
-    log_path: str
-    command: str
-    started_at: float
-    start_ticks: int | None = None
 
 
 @dataclass(frozen=True)
@@ -285,6 +270,20 @@ class Host:
         result = self.run(procs.detach_script(command, log_path=log_path, env=env, cwd=cwd))
         pid, ticks = procs.parse_detached(result.stdout)
         return ProcessHandle(self.name, pid, log_path, command, started_at, ticks)
+
+    def start_server(self, command: str, /, *, log_path: str, port: int, check_port: bool = True) -> PlacedProcess:
+        """The seam's start (:mod:`toolkit.host.place`): ``command`` detached here; the server lives on this host.
+
+        ``port`` and ``check_port`` are not needed here: ``launch`` checks a host's port before the start.
+        """
+        handle = self.start_detached(command, log_path=log_path)
+        return PlacedProcess(handle.host, handle.pid, log_path, command, handle.started_at, handle.start_ticks,
+                             place=self, placement=Placement.on_host(self.name, self.address, handle.pid, command))
+
+    @property
+    def registry_host(self) -> Host:
+        """Launches here are recorded on this host's launch registry (``python -m toolkit ps``)."""
+        return self
 
     def _table(self, pids: Iterable[int] | None = None) -> dict[int, procs.ProcRow]:
         script = procs.PROCESS_TABLE_SCRIPT if pids is None else procs.stat_script(pids)

@@ -5,13 +5,14 @@
   its log file is read. A :class:`~toolkit.host.host.Host` is one as it is; so are one node of
   a Slurm job (its processes through ``srun``, its log on the login node) and a container
   (through ``docker exec``).
-- a :data:`Target` is what ``launch(target, spec)`` is given: a ``Host``, which starts the
-  command itself, or a :class:`ServerTarget` (:class:`~toolkit.host.slurm.SlurmTarget`,
-  :class:`~toolkit.host.container.ContainerTarget`), which is told the port and finds the
-  place: the nodes Slurm chose, the container it created. Both answer the engine's ``--help``
-  before a launch (``run``) and the port check (``port_holder``).
+- a :data:`Target` (a :class:`ServerTarget`) is what ``launch(target, spec)`` is given: a ``Host``,
+  a :class:`~toolkit.host.slurm.SlurmTarget` or a :class:`~toolkit.host.container.ContainerTarget`.
+  Each answers the engine's ``--help`` before a launch (``run``), the port check
+  (``port_holder``), and starts a server when told its command, log file and port
+  (``start_server``): a host starts it itself, Slurm finds the nodes, a container engine
+  creates the container.
 
-A server target returns a :class:`PlacedProcess`: the handle of what it started, with the
+``start_server`` returns a :class:`PlacedProcess`: the handle of what it started, with the
 place it landed on and its :class:`~toolkit.host.placement.Placement` (job id, nodes,
 container, the exact command), which the server carries for the journal. Code above this seam
 never asks which kind it holds: a notebook step reads the same against any of them.
@@ -19,11 +20,10 @@ never asks which kind it holds: a notebook step reads the same against any of th
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol, TypeAlias
 
 from toolkit.host.host import CommandResult, Host, ProcessHandle, StopReport
-from toolkit.host.placement import Placement
+from toolkit.host.placement import PlacedProcess
 from toolkit.host.procs import ProcessInfo
 from toolkit.host.streams import ByteStream
 
@@ -73,7 +73,7 @@ class Place(Protocol):
 
 
 class ServerTarget(Protocol):
-    """A target that starts servers itself (Slurm, containers): told the port, it finds where the server lands."""
+    """What ``launch`` is given (a host, Slurm, a container engine): told the command and port, it starts the server."""
 
     @property
     def name(self) -> str: ...
@@ -90,6 +90,14 @@ class ServerTarget(Protocol):
         """Who holds ``port`` where the server will listen; None if free or not knowable before the start."""
         ...
 
+    @property
+    def registry_host(self) -> Host | None:
+        """The host whose launch registry records servers started here (``python -m toolkit ps``, orphans).
+
+        None where a scheduler or a container engine lists them (``squeue``, ``docker ps``).
+        """
+        ...
+
     def start_server(self, command: str, /, *, log_path: str, port: int, check_port: bool = True) -> PlacedProcess:
         """Start ``command`` (bash) writing ``log_path``, serving on ``port``; return where it landed.
 
@@ -99,19 +107,14 @@ class ServerTarget(Protocol):
         ...
 
 
-#: What launch accepts: a Host starts the command itself; a ServerTarget is told the port.
-Target: TypeAlias = Host | ServerTarget
+#: What launch accepts: a Host, a SlurmTarget, a ContainerTarget, all spoken to the same way.
+Target: TypeAlias = ServerTarget
 
 
-@dataclass(frozen=True, eq=False)
-class PlacedProcess(ProcessHandle):
-    """A started server process with the place it landed on and its placement (job, nodes, container)."""
-
-    place: Place = field(kw_only=True)
-    placement: Placement = field(kw_only=True)
-
-
-if TYPE_CHECKING:  # mypy proves here that a Host is a Place, unchanged
+if TYPE_CHECKING:  # mypy proves here that a Host is a Place and a Target, unchanged
 
     def _host_is_a_place(host: Host) -> Place:
+        return host
+
+    def _host_is_a_target(host: Host) -> Target:
         return host

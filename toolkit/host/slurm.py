@@ -115,6 +115,11 @@ class SlurmTarget:
         """None: the node is not known before the job starts; the job's task checks the port there."""
         return None
 
+    @property
+    def registry_host(self) -> None:
+        """None: Slurm lists its jobs (``squeue``); the driver stops them at exit."""
+        return None
+
     # -- starting ------------------------------------------------------------------------------
     def start_server(self, command: str, /, *, log_path: str, port: int, check_port: bool = True) -> PlacedProcess:
         """Submit ``command`` as a one-node job and wait until it runs; its output file is ``log_path``."""
