@@ -18,6 +18,7 @@ import pytest
 from system.containers import LocalPodman, find_podman, make_rootfs, probe
 from system.slurm import LoopbackSlurm, missing_parts
 from system.sshd import ADDRESSES, LoopbackSshd, find_sshd
+from tiers import REAL_FILES
 
 from toolkit.host.host import Host
 
@@ -134,6 +135,46 @@ def podman(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalPodman]:
         pytest.skip(why)
     yield engine
     engine.cleanup()
+
+
+# -- tiers and parallel runs -------------------------------------------------------------------------------
+# `make check` runs the edit loop's tier (`-m "not real"`): the pure core and fast integration. `make test`
+# runs everything, in parallel through pytest-xdist with `--dist loadgroup`: each test file stays on one
+# worker (its module fixtures, a simulator shared by a module, start once), and the session fixtures that
+# are costly or share machine-wide state (the Slurm cluster's munged, rootful podman, JupyterLab in
+# Chromium) are one group each, so they start once per run. The loopback sshd may start once per worker:
+# each one binds its own free port with its own keys and known_hosts.
+_SHARED_PARTS = {"slurm": "slurm", "podman": "podman", "chromium_path": "browser", "jupyter_lab": "browser"}
+_SHARED_MARKERS = {"slurm": "slurm", "container": "podman", "browser": "browser"}
+REAL_MARKERS = ("ssh", "browser", "slow", "realserver", "slurm", "container", "peers")
+
+
+def _group(item: pytest.Item) -> str:
+    for name, group in _SHARED_PARTS.items():
+        if name in item.fixturenames:
+            return group
+    for marker, group in _SHARED_MARKERS.items():
+        if item.get_closest_marker(marker) is not None:
+            return group
+    return item.nodeid.split("::", 1)[0]
+
+
+def is_real(item: pytest.Item) -> bool:
+    """Whether a test belongs to the real tier (`make test` only) rather than `make check`."""
+    path, _, rest = item.nodeid.removeprefix("tests/").partition("::")
+    test = f"{path}::{rest.split('[', 1)[0]}"
+    if path in REAL_FILES or test in REAL_FILES or any(path.startswith(n) for n in REAL_FILES if n.endswith("/")):
+        return True
+    if any(item.get_closest_marker(marker) is not None for marker in REAL_MARKERS):
+        return True
+    return "sshd" in item.fixturenames or "ssh_host" in item.fixturenames
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        item.add_marker(pytest.mark.xdist_group(_group(item)))
+        if is_real(item):
+            item.add_marker(pytest.mark.real)
 
 
 # Real parts a test needs, by words of its skip reason: what is missing, and the one command that brings it.
