@@ -19,12 +19,12 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
 
 from toolkit.errors import CommandFailed, CommandNotFound, HostError, ToolkitError
 from toolkit.host import procs
 from toolkit.host import ssh as _ssh
-from toolkit.host.placement import PlacedProcess, Placement, ProcessHandle
+from toolkit.host.handles import CommandResult, PlacedProcess, ProcessHandle, StopReport
+from toolkit.host.placement import Placement
 from toolkit.host.procs import ProcessInfo
 from toolkit.host.shell import quote_path
 from toolkit.host.streams import ByteStream
@@ -39,34 +39,6 @@ from toolkit.host.transport import (
 from toolkit.redaction import redact_text
 
 __all__ = ["Host", "CommandResult", "ProcessHandle", "ProcessInfo", "StopReport", "ByteStream"]
-
-
-@dataclass(frozen=True)
-class CommandResult:
-    """What a command printed and how it exited, on which host."""
-
-    host: str
-    command: str
-    exit_code: int
-    stdout: str
-    stderr: str
-
-    @property
-    def ok(self) -> bool:
-        return self.exit_code == 0
-
-
-@dataclass(frozen=True)
-class StopReport:
-    """How a stop went. ``survivors`` is always () on return: if anything survives, stop raises."""
-
-    host: str
-    pid: int
-    already_stopped: bool
-    sigkill_sent: bool
-    survivors: tuple[int, ...] = ()
-    signalled: tuple[int, ...] = ()
-    elapsed_s: float = 0.0
 
 
 def short_command(command: str, limit: int = 120) -> str:

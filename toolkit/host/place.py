@@ -22,54 +22,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Protocol, TypeAlias
 
-from toolkit.host.host import CommandResult, Host, ProcessHandle, StopReport
-from toolkit.host.placement import PlacedProcess
-from toolkit.host.procs import ProcessInfo
-from toolkit.host.streams import ByteStream
+from toolkit.host.handles import CommandResult, Place, PlacedProcess
+from toolkit.host.host import Host
 
 __all__ = ["Place", "ServerTarget", "Target", "PlacedProcess"]
-
-
-class Place(Protocol):
-    """Where a started server lives: its liveness, its stop, its processes, and where its log is read."""
-
-    @property
-    def name(self) -> str:
-        """How errors and the journal name it (``root@gpu-a:22``, ``gpu-a (slurm job 42)``)."""
-        ...
-
-    @property
-    def address(self) -> str:
-        """Where HTTP reaches a server here."""
-        ...
-
-    def run(self, command: str, /, *, check: bool = True, timeout_s: float | None = None) -> CommandResult:
-        """Run bash where the server's log file is (the login node of a Slurm cluster)."""
-        ...
-
-    def expand_user(self, path: str, /) -> str:
-        """``~`` as an absolute path where :meth:`run` runs."""
-        ...
-
-    def read_file(self, path: str, /) -> bytes:
-        """A file's bytes, read where :meth:`run` runs (the log's side: a profile's traces are fetched so)."""
-        ...
-
-    def open_stream(self, command: str, /) -> ByteStream:
-        """A long-lived stream (``tail -F`` of the log), where :meth:`run` runs."""
-        ...
-
-    def is_alive(self, handle: ProcessHandle, /) -> bool: ...
-
-    def stop(self, handle: ProcessHandle, /, *, grace_s: float = 10.0) -> StopReport:
-        """Stop everything the handle started, verified; idempotent."""
-        ...
-
-    def process_tree(self, pid: int, /) -> list[ProcessInfo]:
-        """``pid`` and its descendants with argv and exec-time environment, where they run."""
-        ...
-
-    def port_holder(self, port: int, /) -> tuple[int, str] | None: ...
 
 
 class ServerTarget(Protocol):

@@ -16,13 +16,10 @@ has started.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Literal
+from dataclasses import dataclass
+from typing import Literal
 
-if TYPE_CHECKING:
-    from toolkit.host.place import Place
-
-__all__ = ["Placement", "PlacementKind", "ProcessHandle", "PlacedProcess"]
+__all__ = ["Placement", "PlacementKind"]
 
 PlacementKind = Literal["host", "slurm", "container"]
 
@@ -81,26 +78,3 @@ class Placement:
             "command": self.command,
         }
 
-
-@dataclass(frozen=True)
-class ProcessHandle:
-    """A detached process: the leader of its own process group, writing ``log_path``.
-
-    ``start_ticks`` (from ``/proc/PID/stat``) tells this process from a later one that
-    reuses its pid, so a stale handle never signals a stranger.
-    """
-
-    host: str
-    pid: int
-    log_path: str
-    command: str
-    started_at: float
-    start_ticks: int | None = None
-
-
-@dataclass(frozen=True, eq=False)
-class PlacedProcess(ProcessHandle):
-    """A started server process with the place it landed on and its placement (job, nodes, container)."""
-
-    place: Place = field(kw_only=True)
-    placement: Placement = field(kw_only=True)
