@@ -77,4 +77,3 @@ class Placement:
             "engine": self.engine,
             "command": self.command,
         }
-
