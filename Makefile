@@ -1,4 +1,5 @@
-# A new user's entry points: `make demo` (the onboarding walkthrough) and `make test`.
+# A new user's entry points: `make demo` (the onboarding walkthrough), `make check` (the edit loop's tier:
+# pure core and fast integration) and `make test` (every real part, as CI runs it).
 # The first Python >= 3.11 on PATH (3.13, 3.12, 3.11, then python3); override with `make PYTHON=...`.
 PYTHON ?= $(shell for p in python3.13 python3.12 python3.11 python3; do \
 	  command -v $$p >/dev/null 2>&1 && $$p -c 'import sys; sys.exit(sys.version_info < (3, 11))' 2>/dev/null && { echo $$p; exit 0; }; \
@@ -7,8 +8,11 @@ VENV   := .venv
 CPU_VENV := .venv-cpu
 PY     := $(VENV)/bin/python
 OUT    ?= out
+# pytest-xdist workers. The real tier mostly waits on processes it started (servers, sshd, notebooks),
+# so two workers fill two cores; `--dist loadgroup` keeps a file on one worker (tests/conftest.py).
+JOBS   ?= 2
 
-.PHONY: demo test lab cpu-server lint typecheck clean
+.PHONY: demo check test lab cpu-server lint typecheck clean
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -18,7 +22,7 @@ $(VENV)/.installed: pyproject.toml
 
 # The real CPU inference server (transformers serve) lives in its own venv: torch first,
 # from the CPU wheel, so that transformers[serving] never pulls a CUDA build.
-# transformers is pinned because toolkit/realserver.py spells this version's `serve` flags (5.x takes the
+# transformers is pinned because toolkit/testbeds/realserver.py spells this version's `serve` flags (5.x takes the
 # model as a positional FORCE_MODEL; older releases used --force-model). The toolkit itself goes in without its
 # dependencies so that `python -m toolkit.testbeds.tiny_model build DIR` runs here (it needs only the stdlib,
 # torch and transformers). The last line fails the build if a CUDA torch slipped in.
@@ -36,8 +40,11 @@ cpu-server: $(CPU_VENV)/.installed
 demo: $(VENV)/.installed
 	$(PY) -m toolkit demo --out $(OUT)
 
+check: $(VENV)/.installed
+	$(PY) -m pytest -m "not real" -n $(JOBS) --dist loadgroup
+
 test: $(VENV)/.installed $(CPU_VENV)/.installed
-	$(PY) -m pytest
+	$(PY) -m pytest -n $(JOBS) --dist loadgroup
 
 lab: $(VENV)/.installed
 	$(VENV)/bin/jupyter lab notebooks/

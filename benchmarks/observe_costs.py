@@ -28,8 +28,9 @@ from pathlib import Path
 from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
+sys.path[:0] = [str(REPO), str(REPO / "tests")]
 
+from sim_process import free_port  # noqa: E402
 from tqdm.auto import tqdm  # noqa: E402
 
 from toolkit.benchmark import bench  # noqa: E402
@@ -39,7 +40,6 @@ from toolkit.server.launch import launch  # noqa: E402
 from toolkit.server.server import Server  # noqa: E402
 from toolkit.server.spec import ServerSpec  # noqa: E402
 from toolkit.server.telemetry import GpuTelemetry, simulated_telemetry_command  # noqa: E402
-from toolkit.sim.testing import free_port  # noqa: E402
 from toolkit.stats import mean_interval  # noqa: E402
 
 

@@ -24,11 +24,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
+sys.path[:0] = [str(REPO), str(REPO / "tests")]
+
+from sim_process import SimProcess  # noqa: E402
 
 from toolkit.benchmark import bench  # noqa: E402
 from toolkit.engines import peer_names  # noqa: E402
-from toolkit.sim.testing import SimProcess  # noqa: E402
 
 PEERS_SCRIPTS = REPO.parent / "shared" / "peers"
 EAGLE = ["--speculative-algorithm", "EAGLE3", "--speculative-num-steps", "2", "--speculative-eagle-topk", "1",

@@ -24,12 +24,12 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(REPO), str(REPO / "tests")]
 
+from sim_process import free_port  # noqa: E402
 from system.sshd import ADDRESSES, LoopbackSshd, find_sshd  # noqa: E402
 
 from toolkit.host.host import Host  # noqa: E402
 from toolkit.moves.bisect import expected_rounds, perf_bisect  # noqa: E402
 from toolkit.server.spec import ServerSpec  # noqa: E402
-from toolkit.sim.testing import free_port  # noqa: E402
 
 BENCH = {"num_prompts": 3, "max_concurrency": 1, "input_len": 8, "output_len": 16, "warmup": 0}
 

@@ -31,6 +31,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(REPO), str(REPO / "tests")]
 
+from sim_process import free_port  # noqa: E402
 from system.containers import LocalPodman, find_podman, make_rootfs, probe  # noqa: E402
 from system.slurm import LoopbackSlurm, missing_parts  # noqa: E402
 
@@ -40,7 +41,6 @@ from toolkit.host.slurm import SlurmTarget  # noqa: E402
 from toolkit.server.launch import launch, launch_multinode  # noqa: E402
 from toolkit.server.server import MultiNodeServer, Server  # noqa: E402
 from toolkit.server.spec import ServerSpec  # noqa: E402
-from toolkit.sim.testing import free_port  # noqa: E402
 
 Starter = Callable[[ServerSpec, str], Server | MultiNodeServer]
 

@@ -20,13 +20,14 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
+sys.path[:0] = [str(REPO), str(REPO / "tests")]
+
+from sim_process import free_port  # noqa: E402
 
 from toolkit.errors import ReadinessTimeout  # noqa: E402
 from toolkit.host.host import Host  # noqa: E402
 from toolkit.server.launch import launch  # noqa: E402
 from toolkit.server.spec import ServerSpec  # noqa: E402
-from toolkit.sim.testing import free_port  # noqa: E402
 
 _PROBE = re.compile(r"^\[(?P<stamp>[^\]]+)\] INFO: +\S+ - \"GET /health_generate HTTP/1.1\" 503")
 

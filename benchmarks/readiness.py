@@ -34,13 +34,13 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(REPO), str(REPO / "tests")]
 
+from sim_process import free_port  # noqa: E402
 from system.sshd import LoopbackSshd, find_sshd  # noqa: E402
 
 from toolkit.errors import ToolkitError  # noqa: E402
 from toolkit.host.host import Host  # noqa: E402
 from toolkit.server.launch import launch  # noqa: E402
 from toolkit.server.spec import ServerSpec  # noqa: E402
-from toolkit.sim.testing import free_port  # noqa: E402
 
 SEED_GREP = re.compile(r"error|exception|traceback", re.IGNORECASE)
 KINDS: dict[str, dict[str, object]] = {

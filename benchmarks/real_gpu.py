@@ -38,9 +38,10 @@ from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
-sys.path.insert(0, str(REPO / "benchmarks"))
+sys.path[:0] = [str(REPO / "benchmarks"), str(REPO / "tests")]
 
 from observe_costs import overhead_summary, telemetry_overhead  # noqa: E402
+from sim_process import free_port  # noqa: E402
 
 from toolkit.errors import ToolkitError  # noqa: E402
 from toolkit.host.host import Host  # noqa: E402
@@ -52,7 +53,6 @@ from toolkit.report.postmortem import write  # noqa: E402
 from toolkit.server.launch import launch  # noqa: E402
 from toolkit.server.spec import ServerSpec  # noqa: E402
 from toolkit.server.telemetry import GpuTelemetry  # noqa: E402
-from toolkit.sim.testing import free_port  # noqa: E402
 from toolkit.testbeds.tiny_model import TinyModelConfig, config_args, is_cached  # noqa: E402
 
 

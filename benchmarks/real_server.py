@@ -32,10 +32,11 @@ from contextlib import ExitStack, contextmanager
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
+sys.path[:0] = [str(REPO), str(REPO / "tests")]
+
+from sim_process import free_port  # noqa: E402
 
 from toolkit.benchmark import bench  # noqa: E402
-from toolkit.sim.testing import free_port  # noqa: E402
 from toolkit.testbeds.realserver import TinyModelConfig, ensure_tiny_model, serve_env, transformers_serve_argv  # noqa: E402
 
 

@@ -40,6 +40,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(REPO), str(REPO / "tests")]
 
+from sim_process import free_port  # noqa: E402
 from system.sshd import ADDRESSES, LoopbackSshd, find_sshd  # noqa: E402
 
 from toolkit.benchmark import BenchResult, bench  # noqa: E402
@@ -51,7 +52,6 @@ from toolkit.server.preflight import DEFAULT_CACHE  # noqa: E402
 from toolkit.server.release import DEFAULT_RELEASES  # noqa: E402
 from toolkit.server.server import Server  # noqa: E402
 from toolkit.server.spec import ServerSpec  # noqa: E402
-from toolkit.sim.testing import free_port  # noqa: E402
 
 WORKLOADS = {  # name: (simulator start-up s, bench keyword arguments)
     "cpu": (1.0, {"num_prompts": 4, "max_concurrency": 1, "input_len": 16, "output_len": 48, "progress": False}),

@@ -18,6 +18,7 @@ import pytest
 from system.containers import LocalPodman, find_podman, make_rootfs, probe
 from system.slurm import LoopbackSlurm, missing_parts
 from system.sshd import ADDRESSES, LoopbackSshd, find_sshd
+from tiers import REAL_FILES
 
 from toolkit.host.host import Host
 
@@ -134,6 +135,53 @@ def podman(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalPodman]:
         pytest.skip(why)
     yield engine
     engine.cleanup()
+
+
+# -- tiers and parallel runs -------------------------------------------------------------------------------
+# `make check` runs the edit loop's tier (`-m "not real"`): the pure core and fast integration. `make test`
+# runs everything, in parallel through pytest-xdist with `--dist loadgroup`: the tests of a file that
+# shares a module fixture (a simulator, a notebook run) stay on one worker, so it starts once; the
+# session fixtures that are costly or share machine-wide state (the Slurm cluster's munged, rootful
+# podman, JupyterLab in Chromium) are one group each, so they start once per run. The loopback sshd may start once per worker:
+# each one binds its own free port with its own keys and known_hosts.
+_SHARED_PARTS = {"slurm": "slurm", "podman": "podman", "chromium_path": "browser", "jupyter_lab": "browser"}
+_SHARED_MARKERS = {"slurm": "slurm", "container": "podman", "browser": "browser"}
+REAL_MARKERS = ("ssh", "browser", "slow", "realserver", "slurm", "container", "peers")
+
+
+def _group(item: pytest.Item) -> str | None:
+    """The xdist group that keeps shared set-up on one worker; None lets the test go to any worker."""
+    for name, group in _SHARED_PARTS.items():
+        if name in item.fixturenames:
+            return group
+    for marker, group in _SHARED_MARKERS.items():
+        if item.get_closest_marker(marker) is not None:
+            return group
+    info = getattr(item, "_fixtureinfo", None)  # pytest's own record of the fixtures a test uses
+    scopes = {d.scope for defs in (info.name2fixturedefs.values() if info else ()) for d in defs}
+    if info is None or scopes & {"module", "class", "package"}:
+        return item.nodeid.split("::", 1)[0]  # a module fixture (a shared simulator) starts once
+    return None
+
+
+def is_real(item: pytest.Item) -> bool:
+    """Whether a test belongs to the real tier (`make test` only) rather than `make check`."""
+    path, _, rest = item.nodeid.removeprefix("tests/").partition("::")
+    test = f"{path}::{rest.split('[', 1)[0]}"
+    if path in REAL_FILES or test in REAL_FILES or any(path.startswith(n) for n in REAL_FILES if n.endswith("/")):
+        return True
+    if any(item.get_closest_marker(marker) is not None for marker in REAL_MARKERS):
+        return True
+    return "sshd" in item.fixturenames or "ssh_host" in item.fixturenames
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        group = _group(item)
+        if group is not None:
+            item.add_marker(pytest.mark.xdist_group(group))
+        if is_real(item):
+            item.add_marker(pytest.mark.real)
 
 
 # Real parts a test needs, by words of its skip reason: what is missing, and the one command that brings it.

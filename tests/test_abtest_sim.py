@@ -8,6 +8,7 @@ from typing import Any
 
 import pandas as pd
 import pytest
+import sim_process as testing  # noqa: E402
 
 from toolkit.benchmark import BenchResult, bench
 from toolkit.errors import ServerDied
@@ -16,7 +17,6 @@ from toolkit.journal import Journal
 from toolkit.moves import compare, compare_flag
 from toolkit.server.server import Server
 from toolkit.server.spec import ServerSpec
-from toolkit.sim import testing  # noqa: E402
 from toolkit.views import plots as tk_plots
 
 pytestmark = pytest.mark.timeout(90)

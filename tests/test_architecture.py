@@ -33,8 +33,8 @@ ALLOWED: dict[str, set[str]] = {
     "views": BASE | {"logs", "engines", "host", "server", "benchmark", "journal", "moves"},
     "report": BASE | {"logs", "engines", "server", "benchmark", "journal", "moves", "views"},
     "testbeds": BASE | {"host", "server"},
-    # The stand-in server imitates a named engine release from the toolkit's own release data (pure, stdlib
-    # only), so the two cannot drift apart; it imports nothing else of the toolkit it stands in for.
+    # The stand-in server imitates a named engine release from the toolkit's own release data (pure: the stdlib
+    # and packaging), so the two cannot drift apart; it imports nothing else of the toolkit it stands in for.
     "sim": {"engines"},
     "cli": BASE | {"logs", "engines", "host", "server", "benchmark", "journal", "moves", "views", "report", "sim",
                    "testbeds"},

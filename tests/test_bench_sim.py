@@ -6,9 +6,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import sim_process as testing  # noqa: E402
 
 from toolkit.benchmark.runner import bench
-from toolkit.sim import testing  # noqa: E402
 
 pytestmark = pytest.mark.timeout(60)
 READY = testing.READY_LINE

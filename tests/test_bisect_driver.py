@@ -22,6 +22,7 @@ from typing import Any
 import pandas as pd
 import pytest
 from matplotlib.figure import Figure
+from sim_process import free_port
 
 from toolkit.errors import CommandFailed, InvalidFlag, ToolkitError
 from toolkit.host.host import Host
@@ -37,7 +38,6 @@ from toolkit.moves.bisect import (
 from toolkit.moves.bisect.checkout import GitCheckout
 from toolkit.moves.bisect.references import check_references
 from toolkit.server.spec import ServerSpec
-from toolkit.sim.testing import free_port
 from toolkit.views import plots as tk_plots
 
 # Short runs keep a probe near 3 s on a 2-core machine; the regression is 20 %, noise ~0.5 %.

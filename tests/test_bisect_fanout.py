@@ -15,12 +15,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from sim_process import free_port
 
 from toolkit.host.host import Host
 from toolkit.journal import Journal
 from toolkit.moves.bisect import BisectResult, NothingToBisect, expected_rounds, perf_bisect
 from toolkit.server.spec import ServerSpec
-from toolkit.sim.testing import free_port
 
 pytestmark = [pytest.mark.ssh, pytest.mark.slow, pytest.mark.timeout(600)]
 # Longer outputs than the other bisect tests: a stalled scheduler step on a busy machine then weighs little

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 from matplotlib.figure import Figure
+from sim_process import free_port
 
 from toolkit.host.host import Host, ProcessHandle
 from toolkit.journal import Journal
@@ -25,7 +26,6 @@ from toolkit.moves.envcheck.nccl import nccl_lines_script
 from toolkit.server.launch import launch
 from toolkit.server.server import MultiNodeServer, Server
 from toolkit.server.spec import ServerSpec
-from toolkit.sim.testing import free_port
 from toolkit.views import plots as tk_plots
 
 LAUNCH_ENV = {"NCCL_ALGO": "Ring", "NCCL_PROTO": "Simple", "NCCL_CUMEM_ENABLE": "1", "NCCL_NVLS_ENABLE": "1"}

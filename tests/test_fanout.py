@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 from matplotlib.figure import Figure
+from sim_process import free_port
 
 from toolkit.benchmark import BenchResult, bench
 from toolkit.host.group import HostGroup
@@ -23,7 +24,6 @@ from toolkit.moves import compare_flag, sweep
 from toolkit.moves.pool import HostPool
 from toolkit.server.server import Server
 from toolkit.server.spec import ServerSpec
-from toolkit.sim.testing import free_port
 from toolkit.views import plots as tk_plots
 
 pytestmark = [pytest.mark.ssh, pytest.mark.timeout(240)]

@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 
 import pytest
+from sim_process import free_port
 
 from toolkit.cli.servers import ps_main, stop_main
 from toolkit.errors import HostError
@@ -21,7 +22,6 @@ from toolkit.host.launches import LaunchRecord, Owner
 from toolkit.server import registry
 from toolkit.server.launch import launch
 from toolkit.server.spec import ServerSpec
-from toolkit.sim.testing import free_port
 
 
 def _gone_driver() -> Owner:

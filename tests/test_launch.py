@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from sim_process import free_port as _free_port
 
 import toolkit.server.launch
 import toolkit.server.spec
@@ -21,7 +22,6 @@ from toolkit.errors import InvalidFlag, PortInUse
 from toolkit.host.host import Host
 from toolkit.server.launch import launch, launch_multinode
 from toolkit.server.spec import MISSING, ServerSpec
-from toolkit.sim.testing import free_port as _free_port
 
 
 @pytest.mark.parametrize("module", [toolkit.server.spec, toolkit.server.launch])

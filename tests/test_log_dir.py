@@ -14,6 +14,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from sim_process import free_port
 
 from toolkit.errors import UnsafeLogDir
 from toolkit.host.host import Host
@@ -21,7 +22,6 @@ from toolkit.server import log_dir
 from toolkit.server.launch import launch
 from toolkit.server.log_dir import DirStat, LogDirReport
 from toolkit.server.spec import ServerSpec
-from toolkit.sim.testing import free_port
 
 ME, OTHER = 1000, 1001
 ROOT_DIR = DirStat(0, 0o755, "directory", "/")

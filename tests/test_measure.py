@@ -5,12 +5,12 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from sim_process import free_port
 
 import toolkit as tk
 from toolkit.errors import ServerDied
 from toolkit.moves.equivalence import GreedyOutputs
 from toolkit.moves.measure import measure
-from toolkit.sim.testing import free_port
 
 BENCH = {"num_prompts": 4, "max_concurrency": 2, "input_len": 16, "output_len": 16, "progress": False}
 

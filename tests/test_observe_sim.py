@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import sim_process as testing
 
 from toolkit.engines import profile_for
 from toolkit.errors import ToolkitError
@@ -27,7 +28,6 @@ from toolkit.report.postmortem import write
 from toolkit.server.launch import launch
 from toolkit.server.spec import ServerSpec
 from toolkit.server.telemetry import GpuTelemetry
-from toolkit.sim import testing
 
 pytestmark = [pytest.mark.timeout(180)]
 EAGLE = {"--speculative-algorithm": "EAGLE3", "--speculative-num-steps": 2, "--speculative-eagle-topk": 1,

@@ -18,13 +18,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from sim_process import free_port
 
 from toolkit.errors import PortInUse
 from toolkit.host.host import Host
 from toolkit.server import registry
 from toolkit.server.launch import launch
 from toolkit.server.spec import ServerSpec
-from toolkit.sim.testing import free_port
 
 DRIVER = """
 import json, sys, time

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shlex
 import sys
 import time
 import uuid
@@ -10,12 +11,12 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from sim_process import free_port
 
 from toolkit.host.host import Host
 from toolkit.host.placement import Placement
 from toolkit.server.launch import launch
 from toolkit.server.spec import ServerSpec
-from toolkit.sim.testing import free_port
 
 SLEEP = [sys.executable, "-c", "import time; time.sleep(120)"]
 
@@ -49,6 +50,20 @@ def test_a_host_launch_is_placed_on_the_host(local_host: Host, tmp_path: Path) -
         assert server.host is local_host
         assert server.placement == Placement.on_host("localhost", "127.0.0.1", server.pid, spec.command())
         assert server.where.startswith(f"{spec.describe()} on localhost (pid {server.pid}")
+
+
+def test_a_host_starts_a_server_through_the_seam_as_slurm_and_containers_do(local_host: Host, tmp_path: Path) -> None:
+    """launch speaks one method to every target: a Host answers start_server with a placed process."""
+    log_path = str(tmp_path / "server.log")
+    placed = local_host.start_server(shlex.join(SLEEP), log_path=log_path, port=free_port())
+    try:
+        assert placed.place is local_host and local_host.registry_host is local_host
+        assert placed.placement == Placement.on_host("localhost", "127.0.0.1", placed.pid, shlex.join(SLEEP))
+        assert (placed.log_path, placed.command) == (log_path, shlex.join(SLEEP))
+        assert placed.place.is_alive(placed)
+    finally:
+        local_host.stop(placed)
+    assert not local_host.is_alive(placed)
 
 
 def test_a_host_inside_a_prefix_runs_starts_and_stops_there(local_host: Host, tmp_path: Path) -> None:

@@ -18,6 +18,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from sim_process import free_port
 
 from toolkit.host.host import Host
 from toolkit.journal import Journal
@@ -26,7 +27,6 @@ from toolkit.moves.trace import load_trace
 from toolkit.server.http import complete_greedy
 from toolkit.server.launch import launch
 from toolkit.server.telemetry import GpuTelemetry
-from toolkit.sim.testing import free_port
 from toolkit.testbeds.realserver import ensure_tiny_model, tiny_server_spec
 
 REPO = Path(__file__).resolve().parents[1]

@@ -20,9 +20,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from sim_process import free_port as _free_port
 
 from toolkit.errors import CommandNotFound, InvalidFlag, ToolkitError
-from toolkit.sim.testing import free_port as _free_port
 from toolkit.testbeds.realserver import (
     OTHER_SERVE_OPTIONS,
     SERVE_FLAGS,

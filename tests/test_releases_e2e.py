@@ -20,6 +20,7 @@ import urllib.request
 from pathlib import Path
 
 import pytest
+from sim_process import free_port
 
 import toolkit as tk
 from toolkit.errors import ServerDied
@@ -27,7 +28,6 @@ from toolkit.host.host import Host
 from toolkit.moves.envcheck import env_report
 from toolkit.server.launch import launch
 from toolkit.server.spec import ServerSpec
-from toolkit.sim.testing import free_port
 
 pytestmark = pytest.mark.timeout(240)
 

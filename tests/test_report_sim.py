@@ -15,6 +15,7 @@ import sys
 from typing import Any
 
 import pytest
+import sim_process as testing
 
 from toolkit.errors import ToolkitError
 from toolkit.host.host import Host
@@ -27,7 +28,6 @@ from toolkit.moves.bisect.worktrees import compare_commits
 from toolkit.moves.trial import make_bench_call, run_launch
 from toolkit.report import postmortem as report
 from toolkit.server.spec import ServerSpec
-from toolkit.sim import testing
 from toolkit.sim.repo import make_repo
 
 pytestmark = pytest.mark.timeout(240)

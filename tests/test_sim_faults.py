@@ -10,8 +10,7 @@ import time
 from collections.abc import Iterator
 
 import pytest
-
-from toolkit.sim.testing import SimProcess, child_pids, free_port, is_alive, stream_completion
+from sim_process import SimProcess, child_pids, free_port, is_alive, stream_completion
 
 pytestmark = pytest.mark.timeout(90)
 

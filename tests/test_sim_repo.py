@@ -8,10 +8,10 @@ import sys
 from pathlib import Path
 
 import pytest
+from sim_process import SimProcess, measure_rate
 
 from toolkit.sim import load_source_perf, make_repo
 from toolkit.sim.latency import DecodeSetup, LatencyModel
-from toolkit.sim.testing import SimProcess, measure_rate
 
 pytestmark = pytest.mark.timeout(90)
 READY = "The server is fired up and ready to roll!"

@@ -9,10 +9,7 @@ from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
-
-from toolkit.sim.args import parse_server_args
-from toolkit.sim.latency import LatencyModel, PerfParams
-from toolkit.sim.testing import (
+from sim_process import (
     EAGLE3_ARGS,
     READY_LINE,
     SimProcess,
@@ -24,6 +21,9 @@ from toolkit.sim.testing import (
     proc_environ,
     stream_completion,
 )
+
+from toolkit.sim.args import parse_server_args
+from toolkit.sim.latency import LatencyModel, PerfParams
 
 pytestmark = pytest.mark.timeout(90)
 

@@ -14,6 +14,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from sim_process import free_port
 
 from toolkit.errors import ExtensionMismatch
 from toolkit.host.host import Host
@@ -24,7 +25,6 @@ from toolkit.server.launch import launch
 from toolkit.server.preflight import check_source
 from toolkit.server.spec import ServerSpec
 from toolkit.sim import make_repo
-from toolkit.sim.testing import free_port
 
 pytestmark = pytest.mark.timeout(300)
 BENCH = {"num_prompts": 4, "max_concurrency": 1, "input_len": 16, "output_len": 48, "progress": False}

@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import sim_process as testing  # noqa: E402
 
 from toolkit.benchmark import BenchResult
 from toolkit.errors import ServerDied
@@ -15,7 +16,6 @@ from toolkit.journal import Journal
 from toolkit.moves import sweep
 from toolkit.server.server import Server
 from toolkit.server.spec import ServerSpec
-from toolkit.sim import testing  # noqa: E402
 from toolkit.views import plots as tk_plots
 
 pytestmark = [pytest.mark.ssh, pytest.mark.timeout(90)]

@@ -14,6 +14,7 @@ import time
 from pathlib import Path
 
 import pytest
+from sim_process import free_port
 
 from toolkit.benchmark import bench
 from toolkit.errors import PortInUse
@@ -22,7 +23,6 @@ from toolkit.journal import Journal
 from toolkit.server import port_owner
 from toolkit.server.launch import launch
 from toolkit.server.spec import ServerSpec
-from toolkit.sim.testing import free_port
 
 
 def _listener(port: int) -> list[str]:

@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+from sim_process import free_port as _free_port
 
 import toolkit.views.widgets as tkw
 from toolkit.errors import ServerDied
@@ -30,7 +31,6 @@ from toolkit.server.launch import launch
 from toolkit.server.server import Server
 from toolkit.server.spec import ServerSpec
 from toolkit.server.state import ServerState
-from toolkit.sim.testing import free_port as _free_port
 from toolkit.views.widgets import EnvMatrix, JournalSteps, LogView, ResultsTable, ServerPanel
 from toolkit.views.widgets._log_markup import LogFilter, display_text, line_html, log_html
 from toolkit.views.widgets._throttle import Throttle

@@ -35,8 +35,8 @@ __all__ = [
     "ReadinessTimeout",
     "ServerHung",
     "InvalidFlag",
-    "MalformedResponse",
     "BenchmarkFailed",
+    "MalformedResponse",
     "JournalError",
 ]
 
@@ -184,7 +184,7 @@ class InvalidFlag(ToolkitError):
 
 
 class MalformedResponse(ToolkitError):
-    """A server answered with something that is not what the protocol promises."""
+    """A server answered with something that is not what the protocol promises (a count out of range, a wrong shape)."""
 
 
 class BenchmarkFailed(ToolkitError):

@@ -51,7 +51,6 @@ __all__ = [
     "redact",
     "is_secret_name",
     "looks_like_secret",
-    "redact_value",
     "redact_text",
     "redact_mapping",
     "redact_pairs",
@@ -172,15 +171,6 @@ def looks_like_secret(value: str) -> bool:
     if not value or value == REDACTED:
         return False
     return redact_text(value) != value
-
-
-def redact_value(name: str | None, value: Any) -> Any:
-    """The core: the value to keep for ``name = value``, with secrets replaced.
-
-    A secret name hides the whole value (whatever its type); otherwise a string value is
-    scanned as text, so a credential inside it is replaced and the rest kept.
-    """
-    return redact_obj(value, name=name)
 
 
 def _lead(match: re.Match[str]) -> str:

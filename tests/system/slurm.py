@@ -17,7 +17,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from toolkit.sim.testing import free_port
+from sim_process import free_port
 
 NODES = (("loop1", "127.0.0.1"), ("loop2", "127.0.0.2"))
 DAEMONS = ("munged", "slurmctld", "slurmd")

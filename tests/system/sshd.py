@@ -17,7 +17,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from toolkit.sim.testing import free_port as _free_port
+from sim_process import free_port as _free_port
 
 ADDRESSES = ("127.0.0.1", "127.0.0.2", "127.0.0.3")
 

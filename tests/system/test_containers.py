@@ -14,6 +14,7 @@ import time
 from pathlib import Path
 
 import pytest
+from sim_process import free_port
 from system.containers import LocalPodman
 
 from toolkit.benchmark import bench
@@ -23,7 +24,6 @@ from toolkit.host.host import Host
 from toolkit.moves.envcheck import env_report
 from toolkit.server.launch import launch
 from toolkit.server.spec import ServerSpec
-from toolkit.sim.testing import free_port
 
 pytestmark = [pytest.mark.container, pytest.mark.timeout(240)]
 BENCH = {"num_prompts": 4, "input_len": 8, "output_len": 16, "max_concurrency": 1, "progress": False}

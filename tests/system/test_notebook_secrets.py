@@ -28,7 +28,7 @@ CELLS = [
     """\
 import os
 import toolkit as tk
-from toolkit.sim.testing import free_port
+from sim_process import free_port
 
 host = tk.Host.local()
 journal = tk.Journal(os.environ["NB_JOURNAL"])
@@ -62,7 +62,9 @@ def test_an_executed_notebook_holds_no_secret(tmp_path: Path) -> None:
     nbformat.write(notebook, source)
     env = {**os.environ, "NB_API_KEY": API_KEY, "NB_HF_TOKEN": HF_TOKEN, "NB_PASSWORD": PASSWORD,
            "NB_JOURNAL": str(tmp_path / "j.sqlite"), "NB_LOGS": str(tmp_path / "logs"),
-           "NB_REPORT": str(tmp_path / "report")}
+           "NB_REPORT": str(tmp_path / "report"),
+           # the kernel imports the tests' own helpers (sim_process), as the tests do
+           "PYTHONPATH": os.pathsep.join(filter(None, [str(Path(__file__).parents[1]), os.environ.get("PYTHONPATH")]))}
     finished = subprocess.run([sys.executable, "-m", "papermill", str(source), str(executed), "--kernel", "python3",
                                "--no-progress-bar", "--cwd", str(tmp_path)], env=env, capture_output=True, text=True,
                               timeout=600)

@@ -14,6 +14,7 @@ import time
 from pathlib import Path
 
 import pytest
+from sim_process import free_port
 from system.slurm import NODES, LoopbackSlurm
 
 from toolkit.benchmark import bench
@@ -26,7 +27,6 @@ from toolkit.moves.bisect import perf_bisect
 from toolkit.moves.envcheck import env_report
 from toolkit.server.launch import launch, launch_multinode
 from toolkit.server.spec import ServerSpec
-from toolkit.sim.testing import free_port
 
 pytestmark = [pytest.mark.slurm, pytest.mark.timeout(240)]
 ADDRESS = dict(NODES)

@@ -12,13 +12,13 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from sim_process import free_port as _free_port
 
 from toolkit.errors import PortInUse
 from toolkit.host.host import Host
 from toolkit.host.shell import quote
 from toolkit.server.launch import launch, launch_multinode
 from toolkit.server.spec import ServerSpec
-from toolkit.sim.testing import free_port as _free_port
 
 # Dumps what the process received; written to a temp name and renamed, so a reader never sees half.
 DUMP = (

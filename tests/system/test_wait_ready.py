@@ -14,12 +14,12 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import pytest
+from sim_process import free_port
 
 from toolkit.errors import ReadinessTimeout, ServerDied, ServerHung
 from toolkit.host.host import Host
 from toolkit.server.launch import launch
 from toolkit.server.spec import ServerSpec
-from toolkit.sim.testing import free_port
 
 
 def _spec(**flags: Any) -> ServerSpec:

@@ -5,13 +5,13 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from sim_process import free_port
 from system.containers import LocalPodman
 from system.slurm import LoopbackSlurm
 from system.sshd import LoopbackSshd
 from system.test_notebooks import execute, text_of
 
 from toolkit.journal import Journal
-from toolkit.sim.testing import free_port
 
 pytestmark = [pytest.mark.slow, pytest.mark.ssh, pytest.mark.slurm, pytest.mark.container]
 

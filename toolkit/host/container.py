@@ -92,6 +92,11 @@ class ContainerTarget:
     def __repr__(self) -> str:
         return f"ContainerTarget({self.name!r})"
 
+    @property
+    def registry_host(self) -> None:
+        """None: the container engine lists its containers (``docker ps``); the driver stops them at exit."""
+        return None
+
     def _inside(self, container: str) -> Host:
         prefix = cc.exec_prefix(container, engine=self.engine, engine_options=self.engine_options)
         return self.host.inside(prefix, name=f"{container} ({self.engine} on {self.host.name})")
@@ -114,10 +119,11 @@ class ContainerTarget:
         return (self._shell or self.host).port_holder(port)
 
     # -- starting ------------------------------------------------------------------------------
-    def start_server(self, command: str, /, *, log_path: str, port: int, check_port: bool = True) -> PlacedProcess:
+    def start_server(self, command: str, /, *, log_path: str, port: int, check_port: bool = True,
+                     env: Mapping[str, str] | None = None) -> PlacedProcess:
         """Start ``command``: inside the running container, or as the main process of a new one."""
         if self._shell is not None and self.container is not None:
-            handle = self._shell.start_detached(command, log_path=log_path)
+            handle = self._shell.start_detached(command, log_path=log_path, env=env)
             placement = Placement("container", self.name, (self.host.name,), self.host.address, handle.pid,
                                   container=self.container, engine=self.engine,
                                   command=join([*cc.exec_prefix(self.container, engine=self.engine,

@@ -19,11 +19,12 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
 
 from toolkit.errors import CommandFailed, CommandNotFound, HostError, ToolkitError
 from toolkit.host import procs
 from toolkit.host import ssh as _ssh
+from toolkit.host.handles import CommandResult, PlacedProcess, ProcessHandle, StopReport
+from toolkit.host.placement import Placement
 from toolkit.host.procs import ProcessInfo
 from toolkit.host.shell import quote_path
 from toolkit.host.streams import ByteStream
@@ -38,50 +39,6 @@ from toolkit.host.transport import (
 from toolkit.redaction import redact_text
 
 __all__ = ["Host", "CommandResult", "ProcessHandle", "ProcessInfo", "StopReport", "ByteStream"]
-
-
-@dataclass(frozen=True)
-class CommandResult:
-    """What a command printed and how it exited, on which host."""
-
-    host: str
-    command: str
-    exit_code: int
-    stdout: str
-    stderr: str
-
-    @property
-    def ok(self) -> bool:
-        return self.exit_code == 0
-
-
-@dataclass(frozen=True)
-class ProcessHandle:
-    """A detached process: the leader of its own process group, writing ``log_path``.
-
-    ``start_ticks`` (from ``/proc/PID/stat``) tells this process from a later one that
-    reuses its pid, so a stale handle never signals a stranger.
-    """
-
-    host: str
-    pid: int
-    log_path: str
-    command: str
-    started_at: float
-    start_ticks: int | None = None
-
-
-@dataclass(frozen=True)
-class StopReport:
-    """How a stop went. ``survivors`` is always () on return: if anything survives, stop raises."""
-
-    host: str
-    pid: int
-    already_stopped: bool
-    sigkill_sent: bool
-    survivors: tuple[int, ...] = ()
-    signalled: tuple[int, ...] = ()
-    elapsed_s: float = 0.0
 
 
 def short_command(command: str, limit: int = 120) -> str:
@@ -290,6 +247,21 @@ class Host:
         result = self.run(procs.detach_script(command, log_path=log_path, env=env, cwd=cwd))
         pid, ticks = procs.parse_detached(result.stdout)
         return ProcessHandle(self.name, pid, log_path, command, started_at, ticks)
+
+    def start_server(self, command: str, /, *, log_path: str, port: int, check_port: bool = True,
+                     env: Mapping[str, str] | None = None) -> PlacedProcess:
+        """The seam's start (:mod:`toolkit.host.place`): ``command`` detached here; the server lives on this host.
+
+        ``port`` and ``check_port`` are not needed here: ``launch`` checks a host's port before the start.
+        """
+        handle = self.start_detached(command, log_path=log_path, env=env)
+        return PlacedProcess(handle.host, handle.pid, log_path, command, handle.started_at, handle.start_ticks,
+                             place=self, placement=Placement.on_host(self.name, self.address, handle.pid, command))
+
+    @property
+    def registry_host(self) -> Host:
+        """Launches here are recorded on this host's launch registry (``python -m toolkit ps``)."""
+        return self
 
     def _table(self, pids: Iterable[int] | None = None) -> dict[int, procs.ProcRow]:
         script = procs.PROCESS_TABLE_SCRIPT if pids is None else procs.stat_script(pids)

@@ -5,13 +5,14 @@
   its log file is read. A :class:`~toolkit.host.host.Host` is one as it is; so are one node of
   a Slurm job (its processes through ``srun``, its log on the login node) and a container
   (through ``docker exec``).
-- a :data:`Target` is what ``launch(target, spec)`` is given: a ``Host``, which starts the
-  command itself, or a :class:`ServerTarget` (:class:`~toolkit.host.slurm.SlurmTarget`,
-  :class:`~toolkit.host.container.ContainerTarget`), which is told the port and finds the
-  place: the nodes Slurm chose, the container it created. Both answer the engine's ``--help``
-  before a launch (``run``) and the port check (``port_holder``).
+- a :data:`Target` (a :class:`ServerTarget`) is what ``launch(target, spec)`` is given: a ``Host``,
+  a :class:`~toolkit.host.slurm.SlurmTarget` or a :class:`~toolkit.host.container.ContainerTarget`.
+  Each answers the engine's ``--help`` before a launch (``run``), the port check
+  (``port_holder``), and starts a server when told its command, log file and port
+  (``start_server``): a host starts it itself, Slurm finds the nodes, a container engine
+  creates the container.
 
-A server target returns a :class:`PlacedProcess`: the handle of what it started, with the
+``start_server`` returns a :class:`PlacedProcess`: the handle of what it started, with the
 place it landed on and its :class:`~toolkit.host.placement.Placement` (job id, nodes,
 container, the exact command), which the server carries for the journal. Code above this seam
 never asks which kind it holds: a notebook step reads the same against any of them.
@@ -19,62 +20,17 @@ never asks which kind it holds: a notebook step reads the same against any of th
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Protocol, TypeAlias
 
-from toolkit.host.host import CommandResult, Host, ProcessHandle, StopReport
-from toolkit.host.placement import Placement
-from toolkit.host.procs import ProcessInfo
-from toolkit.host.streams import ByteStream
+from toolkit.host.handles import CommandResult, Place, PlacedProcess
+from toolkit.host.host import Host
 
 __all__ = ["Place", "ServerTarget", "Target", "PlacedProcess"]
 
 
-class Place(Protocol):
-    """Where a started server lives: its liveness, its stop, its processes, and where its log is read."""
-
-    @property
-    def name(self) -> str:
-        """How errors and the journal name it (``root@gpu-a:22``, ``gpu-a (slurm job 42)``)."""
-        ...
-
-    @property
-    def address(self) -> str:
-        """Where HTTP reaches a server here."""
-        ...
-
-    def run(self, command: str, /, *, check: bool = True, timeout_s: float | None = None) -> CommandResult:
-        """Run bash where the server's log file is (the login node of a Slurm cluster)."""
-        ...
-
-    def expand_user(self, path: str, /) -> str:
-        """``~`` as an absolute path where :meth:`run` runs."""
-        ...
-
-    def read_file(self, path: str, /, *, max_bytes: int | None = None, timeout_s: float | None = None) -> bytes:
-        """A regular file's bytes, read where :meth:`run` runs (the log's side: a profile's traces are fetched
-        so), at most ``max_bytes`` of them within ``timeout_s`` (both enforced on the host)."""
-        ...
-
-    def open_stream(self, command: str, /) -> ByteStream:
-        """A long-lived stream (``tail -F`` of the log), where :meth:`run` runs."""
-        ...
-
-    def is_alive(self, handle: ProcessHandle, /) -> bool: ...
-
-    def stop(self, handle: ProcessHandle, /, *, grace_s: float = 10.0) -> StopReport:
-        """Stop everything the handle started, verified; idempotent."""
-        ...
-
-    def process_tree(self, pid: int, /) -> list[ProcessInfo]:
-        """``pid`` and its descendants with argv and exec-time environment, where they run."""
-        ...
-
-    def port_holder(self, port: int, /) -> tuple[int, str] | None: ...
-
-
 class ServerTarget(Protocol):
-    """A target that starts servers itself (Slurm, containers): told the port, it finds where the server lands."""
+    """What ``launch`` is given (a host, Slurm, a container engine): told the command and port, it starts the server."""
 
     @property
     def name(self) -> str: ...
@@ -91,28 +47,33 @@ class ServerTarget(Protocol):
         """Who holds ``port`` where the server will listen; None if free or not knowable before the start."""
         ...
 
-    def start_server(self, command: str, /, *, log_path: str, port: int, check_port: bool = True) -> PlacedProcess:
+    @property
+    def registry_host(self) -> Host | None:
+        """The host whose launch registry records servers started here (``python -m toolkit ps``, orphans).
+
+        None where a scheduler or a container engine lists them (``squeue``, ``docker ps``).
+        """
+        ...
+
+    def start_server(self, command: str, /, *, log_path: str, port: int, check_port: bool = True,
+                     env: Mapping[str, str] | None = None) -> PlacedProcess:
         """Start ``command`` (bash) writing ``log_path``, serving on ``port``; return where it landed.
 
         ``check_port``: refuse to start where ``port`` is held, once the place is known (a Slurm
-        node checks it itself, before the server loads anything).
+        node checks it itself, before the server loads anything). ``env``: added to the server's
+        environment (the launch marker that finds what escaped its process group at stop).
         """
         ...
 
 
-#: What launch accepts: a Host starts the command itself; a ServerTarget is told the port.
-Target: TypeAlias = Host | ServerTarget
+#: What launch accepts: a Host, a SlurmTarget, a ContainerTarget, all spoken to the same way.
+Target: TypeAlias = ServerTarget
 
 
-@dataclass(frozen=True, eq=False)
-class PlacedProcess(ProcessHandle):
-    """A started server process with the place it landed on and its placement (job, nodes, container)."""
-
-    place: Place = field(kw_only=True)
-    placement: Placement = field(kw_only=True)
-
-
-if TYPE_CHECKING:  # mypy proves here that a Host is a Place, unchanged
+if TYPE_CHECKING:  # mypy proves here that a Host is a Place and a Target, unchanged
 
     def _host_is_a_place(host: Host) -> Place:
+        return host
+
+    def _host_is_a_target(host: Host) -> Target:
         return host

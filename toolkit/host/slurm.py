@@ -115,15 +115,22 @@ class SlurmTarget:
         """None: the node is not known before the job starts; the job's task checks the port there."""
         return None
 
+    @property
+    def registry_host(self) -> None:
+        """None: Slurm lists its jobs (``squeue``); the driver stops them at exit."""
+        return None
+
     # -- starting ------------------------------------------------------------------------------
-    def start_server(self, command: str, /, *, log_path: str, port: int, check_port: bool = True) -> PlacedProcess:
+    def start_server(self, command: str, /, *, log_path: str, port: int, check_port: bool = True,
+                     env: Mapping[str, str] | None = None) -> PlacedProcess:
         """Submit ``command`` as a one-node job and wait until it runs; its output file is ``log_path``."""
         if self.request.nodes != 1:
             raise InvalidFlag(
                 f"{self!r} asks for {self.request.nodes} nodes, and launch() starts one server on one node",
                 hint="use launch_multinode(target, spec): one job over the nodes, with SGLang's --nnodes/--node-rank",
             )
-        return self.start_job(command, log_path=log_path, port=port if check_port else None, node_flags=None)[0]
+        return self.start_job(command, log_path=log_path, port=port if check_port else None, node_flags=None,
+                              env=env)[0]
 
     def start_job(
         self,

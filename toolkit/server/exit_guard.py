@@ -26,7 +26,7 @@ import threading
 from collections.abc import Callable
 from types import FrameType
 
-__all__ = ["hold", "release", "stop_all", "held_count"]
+__all__ = ["hold", "release", "stop_all"]
 
 _SIGNALS = (signal.SIGTERM, signal.SIGHUP)
 _held: dict[int, Callable[[], object]] = {}
@@ -49,12 +49,6 @@ def release(key: int) -> None:
     """Forget ``key`` (its server was stopped, or is meant to outlive the driver)."""
     with _lock:
         _held.pop(key, None)
-
-
-def held_count() -> int:
-    """How many servers this driver would stop at exit now."""
-    with _lock:
-        return len(_held)
 
 
 def stop_all() -> None:

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from toolkit.engines import EngineProfile, resolve_profile
 from toolkit.server.health import ProbeOutcome, judge_answer, quote_body
 
-__all__ = ["HttpAnswer", "request", "auth_headers", "ProbeOutcome", "probe_server", "probe_generation",
+__all__ = ["HttpAnswer", "request", "auth_headers", "ProbeOutcome", "probe_server",
            "engine_versions", "start_profile", "stop_profile", "flush_cache", "scrape_metrics", "served_model",
            "complete_greedy"]
 
@@ -138,16 +138,6 @@ def probe_server(url: str, profile: EngineProfile | None, *, api_key: str | None
 def _with_evidence(outcome: ProbeOutcome, line: str) -> ProbeOutcome:
     return ProbeOutcome(outcome.ok, outcome.detail, outcome.proves_generation, outcome.verdict,
                         (*outcome.evidence, line), outcome.hint, outcome.status, outcome.body)
-
-
-def probe_generation(url: str, engine: str, *, timeout_s: float = 5.0, model: str | None = None,
-                     api_key: str | None = None) -> ProbeOutcome:
-    """:func:`probe_server` with the newest profile of ``engine`` (none for an engine without profiles)."""
-    try:
-        profile: EngineProfile | None = resolve_profile(engine, None).profile
-    except ValueError:
-        profile = None
-    return probe_server(url, profile, api_key=api_key, model=model, timeout_s=timeout_s)
 
 
 def engine_versions(url: str, engine: str, *, timeout_s: float = 2.0, profile: EngineProfile | None = None,

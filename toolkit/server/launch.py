@@ -27,9 +27,8 @@ from collections.abc import Sequence
 
 from toolkit.errors import InvalidFlag, PortInUse
 from toolkit.host import launches
-from toolkit.host.host import Host, ProcessHandle
-from toolkit.host.place import Place, Target
-from toolkit.host.placement import Placement
+from toolkit.host.host import Host
+from toolkit.host.place import Target
 from toolkit.host.slurm import SlurmTarget
 from toolkit.host.slurm_script import NodeFlags
 from toolkit.server import exit_guard, port_owner, registry
@@ -60,13 +59,14 @@ def _check_port(host: Target, port: int) -> None:
         return
     pid, command = holder
     who = f"pid {pid} ({command})" if pid else command
-    recorded = registry.orphan_holding(host, pid) if isinstance(host, Host) else None
-    if recorded is not None and isinstance(host, Host):
+    records = host.registry_host
+    recorded = registry.orphan_holding(records, pid) if records is not None else None
+    if recorded is not None and records is not None:
         mine = port_owner.whose(pid, port_owner.holder_owner(host, pid))
         raise PortInUse(
             f"port {port} on {host.name} is held by {who}: {registry.explain(recorded)}",
             host=host.name, port=port, pid=pid, holder=command,
-            hint=f"{mine}: " * (mine is not None) + registry.stop_hint(recorded, host),
+            hint=f"{mine}: " * (mine is not None) + registry.stop_hint(recorded, records),
         )
     raise PortInUse(
         f"port {port} on {host.name} is held by {who}; stop it or pass port=...",
@@ -93,18 +93,14 @@ def _start(target: Target, spec: ServerSpec, log_dir: str | None, *, check_port:
            outlive: bool = False) -> Server:
     log_path = _log_path(target, spec, log_dir, suffix)
     marker = uuid.uuid4().hex  # in the server's environment: what escapes its group is still found at stop
-    if isinstance(target, Host):
-        handle: ProcessHandle = target.start_detached(spec.command(), log_path=log_path,
-                                                      env={launches.LAUNCH_MARKER: marker})
-        place: Place = target
-        placement = Placement.on_host(target.name, target.address, handle.pid, handle.command)
-    else:
-        placed = target.start_server(spec.command(), log_path=log_path, port=spec.port, check_port=check_port)
-        handle, place, placement = placed, placed.place, placed.placement
-    server = Server(place, spec, handle, _url(placement.address, spec.port), handle.log_path, placement)
-    if isinstance(target, Host):  # recorded on its host, stopped when this driver ends (issue 20)
+    placed = target.start_server(spec.command(), log_path=log_path, port=spec.port, check_port=check_port,
+                                 env={launches.LAUNCH_MARKER: marker})
+    placement = placed.placement
+    server = Server(placed.place, spec, placed, _url(placement.address, spec.port), placed.log_path, placement)
+    records = target.registry_host
+    if records is not None:  # recorded on its host, stopped when this driver ends (issue 20)
         server.marker = marker
-        server.recorded = registry.register(target, handle, spec, key=id(server), stop=server.stop, outlive=outlive)
+        server.recorded = registry.register(records, placed, spec, key=id(server), stop=server.stop, outlive=outlive)
     elif not outlive:  # a Slurm job or a container: its scheduler or engine lists it; stopped when this driver ends
         exit_guard.hold(id(server), server.stop)
     return server
@@ -165,7 +161,7 @@ def launch_multinode(
             f"launch_multinode speaks SGLang's --nnodes/--node-rank/--dist-init-addr, not {spec.engine}",
             hint="vLLM spreads over nodes through a Ray cluster: start Ray on each host, then launch() on the head",
         )
-    if isinstance(hosts, SlurmTarget):
+    if not isinstance(hosts, Sequence):  # one Slurm job over N nodes
         return _multinode_job(hosts, spec, NodeFlags(dist_init_port, dist_init_addr, hosts.bind_node_address),
                               log_dir=log_dir, check_port=check_port, validate=validate)
     if not hosts:

@@ -141,18 +141,6 @@ class GitCheckout:
         branch = self.git("symbolic-ref", "-q", "--short", "HEAD", ok=(0, 1))
         return branch.stdout.strip() or self.resolve("HEAD")
 
-    def require_clean(self) -> None:
-        """Refuse to move a checkout with uncommitted changes to tracked files (never stash for the user)."""
-        changes = self.git("status", "--porcelain", "--untracked-files=no").stdout.splitlines()
-        if changes:
-            raise CheckoutBusy(
-                f"{self.repo_dir} on {self.host.name} has uncommitted changes; a bisection checks out other "
-                "commits and would carry them along or fail",
-                evidence=changes[:10],
-                hint="commit or stash them yourself (git stash), then run it again",
-            )
-
-    # -- bisect state ---------------------------------------------------------------------------
     def leftover(self) -> Leftover | None:
         """The bisection in progress in this checkout, if any (``BISECT_START`` exists)."""
         if not self._exists("BISECT_START"):
@@ -199,17 +187,6 @@ class GitCheckout:
         marker = {"pid": os.getpid(), "hostname": socket.gethostname(), "started_at": time.time()}
         self.host.write_file(f"{self.git_dir}/{MARKER}", json.dumps(marker))
         self.git("bisect", "start")
-
-    def end_bisect(self) -> None:
-        """``git bisect reset``: back to the branch or commit checked out before ``start_bisect``.
-
-        Tracked files a build changed are discarded first: the checkout was clean when the
-        bisection started, so any change to them is the build's, not the user's.
-        """
-        if self._exists("BISECT_START") and not self.git("bisect", "reset", check=False).ok:
-            self.git("reset", "--hard", "-q")
-            self.git("bisect", "reset")
-        self._remove_marker()
 
     def _remove_marker(self) -> None:
         self.host.run(f"rm -f -- {quote_path(f'{self.git_dir}/{MARKER}')}", check=False)

@@ -1,0 +1,32 @@
+"""Which tests are the real tier (`make test` only) rather than the edit loop's `make check`.
+
+tests/conftest.py marks them `real`; a folder, a file or one test per entry (data, read by a test).
+"""
+
+from __future__ import annotations
+
+# Files (under tests/) whose tests start real processes, servers or notebooks: the real tier. Every other
+# test is in `make check` unless it is marked with one of REAL_MARKERS. A test below that is fast belongs
+# in its own file in the check tier; tests/test_tiers.py keeps this list true (each name exists).
+# An entry is a folder (`system/`), a file, or one test (`file::test_name`, all its parameters).
+REAL_FILES = frozenset({
+    "system/",
+    # launch, follow, stop real processes: the simulator, drivers, ranks
+    "test_orphans.py", "test_observe_sim.py", "test_sim_server.py", "test_truthful_errors.py",
+    "test_sim_faults.py", "test_sim_repo.py", "test_sim_args.py", "test_source_layout.py", "test_report_sim.py",
+    "test_bisect_driver.py", "test_abtest_sim.py", "test_measure.py", "test_releases_e2e.py",
+    "test_secrets_everywhere.py", "test_journal_processes.py", "test_bench_client.py", "test_bench_sim.py",
+    "test_realserver.py", "test_profiled_and_dcgm.py", "test_fanout.py", "test_bisect_fanout.py",
+    "test_sweep_sim.py", "test_envcheck_driver.py",
+    "test_ssh_key_errors.py", "test_peers.py", "test_widgets.py",
+    # figures rendered by matplotlib; long reports
+    "test_plots.py", "test_report_long.py",
+    # one test each that starts Python processes, a notebook or a CLI
+    "test_public_api.py::test_every_subcommand_answers_help_with_its_own_name",
+    "test_public_api.py::test_bench_is_the_function_in_any_import_order",
+    "test_report.py::test_html_parses_and_holds_every_step_title",
+    "test_report.py::test_cli_writes_the_report",
+    "test_journal.py::test_a_fresh_process_finds_everything",
+    "test_journal_files.py::test_a_write_the_file_system_refuses_is_a_journal_error",
+    "test_journal_investigations.py::test_running_a_notebook_twice_gives_two_investigations_and_says_so",
+})
