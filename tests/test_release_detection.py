@@ -24,6 +24,7 @@ from toolkit.server.help_cache import HelpTextCache
 from toolkit.server.preflight import validate_spec
 from toolkit.server.release import ReleaseCache, detect_release
 from toolkit.server.spec import ServerSpec
+from toolkit.server.state import ServerState
 
 
 def test_docstring_examples_run() -> None:
@@ -78,3 +79,12 @@ def test_a_second_check_of_the_same_release_in_a_fresh_process_reads_no_help_fro
         validate_spec(local_host, spec.with_flags({"--max-modle-len": 2048}), cache=FlagTableCache(),
                       releases=ReleaseCache(), help_texts=kept)
     assert len((tmp_path / "calls.txt").read_text().splitlines()) == 1
+
+
+def test_an_unreadable_release_is_the_panels_note(local_host: Host, tmp_path: Path) -> None:
+    """The ServerPanel draws the state's note: a release that could not be read is said there, not only in describe()."""
+    release = detect_release(local_host, ServerSpec.vllm("/tmp/m", python=str(tmp_path / "nowhere" / "python")),
+                             cache=ReleaseCache())
+    state = ServerState(started_at=0.0)
+    state.use_release(release.engine, release.version, release.problem())
+    assert state.status().note == release.problem() and "could not be read" in str(state.status().note)

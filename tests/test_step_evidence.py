@@ -36,3 +36,5 @@ def test_the_readme_pattern_stores_log_lines_metric_lines_and_the_release(
     lines = again.log_lines(step_id=row["step_id"])
     assert len(lines) > 0 and "ready" in set(lines["verdict"]) and set(lines["verdict"]) <= {"ready", "benign", "fatal"}
     assert lines["line_no"].is_unique  # the readiness report's lines and the bench's are stored once
+    markdown = tk.report.write(again, tmp_path / "report").markdown.read_text()
+    assert f"Engine: {engine} {release} (release read by --version)." in markdown

@@ -28,6 +28,7 @@ class ServerEvidence:
     metric_rows: tuple[MetricRow, ...] = ()
     log_events: tuple[LogEvent, ...] = ()
     provenance: Mapping[str, str] = field(default_factory=dict)
+    release_problem: str | None = None  # why the release could not be read, and what to do
 
 
 def log_mark(server: Server) -> int:
@@ -44,4 +45,5 @@ def collect_evidence(server: Server, before_line: int, since: float | None) -> S
     rows = metric_window(events, before_line, after, since)
     ready = [e for e in events if e.verdict is Verdict.READY][:1]  # the line that made the server ready
     chosen = sorted([*ready, *decisive_lines(events)], key=lambda e: e.line_no)
-    return ServerEvidence(tuple(rows), tuple(chosen), server.release().provenance())
+    release = server.release()
+    return ServerEvidence(tuple(rows), tuple(chosen), release.provenance(), release.problem())

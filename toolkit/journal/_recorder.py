@@ -153,6 +153,8 @@ class StepRecorder:
             self.record_log_lines(evidence.log_events, run_id=run_ids[-1])
             if evidence.provenance:
                 self.set_versions(evidence.provenance)
+            if evidence.release_problem:
+                self.note(evidence.release_problem)
         return run_ids[0]
 
     def record_readiness(self, report: ReadinessReport) -> None:

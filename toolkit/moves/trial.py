@@ -228,6 +228,10 @@ def _measure(
                                   f"({report.ready_reason})")
                     if versions := engine_versions(server.url, server.spec.engine):
                         step.set_versions(versions)
+                    release = server.release()
+                    step.set_versions(release.provenance())  # the release and how it was read
+                    if problem := release.problem():
+                        step.note(problem)
             planned, k = benches, 0
             while k < planned:
                 with timed("log"):
