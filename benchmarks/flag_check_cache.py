@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import shlex
 import subprocess
 import sys
 import tempfile
@@ -28,6 +27,7 @@ from toolkit.server.help_cache import HelpTextCache  # noqa: E402
 from toolkit.server.preflight import validate_spec  # noqa: E402
 from toolkit.server.release import ReleaseCache  # noqa: E402
 from toolkit.server.spec import ServerSpec  # noqa: E402
+from toolkit.testbeds.wrapped_engine import wrapped_vllm  # noqa: E402
 
 _SECOND = """
 import json, sys, time
@@ -43,29 +43,13 @@ print(f"{time.monotonic() - start:.3f}")
 """
 
 
-def _wrapped_install(root: Path) -> Path:
-    """The GPU machine's shape (../shared/gpu/vllm_setup.sh): bash wrappers that put vLLM 0.25.0's metadata on
-    PYTHONPATH; ``vllm serve --help=all`` answers with the simulator's vLLM 0.25.0 help."""
-    dist = root / "site" / "vllm-0.25.0.dist-info"
-    dist.mkdir(parents=True)
-    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: vllm\nVersion: 0.25.0\n")
-    (root / "bin").mkdir()
-    head = f"#!/bin/bash\nexport PYTHONPATH={shlex.quote(str(root / 'site'))}\n"
-    (root / "bin" / "python").write_text(head + f'exec {shlex.quote(sys.executable)} "$@"\n')
-    (root / "bin" / "vllm").write_text(head + f"exec {shlex.quote(sys.executable)} -m toolkit.sim --engine vllm "
-                                       "--sim-engine-version 0.25.0 --help\n")
-    for name in ("python", "vllm"):
-        (root / "bin" / name).chmod(0o755)
-    return root / "bin" / "python"
-
-
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--python", default=None, help="the engine's interpreter; default: the simulator")
     parser.add_argument("--model", default="/tmp/m")
     args = parser.parse_args()
     folder = tempfile.mkdtemp(prefix="help-cache-")
-    python = args.python or str(_wrapped_install(Path(folder) / "install"))
+    python = args.python or str(wrapped_vllm(Path(folder) / "install"))
     spec = ServerSpec.vllm(args.model, python=python, **{"--max-model-len": 2048})
     start = time.monotonic()
     validate_spec(Host.local(), spec, cache=FlagTableCache(), releases=ReleaseCache(), help_texts=HelpTextCache(folder))

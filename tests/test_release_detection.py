@@ -9,9 +9,6 @@ vLLM 0.25.0's mode. Each call of the wrapped ``vllm`` leaves a line in ``calls.t
 from __future__ import annotations
 
 import doctest
-import os
-import shlex
-import sys
 from pathlib import Path
 
 import pytest
@@ -25,32 +22,16 @@ from toolkit.server.preflight import validate_spec
 from toolkit.server.release import ReleaseCache, detect_release
 from toolkit.server.spec import ServerSpec
 from toolkit.server.state import ServerState
+from toolkit.testbeds.wrapped_engine import wrapped_vllm
 
 
 def test_docstring_examples_run() -> None:
     assert doctest.testmod(help_cache_module).failed == 0
 
 
-def _wrapped_install(root: Path) -> Path:
-    """``root/site`` holds vLLM 0.25.0's metadata; ``root/bin/python`` and ``root/bin/vllm`` are bash wrappers."""
-    dist = root / "site" / "vllm-0.25.0.dist-info"
-    dist.mkdir(parents=True)
-    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: vllm\nVersion: 0.25.0\n")
-    (root / "bin").mkdir()
-    head = f"#!/bin/bash\nexport PYTHONPATH={shlex.quote(str(root / 'site'))}${{PYTHONPATH:+:$PYTHONPATH}}\n"
-    (root / "bin" / "python").write_text(head + f'exec {shlex.quote(sys.executable)} "$@"\n')
-    (root / "bin" / "vllm").write_text(
-        head + f'echo "$*" >> {shlex.quote(str(root / "calls.txt"))}\n'
-        f'exec {shlex.quote(sys.executable)} -m toolkit.sim --engine vllm --sim-engine-version 0.25.0 --help\n'
-    )
-    for name in ("python", "vllm"):
-        os.chmod(root / "bin" / name, 0o755)
-    return root / "bin" / "python"
-
-
 def test_the_release_is_read_through_an_interpreter_wrapper_without_importing_the_engine(
         local_host: Host, tmp_path: Path) -> None:
-    python = _wrapped_install(tmp_path)
+    python = wrapped_vllm(tmp_path)
     release = detect_release(local_host, ServerSpec.vllm("/tmp/m", python=str(python)), cache=ReleaseCache())
     assert (release.version, release.how) == ("0.25.0", "metadata")
     assert release.provenance() == {"vllm": "0.25.0", "vllm_release_read_by": "metadata"}
@@ -67,7 +48,7 @@ def test_an_unreadable_release_says_what_was_assumed_and_what_to_do(local_host: 
 
 def test_a_second_check_of_the_same_release_in_a_fresh_process_reads_no_help_from_the_host(
         local_host: Host, tmp_path: Path) -> None:
-    python = _wrapped_install(tmp_path)
+    python = wrapped_vllm(tmp_path)
     spec = ServerSpec.vllm("/tmp/m", python=str(python), **{"--max-model-len": 2048})
     kept = HelpTextCache(tmp_path / "cache")
     for _ in range(2):  # each round with empty in-memory caches, as a new kernel or script would have
