@@ -586,6 +586,14 @@ def test_nccls_echo_decides_a_renamed_process_over_its_parent() -> None:
     assert rows[("engine_core [102]", "NCCL_ALGO")] == ("ok", "parent 100")
 
 
+def test_a_variable_nccl_never_echoed_is_missing_in_a_renamed_rank_whatever_its_parent_had() -> None:
+    """A launcher that drops NCCL_ALGO for its workers (--sim-drop-env-in-workers): the parent has it, NCCL did not."""
+    worker = Proc("gpu", 103, 102, ("VLLM::Worker_TP1",), {})
+    echo = ["vm:103:103 [1] NCCL INFO NCCL_PROTO set by environment to Simple"]
+    report = check_env([_API, _CORE, worker], {"NCCL_ALGO": "Ring"}, release="0.25.0").with_nccl_log(echo, host="gpu")
+    assert _rows(report)[("TP1 [103]", "NCCL_ALGO")] == ("missing", "NCCL echo")
+
+
 def test_an_untitled_process_with_an_empty_environment_is_taken_at_its_word() -> None:
     bare = Proc("gpu", 104, 100, ("/venv/bin/python3", "-m", "toolkit.sim.worker", "--tp-rank", "0"), {})
     assert _rows(check_env([_API, bare], {"NCCL_ALGO": "Ring"}))[("TP0 [104]", "NCCL_ALGO")] == ("missing", "proc")

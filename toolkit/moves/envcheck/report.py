@@ -300,11 +300,15 @@ def _judge_renamed(survivor: Surviving | None, role: ProcessRole, variable: str,
 
 def _decided_by_nccl(frame: pd.DataFrame, nccl: pd.DataFrame) -> pd.DataFrame:
     """Rows not read from /proc, re-decided by NCCL's own echo of the same process (the authority) where it has one."""
-    echoed = {(r.host, int(r.pid), r.variable): r for r in nccl.itertuples(index=False) if r.log_value is not None}
+    echoed = {(r.host, int(r.pid), r.variable): r for r in nccl.itertuples(index=False)}
     frame = frame.copy()
     for index, row in frame.iterrows():
         echo = echoed.get((row["host"], int(row["pid"]), row["variable"]))
         if row["source"] == "proc" or echo is None:
+            continue
+        if echo.status == "not_logged":  # NCCL logged this process's start-up but never read the variable
+            frame.loc[index, ["actual", "status", "source"]] = [None, "missing", "NCCL echo"]
+            frame.loc[index, "reason"] = f"{OVERWRITTEN}; NCCL_DEBUG=INFO echoed other variables of it, not this one"
             continue
         frame.loc[index, ["actual", "status", "source"]] = [echo.log_value, echo.status, "NCCL echo"]
         frame.loc[index, "reason"] = echo.reason if echo.status != "ok" else f"{OVERWRITTEN}; NCCL echoed its value"
