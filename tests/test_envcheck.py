@@ -522,9 +522,9 @@ def test_the_simulators_workers_show_sglang_0_4_10s_overrides() -> None:
     )
     try:
         deadline = time.monotonic() + 20
-        # wait until both ranks have exec'd (a forked child shows its parent's cmdline first)
+        # wait until both ranks have exec'd and renamed themselves as SGLang's schedulers do
         tree = _proc_tree(server.pid)
-        while sum("toolkit.sim.worker" in p.cmdline for p in tree) < 2:
+        while sum(p.cmdline[:1] in (("sglang::scheduler_TP0",), ("sglang::scheduler_TP1",)) for p in tree) < 2:
             assert time.monotonic() < deadline, "the simulator did not start its two workers within 20 s"
             time.sleep(0.05)
             tree = _proc_tree(server.pid)
@@ -536,5 +536,64 @@ def test_the_simulators_workers_show_sglang_0_4_10s_overrides() -> None:
     assert frame.at[("TP1", "NCCL_NVLS_ENABLE"), "status"] == "overridden"
     assert frame.at[("TP1", "NCCL_NVLS_ENABLE"), "reason"] == NVLS_REASON
     assert frame.at[("TP0", "NCCL_ALGO"), "status"] == "ok"
+    # the ranks renamed themselves: their /proc environ is NUL bytes, the answer came from their parent
+    assert [p.environ for p in tree if p.cmdline == ("sglang::scheduler_TP1",)] == [{}]
+    assert frame.at[("TP1", "NCCL_ALGO"), "source"] == f"parent {server.pid}"
     server_row = report.frame[report.frame["role"] == "server"].set_index("variable")
     assert server_row.at["NCCL_NVLS_ENABLE", "status"] == "ok"
+
+
+# --- processes renamed with setproctitle (issue 23) -------------------------------------------
+
+_EXPORTED = {"PATH": "/usr/bin", "HOME": "/root", "NCCL_ALGO": "Ring", "MARKER": "field-23"}
+_API = Proc("gpu", 100, 1, ("/venv/bin/python3", "/venv/bin/vllm", "serve", "/tmp/m"), _EXPORTED)
+_CORE = Proc("gpu", 102, 100, ("VLLM::EngineCore",), {})  # /proc/102/environ: NUL bytes
+_TRACKER = Proc("gpu", 101, 100, ("/venv/bin/python3", "-c", "from multiprocessing.resource_tracker import main;main(6)"),
+                {**_EXPORTED, "VLLM_WORKER_MULTIPROC_METHOD": "spawn"})
+
+
+def _rows(report: object) -> dict[tuple[str, str], tuple[str, str]]:
+    frame = report.frame  # type: ignore[attr-defined]
+    return {(r.process, r.variable): (r.status, r.source) for r in frame.itertuples(index=False)}
+
+
+def test_a_renamed_engine_core_is_judged_on_its_unrenamed_sibling_never_missing() -> None:
+    report = check_env([_API, _TRACKER, _CORE], {"NCCL_ALGO": "Ring", "MARKER": "field-23"}, release="0.25.0")
+    rows = _rows(report)
+    assert rows[("engine_core [102]", "NCCL_ALGO")] == ("ok", "sibling 101")
+    assert rows[("engine_core [102]", "MARKER")] == ("ok", "sibling 101")
+    assert rows[("server [100]", "NCCL_ALGO")] == ("ok", "proc")
+
+
+def test_a_renamed_process_without_a_sibling_is_judged_on_its_parent() -> None:
+    report = check_env([_API, _CORE], {"NCCL_ALGO": "Ring"}, release="0.25.0")
+    assert _rows(report)[("engine_core [102]", "NCCL_ALGO")] == ("ok", "parent 100")
+
+
+def test_a_renamed_process_with_nothing_that_survived_is_unreadable_with_the_way_out() -> None:
+    report = check_env([_CORE], {"NCCL_ALGO": "Ring"}, release="0.25.0")
+    row = report.frame.iloc[0]
+    assert (row["status"], row["source"]) == ("unreadable", "none")
+    assert "setproctitle" in row["reason"] and "NCCL_DEBUG=INFO" in row["reason"]
+
+
+def test_nccls_echo_decides_a_renamed_process_over_its_parent() -> None:
+    worker = Proc("gpu", 103, 102, ("VLLM::Worker_TP1",), {})
+    echo = ["vm:103:103 [1] NCCL INFO NCCL_ALGO set by environment to Tree"]
+    report = check_env([_API, _CORE, worker], {"NCCL_ALGO": "Ring"}, release="0.25.0").with_nccl_log(echo, host="gpu")
+    rows = _rows(report)
+    assert rows[("TP1 [103]", "NCCL_ALGO")] == ("overridden", "NCCL echo")
+    assert rows[("engine_core [102]", "NCCL_ALGO")] == ("ok", "parent 100")
+
+
+def test_a_variable_nccl_never_echoed_is_missing_in_a_renamed_rank_whatever_its_parent_had() -> None:
+    """A launcher that drops NCCL_ALGO for its workers (--sim-drop-env-in-workers): the parent has it, NCCL did not."""
+    worker = Proc("gpu", 103, 102, ("VLLM::Worker_TP1",), {})
+    echo = ["vm:103:103 [1] NCCL INFO NCCL_PROTO set by environment to Simple"]
+    report = check_env([_API, _CORE, worker], {"NCCL_ALGO": "Ring"}, release="0.25.0").with_nccl_log(echo, host="gpu")
+    assert _rows(report)[("TP1 [103]", "NCCL_ALGO")] == ("missing", "NCCL echo")
+
+
+def test_an_untitled_process_with_an_empty_environment_is_taken_at_its_word() -> None:
+    bare = Proc("gpu", 104, 100, ("/venv/bin/python3", "-m", "toolkit.sim.worker", "--tp-rank", "0"), {})
+    assert _rows(check_env([_API, bare], {"NCCL_ALGO": "Ring"}))[("TP0 [104]", "NCCL_ALGO")] == ("missing", "proc")

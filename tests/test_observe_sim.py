@@ -112,6 +112,22 @@ def test_vllm_needs_its_profiler_configured_at_launch_and_then_profiles(local_ho
         assert "_tp0_" in str(capture.result.files[0].local_name) and capture.result.n_kernel_calls > 0
 
 
+def test_a_vllm_0_25_profile_is_found_under_the_names_that_release_writes(local_host: Host, tmp_path: Path) -> None:
+    """Issue 23: real vLLM 0.25.0 wrote rank0.<ns>.pt.trace.json.gz and <host>_<pid>.async_llm.<ns>.pt.trace.json.gz."""
+    folder = tmp_path / "vllm-traces"
+    spec = with_profiling(_vllm(sim_engine_version="0.25.0"), str(folder), version="0.25.0")
+    with launch(local_host, spec, log_dir=str(tmp_path)) as server:
+        server.wait_ready(timeout_s=60)
+        with profile(server, label="vllm 0.25", out_dir=tmp_path / "local", ranks=(0, 1), timeout_s=30) as capture:
+            testing.stream_completion(server.spec.port, 16, model="sim-model")
+    names = sorted(path.name for path in folder.iterdir())
+    assert [n.split(".", 1)[0] for n in names if ".async_llm." not in n] == ["rank0", "rank1"]
+    assert sum(".async_llm." in n for n in names) == 1
+    assert capture.result is not None and capture.result.n_kernel_calls > 0
+    fetched = sorted(str(f.local_name) for f in capture.result.files)
+    assert fetched[0].startswith("rank0.") and any(".async_llm." in n for n in fetched)
+
+
 def test_observed_runs_through_the_trial_record_gpus_metrics_cache_and_outputs(any_host: Host, tmp_path: Path) -> None:
     journal = Journal(tmp_path / "observe.sqlite", investigation="observe")
     base = _sglang(enable_metrics=True)

@@ -182,18 +182,17 @@ def test_tp_workers_are_processes_with_the_release_environment() -> None:
     with sim:
         log = sim.wait_for(READY, timeout_s=30)
         workers = child_pids(sim.pid)
-        ranks = {int(proc_cmdline(pid)[proc_cmdline(pid).index("--tp-rank") + 1]): pid for pid in workers}
+        # each rank renamed itself as SGLang's schedulers do; setproctitle clobbered its /proc environ
+        ranks = {int(proc_cmdline(pid)[0].removeprefix("sglang::scheduler_TP")): pid for pid in workers}
         assert sorted(ranks) == list(range(8))
-        assert all("toolkit.sim.worker" in proc_cmdline(pid) for pid in workers)
+        assert all(proc_environ(pid) == {} for pid in workers)
         parent = proc_environ(sim.pid)
         assert parent["NCCL_CUMEM_ENABLE"] == "1" and parent["NCCL_ALGO"] == "Ring"
-        for pid in workers:
-            child = proc_environ(pid)
-            assert child["NCCL_CUMEM_ENABLE"] == "1" and child["NCCL_NVLS_ENABLE"] == "1"
-            assert child["NCCL_GRAPH_REGISTER"] == "0"  # 0.5.23 parallel_hook.py:369-371,425: TP > 1, CUDA graphs
-            assert child["NCCL_DEBUG"] == "INFO" and "NCCL_ALGO" not in child
-        echoes = [line for line in log.splitlines() if "NCCL INFO NCCL_CUMEM_ENABLE set by environment to 1." in line]
-        assert len(echoes) == 8
+        # what each rank holds, as NCCL echoes it (the rename does not touch os.environ)
+        for echo in ("NCCL_CUMEM_ENABLE set by environment to 1.", "NCCL_NVLS_ENABLE set by environment to 1.",
+                     "NCCL_GRAPH_REGISTER set by environment to 0."):  # 0.5.23 parallel_hook.py:369-371,425
+            assert sum(f"NCCL INFO {echo}" in line for line in log.splitlines()) == 8, echo
+        assert "NCCL INFO NCCL_ALGO set" not in log
         glmasr = [
             line
             for line in log.splitlines()
@@ -216,11 +215,9 @@ def test_sglang_0_4_10_overwrites_the_users_nccl_cumem_enable() -> None:
     with sim:
         log = sim.wait_for(READY, timeout_s=30)
         assert proc_environ(sim.pid)["NCCL_CUMEM_ENABLE"] == "1"
-        for pid in child_pids(sim.pid):
-            child = proc_environ(pid)
-            assert (child["NCCL_CUMEM_ENABLE"], child["NCCL_NVLS_ENABLE"]) == ("0", "0")
-            assert child["TORCH_NCCL_AVOID_RECORD_STREAMS"] == "1" and child["CUDA_DEVICE_MAX_CONNECTIONS"] == "4"
+        assert all(proc_environ(pid) == {} for pid in child_pids(sim.pid))  # renamed: /proc shows NUL bytes
         assert log.count("NCCL INFO NCCL_CUMEM_ENABLE set by environment to 0.") == 2
+        assert log.count("NCCL INFO NCCL_NVLS_ENABLE set by environment to 0.") == 2
 
 
 def test_vllm_mode_serves_and_counts() -> None:

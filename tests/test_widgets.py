@@ -618,7 +618,8 @@ def test_results_table_is_bounded_escaped_and_thread_safe() -> None:
 def test_env_matrix_pivots_an_env_report_and_colours_by_status() -> None:
     workers = [
         ProcessInfo("gpu-a", 11, 10, ("sglang::scheduler_TP0",), {"NCCL_ALGO": "Ring"}, None),
-        ProcessInfo("gpu-a", 12, 10, ("sglang::scheduler_TP5",), {}, None),
+        # an empty environ of a titled process is its title's memory (issue 23): this one holds PATH only
+        ProcessInfo("gpu-a", 12, 10, ("sglang::scheduler_TP5",), {"PATH": "/usr/bin"}, None),
     ]
     report = check_env(workers, {"NCCL_ALGO": "Ring"})
     matrix = EnvMatrix(report)

@@ -37,6 +37,7 @@ __all__ = [
     "env_report",
     "profile",
     "observed",
+    "agreement",
     "greedy_outputs",
     "compare_outputs",
     "compare_profiles",
@@ -94,12 +95,13 @@ def _moves() -> dict[str, Any]:
 
 
 def _observing() -> dict[str, Any]:
+    from toolkit.moves.agreement import agreement
     from toolkit.moves.equivalence import compare_outputs, greedy_outputs
     from toolkit.moves.observe import observed
     from toolkit.moves.profile import profile
     from toolkit.moves.profile_result import compare_profiles
 
-    return {"profile": profile, "observed": observed, "greedy_outputs": greedy_outputs,
+    return {"profile": profile, "observed": observed, "agreement": agreement, "greedy_outputs": greedy_outputs,
             "compare_outputs": compare_outputs, "compare_profiles": compare_profiles}
 
 
@@ -135,7 +137,8 @@ _LOADER_OF: dict[str, Callable[[], dict[str, Any]]] = {
     "Journal": _journal,
     "bench": _benchmark,
     **dict.fromkeys(("sweep", "compare", "compare_flag", "perf_bisect", "compare_commits", "env_report"), _moves),
-    **dict.fromkeys(("profile", "observed", "greedy_outputs", "compare_outputs", "compare_profiles"), _observing),
+    **dict.fromkeys(("profile", "observed", "agreement", "greedy_outputs", "compare_outputs",
+                       "compare_profiles"), _observing),
     **dict.fromkeys(("LogView", "ServerPanel", "plots", "measure"), _views),
     **dict.fromkeys(("errors", "logs", "report", "ToolkitError"), _modules),
 }
@@ -155,6 +158,7 @@ if TYPE_CHECKING:
     from toolkit.host.slurm import SlurmTarget
     from toolkit.journal import Journal
     from toolkit.moves import compare, compare_flag, sweep
+    from toolkit.moves.agreement import agreement
     from toolkit.moves.bisect import compare_commits, perf_bisect
     from toolkit.moves.envcheck import env_report
     from toolkit.moves.equivalence import compare_outputs, greedy_outputs

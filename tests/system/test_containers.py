@@ -83,7 +83,8 @@ def test_a_server_in_a_new_container_is_read_inside_and_removed_on_stop(
         [init] = server.host.process_tree(1)[:1]
         assert init.cmdline[0] == "/run/podman-init" and server.pid != 1  # the server is init's child
         tree = server.host.process_tree(server.pid)
-        assert [info.cmdline[1:3] for info in tree] == [("-m", "toolkit.sim")] + [("-m", "toolkit.sim.worker")] * 2
+        assert [info.cmdline[1:3] for info in tree] == [("-m", "toolkit.sim")] + [()] * 2
+        assert [info.cmdline[0] for info in tree[1:]] == ["sglang::scheduler_TP0", "sglang::scheduler_TP1"]
         report = env_report(server, {"NCCL_ALGO": "Ring"})
         assert report.ok and f"on {name} (podman on localhost)" in report.summary()
         assert _host_pids_serving(spec.port)

@@ -26,6 +26,7 @@ import numpy as np
 import pandas as pd
 
 from toolkit.benchmark.client import ClientSettings
+from toolkit.benchmark.evidence import ServerEvidence
 from toolkit.benchmark.metrics import SUMMARY_KEYS, RequestRecord
 from toolkit.benchmark.server_view import ServerView
 from toolkit.benchmark.workload import Workload
@@ -129,6 +130,8 @@ class BenchResult:
     warmup_errors: tuple[str, ...] = ()
     runs: tuple[BenchResult, ...] = ()
     spread: pd.DataFrame | None = field(default=None, repr=False)
+    #: what the server's log said during the run(s), and its release (``tk.bench`` on a ``Server``)
+    evidence: ServerEvidence | None = field(default=None, repr=False)
 
     @property
     def ok(self) -> bool:

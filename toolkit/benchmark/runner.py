@@ -8,6 +8,7 @@ cancels the run). uvloop drives that loop when it is installed.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import functools
 import math
 import statistics
@@ -24,6 +25,7 @@ from tqdm.auto import tqdm
 
 from toolkit.benchmark.client import DEFAULT_HEADERS, ClientSettings, Endpoint, make_session
 from toolkit.benchmark.dispatch import run_requests
+from toolkit.benchmark.evidence import collect_evidence, log_mark
 from toolkit.benchmark.metrics import SUMMARY_KEYS, RequestRecord, parse_goodput_slos, summarize
 from toolkit.benchmark.result import BenchResult, requests_frame, spread_frame
 from toolkit.benchmark.server_view import LogMetricSource, build_server_view
@@ -148,6 +150,7 @@ async def bench_async(
     n_warm = (max_concurrency or min(num_prompts, 64)) if warmup is None else warmup
     side_timeout_s = min(timeout_s, 30.0)  # a side answer waits no longer than a request may
     prepared_at = time.monotonic()
+    before_line = log_mark(server) if server is not None else 0
     async with aiohttp.ClientSession() as aux, make_session(max_concurrency) as session:
         try:
             async with asyncio.timeout(deadline_s):  # the deadline covers finding the model and fitting prompts
@@ -221,7 +224,9 @@ async def bench_async(
                     stop_after_failures=min(first_n, num_prompts),
                 )
             )
-    return runs[0] if repeats == 1 else _combine(runs)
+    result = runs[0] if repeats == 1 else _combine(runs)  # with a Server: what its log said (benchmark/evidence.py)
+    return result if server is None else dataclasses.replace(
+        result, evidence=collect_evidence(server, before_line, result.started_at))
 
 
 async def _one_run(

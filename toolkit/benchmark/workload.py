@@ -31,6 +31,8 @@ from typing import Any, Literal
 
 import numpy as np
 
+from toolkit.benchmark.custom_dataset import parse_custom_jsonl
+
 __all__ = [
     "RequestSpec",
     "Workload",
@@ -72,7 +74,7 @@ class RequestSpec:
 class Workload:
     """The exact requests of a run, reproducible from its fields and seed."""
 
-    kind: Literal["random", "lines", "sharegpt"]
+    kind: Literal["random", "lines", "sharegpt", "custom"]
     num_prompts: int
     input_len: int | None
     output_len: int | None
@@ -176,7 +178,7 @@ def make_workload(
     dataset_text: str | None = None,
     seed: int = 0,
 ) -> Workload:
-    """Build the requests: random words, or a prompt file / ShareGPT JSON at ``dataset``.
+    """Build the requests: random words, or a prompt file / ShareGPT JSON / vLLM custom ``.jsonl`` at ``dataset``.
 
     ``dataset_text`` gives the file's content (tests, or data already in memory); a path
     ending in ``.json`` is read as ShareGPT, anything else as one prompt per line. With
@@ -210,6 +212,16 @@ def make_workload(
             dataset_text = f.read()
     is_json = (dataset or "").endswith(".json") or dataset_text.lstrip().startswith("[")
     prng = _rng(seed, 4)
+    if (dataset or "").endswith(".jsonl"):  # vLLM's custom dataset: the lines in order (benchmark/custom_dataset.py)
+        rows = parse_custom_jsonl(dataset_text, source=dataset or "the custom dataset")
+        if len(rows) < num_prompts:
+            raise ValueError(f"{dataset} holds {len(rows)} prompts, fewer than num_prompts={num_prompts}: "
+                             "write more lines or ask for fewer prompts")
+        if output_len is None and any(n is None for _, n in rows[:num_prompts]):
+            raise ValueError(f'{dataset}: a line without "output_tokens" needs output_len (vLLM: --custom-output-len)')
+        reqs = tuple(RequestSpec(p, len(p.split()), int(output_len or n or 1)) for p, n in rows[:num_prompts])
+        return Workload("custom", num_prompts, None, output_len, 0.0, seed, dataset, reqs,
+                        ("vLLM custom dataset, lines in file order; prompt_len counted in words (no tokenizer)",))
     if is_json:
         pairs = parse_sharegpt(json.loads(dataset_text))
         if not pairs:

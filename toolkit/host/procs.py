@@ -33,6 +33,7 @@ __all__ = [
     "PROCESS_TABLE_SCRIPT",
     "stat_script",
     "parse_process_table",
+    "parse_environ",
     "descendants",
     "plan_stop",
     "survivors",
@@ -245,6 +246,28 @@ def _why(pid: int, what: str, reason: str) -> str:
     return f"/proc/{pid}/{what} could not be read: {reason}"
 
 
+def parse_environ(raw: bytes) -> dict[str, str]:
+    """``/proc/PID/environ`` as a mapping; only well-formed ``KEY=VALUE`` entries count.
+
+    A process renamed with setproctitle (vLLM's ``VLLM::EngineCore``, SGLang's
+    ``sglang::scheduler_TP0``) has its environ memory overwritten: NUL bytes, or the tail of
+    its title. Neither is a variable, so both read as an empty mapping here, and
+    ``toolkit.moves.envcheck`` treats a titled process with an empty environment as
+    overwritten, never as one that lacks every variable.
+
+    >>> parse_environ(b"A=1\\0B=x=y\\0")
+    {'A': '1', 'B': 'x=y'}
+    >>> parse_environ(b"VLLM::EngineCore\\0\\0\\0")
+    {}
+    """
+    environ = {}
+    for item in raw.split(b"\0"):
+        key, sep, value = item.decode("utf-8", "replace").partition("=")
+        if sep and key and "\x00" not in key and ":" not in key and " " not in key:
+            environ[key] = value
+    return environ
+
+
 def parse_process_tree(text: str, *, host: str) -> list[ProcessInfo]:
     """Parse :func:`process_tree_script` output into :class:`ProcessInfo` records."""
     infos = []
@@ -256,10 +279,7 @@ def parse_process_tree(text: str, *, host: str) -> list[ProcessInfo]:
         raw_cmd, cmd_err = _decode(parts[3])
         raw_env, env_err = _decode(parts[4])
         cmdline = _split_cmdline(raw_cmd or b"")
-        environ = None
-        if raw_env is not None:
-            pairs = (item.decode("utf-8", "replace").partition("=") for item in raw_env.split(b"\0") if item)
-            environ = {k: v for k, _, v in pairs}
+        environ = None if raw_env is None else parse_environ(raw_env)
         error = None
         if cmd_err is not None:
             error = _why(pid, "cmdline", cmd_err)

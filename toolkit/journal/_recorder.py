@@ -147,6 +147,14 @@ class StepRecorder:
                                [(run_ids[-1], idx, row) for idx, row in enumerate(requests)])
             tx.execute("UPDATE steps SET updated_at = ? WHERE id = ?", (time.time(), self.id))
         self._last_run_id = run_ids[-1]
+        evidence = result.evidence  # tk.bench on a Server: its log's lines and its release (benchmark/evidence.py)
+        if evidence is not None:
+            self.record_metrics(evidence.metric_rows, run_id=run_ids[-1])
+            self.record_log_lines(evidence.log_events, run_id=run_ids[-1])
+            if evidence.provenance:
+                self.set_versions(evidence.provenance)
+            if evidence.release_problem:
+                self.note(evidence.release_problem)
         return run_ids[0]
 
     def record_readiness(self, report: ReadinessReport) -> None:
@@ -155,6 +163,8 @@ class StepRecorder:
             "UPDATE steps SET readiness_json = ?, updated_at = ? WHERE id = ?",
             (Json(readiness_row(report)), time.time(), self.id), doing=f"the start-up report of step {self.id}",
         )
+        decisive = report.failure.decisive if report.failure is not None else None
+        self.record_log_lines([*report.benign, *([decisive] if decisive is not None else [])])
 
     def record_metrics(self, rows: Iterable[MetricRow], *, run_id: int | None = None) -> int:
         """Store the server's metric lines; they join the latest run by default."""
@@ -162,6 +172,10 @@ class StepRecorder:
         stored = [metric_line_row(row) for row in rows]
         prepared = [(self.id, run, r.line_no, clean(r.kind), clean(r.rank), r.timestamp, clean(Json(r.values)))
                     for r in stored]
+        # a line the step holds already (tk.bench's evidence, then the trial's own window) is stored once
+        held = {tuple(row) for row in self._store.read(
+            "SELECT line_no, kind, rank, timestamp, values_json FROM metric_lines WHERE step_id = ?", (self.id,))}
+        prepared = [p for p in prepared if (p[2], p[3].value, p[4].value, p[5], p[6].value) not in held]
         with self._store.transaction(f"the metric lines of step {self.id}") as tx:
             tx.executemany(
                 "INSERT INTO metric_lines(step_id, run_id, line_no, kind, rank, timestamp, values_json)"
@@ -176,6 +190,9 @@ class StepRecorder:
         stored = [log_line_row(event) for event in events]
         prepared = [(self.id, run, e.line_no, clean(e.rank), clean(e.level), clean(e.verdict), clean(e.rule),
                      e.timestamp, clean(e.text)) for e in stored]
+        held = {(row[0], row[1]) for row in self._store.read(
+            "SELECT line_no, text FROM log_lines WHERE step_id = ? AND line_no IS NOT NULL", (self.id,))}
+        prepared = [p for p in prepared if (p[2], p[8].value) not in held]
         with self._store.transaction(f"the log lines of step {self.id}") as tx:
             tx.executemany(
                 "INSERT INTO log_lines(step_id, run_id, line_no, rank, level, verdict, rule, timestamp, text)"

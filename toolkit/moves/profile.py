@@ -37,6 +37,7 @@ from types import TracebackType
 from typing import Any
 
 from toolkit.engines import EngineProfile, resolve_profile
+from toolkit.engines.traces import is_frontend_trace, trace_rank
 from toolkit.errors import HostError, ToolkitError
 from toolkit.host.shell import quote_path
 from toolkit.journal import Journal, StepRecorder
@@ -152,12 +153,15 @@ class ProfileCapture:
         self.server.host.run(f"kill -{name} {int(self.server.pid)}", timeout_s=10)
 
     def _wanted(self, names: list[str]) -> list[str]:
-        """The files of the wanted ranks: SGLang ``-TP-{r}``, vLLM ``_tp{r}_``; every file otherwise."""
-        if self.server.spec.engine == "sglang":
-            return sorted(n for n in names if any(f"-TP-{r}-" in n or f"-TP-{r}." in n for r in self.ranks))
-        if self.server.spec.engine == "vllm":
-            return sorted(n for n in names if any(f"_tp{r}_" in n for r in self.ranks))
-        return sorted(names)
+        """The wanted ranks' files, named as the engine release writes them (``toolkit.engines.traces``:
+        vLLM 0.25 ``rank{r}.<ns>``, later ``..._tp{r}_...``, SGLang ``-TP-{r}``), then vLLM's front-end
+        CPU trace (``<host>_<pid>.async_llm.<ns>``); every file for an engine without endpoints."""
+        engine = self.server.spec.engine
+        if engine not in ("sglang", "vllm"):
+            return sorted(names)
+        version = self.server.release().version
+        ranked = sorted(n for n in names if trace_rank(engine, version, n) in self.ranks)
+        return ranked + sorted(n for n in names if is_frontend_trace(engine, version, n))
 
     # ---- life cycle -------------------------------------------------------------------------
     def __enter__(self) -> ProfileCapture:
@@ -239,7 +243,9 @@ class ProfileCapture:
         wanted = self._wanted(list(files))
         if not wanted or any(files[n] == 0 for n in wanted):
             return []
-        if self.server.spec.engine in ("sglang", "vllm") and len(wanted) < len(self.ranks):
+        engine, version = self.server.spec.engine, self.server.release().version
+        ranked = [n for n in wanted if trace_rank(engine, version, n) is not None]
+        if engine in ("sglang", "vllm") and len(ranked) < len(self.ranks):
             return []  # every rank writes its own file: wait for all the wanted ones
         return wanted
 

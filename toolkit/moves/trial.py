@@ -11,9 +11,9 @@ from __future__ import annotations
 import abc
 import contextlib
 import time
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import Any
 
 from toolkit.benchmark import BenchResult
@@ -21,7 +21,8 @@ from toolkit.benchmark import bench as run_bench
 from toolkit.errors import ReadinessTimeout, ServerDied, ToolkitError
 from toolkit.host.place import Target
 from toolkit.journal import StepRecorder
-from toolkit.logs import LogEvent, MetricRow, Verdict
+from toolkit.logs import MetricRow, Verdict
+from toolkit.logs.window import decisive_lines, metric_window
 from toolkit.server.http import engine_versions
 from toolkit.server.launch import launch
 from toolkit.server.logfile import count_lines
@@ -111,33 +112,6 @@ def make_bench_call(
         return run_bench(server, **{"server_log": log_rows, **kwargs})
 
     return call
-
-
-def metric_window(events: Iterable[LogEvent], after_line: int, upto_line: int,
-                  since: float | None = None) -> list[MetricRow]:
-    """Metric rows of log lines ``after_line < line_no <= upto_line``, stamped at ``since`` (epoch s) or later.
-
-    Line numbers bound a run exactly whatever the host's clock says; the stamps (whole
-    seconds in SGLang logs: 1 s of slack) then drop the benchmark's warm-up. If they drop
-    every row (a host clock far from ours), the line window alone is kept.
-    """
-    rows = [e.metric for e in events if e.metric is not None and after_line < e.line_no <= upto_line]
-    if since is None:
-        return rows
-    start = datetime.fromtimestamp(since) - timedelta(seconds=1)
-
-    def local(ts: datetime) -> datetime:
-        return ts.astimezone().replace(tzinfo=None) if ts.tzinfo is not None else ts
-
-    kept = [r for r in rows if r.timestamp is None or local(r.timestamp) >= start]
-    return kept if kept or not rows else rows
-
-
-def decisive_lines(events: Sequence[LogEvent], *, benign_limit: int = 100, fatal_limit: int = 20) -> list[LogEvent]:
-    """What a reader of the step must see: error-looking lines judged benign, and the fatal ones."""
-    benign = [e for e in events if e.verdict is Verdict.BENIGN][:benign_limit]
-    fatal = [e for e in events if e.verdict is Verdict.FATAL][-fatal_limit:]
-    return sorted(benign + fatal, key=lambda e: e.line_no)
 
 
 def _catch_up(server: Server) -> None:
@@ -254,6 +228,10 @@ def _measure(
                                   f"({report.ready_reason})")
                     if versions := engine_versions(server.url, server.spec.engine):
                         step.set_versions(versions)
+                    release = server.release()
+                    step.set_versions(release.provenance())  # the release and how it was read
+                    if problem := release.problem():
+                        step.note(problem)
             planned, k = benches, 0
             while k < planned:
                 with timed("log"):

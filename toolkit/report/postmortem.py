@@ -252,6 +252,8 @@ def _step_details(steps: pd.DataFrame, baseline_spec: dict[str, Any] | None) -> 
             if baseline_spec is not None and row.spec is not baseline_spec:
                 facts.append(f"Change vs baseline: {_changes(baseline_spec, row.spec)}")
         facts += _readiness_facts(row.readiness)
+        facts += [f"Engine: {k[:-16]} {row.versions.get(k[:-16], 'unknown')} (release read by {how})."  # provenance
+                  for k, how in (row.versions or {}).items() if k.endswith("_release_read_by")]
         facts += [f"Started {row.started_at:%Y-%m-%d %H:%M:%S} UTC, status {row.status}, {_runs(row.n_runs) if row.n_runs else 'no benchmark run'}."]
         blocks.append(Bullets(tuple(facts)))
         if _text(row.notes):

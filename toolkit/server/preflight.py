@@ -34,6 +34,7 @@ from toolkit.errors import CommandFailed, ExtensionMismatch, InvalidFlag
 from toolkit.host.shell import join
 from toolkit.server import source as sources
 from toolkit.server.flag_check import FlagTableCache, check_flags
+from toolkit.server.help_cache import HelpTextCache
 from toolkit.server.help_table import FlagProblem, parse_help
 from toolkit.server.release import DEFAULT_RELEASES, DetectedRelease, ReleaseCache, detect_release
 
@@ -41,10 +42,12 @@ if TYPE_CHECKING:
     from toolkit.host.place import Target
     from toolkit.server.spec import ServerSpec
 
-__all__ = ["validate_spec", "check_source", "help_source", "HelpSource", "DEFAULT_CACHE"]
+__all__ = ["validate_spec", "check_source", "help_source", "HelpSource", "DEFAULT_CACHE", "DEFAULT_HELP_TEXTS"]
 
 #: The cache :func:`validate_spec` uses unless given another; ``DEFAULT_CACHE.clear()`` empties it.
 DEFAULT_CACHE = FlagTableCache()
+#: The ``--help`` texts kept on disk (``~/.cache/toolkit/help``) that :func:`validate_spec` reads before asking a host.
+DEFAULT_HELP_TEXTS = HelpTextCache()
 
 
 
@@ -87,14 +90,16 @@ def help_source(spec: ServerSpec) -> HelpSource | None:
 
 def validate_spec(
     host: Target, spec: ServerSpec, *, cache: FlagTableCache = DEFAULT_CACHE, timeout_s: float = 300.0,
-    releases: ReleaseCache = DEFAULT_RELEASES,
+    releases: ReleaseCache = DEFAULT_RELEASES, help_texts: HelpTextCache = DEFAULT_HELP_TEXTS,
 ) -> list[FlagProblem]:
     """Raise :class:`~toolkit.errors.InvalidFlag` if ``host``'s engine would reject ``spec``'s flags.
 
     Returns the warnings (an abbreviation argparse would accept by prefix), or ``[]``.
     The table is cached under (host, engine, distribution version + commit + the help
     command with its working directory and environment); an engine whose version cannot be
-    read is asked every time. Raises :class:`~toolkit.errors.CommandFailed` when ``--help``
+    read is asked every time. The ``--help`` text is also kept on this machine's disk
+    (``help_texts``, 0600 under ``~/.cache/toolkit/help``), so another process that checks the
+    same release on the same host reads it there instead of paying the engine's import again. Raises :class:`~toolkit.errors.CommandFailed` when ``--help``
     itself fails (the engine is not installed there): the launch would fail the same way.
 
     >>> spec = ServerSpec.simulator(tp=8).with_flags({"--speculative-atention-mode": "decode"})  # doctest: +SKIP
@@ -110,6 +115,11 @@ def validate_spec(
     version = release.version
     key = None if version is None else f"{version}|{spec.commit or ''}|{source.command}"
     table = cache.get(host.name, source.engine, key)
+    kept = help_texts.get(host.name, source.engine, version, source.command) if table is None else None
+    if table is None and kept is not None:
+        named = f"{version} (toolkit.sim)" if spec.simulated and version else version
+        table = parse_help(kept, engine=source.engine, version=named, source=f"{source.shown} (kept on disk)")
+        cache.put(host.name, source.engine, key, table)
     if table is None:
         result = host.run(source.command, check=False, timeout_s=timeout_s)
         if not result.ok:
@@ -126,6 +136,7 @@ def validate_spec(
         named = f"{version} (toolkit.sim)" if spec.simulated and version else version
         table = parse_help(text, engine=source.engine, version=named, source=source.shown)
         cache.put(host.name, source.engine, key, table)
+        help_texts.put(host.name, source.engine, version, source.command, text)
     flags = [(name, " ".join(value) if isinstance(value, tuple) else value) for name, value in spec.flags]
     try:
         return list(check_flags(flags, table))

@@ -41,7 +41,8 @@ class DetectedRelease:
     engine: str
     version: str | None
     match: ProfileMatch | None  # None: no engine profile applies (a plain command)
-    how: str
+    how: str  # "metadata", "--version", "checkout", "assumed" (not read: the newest profile), "none"
+    command: str = ""  # the bash line that asked the host
 
     @property
     def profile(self) -> EngineProfile | None:
@@ -53,17 +54,36 @@ class DetectedRelease:
             return f"{self.engine}: no engine profile"
         head = f"{self.engine} {self.version}" if self.version else f"{self.engine} (release unknown)"
         note = f"; {self.match.note}" if self.match.note else ""
-        return f"{head} (profile {self.match.profile.name}{note})"
+        return f"{head} (profile {self.match.profile.name}, read by {self.how}{note})"
+
+    def provenance(self) -> dict[str, str]:
+        """What a journal step records: ``{"vllm": "0.25.0", "vllm_release_read_by": "metadata"}``."""
+        if self.how == "none":
+            return {}
+        return {self.engine: self.version or "unknown", f"{self.engine}_release_read_by": self.how}
+
+    def problem(self) -> str | None:
+        """Why the release is not known, what was assumed, and what to do; None when it was read."""
+        if self.version is not None or self.match is None:
+            return None
+        return (f"the {self.engine} release on this host could not be read (`{self.command}` printed no version); "
+                f"the toolkit assumes {self.match.profile.name} and asks --help at every launch. Point the spec's "
+                f"python= at the interpreter that imports {self.engine} (a wrapper that sets PYTHONPATH works)")
 
 
 def _version_of_interpreter(program: str, dist: str, spec: ServerSpec) -> str:
     """Bash printing ``dist``'s version as the interpreter behind ``program`` sees it (a console
     script names its interpreter in its ``#!`` line)."""
+    # The python beside the script comes first: a venv's, or an interpreter wrapper that puts the engine on
+    # PYTHONPATH (the GPU machine's /tmp/vv/bin/{python,vllm} are bash wrappers, issue 23: the #! line of such a
+    # script names bash, and asking bash for importlib.metadata read nothing). No engine import: metadata only.
     find = (
         f"py={quote(program)}"
         if program.rsplit("/", 1)[-1].startswith("python")
-        else f"exe=$(command -v -- {quote(program)}) || exit 3; "
-        "py=$(head -n 1 \"$exe\" | sed -n 's/^#! *//p' | cut -d ' ' -f 1); [ -x \"$py\" ] || py=python3"
+        else f"exe=$(command -v -- {quote(program)}) || exit 3; py=; "
+        'for c in "${exe%/*}/python" "${exe%/*}/python3"; do [ -x "$c" ] && { py=$c; break; }; done; '
+        '[ -n "$py" ] || { py=$(head -n 1 "$exe" | sed -n \'s/^#! *//p\' | cut -d \' \' -f 1); '
+        'case ${py##*/} in python*) ;; *) py=python3;; esac; }'
     )
     cd = f"cd {quote_path(spec.workdir)} && " if spec.workdir else ""
     env = "env " + " ".join(quote(f"{k}={v}") for k, v in spec.env) + " " if spec.env else ""
@@ -99,19 +119,20 @@ def release_key(host_name: str, spec: ServerSpec) -> str:
     return "|".join(parts)
 
 
-def release_from_output(engine: str, output: str | None, how: str) -> DetectedRelease:
-    """Pure: the release named in a version command's output, and its profile (assumed when unreadable)."""
+def release_from_output(engine: str, output: str | None, how: str, command: str = "") -> DetectedRelease:
+    """Pure: the release named in a version command's output, and its profile (``how="assumed"`` when unreadable)."""
     version = None
     if output:
         try:
             version = parse_version_output(output).text
         except VersionError:
             version = None
+    how = how if version is not None else "assumed"
     try:
         match = resolve_profile(engine, version)
     except ValueError:
-        return DetectedRelease(engine, version, None, how)
-    return DetectedRelease(engine, version, match, how)
+        return DetectedRelease(engine, version, None, how, command)
+    return DetectedRelease(engine, version, match, how, command)
 
 
 class ReleaseCache:
@@ -151,10 +172,11 @@ def detect_release(host: Place | Target, spec: ServerSpec, *, cache: ReleaseCach
         return known
     command = version_command(spec)
     if command is None:
-        return DetectedRelease(spec.engine, None, None, "a plain command: no engine release")
+        return DetectedRelease(spec.engine, None, None, "none", "a plain command: no engine release")
     result = host.run(command, check=False, timeout_s=timeout_s)
     output = result.stdout if result.ok else None
-    release = release_from_output(spec.engine, output, command)
+    how = "--version" if spec.simulated else "checkout" if spec.source is not None else "metadata"
+    release = release_from_output(spec.engine, output, how, command)
     if release.version is not None:
         cache.put(key, release)
     return release

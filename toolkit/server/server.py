@@ -129,7 +129,7 @@ class Server:
                    alive_interval_s: float = 0.25) -> ReadinessReport:
         """Block until the server is ready or has failed: see :func:`toolkit.server.wait.wait_ready`."""
         release = self.release()
-        self.state.use_release(release.engine, release.version)
+        self.state.use_release(release.engine, release.version, release.problem())
         watch = StartupWatch(
             state=self.state, follower=self.follow(), probe=self.probe, is_alive=self.is_alive,
             count_log_lines=lambda: count_lines(self.host, self.log_path), where=self.where,

@@ -102,13 +102,16 @@ class ServerState:
         self._failed_before_stop = False
         self._listeners: list[Listener] = []
         self._release: tuple[str | None, str | None] = (None, None)
+        self._release_note: str | None = None
         self._completion_probes = 0
 
     # -- inputs ----------------------------------------------------------------------------
-    def use_release(self, engine: str | None, version: str | None) -> None:
-        """The engine release the server runs: failure hints are spelled with its flags."""
+    def use_release(self, engine: str | None, version: str | None, problem: str | None = None) -> None:
+        """The engine release the server runs: failure hints are spelled with its flags. ``problem``: why the
+        release could not be read (``DetectedRelease.problem``), shown as the status's note until another applies."""
         with self._lock:
             self._release = (engine, version)
+            self._release_note = problem
 
     @property
     def release(self) -> tuple[str | None, str | None]:
@@ -233,6 +236,7 @@ class ServerState:
                 note = f"{len(report.benign)} benign error lines ignored"
             if note is None and lifecycle == "starting" and self._log_says_ready:
                 note = "the log says ready; wait_ready() proves it with a probe"
+            note = note or self._release_note  # e.g. "the vllm release on this host could not be read ..."
             phase = report.phases[-1].phase if lifecycle == "ready" and report.phases else self._phase
             return ServerStatus(
                 lifecycle=lifecycle, started_at=self.started_at, at=self._now, phase=phase, readiness=report,

@@ -24,10 +24,12 @@ import asyncio
 import gzip
 import json
 import os
+import socket
 import time
 
 from aiohttp import web
 
+from toolkit.engines.traces import trace_file_name
 from toolkit.sim.engine import GenRequest
 from toolkit.sim.route_host import RouteHost
 from toolkit.sim.trace import StepRecord, TraceShape, build_trace, dumps, trace_json_for_rank
@@ -92,10 +94,14 @@ class SimProfiler:
             self.server.log("Starting profiler...", source="api_router.py:38")
 
     def _file_names(self) -> list[str]:
+        """One per TP rank, as the imitated release names them (toolkit.engines.traces); vLLM's front end adds
+        its CPU trace (``<host>_<pid>.async_llm.<ns>``, vllm 0.25.0 vllm/v1/engine/async_llm.py:187-196)."""
         c = self.server.config
         if c.engine == "vllm":
-            ms = int(time.time() * 1000)
-            return [f"dp0_pp0_tp{r}_dcp0_ep0_rank{r}.{ms}.pt.trace.json.gz" for r in range(c.tp_size)]
+            version, ns, host = str(c.release.version), time.time_ns(), socket.gethostname()
+            names = [trace_file_name("vllm", version, r, host=host, pid=os.getpid(), ns=ns) for r in range(c.tp_size)]
+            front = trace_file_name("vllm", version, 0, host=host, pid=os.getpid(), ns=ns, kind="frontend")
+            return [n for n in names if n is not None] + ([front] if front else [])
         head = f"{self.prefix}-" if self.prefix else ""
         return [f"{head}{self.profile_id}-TP-{r}.trace.json.gz" for r in range(c.tp_size)]
 
@@ -111,7 +117,9 @@ class SimProfiler:
             path = os.path.join(self.output_dir, name)
             partial = os.path.join(self.output_dir, f".{name}.partial")
             with gzip.open(partial, "wt", compresslevel=1, encoding="utf-8") as out:
-                out.write(trace_json_for_rank(text, rank, pid0, pid))
+                # the front end's trace holds CPU events only (AsyncLLM profiles ProfilerActivity.CPU): no kernels
+                front = ".async_llm." in name
+                out.write(dumps({"traceEvents": [], "note": _NOTE}) if front else trace_json_for_rank(text, rank, pid0, pid))
             os.replace(partial, path)
             paths.append(path)
         return paths

@@ -20,6 +20,8 @@ import sys
 import time
 from collections.abc import Mapping
 
+import setproctitle
+
 from toolkit.sim import faults
 from toolkit.sim.args import SimConfig, parse_server_args
 from toolkit.sim.logs import LogWriter, sglang_line, vllm_line, vllm_plain
@@ -78,6 +80,23 @@ class _Process:
         if self.role == "engine-core":
             return vllm_engine_script(self.config, self.pid)
         return vllm_worker_script(self.config, self.rank, self.pid)
+
+
+def process_title(engine: str, role: str, rank: int, tp_size: int) -> str:
+    """The title the imitated engine gives this process with setproctitle.
+
+    vLLM 0.25.0: ``VLLM::EngineCore`` (vllm/v1/engine/core.py:1166-1171, through
+    vllm/utils/system_utils.py:184-198, prefix ``VLLM_PROCESS_NAME_PREFIX`` = ``VLLM``) and
+    ``VLLM::Worker_TP{r}`` when tp > 1 (vllm/v1/executor/multiproc_executor.py:1036-1043).
+    SGLang: ``sglang::scheduler_TP{r}`` (its scheduler process; toolkit/moves/envcheck/roles.py).
+    setproctitle writes the title over argv *and* environ: afterwards ``/proc/<pid>/environ``
+    reads as NUL bytes although ``os.environ`` still holds every variable (issue 23).
+    """
+    if engine == "vllm":
+        if role == "engine-core":
+            return "VLLM::EngineCore"
+        return f"VLLM::Worker_TP{rank}" if tp_size > 1 else "VLLM::Worker"
+    return f"sglang::scheduler_TP{rank}"
 
 
 def _apply_in_process_writes(config: SimConfig, role: str) -> None:
@@ -197,6 +216,7 @@ def main(argv: list[str] | None = None) -> int:
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the whole group; the server decides
     config = parse_server_args(server_argv)
     _apply_in_process_writes(config, ns.role)
+    setproctitle.setproctitle(process_title(ns.engine, ns.role, ns.tp_rank, config.tp_size))
     proc = _Process(config, ns.role, ns.tp_rank)
     script = proc.script()
     if config.tp_size > 1 and role_of(config.engine, ns.role) == "worker":

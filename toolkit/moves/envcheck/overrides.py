@@ -17,14 +17,14 @@ False
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from toolkit.engines import PROFILES, EngineProfile, EnvWrite, resolve_profile
 from toolkit.engines.profile import ProcessRole as EngineRole
 from toolkit.moves.envcheck.roles import ProcessRole, Role
 
-__all__ = ["KnownOverride", "KNOWN_OVERRIDES", "known_overrides", "override_reason", "unseen_writes"]
+__all__ = ["KnownOverride", "KNOWN_OVERRIDES", "known_overrides", "override_reason", "predicted_environ", "unseen_writes"]
 
 _ENGINE_NAMES = {"sglang": "SGLang", "vllm": "vLLM", "transformers": "transformers serve"}
 _PROCESS_WORDS = {"server": "its launcher", "every": "every process that imports it", "worker": "each worker itself",
@@ -77,6 +77,23 @@ def _reaching(profile: EngineProfile, variable: str, version: str | None, role: 
     flags = {w.flag for w in profile.env_writes if w.flag}
     outcome = profile.predict_env({}, flags, version, role).get(variable)
     return outcome.writes if outcome is not None else ()
+
+
+def predicted_environ(role: ProcessRole, exported: Mapping[str, str], version: str | None) -> dict[str, str]:
+    """What a process of ``role`` holds in ``os.environ``: ``exported`` plus every write of the release that
+    reaches it (in a process that starts it, in every process, in itself), whatever ``/proc`` shows."""
+    engine_role = _ROLES.get(role.role)
+    if role.engine not in PROFILES or engine_role is None:
+        return dict(exported)
+    profile = resolve_profile(role.engine, version).profile
+    outcomes = profile.predict_env(exported, (), version, engine_role)
+    environ = dict(exported)
+    for name, outcome in outcomes.items():
+        if outcome.result is None:
+            environ.pop(name, None)
+        else:
+            environ[name] = outcome.result
+    return environ
 
 
 def _label(profile: EngineProfile, version: str | None) -> str:

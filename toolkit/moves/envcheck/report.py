@@ -30,6 +30,7 @@ import pandas as pd
 from toolkit.moves.envcheck.nccl import nccl_env_frame
 from toolkit.moves.envcheck.overrides import override_reason, unseen_writes
 from toolkit.moves.envcheck.roles import ProcessLike, ProcessRole, Role, classify_tree
+from toolkit.moves.envcheck.survivors import OVERWRITTEN, Surviving, overwritten, surviving_environ
 
 __all__ = ["EnvReport", "STATUS_CODES", "check_env"]
 
@@ -50,6 +51,7 @@ _FRAME_COLUMNS = [
     "actual",
     "status",
     "reason",
+    "source",
 ]
 _ROLE_ORDER = {role: i for i, role in enumerate(Role)}
 
@@ -59,7 +61,10 @@ class EnvReport:
     """Expected versus actual environment, one row per (process, variable).
 
     ``frame`` columns: host, pid, ppid, role, engine, rank, process (a column label
-    such as ``"TP3 [4242]"``), variable, expected, actual, status, reason.
+    such as ``"TP3 [4242]"``), variable, expected, actual, status, reason, source (what
+    decided the row: ``proc`` for the process's own ``/proc/PID/environ``; for a process
+    the engine renamed, whose ``/proc`` environment is its title's memory, ``NCCL echo``,
+    ``sibling PID`` or ``parent PID``: :mod:`~toolkit.moves.envcheck.survivors`).
     ``nccl`` is the log comparison added by :meth:`with_nccl_log`, if any.
     """
 
@@ -111,8 +116,8 @@ class EnvReport:
         ``host`` names the host whose log this is, as the report names it: NCCL prints the
         machine's own hostname, which is rarely the ``user@host:port`` the toolkit uses.
         """
-        return replace(self, nccl=nccl_env_frame(lines, dict(self.expected), roles=self.roles(), host=host,
-                                                 version=self.release))
+        frame = nccl_env_frame(lines, dict(self.expected), roles=self.roles(), host=host, version=self.release)
+        return replace(self, nccl=frame, frame=_decided_by_nccl(self.frame, frame))
 
     def roles(self) -> dict[tuple[str, int], ProcessRole]:
         """Each process's role, engine and rank, keyed by (host, pid)."""
@@ -136,7 +141,8 @@ class EnvReport:
             return self
         frame = pd.concat(frames, ignore_index=True) if len(frames) > 1 else frames[0]
         order = ["host", "device", "pid", "variable"]
-        return replace(self, nccl=frame.sort_values(order, kind="stable").reset_index(drop=True))
+        nccl = frame.sort_values(order, kind="stable").reset_index(drop=True)
+        return replace(self, nccl=nccl, frame=_decided_by_nccl(self.frame, nccl))
 
     def summary(self) -> str:
         """One line: counts by status and the worst finding."""
@@ -219,6 +225,7 @@ def check_env(
     skipped = {Role(role) for role in skip_roles}
     infos = list(processes)
     roles = classify_tree(infos)
+    by_key = {(info.host, info.pid): info for info in infos}
     multi_host = len({info.host for info in infos}) > 1
     records = []
     for info in infos:
@@ -227,8 +234,15 @@ def check_env(
             continue
         label = f"{info.host} " if multi_host else ""
         label += f"{role.rank or role.role} [{info.pid}]"
+        parent = by_key.get((info.host, info.ppid))
+        renamed = overwritten(info, parent)
+        survivor = surviving_environ(info, role, infos, roles, release) if renamed else None
+        source = "proc" if not renamed else survivor.source if survivor is not None else "none"
         for variable, want in expected.items():
-            actual, status, reason = _judge(info, role, variable, want, release)
+            if not renamed:
+                actual, status, reason = _judge(info, role, variable, want, release)
+            else:
+                actual, status, reason = _judge_renamed(survivor, role, variable, want, release)
             records.append(
                 {
                     "host": info.host,
@@ -243,6 +257,7 @@ def check_env(
                     "actual": actual,
                     "status": status,
                     "reason": reason,
+                    "source": source,
                     "_order": (_ROLE_ORDER[role.role], tuple(n for _, n in role.ranks), info.pid),
                 }
             )
@@ -266,3 +281,35 @@ def _judge(
     if want is None or actual == want:
         return actual, "ok", None
     return actual, "overridden", override_reason(role, variable, actual, release)
+
+
+def _judge_renamed(survivor: Surviving | None, role: ProcessRole, variable: str, want: str | None,
+                   release: str | None) -> tuple[str | None, str, str | None]:
+    """A process whose /proc environment is its title: judged on the surviving source, never ``missing`` by /proc."""
+    if survivor is None:
+        return None, "unreadable", (f"{OVERWRITTEN}, and no sibling or parent could be read; run with "
+                                    "NCCL_DEBUG=INFO for NCCL's own echo of each NCCL_* variable")
+    actual = survivor.environ.get(variable)
+    why = f"{OVERWRITTEN}; read from its {survivor.source} and the release's writes"
+    if actual is None:
+        return None, "missing", why
+    if want is None or actual == want:
+        return actual, "ok", why
+    return actual, "overridden", override_reason(role, variable, actual, release, seen_by="nccl") or why
+
+
+def _decided_by_nccl(frame: pd.DataFrame, nccl: pd.DataFrame) -> pd.DataFrame:
+    """Rows not read from /proc, re-decided by NCCL's own echo of the same process (the authority) where it has one."""
+    echoed = {(r.host, int(r.pid), r.variable): r for r in nccl.itertuples(index=False)}
+    frame = frame.copy()
+    for index, row in frame.iterrows():
+        echo = echoed.get((row["host"], int(row["pid"]), row["variable"]))
+        if row["source"] == "proc" or echo is None:
+            continue
+        if echo.status == "not_logged":  # NCCL logged this process's start-up but never read the variable
+            frame.loc[index, ["actual", "status", "source"]] = [None, "missing", "NCCL echo"]
+            frame.loc[index, "reason"] = f"{OVERWRITTEN}; NCCL_DEBUG=INFO echoed other variables of it, not this one"
+            continue
+        frame.loc[index, ["actual", "status", "source"]] = [echo.log_value, echo.status, "NCCL echo"]
+        frame.loc[index, "reason"] = echo.reason if echo.status != "ok" else f"{OVERWRITTEN}; NCCL echoed its value"
+    return frame

@@ -15,7 +15,7 @@ from dataclasses import dataclass, replace
 from enum import StrEnum
 from typing import Protocol
 
-__all__ = ["ProcessLike", "Role", "ProcessRole", "classify_process", "classify_tree"]
+__all__ = ["ProcessLike", "Role", "ProcessRole", "classify_process", "classify_tree", "is_titled"]
 
 
 class ProcessLike(Protocol):
@@ -128,6 +128,16 @@ def classify_process(cmdline: Sequence[str], environ: Mapping[str, str] | None =
     if ranked.rank is not None:
         return ranked
     return ProcessRole(Role.OTHER)
+
+
+def is_titled(cmdline: Sequence[str]) -> bool:
+    """Whether the process renamed itself with an engine's title (setproctitle leaves one word).
+
+    >>> is_titled(("VLLM::EngineCore",)), is_titled(("python", "-m", "vllm.entrypoints.cli.main", "serve"))
+    (True, False)
+    """
+    argv = [arg for arg in cmdline if arg.strip()]
+    return len(argv) == 1 and _classify_title(argv[0].strip()) is not None
 
 
 def _classify_title(title: str) -> ProcessRole | None:

@@ -1,0 +1,94 @@
+"""A renamed process's environment, read from a source that survived the rename, pure.
+
+vLLM renames its engine core with setproctitle (``VLLM::EngineCore``: vllm 0.25.0
+vllm/v1/engine/core.py:1166-1171 through vllm/utils/system_utils.py:184-198) and its TP
+workers (``VLLM::Worker_TP1``: vllm/v1/executor/multiproc_executor.py:1036-1043); SGLang its
+schedulers (``sglang::scheduler_TP0``). setproctitle writes the title over the memory that
+holds argv *and* the environment, and ``/proc/PID/environ`` shows that memory: NUL bytes, or
+the title's tail. The process's ``os.environ`` (what NCCL reads) still holds every variable.
+On the first real vLLM run (issue 23) the toolkit read that as "NCCL_ALGO missing in the
+engine core", which was false.
+
+So an overwritten environment is never evidence of a missing variable. :func:`surviving_environ`
+names the source that decides instead, in this order:
+
+1. a sibling that was not renamed (same parent; vLLM's multiprocessing resource tracker
+   sits beside its engine core), read exactly, plus what the release writes in the role;
+2. the parent's environment, plus what the release writes on its way to the role
+   (``toolkit.engines``: each write with its release and source line).
+
+NCCL's own ``NCCL_DEBUG=INFO`` echo, when the log has one for the process, outranks both
+for ``NCCL_*`` variables (:meth:`EnvReport.with_nccl_logs`).
+
+>>> from types import SimpleNamespace as P
+>>> core = P(host="h", pid=11, ppid=10, cmdline=("VLLM::EngineCore",), environ={}, error=None)
+>>> server = P(host="h", pid=10, ppid=1, cmdline=("vllm", "serve", "m"), environ={"NCCL_ALGO": "Ring"}, error=None)
+>>> overwritten(core, server)
+True
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from toolkit.moves.envcheck.overrides import predicted_environ
+from toolkit.moves.envcheck.roles import ProcessLike, ProcessRole, Role, is_titled
+
+__all__ = ["Surviving", "OVERWRITTEN", "overwritten", "surviving_environ"]
+
+#: What a row says when the process's /proc environment is the title's memory.
+OVERWRITTEN = ("its /proc/PID/environ was overwritten when the engine renamed the process with setproctitle, "
+               "so /proc cannot say what it holds")
+# A titled process whose environment is this much smaller than its parent's was overwritten in part.
+_SHRUNK_FRACTION = 4
+# Roles whose processes the engine did not rename and that start from the parent's environment.
+_PLAIN_ROLES = frozenset({Role.HELPER, Role.OTHER})
+
+
+@dataclass(frozen=True)
+class Surviving:
+    """An environment read from somewhere other than the process's own ``/proc``, and from where."""
+
+    environ: Mapping[str, str]
+    source: str  # "sibling 4243", "parent 4240": the row's ``source`` column
+
+
+def overwritten(info: ProcessLike, parent: ProcessLike | None) -> bool:
+    """Whether ``info``'s ``/proc`` environment is its process title's memory, not its environment.
+
+    A titled process (``VLLM::EngineCore``, ``sglang::scheduler_TP0``) whose environment is empty
+    (NUL bytes parse as no variable: ``toolkit.host.procs.parse_environ``), or a fraction of
+    its parent's. An untitled process with an empty environment (``env -i``) is taken at its word.
+    """
+    if info.environ is None or not is_titled(info.cmdline):
+        return False
+    if not info.environ:
+        return True
+    theirs = parent.environ if parent is not None else None
+    return bool(theirs) and len(info.environ) * _SHRUNK_FRACTION < len(theirs or {})
+
+
+def surviving_environ(
+    info: ProcessLike,
+    role: ProcessRole,
+    infos: Sequence[ProcessLike],
+    roles: Mapping[tuple[str, int], ProcessRole],
+    release: str | None,
+) -> Surviving | None:
+    """The best surviving source of ``info``'s environment (see the module), or None when there is none."""
+    by_key = {(p.host, p.pid): p for p in infos}
+    parent = by_key.get((info.host, info.ppid))
+    for sibling in infos:
+        if (
+            sibling.host == info.host
+            and sibling.ppid == info.ppid
+            and sibling.pid != info.pid
+            and sibling.environ
+            and roles[(sibling.host, sibling.pid)].role in _PLAIN_ROLES
+            and not overwritten(sibling, parent)
+        ):
+            return Surviving(predicted_environ(role, sibling.environ, release), f"sibling {sibling.pid}")
+    if parent is not None and parent.environ and not overwritten(parent, by_key.get((parent.host, parent.ppid))):
+        return Surviving(predicted_environ(role, parent.environ, release), f"parent {parent.pid}")
+    return None
