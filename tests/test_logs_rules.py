@@ -39,6 +39,56 @@ CASES: list[tuple[str, str, str, str]] = [
         "\rLoading safetensors checkpoint shards:  50% Completed | 4/8 [00:03<00:03,  1.18it/s]",
         "Loading safetensors checkpoint shards is about to begin",
     ),
+    # issue 24: crash words in their bare forms, native frames, and the engines' missing phrasings
+    (
+        "signal_report",
+        "generic",
+        "Aborted",
+        "Aborted request chatcmpl-5a74 because the client went away",
+    ),
+    (
+        "native_backtrace",
+        "vllm",
+        "(EngineCore pid=2210) ERROR 03-06 11:02:17 [core.py:1167] --- VLLM::EngineCore(_PyEval_EvalFrameDefault+0x5b1) [0x55d7c3a0e1b1]",
+        "(EngineCore pid=2210) INFO 03-06 11:02:17 [core.py:1167] --- VLLM::EngineCore(ready) [0x55d7c3a0e1b1]",
+    ),
+    (
+        "vllm_engine_core_exited",
+        "vllm",
+        "(APIServer pid=1) WARNING 03-06 11:02:18 [core_client.py:840] [shutdown] MPClient: engine core exited unexpectedly; starting cleanup",
+        "(APIServer pid=1) INFO 03-06 11:02:18 [core_client.py:840] [shutdown] MPClient: engine core exited; cleanup done",
+    ),
+    (
+        "vllm_process_died",
+        "vllm",
+        "(APIServer pid=1) RuntimeError: Process ApiServer_1 (PID: 2213) died with exit code 1",
+        "(APIServer pid=1) INFO 03-06 11:02:18 [utils.py:580] Process ApiServer_1 (PID: 2213) started",
+    ),
+    (
+        "triton_instance_failed",
+        "trtllm",
+        "E0306 10:21:33.451280 1 backend_model.cc:691] ERROR: Failed to create instance: unexpected error when creating modelInstanceState",
+        "I0306 10:21:33.451280 1 backend_model.cc:680] Creating instance llama_0_0 on GPU 0 (8.0) using artifact 'model.py'",
+    ),
+    (
+        "ray_deployment_exception",
+        "ray",
+        "(ServeController pid=4522) Exception in deployment 'llm_deployment', the replica will be restarted.",
+        "(ServeController pid=4522) Deploying new version of deployment 'llm_deployment'.",
+    ),
+    (
+        "ray_task_error",
+        "ray",
+        "ray.exceptions.RayTaskError(AttributeError): ray::ServeReplica:llm_deployment.__init__() (pid=4601, ip=10.0.0.3)",
+        "ray.exceptions.RayTaskError is raised when a task fails (see the docs)",
+    ),
+    (
+        "tgi_shard_unreachable",
+        "tgi",
+        "2024-05-02T09:14:11.230145Z ERROR batch{batch_size=1}:prefill:prefill{id=0 size=1}:prefill{id=0 size=1}: "
+        "text_generation_client: router/client/src/lib.rs:33: Server error: error trying to connect: No such file or directory (os error 2)",
+        "2024-05-02T09:14:11.230145Z  WARN text_generation_router: router/src/main.rs:210: error trying to connect to the hub: retrying",
+    ),
     # sglang
     (
         "sglang_fired_up",

@@ -336,6 +336,9 @@ def parse_fields(raw: str) -> tuple[str, datetime | None, str | None, str | None
         timestamp = _iso(m.group("ts"))
         level = m.group("level")
         text = text[m.end():]
+        # a torch rank's prefix inside another logger's record: "... - lmdeploy - ERROR - [rank3]:   File ..."
+        if text.startswith("[rank") and (m := _TORCH_RANK.match(text)) is not None:
+            rank, text = m.group(1), text[m.end():]
         # a launcher that re-logs the server's lines: "... - INFO - [2025-03-07 23:50:27 TP0] msg"
         if text.startswith("[") and (m := _SGLANG.match(text)) is not None:
             timestamp = _iso(m.group("ts")) or timestamp

@@ -94,8 +94,11 @@ _GENERIC_FATAL: tuple[Rule, ...] = (
          hint=Hints.NCCL),
     # native crashes: the kernel's and libc's words, OpenMPI's signal handler ("*** Process received signal ***"),
     # and the C++ runtime's abort ("terminate called after throwing an instance of 'c10::Error'")
+    # (libsupc++ vterminate.cc and eh_terminate.cc: "terminate called after throwing an instance of", "... without an
+    # active exception", "... recursively")
     Rule("segfault", r"Segmentation fault|SIGSEGV|Fatal Python error|core dumped|SIGABRT|Aborted \(core"
-         r"|\*\*\* Process received signal \*\*\*|\*\*\* End of error message \*\*\*|terminate called after throwing",
+         r"|\*\*\* Process received signal \*\*\*|\*\*\* End of error message \*\*\*"
+         r"|terminate called (?:after throwing|without an active exception|recursively)",
          F, literal=("Segmentation fault", "SIGSEGV", "Fatal Python error", "core dumped", "SIGABRT", "Aborted (", "*** ",
                      "terminate called"), hint=Hints.CRASH),
     # mpirun (TensorRT-LLM, Triton's launch_triton_server.py) reporting a rank that exited non-zero
@@ -105,6 +108,20 @@ _GENERIC_FATAL: tuple[Rule, ...] = (
     # the shell's report of a SIGKILL: "Killed", "[1]+  Killed   python ...", "./run.sh: line 48: 27 Killed python3 ..."
     Rule("killed", r"^(?:\[\d+\]\+?\s+)?Killed(?:\s*$|\s{2,}|\s+(?:python|vllm|sglang))|\bline \d+: +\d+ Killed\s",
          F, literal="Killed", hint=Hints.KILLED),
+    # the shell's report of another fatal signal, bare (issue 24: a TP rank's frames, then "Aborted"): bash prints
+    # strsignal()'s words, "Aborted", "Aborted (core dumped)", "[1]+  Aborted  python ...", "run.sh: line 5: 27 Aborted
+    # (core dumped) python ..."; under a Chinese or German locale glibc's translations (po/zh_CN.po, po/de.po: 已放弃
+    # Aborted, 段错误 Segmentation fault, 已杀死 Killed, "(核心已转储)" core dumped; Abgebrochen, Speicherzugriffsfehler, Getötet)
+    Rule("signal_report", r"^(?:\[\d+\]\+?\s+)?(?:Aborted|Bus error|Illegal instruction|Floating point exception|已放弃|段错误"
+         r"|已杀死|Abgebrochen|Speicherzugriffsfehler|Getötet)(?: ?[(（][^)）]*[)）])?(?:\s*$|\s{2,}|\s+(?:python|vllm|sglang))"
+         r"|\bline \d+: +\d+ (?:Aborted|Bus error|Illegal instruction|Floating point exception)\b",
+         F, literal=("Aborted", "Bus error", "Illegal instruction", "Floating point exception", "已放弃", "段错误", "已杀死",
+                     "Abgebrochen", "Speicherzugriffsfehler", "Getötet"), hint=Hints.CRASH),
+    # a native stack dump's frames, whatever wrote them (glibc backtrace_symbols(3): "NAME(SYMBOL+0xOFF) [0xADDR]", the
+    # process named by setproctitle: "VLLM::EngineCore(_PyEval_EvalFrameDefault+0x5b1) [0x55d7c3a0e1b1]"; issue 24: vLLM
+    # 0.22's EngineCore printed only these, "--- " in front, under its ERROR header)
+    Rule("native_backtrace", r"^(?:-{2,} ?|#\d+ +)?[\w:./<>-]+\([\w.:<>~]*\+0x[0-9a-fA-F]+\)(?: \[0x[0-9a-fA-F]+\])?",
+         F, literal="+0x", hint=Hints.CRASH),
     Rule("exit_code_killed", r"(?i)exit(?:ed)?[ _]?(?:with )?(?:code|status)[ =:]*(?:-9|137)\b|exitcode[ =:]+(?:-9|137)\b",
          F, literal=("exit", "Exit"), hint=Hints.KILLED),
     Rule("exit_code_nonzero", r"(?i)exit(?:ed)?[ _]?(?:with )?(?:code|status)[ =:]*(?:-?[1-9]\d*)|exitcode[ =:]+-?[1-9]",
@@ -143,7 +160,8 @@ _GENERIC_FATAL: tuple[Rule, ...] = (
          hint="the continuous-batching worker died and every request now fails (503): read its error; for "
               "'Memory footprint ... is more than available memory' lower --cb-num-blocks or --cb-max-batch-tokens"),
     # a bare exception line outside a grouped traceback (truncated or reversed logs)
-    Rule("python_exception_line", r"^(?:[A-Za-z_]\w*\.)*(?:[A-Z]\w*(?:Error|Exception|Interrupt)|Exception)\b(?::|$)", F,
+    # (Ray names a task's error after its cause: "RayTaskError(AttributeError): ...", ray/exceptions.py as_instanceof_cause)
+    Rule("python_exception_line", r"^(?:[A-Za-z_]\w*\.)*(?:[A-Z]\w*(?:Error|Exception|Interrupt)|Exception)\b(?:\([\w.]+\))?(?::|$)", F,
          literal=("Error", "Exception", "Interrupt"), after_ready=W),
 )
 
@@ -289,6 +307,13 @@ VLLM = RulePack("vllm", (
          notice=True),
     Rule("vllm_worker_died", r"Worker proc \S+ died unexpectedly|WorkerProc hit an exception|MultiprocExecutor got (?:SIGQUIT|fatal signal)|got SIGQUIT from worker",
          F, literal=("died unexpectedly", "WorkerProc hit", "MultiprocExecutor got", "SIGQUIT from worker")),
+    # vLLM 0.33.0 v1/engine/core_client.py:840, the API server's monitor thread when an EngineCore process is gone
+    # (killed by the OOM killer, a native crash): logger.warning_once, then shutdown; every request fails after it
+    Rule.text("vllm_engine_core_exited", "MPClient: engine core exited unexpectedly", F, hint=Hints.KILLED),
+    # vLLM 0.33.0 v1/utils.py:586-594 (wait_for_completion_or_failure, the API-server manager): RuntimeError(f"Process
+    # {name} (PID: {pid}) died with exit code {code}"), RuntimeError(f"Engine core process {name} died unexpectedly.")
+    Rule("vllm_process_died", r"\bProcess \S+ \(PID: \d+\) died with exit code -?\d+|Engine core process \S+ died unexpectedly",
+         F, literal=("died with exit code", "died unexpectedly"), hint=Hints.EXITED),
     Rule("vllm_engine_start_timeout", r"Timed out waiting for engine core processes to start|Engine core proc \S+ died unexpectedly", F,
          literal=("Timed out waiting for engine", "died unexpectedly")),
     # request-level after ready: a failed request is not a dead server

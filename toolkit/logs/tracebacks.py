@@ -28,7 +28,9 @@ FRAME_LITERAL = 'File "'
 _FRAME = re.compile(r'[ \t]*"?[ \t]*File "[^"]+", line \d+, in \S')
 # Inside a traceback, the first unindented line naming a (dotted) class is the exception line:
 # "KeyError: 'x'", "torch.OutOfMemoryError: CUDA out of memory", "AssertionError", "BackendCompilerFailed: ...".
-EXCEPTION_LINE = re.compile(r"(?:[A-Za-z_]\w*\.)*[A-Z]\w*(?::\s|:$|$)")
+# Ray names a task's error after its cause's class: "ray.exceptions.RayTaskError(AttributeError): ..." (ray/exceptions.py,
+# RayTaskError.as_instanceof_cause, Ray 1.x-2.x).
+EXCEPTION_LINE = re.compile(r"(?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:\([\w.]+\))?(?::\s|:$|$)")
 CHAINED = ("During handling of the above exception", "The above exception was the direct cause")
 
 TRACEBACK = Rule("python_traceback", r"^$", Verdict.FATAL, after_ready=Verdict.WARNING,
