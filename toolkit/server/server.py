@@ -62,7 +62,7 @@ class Server:
         self.placement = placed if placed is not None else Placement.on_host(
             self.host.name, self.host.address, self.process.pid, self.process.command)
         self.state = ServerState(started_at=self.process.started_at)
-        # The server's own lines may quote its secrets in any form (SGLang <= 0.5.21 logs api_key='...').
+        # The server's own lines may quote its secrets in any form (SGLang to 0.5.23 logs api_key='...').
         self.redactor = Redactor.of(self.spec.secrets())
 
     @property
