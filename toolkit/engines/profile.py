@@ -229,6 +229,7 @@ class EngineProfile:
     notes: tuple[str, ...] = ()
     info_paths: tuple[str, ...] = ()  # server-info endpoints, newest first (SGLang /server_info, /get_server_info)
     version_path: str | None = None  # an endpoint answering {"version": ...} (vLLM /version)
+    api_key_env_wins: bool = False  # both set: the server takes api_key_env's value (vLLM 0.6.x-0.8.2)
     _flags: dict[str, ReleaseFlags] = field(default_factory=dict, init=False, repr=False, compare=False)
 
     def __contains__(self, version: object) -> bool:
