@@ -41,6 +41,12 @@ CASES: list[tuple[str, str, str, str]] = [
     ),
     # issue 24: crash words in their bare forms, native frames, and the engines' missing phrasings
     (
+        "sglang_rust_server_listen",
+        "sglang",
+        "[2026-10-30 01:10:02 TP0] SGLANG_RUST_SERVER enabled, Rust server listen on 0.0.0.0:30000",
+        "[2026-10-30 01:10:02 TP0] SGLANG_RUST_SERVER is not supported with the offline Engine",
+    ),
+    (
         "signal_report",
         "generic",
         "Aborted",

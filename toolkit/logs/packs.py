@@ -211,6 +211,10 @@ SGLANG = RulePack("sglang", (
     # uvicorn answers before SGLang's warm-up request has gone through the scheduler: not ready yet.
     Rule.text("sglang_uvicorn_up", "Application startup complete.", P, phase=Phase.HTTP_UP),
     Rule.text("sglang_uvicorn_running", "Uvicorn running on", P, phase=Phase.HTTP_UP),
+    # SGLANG_RUST_SERVER=1 (0.5.23 srt/rust_server/server.py:248-252): a Rust HTTP server inside the rank-0 scheduler
+    # replaces uvicorn; it answers /health 503 until its own warm-up ("server is still completing its startup warmup",
+    # rust_extensions/_server.so), then serves: readiness is what it serves (a /health_generate 200, a completion)
+    Rule.text("sglang_rust_server_listen", "SGLANG_RUST_SERVER enabled, Rust server listen on", P, phase=Phase.HTTP_UP),
     # `server_args=ServerArgs(...)` (engine.py, 0.4.x-0.5.16); `server_args={'model_path': ...}` (resolved_dict(), 0.5.19+)
     Rule("sglang_server_args", r"server_args=(?:ServerArgs\(|\{)", P, phase=Phase.SERVER_ARGS, literal="server_args="),
     Rule.text("sglang_load_weight_begin", "Load weight begin", P, phase=Phase.WEIGHTS_LOADING),
