@@ -41,6 +41,12 @@ CASES: list[tuple[str, str, str, str]] = [
     ),
     # issue 24: crash words in their bare forms, native frames, and the engines' missing phrasings
     (
+        "sglang_rust_warmup_failed",
+        "sglang",
+        "2026-10-30T01:12:44.120311Z ERROR sglang_server::api_server::http::app: startup warmup timed out",
+        "2026-10-30T01:12:44.120311Z  INFO sglang_server::api_server::http::app: startup warmup begins",
+    ),
+    (
         "sglang_rust_server_listen",
         "sglang",
         "[2026-10-30 01:10:02 TP0] SGLANG_RUST_SERVER enabled, Rust server listen on 0.0.0.0:30000",

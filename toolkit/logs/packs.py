@@ -215,6 +215,9 @@ SGLANG = RulePack("sglang", (
     # replaces uvicorn; it answers /health 503 until its own warm-up ("server is still completing its startup warmup",
     # rust_extensions/_server.so), then serves: readiness is what it serves (a /health_generate 200, a completion)
     Rule.text("sglang_rust_server_listen", "SGLANG_RUST_SERVER enabled, Rust server listen on", P, phase=Phase.HTTP_UP),
+    # ... whose warm-up ends in "The server is fired up and ready to roll!" or fails: "startup warmup failed",
+    # "startup warmup timed out" (SGLANG_WARMUP_TIMEOUT), messages side by side in 0.5.23's rust_extensions/_server.so
+    Rule("sglang_rust_warmup_failed", r"\bstartup warmup (?:failed|timed out)", F, literal="startup warmup "),
     # `server_args=ServerArgs(...)` (engine.py, 0.4.x-0.5.16); `server_args={'model_path': ...}` (resolved_dict(), 0.5.19+)
     Rule("sglang_server_args", r"server_args=(?:ServerArgs\(|\{)", P, phase=Phase.SERVER_ARGS, literal="server_args="),
     Rule.text("sglang_load_weight_begin", "Load weight begin", P, phase=Phase.WEIGHTS_LOADING),
