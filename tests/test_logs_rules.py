@@ -41,6 +41,24 @@ CASES: list[tuple[str, str, str, str]] = [
     ),
     # issue 24: crash words in their bare forms, native frames, and the engines' missing phrasings
     (
+        "slurm_job_ended",
+        "generic",
+        "slurmstepd: error: *** JOB 494583 ON node12 CANCELLED AT 2024-04-20T09:09:37 DUE TO TIME LIMIT ***",
+        "srun: job 494583 queued and waiting for resources",
+    ),
+    (
+        "sglang_pyspy_dump",
+        "sglang",
+        "[2025-11-05 10:18:51] Pyspy dump for PID 499:",
+        "[2025-11-05 10:18:51] Pyspy failed to dump PID 499. Error: py-spy not found",
+    ),
+    (
+        "tgi_request_success",
+        "tgi",
+        '2023-12-22T00:21:24.202169Z  INFO generate{total_time="2.4s"}: text_generation_router::server: router/src/server.rs:289: Success',
+        "2023-12-22T00:21:24.202169Z  INFO text_generation_router: router/src/main.rs:210: Success rate of the warm-up: 100%",
+    ),
+    (
         "sglang_rust_warmup_failed",
         "sglang",
         "2026-10-30T01:12:44.120311Z ERROR sglang_server::api_server::http::app: startup warmup timed out",

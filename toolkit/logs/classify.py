@@ -277,7 +277,7 @@ class LogClassifier:
             self._groups[parsed.rank] = self._last_group = OpenTraceback(parsed.rank, parsed, self.line_no, None, [text], True)
             return events
         if group is not None:
-            if not text or text[0] in " \t" or text.startswith(CHAINED) or text == "^":
+            if not text or text[0] in " \t" or text.startswith(CHAINED) or text == "^" or is_frame(text):
                 if len(group.lines) < _MAX_CONTEXT:
                     group.lines.append(text)
                 self._last_group = group

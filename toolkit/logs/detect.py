@@ -86,10 +86,11 @@ _MARKERS: tuple[_Marker, ...] = (
             r"|\bTRITONBACKEND_\w+"),
     _marker("lmdeploy", ("lmdeploy", "[TM][", "turbomind"), r"\blmdeploy\b|\[TM\]\[|\bturbomind\b"),
     _marker("llamacpp", ("llama_model_load", "llm_load_", "llama_new_context", "ggml_", "srv ", "llama-server", "slot ",
-                         "main: ", "[main] ", '"tid":"'),
+                         "main: ", "[main] ", '"tid":"', 'tid="'),
             r"\bllama_model_load|\bllm_load_|\bllama_new_context|\bggml_\w+:|\bsrv +\w+: |\bllama-server\b"
             r"|\bslot +\w+: id +\d+ \| task |\bmain: (?:HTTP server|loading model|server is listening)|\[main\] "
-            r'|^\{"function":"\w+",.*"tid":"\d+"'),  # the 2024 server's JSON lines (keys sorted: function ... tid)
+            r'|^\{(?=.*"tid":"\d+")(?=.*"function":"\w+")'  # the 2024 server's JSON lines, in any key order
+            r'|^[A-Z]+ \[\w+\] .* \| .*\btid="\d+" timestamp=\d+'),  # ... and its text lines: `DEBUG [update_slots] msg | k=v`
     _marker("ray", ("(ServeController", "(ServeReplica:", "(ProxyActor", "(HTTPProxyActor", "ray.serve", "ApplicationStatus.",
                     "SERVE_CONTROLLER_ACTOR", "Started a local Ray instance", "Connecting to existing Ray cluster"),
             r"\((?:ServeController|ServeReplica:[^ )]*|ProxyActor|HTTPProxyActor) pid=|\bray\.serve\b"

@@ -22,6 +22,9 @@ TGI = RulePack("tgi", (
     # router/src/server.rs `tracing::info!("Connected")`: the router reached the warmed-up shards and serves
     Rule("tgi_connected", r"text_generation_router\S*: (?:[\w/.-]+:\d+: )?Connected\s*$", R, phase=Phase.READY,
          literal="Connected"),
+    # router/src/server.rs: a generate request answered, `tracing::info!("Success")` inside its span (server.rs:289 in
+    # TGI 1.3): serving
+    Rule("tgi_request_success", r"text_generation_router::server: (?:[\w/.-]+:\d+: )?Success\s*$", INFO, literal="Success"),
     Rule("tgi_shard_ready", r"Shard ready in |Shard \d+ ready in ", P, phase=Phase.WEIGHTS_LOADED, literal="ready in "),
     Rule("tgi_waiting_for_shard", r"Waiting for shard(?: \d+)? to be ready", P, phase=Phase.WEIGHTS_LOADING,
          literal="Waiting for shard"),
@@ -128,11 +131,11 @@ RAY_SERVE = RulePack("ray", (
 # tools/server/server.cpp: the HTTP server starts BEFORE the model loads (to answer /health with 503), so
 # "HTTP server is listening" is not readiness; "model loaded" and "server is listening on" are.
 LLAMACPP = RulePack("llamacpp", (
-    # the 2024 server's JSON log format (examples/server/utils.hpp server_log: nlohmann::json, keys in sorted order:
-    # {"function":"main","level":"INFO","line":N,"msg":"model loaded","tid":"..","timestamp":N}) says the same words
+    # the 2024 server's JSON log format (examples/server/utils.hpp server_log: {"tid":"..","timestamp":N,"level":"INFO",
+    # "function":"main","line":N,"msg":"model loaded",...}; read in any key order) says the same words
     Rule("llamacpp_ready", r"\b(?:main|llama_server): (?:model loaded|server is listening on)|\[main\] model loaded"
          r"|router server is listening on|update_slots: all slots are idle|^llama server listening at"
-         r'|"msg":"(?:model loaded|all slots are idle)"',
+         r'|"msg":"(?:model loaded|all slots are idle)"|(?:^|\b(?:INFO|DEBUG) )\[update_slots\] all slots are idle',
          R, phase=Phase.READY, literal=("model loaded", "is listening on", "all slots are idle", "listening at")),
     # serving: a slot working on a task (task -1 is an idle slot), a completion request answered, the router proxying
     # or a request's parameters read and a slot chosen for it (params_from_, "selected slot by")

@@ -120,8 +120,15 @@ _GENERIC_FATAL: tuple[Rule, ...] = (
     # a native stack dump's frames, whatever wrote them (glibc backtrace_symbols(3): "NAME(SYMBOL+0xOFF) [0xADDR]", the
     # process named by setproctitle: "VLLM::EngineCore(_PyEval_EvalFrameDefault+0x5b1) [0x55d7c3a0e1b1]"; issue 24: vLLM
     # 0.22's EngineCore printed only these, "--- " in front, under its ERROR header)
-    Rule("native_backtrace", r"^(?:-{2,} ?|#\d+ +)?[\w:./<>-]+\([\w.:<>~]*\+0x[0-9a-fA-F]+\)(?: \[0x[0-9a-fA-F]+\])?",
-         F, literal="+0x", hint=Hints.CRASH),
+    # c10's form (torch's c10::get_backtrace): "frame #19: <unknown function> + 0x19459c (0x55f78598859c in
+    # sglang::scheduler_DP0_TP0)". After readiness a warning: a request's caught C++ error carries such frames too.
+    Rule("native_backtrace", r"^(?:-{2,} ?|#\d+ +)?[\w:./<>-]+\([\w.:<>~]*\+0x[0-9a-fA-F]+\)(?: \[0x[0-9a-fA-F]+\])?"
+         r"|^frame #\d+: .+ \+ 0x[0-9a-fA-F]+ \(0x[0-9a-fA-F]+ in \S+\)",
+         F, literal=("+0x", "+ 0x"), hint=Hints.CRASH, after_ready=W, notice=True),
+    # Slurm's words for a job or step it ended (slurmstepd: "*** JOB 4945 ON node CANCELLED AT ... DUE TO TIME LIMIT ***";
+    # srun: "Job step aborted: Waiting up to 47 seconds for job step to finish.")
+    Rule("slurm_job_ended", r"\*\*\* (?:JOB|STEP) \S+ ON \S+ CANCELLED AT |^srun: Job step aborted", F,
+         literal=("CANCELLED AT", "Job step aborted"), hint=Hints.EXITED),
     Rule("exit_code_killed", r"(?i)exit(?:ed)?[ _]?(?:with )?(?:code|status)[ =:]*(?:-9|137)\b|exitcode[ =:]+(?:-9|137)\b",
          F, literal=("exit", "Exit"), hint=Hints.KILLED),
     Rule("exit_code_nonzero", r"(?i)exit(?:ed)?[ _]?(?:with )?(?:code|status)[ =:]*(?:-?[1-9]\d*)|exitcode[ =:]+-?[1-9]",
@@ -203,7 +210,7 @@ COMMON = RulePack("common", (
 # A request's own error (rejected as too long, its prompt failed to preprocess) proves the same: only a server
 # that serves reads requests.
 SERVING_RULES = frozenset({"sglang_metric", "vllm_throughput_metric", "vllm_specdecode_metric", "http_generate_ok",
-                           "llamacpp_serving", "request_validation_error", "vllm_request_error",
+                           "llamacpp_serving", "request_validation_error", "vllm_request_error", "tgi_request_success",
                            "vllm_request_fields_ignored"})
 
 SGLANG = RulePack("sglang", (
@@ -261,6 +268,9 @@ SGLANG = RulePack("sglang", (
     # a rank's exception header (the traceback follows on the same line)
     # utils/watchdog.py (0.5.9+) prints "{debug_name} debug info:\n{dump}" only when the watchdog fires, right before
     # its "watchdog timeout" line (sglang#17941: a multi-line dump per rank, the timeout line later)
+    # the watchdog's py-spy dump of the stuck ranks (0.5.23 utils/cudacore_pyspy_dump_utils.py:87, called by
+    # utils/watchdog.py:152 on a timeout): the process is being killed
+    Rule("sglang_pyspy_dump", r"^Pyspy dump for PID \d+", F, literal="Pyspy dump for PID", notice=True, hint=Hints.WATCHDOG),
     Rule("sglang_watchdog_debug_info", r"^(?:Scheduler|DataParallelController|DetokenizerManager|TokenizerManager) debug info:$",
          F, literal="debug info:", notice=True, hint=Hints.WATCHDOG),
     # "{Scheduler,TokenizerManager,DetokenizerManager,DataParallelController,TpModelWorkerClient,MultiTokenizerRouter,...}
