@@ -132,6 +132,26 @@ def test_profile_for_release(engine: str, version: str, name: str) -> None:
     assert profile_named(name) is match.profile
 
 
+def test_a_health_answer_that_bypasses_generation_proves_nothing() -> None:
+    """SGLANG_DIAG_BYPASS_HEALTH_GENERATE=1 makes /health and /health_generate answer 200 without generating
+    (0.5.23 http_server.py:739-743): the readiness probe then asks for a completion instead."""
+    profile = resolve_profile("sglang", "0.5.23").profile
+    assert profile.readiness_check.proves_generation
+    bypassed = profile.under_env({"SGLANG_DIAG_BYPASS_HEALTH_GENERATE": "true"})
+    assert not any(check.proves_generation for check in bypassed.health)
+    # near misses: the variable set false, or another variable
+    assert profile.under_env({"SGLANG_DIAG_BYPASS_HEALTH_GENERATE": "0"}) is profile
+    assert profile.under_env({"SGLANG_HEALTH_CHECK_TIMEOUT": "1"}) is profile
+
+
+@pytest.mark.parametrize(("version", "env_wins"), [("0.6.6", True), ("0.7.3", True), ("0.8.5", False), ("0.33.0", False)])
+def test_vllm_api_key_variable_wins_over_the_flag_up_to_0_8_2(version: str, env_wins: bool) -> None:
+    """vLLM 0.6.6 and 0.7.3: `envs.VLLM_API_KEY or args.api_key` (api_server.py); 0.8.5 takes the flag first."""
+    profile = resolve_profile("vllm", version).profile
+    assert profile.api_key_env_wins is env_wins
+    assert ("VLLM_API_KEY wins over --api-key" in profile.api_key_source) is env_wins
+
+
 @pytest.mark.parametrize("version", [None, "", "weird-build", "unknown"])
 def test_missing_or_unreadable_version_assumes_the_newest_and_says_so(version: str | None) -> None:
     match = resolve_profile("sglang", version)

@@ -364,9 +364,9 @@ def test_traceback_ending_in_a_benign_exception_is_not_fatal() -> None:
 
 
 def test_unhandled_traceback_is_fatal_before_ready_and_a_warning_after() -> None:
-    tb = ["Traceback (most recent call last):", '  File "x.py", line 1, in <module>', "ValueError: bad"]
+    tb = ["Traceback (most recent call last):", '  File "x.py", line 1, in __call__', "ValueError: bad"]
     assert classify_lines(tb, engine="vllm")[-1].verdict is Verdict.FATAL
-    after = classify_lines(["INFO:     Application startup complete.", *tb], engine="vllm")
+    after = classify_lines(["INFO:     Application startup complete.", *tb], engine="vllm")  # a request's
     assert after[-1].verdict is Verdict.WARNING
     assert summarize(after).state == "ready"
 
@@ -613,11 +613,14 @@ def test_an_engine_traceback_cut_during_start_up_is_fatal_on_its_header() -> Non
     # the main process raising from its <module>: nothing above catches it
     main = ["Traceback (most recent call last):", '  File "/opt/venv/bin/vllm", line 8, in <module>', "    sys.exit(main())"]
     assert summarize(classify_lines(main, engine="vllm")).fatal_line == 1
-    # near misses: a bare traceback from no engine process stays a warning; after readiness a rank's cut traceback too
+    # near misses: a bare traceback from no engine process stays a warning; after readiness a rank's cut traceback
+    # too, while the rank writes on (issue 24: one that ends the log is the rank's death)
     other = ["Traceback (most recent call last):", '  File "/x/helper.py", line 3, in load', "    open(p)"]
     assert summarize(classify_lines(other, engine="vllm")).state == "starting"
     after = ["[2026-01-01 00:00:00] The server is fired up and ready to roll!", *cut[1:]]
-    assert summarize(classify_lines(after)).state == "ready"
+    assert summarize(classify_lines(after)).fatal_rule == "traceback_ends_log"
+    lives = [*after, "[2026-01-01 00:00:09 TP1] Decode batch. #running-req: 1, #token: 9, gen throughput (token/s): 1.0"]
+    assert summarize(classify_lines(lives)).state == "ready"
 
 
 def test_a_v0_engine_process_traceback_cut_is_fatal_on_the_message_logged_above_it() -> None:
@@ -644,7 +647,7 @@ def test_a_v0_engine_process_traceback_cut_is_fatal_on_the_message_logged_above_
     # near misses: a cut traceback through no engine entry stays a warning; after readiness an engine's too
     helper = [*v0[:3], 'ERROR 03-17 06:04:32 engine.py:400]   File "/x/helper.py", line 3, in load']
     assert summarize(classify_lines(helper)).state == "starting"
-    after = ["INFO:     Application startup complete.", *v0[1:]]
+    after = ["INFO:     Application startup complete.", *v0[1:], "INFO 03-17 06:04:40 engine.py:1] still serving"]
     assert summarize(classify_lines(after, engine="vllm")).state == "ready"
 
 

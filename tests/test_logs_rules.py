@@ -39,6 +39,86 @@ CASES: list[tuple[str, str, str, str]] = [
         "\rLoading safetensors checkpoint shards:  50% Completed | 4/8 [00:03<00:03,  1.18it/s]",
         "Loading safetensors checkpoint shards is about to begin",
     ),
+    # issue 24: crash words in their bare forms, native frames, and the engines' missing phrasings
+    (
+        "slurm_job_ended",
+        "generic",
+        "slurmstepd: error: *** JOB 494583 ON node12 CANCELLED AT 2024-04-20T09:09:37 DUE TO TIME LIMIT ***",
+        "srun: job 494583 queued and waiting for resources",
+    ),
+    (
+        "sglang_pyspy_dump",
+        "sglang",
+        "[2025-11-05 10:18:51] Pyspy dump for PID 499:",
+        "[2025-11-05 10:18:51] Pyspy failed to dump PID 499. Error: py-spy not found",
+    ),
+    (
+        "tgi_request_success",
+        "tgi",
+        '2023-12-22T00:21:24.202169Z  INFO generate{total_time="2.4s"}: text_generation_router::server: router/src/server.rs:289: Success',
+        "2023-12-22T00:21:24.202169Z  INFO text_generation_router: router/src/main.rs:210: Success rate of the warm-up: 100%",
+    ),
+    (
+        "sglang_rust_warmup_failed",
+        "sglang",
+        "2026-10-30T01:12:44.120311Z ERROR sglang_server::api_server::http::app: startup warmup timed out",
+        "2026-10-30T01:12:44.120311Z  INFO sglang_server::api_server::http::app: startup warmup begins",
+    ),
+    (
+        "sglang_rust_server_listen",
+        "sglang",
+        "[2026-10-30 01:10:02 TP0] SGLANG_RUST_SERVER enabled, Rust server listen on 0.0.0.0:30000",
+        "[2026-10-30 01:10:02 TP0] SGLANG_RUST_SERVER is not supported with the offline Engine",
+    ),
+    (
+        "signal_report",
+        "generic",
+        "Aborted",
+        "Aborted request chatcmpl-5a74 because the client went away",
+    ),
+    (
+        "native_backtrace",
+        "vllm",
+        "(EngineCore pid=2210) ERROR 03-06 11:02:17 [core.py:1167] --- VLLM::EngineCore(_PyEval_EvalFrameDefault+0x5b1) [0x55d7c3a0e1b1]",
+        "(EngineCore pid=2210) INFO 03-06 11:02:17 [core.py:1167] --- VLLM::EngineCore(ready) [0x55d7c3a0e1b1]",
+    ),
+    (
+        "vllm_engine_core_exited",
+        "vllm",
+        "(APIServer pid=1) WARNING 03-06 11:02:18 [core_client.py:840] [shutdown] MPClient: engine core exited unexpectedly; starting cleanup",
+        "(APIServer pid=1) INFO 03-06 11:02:18 [core_client.py:840] [shutdown] MPClient: engine core exited; cleanup done",
+    ),
+    (
+        "vllm_process_died",
+        "vllm",
+        "(APIServer pid=1) RuntimeError: Process ApiServer_1 (PID: 2213) died with exit code 1",
+        "(APIServer pid=1) INFO 03-06 11:02:18 [utils.py:580] Process ApiServer_1 (PID: 2213) started",
+    ),
+    (
+        "triton_instance_failed",
+        "trtllm",
+        "E0306 10:21:33.451280 1 backend_model.cc:691] ERROR: Failed to create instance: unexpected error when creating modelInstanceState",
+        "I0306 10:21:33.451280 1 backend_model.cc:680] Creating instance llama_0_0 on GPU 0 (8.0) using artifact 'model.py'",
+    ),
+    (
+        "ray_deployment_exception",
+        "ray",
+        "(ServeController pid=4522) Exception in deployment 'llm_deployment', the replica will be restarted.",
+        "(ServeController pid=4522) Deploying new version of deployment 'llm_deployment'.",
+    ),
+    (
+        "ray_task_error",
+        "ray",
+        "ray.exceptions.RayTaskError(AttributeError): ray::ServeReplica:llm_deployment.__init__() (pid=4601, ip=10.0.0.3)",
+        "ray.exceptions.RayTaskError is raised when a task fails (see the docs)",
+    ),
+    (
+        "tgi_shard_unreachable",
+        "tgi",
+        "2024-05-02T09:14:11.230145Z ERROR batch{batch_size=1}:prefill:prefill{id=0 size=1}:prefill{id=0 size=1}: "
+        "text_generation_client: router/client/src/lib.rs:33: Server error: error trying to connect: No such file or directory (os error 2)",
+        "2024-05-02T09:14:11.230145Z  WARN text_generation_router: router/src/main.rs:210: error trying to connect to the hub: retrying",
+    ),
     # sglang
     (
         "sglang_fired_up",

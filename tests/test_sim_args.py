@@ -7,7 +7,9 @@ import sys
 
 import pytest
 
+from toolkit.logs import classify_lines
 from toolkit.sim.args import parse_server_args
+from toolkit.sim.startup_vllm import vllm_engine_script, vllm_preamble
 from toolkit.sim.workers import worker_environment
 
 
@@ -192,3 +194,18 @@ def test_vllm_writes_by_release_and_what_proc_shows():
     old = parse_server_args(["--engine", "vllm", "m", "--sim-engine-version", "0.6.6"])
     started, in_process = old.release.child_environment(parent, "worker", old.env_context)
     assert started["NCCL_CUMEM_ENABLE"] == "1" and in_process["NCCL_CUMEM_ENABLE"] == "0"
+
+
+def test_vllm_0_33_start_up_prints_its_logo_or_the_version_line_and_init_engine_took() -> None:
+    """vLLM 0.33.0 logs a logo with the version and the model (entrypoints/common/startup.py:16-38), one line with
+    VLLM_DISABLE_LOG_LOGO=1, and `init engine ... took %.2f s` (v1/engine/core.py:413); 0.8.5 neither."""
+    new = parse_server_args(["--engine", "vllm", "org/model", "--sim-engine-version", "0.33.0"])
+    logo = vllm_preamble(new)[0][2]
+    assert "version 0.33.0" in logo and "model   org/model" in logo and "█" in logo
+    assert vllm_preamble(new, disable_logo=True)[0][2] == "vLLM server version 0.33.0, serving model org/model"
+    took = [line.text for line in vllm_engine_script(new, 7).lines if "init engine" in line.text]
+    assert len(took) == 1 and took[0].endswith(" s") and "seconds" not in took[0]
+    assert {e.verdict.value for e in classify_lines(logo.split("\n"), engine="vllm")} <= {"info"}
+    old = parse_server_args(["--engine", "vllm", "org/model", "--sim-engine-version", "0.8.5"])
+    assert vllm_preamble(old, disable_logo=True)[0][2] == "vLLM API server version 0.8.5"
+    assert any(line.text.endswith(" seconds") for line in vllm_engine_script(old, 7).lines if "init engine" in line.text)

@@ -9,7 +9,8 @@ module first. One core decides, three entry points apply it:
 * :func:`redact_spec_dict` for a ``ServerSpec.to_dict()``;
 * :func:`redact_obj` for any JSON-like tree (benchmark summaries, error evidence);
 * :class:`Redactor`: the same, plus the literal values of one launch's secrets (``spec.secrets()``),
-  for the lines a server prints: SGLang up to 0.5.21 logs ``server_args=...api_key='Xk9s3cr3tpass'``,
+  for the lines a server prints: SGLang logs ``server_args=...api_key='Xk9s3cr3tpass'`` in every release to
+  0.5.23 (0.5.22/0.5.23 engine.py:170-171/173-174 hide only the watermark's secrets),
   a value with no known shape whose name is not beside it in every form it takes.
 
 Two rules decide, both pure:

@@ -10,7 +10,7 @@ reading the packaged flag lists is the one file access, done lazily.
 from __future__ import annotations
 
 from collections.abc import Collection, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Literal
 
 from toolkit.engines.flaglists import ReleaseFlags, load_release_flags
@@ -127,6 +127,9 @@ class HealthAnswer:
     reason_field: str | None = None
 
 
+_TRUE = frozenset({"1", "true", "yes", "y"})  # SGLang's EnvBool (0.5.23 python/sglang/srt/environ.py:143-150)
+
+
 @dataclass(frozen=True)
 class HealthCheck:
     """A health endpoint and what its answers mean.
@@ -149,6 +152,7 @@ class HealthCheck:
     unhealthy_when: tuple[str, ...] = ()
     body: str = "empty"
     answers: tuple[HealthAnswer, ...] = ()
+    bypassed_by: tuple[str, ...] = ()  # variables that, true in the server's environment, make a 200 prove nothing
 
     def meaning(self, status: int) -> AnswerMeaning | None:
         """What ``status`` means on this endpoint (None: the engine's code does not answer it)."""
@@ -229,6 +233,7 @@ class EngineProfile:
     notes: tuple[str, ...] = ()
     info_paths: tuple[str, ...] = ()  # server-info endpoints, newest first (SGLang /server_info, /get_server_info)
     version_path: str | None = None  # an endpoint answering {"version": ...} (vLLM /version)
+    api_key_env_wins: bool = False  # both set: the server takes api_key_env's value (vLLM 0.6.x-0.8.2)
     _flags: dict[str, ReleaseFlags] = field(default_factory=dict, init=False, repr=False, compare=False)
 
     def __contains__(self, version: object) -> bool:
@@ -242,6 +247,23 @@ class EngineProfile:
         if self.api_key_flag is None or any(path.startswith(prefix) for prefix in self.api_key_open):
             return False
         return any(path.startswith(prefix) for prefix in self.api_key_guarded)
+
+    def under_env(self, env: Mapping[str, str]) -> EngineProfile:
+        """This profile for a server started with ``env``: a health endpoint that a variable there makes answer 200
+        without generating (``HealthCheck.bypassed_by``) no longer proves generation.
+
+        >>> from toolkit.engines import resolve_profile
+        >>> p = resolve_profile("sglang", "0.5.23").profile
+        >>> p.under_env({"SGLANG_DIAG_BYPASS_HEALTH_GENERATE": "1"}).readiness_check.proves_generation
+        False
+        >>> p.under_env({"SGLANG_DIAG_BYPASS_HEALTH_GENERATE": "0"}).readiness_check.proves_generation
+        True
+        """
+        def bypassed(check: HealthCheck) -> bool:
+            return any(env.get(name, "").strip().lower() in _TRUE for name in check.bypassed_by)
+        if not any(bypassed(check) for check in self.health):
+            return self
+        return replace(self, health=tuple(replace(c, proves_generation=False) if bypassed(c) else c for c in self.health))
 
     @property
     def readiness_check(self) -> HealthCheck:

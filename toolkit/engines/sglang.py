@@ -48,7 +48,7 @@ def _w(name: str, value: str, when: str, src: str, **kw: object) -> EnvWrite:
 
 
 def _health_generating(release: str, health: int, starting: int, sleep: int, timeout: int, exiting: int,
-                       env_switch: str | None) -> tuple[HealthCheck, HealthCheck]:
+                       env_switch: str | None, bypassed_by: tuple[str, ...] = ()) -> tuple[HealthCheck, HealthCheck]:
     """0.5.x: one handler serves both paths; it sends a 1-token request and sleeps 1 s before looking."""
     unhealthy = (
         f"server still starting: warm-up not finished ({_HTTP}:{starting})",
@@ -58,8 +58,10 @@ def _health_generating(release: str, health: int, starting: int, sleep: int, tim
     src = f"sglang {release} {_HTTP}:{health}-{health + 1}, asyncio.sleep(1) at :{sleep}"
     health_note = (f"; /health skips generation only with {env_switch}" if env_switch else "")
     return (
-        HealthCheck("/health_generate", "GET", True, 1.0, src, 20.0, 503, unhealthy, answers=_ANSWERS_05(src)),
-        HealthCheck("/health", "GET", True, 1.0, src + health_note, 20.0, 503, unhealthy, answers=_ANSWERS_05(src)),
+        HealthCheck("/health_generate", "GET", True, 1.0, src, 20.0, 503, unhealthy, answers=_ANSWERS_05(src),
+                    bypassed_by=bypassed_by),
+        HealthCheck("/health", "GET", True, 1.0, src + health_note, 20.0, 503, unhealthy, answers=_ANSWERS_05(src),
+                    bypassed_by=bypassed_by),
     )
 
 
@@ -297,8 +299,11 @@ _V0520 = EngineProfile(
            condition="max(TP, EP, DP) > 1 and CUDA graphs on: every multi-GPU launch by default",
            releases=ReleaseRange("0.5.23", None)),
     ),
+    # SGLANG_DIAG_BYPASS_HEALTH_GENERATE=1: /health and /health_generate answer 200 once past start-up, without
+    # generating (0.5.23 http_server.py:739-743, environ.py:346; 0.5.22 http_server.py:723): no proof then
     health=_health_generating("0.5.23", 721, 735, 780, 218, 731,
-                              "SGLANG_ENABLE_HEALTH_ENDPOINT_GENERATION=0 (default 1; http_server.py:746)"),
+                              "SGLANG_ENABLE_HEALTH_ENDPOINT_GENERATION=0 (default 1; http_server.py:746)",
+                              ("SGLANG_DIAG_BYPASS_HEALTH_GENERATE",)),
     ready_log_line="The server is fired up and ready to roll!",
     ready_log_source=f"sglang 0.5.23 {_HTTP}:2600",
     models_path="/v1/models",

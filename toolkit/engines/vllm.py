@@ -55,8 +55,10 @@ def _models(release: str, src: str) -> str:
     return f"vllm {release} {src}"
 
 
-def _api_key(release: str, src: str) -> str:
-    return f"vllm {release} {src} (--api-key wins over VLLM_API_KEY; 401 {{'error': 'Unauthorized'}})"
+def _api_key(release: str, src: str, *, env_wins: bool = False) -> str:
+    order = ("VLLM_API_KEY wins over --api-key: `envs.VLLM_API_KEY or args.api_key`; the order flips by 0.8.5"
+             if env_wins else "--api-key wins over VLLM_API_KEY")
+    return f"vllm {release} {src} ({order}; 401 {{'error': 'Unauthorized'}})"
 
 
 def _profile(release: str, start: str, stop: str, enabled_by: str, fields: tuple[str, ...] = (),
@@ -93,7 +95,7 @@ def _line(name: str, releases: ReleaseRange, start_method: str, start_method_sou
           env_writes: tuple[EnvWrite, ...], health: tuple[HealthCheck, ...], metrics: MetricNames,
           profile: tuple[Endpoint, Endpoint], reset: Endpoint | None, api_key_source: str,
           guarded: tuple[str, ...], version_source: str, flag_releases: tuple[str, ...],
-          notes: tuple[str, ...]) -> EngineProfile:
+          notes: tuple[str, ...], *, api_key_env_wins: bool = False) -> EngineProfile:
     return EngineProfile(
         engine="vllm", name=name, releases=releases, start_method=start_method,  # type: ignore[arg-type]
         start_method_source=start_method_source, env_writes=env_writes, health=health,
@@ -102,7 +104,7 @@ def _line(name: str, releases: ReleaseRange, start_method: str, start_method_sou
         models_path="/v1/models", metrics_path="/metrics", metrics=metrics, flush_cache=reset, version_path="/version",
         start_profile=profile[0], stop_profile=profile[1], api_key_flag="--api-key", api_key_env="VLLM_API_KEY",
         api_key_source=api_key_source, api_key_guarded=guarded, api_key_open=(), version_command=_VERSION_CMD,
-        version_source=version_source, flag_releases=flag_releases, notes=notes,
+        version_source=version_source, flag_releases=flag_releases, notes=notes, api_key_env_wins=api_key_env_wins,
     )
 
 
@@ -142,10 +144,11 @@ _V06 = _line(
     _V0_METRICS,
     _profile("0.6.6", f"{_API}:496", f"{_API}:503", f"VLLM_TORCH_PROFILER_DIR ({_API}:491)"),
     None,
-    _api_key("0.6.6", f"{_API}:572-583"), _GUARD_V1,
+    _api_key("0.6.6", f"{_API}:572-583", env_wins=True), _GUARD_V1,
     "vllm 0.6.6 vllm/scripts.py:148 (`vllm --version`; 0.6.0-0.6.4 have none, vllm.__version__ then)",
     ("0.6.0", "0.6.6"),
     ("no /reset_prefix_cache in 0.6.x", _VERSION_NOTE, _LIB_FORK),
+    api_key_env_wins=True,
 )
 
 _V07 = _line(
@@ -161,11 +164,12 @@ _V07 = _line(
     _V0_METRICS,
     _profile("0.7.3", f"{_API}:677", f"{_API}:684", f"VLLM_TORCH_PROFILER_DIR ({_API}:672)"),
     _reset("0.7.3", f"{_API}:618", f"{_API}:616"),
-    _api_key("0.7.3", f"{_API}:751-762"), _GUARD_V1,
+    _api_key("0.7.3", f"{_API}:751-762", env_wins=True), _GUARD_V1,
     "vllm 0.7.3 vllm/entrypoints/cli/main.py:56-58 (`vllm --version`)",
     ("0.7.3", "0.8.2"),
     (_VERSION_NOTE, _LIB_FORK, "V1 metrics (0.8.0+) keep vllm:gpu_cache_usage_perc (vllm/v1/metrics/loggers.py:127 "
      "in 0.8.2); spec-decode counters there only from 0.8.5"),
+    api_key_env_wins=True,
 )
 
 _V083 = _line(
@@ -246,6 +250,20 @@ _V014 = _line(
         EnvWrite("OMP_NUM_THREADS", "per-worker count", "engine_core", "if_unset",
                  "vllm 0.33.0 vllm/v1/executor/multiproc_executor.py:1238-1248",
                  condition="TP > 1, not on CPU", visible_in=("worker",)),
+        # beside it, the mark that vLLM chose that count (the worker may drop it once started: utils/torch_utils.py:
+        # 238-266); the API server sets both around starting its engine cores too (v1/engine/utils.py:234-236)
+        EnvWrite("VLLM_OMP_NUM_THREADS_SET_BY_VLLM", "1", "engine_core", "always",
+                 "vllm 0.33.0 vllm/v1/executor/multiproc_executor.py:1248",
+                 condition="TP > 1, not on CPU, with the OMP_NUM_THREADS vLLM chose", visible_in=("worker",),
+                 releases=ReleaseRange("0.33.0", None)),
+        # read in 0.33.0 only (earlier releases of the line not read): the import-time writes of env_override.py
+        EnvWrite("TILELANG_CLEANUP_TEMP_FILES", "1", "every", "if_unset", f"vllm 0.33.0 {_OVERRIDE}:183",
+                 visible_in=_SPAWNED, releases=ReleaseRange("0.33.0", None)),
+        EnvWrite("LD_LIBRARY_PATH", "the CUDA compat folder, put first", "every", "always",
+                 f"vllm 0.33.0 {_OVERRIDE}:51-94 (_maybe_set_cuda_compatibility_path, called at :147)",
+                 condition="VLLM_ENABLE_CUDA_COMPATIBILITY=1 and a compat folder exists (VLLM_CUDA_COMPATIBILITY_PATH, "
+                           "$CONDA_PREFIX/cuda-compat or /usr/local/cuda-<torch's CUDA>/compat)",
+                 visible_in=_SPAWNED, releases=ReleaseRange("0.33.0", None)),
     ),
     _health("0.33.0", "vllm/entrypoints/serve/instrumentator/health.py:22-33", 503,
             "vllm 0.33.0 vllm/entrypoints/serve/instrumentator/health.py:32-33"),

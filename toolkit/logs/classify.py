@@ -2,15 +2,10 @@
 
 ``LogClassifier.feed(line)`` returns the events that line completes (none while a
 traceback is still open, one per line otherwise); ``finish()`` flushes what is still
-open at the end of a file. Tracebacks are grouped into one event per exception: its
-``line_no`` is the final exception line (the decisive one), ``context`` holds the lines
-before it. The verdict of a group is decided on its header and its exception line:
-
-- a benign header (``Exception ignored in``) or a benign exception line -> benign;
-- otherwise the most severe of the header's rule (``Scheduler hit an exception``), the
-  exception line's rule (``CUDA out of memory``), and the default for an unhandled
-  traceback: fatal before readiness, a warning after it (a request failed; the server
-  lives on unless a fatal-after-ready rule such as ``EngineDeadError`` says otherwise).
+open (a live follower's quiet), ``end_of_log()`` what the end of a file decides. A traceback
+(from its header, or its first frame when the log lost the header) is one event: its ``line_no``
+is its exception line, ``context`` the lines before; its verdict is
+:func:`toolkit.logs.tracebacks.choose` of its header's, its exception line's and its default rule.
 
 Engine packs are chosen from the log itself unless ``engine=`` says which.
 
@@ -27,6 +22,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Sequence
+from dataclasses import replace
 from datetime import datetime
 
 from toolkit.logs._construct import fast_constructor
@@ -44,7 +40,6 @@ from toolkit.logs.line import (
 from toolkit.logs.metrics import MetricReader, MetricRow, metric_at, metric_reader, parse_metric
 from toolkit.logs.packs import SERVING_RULES
 from toolkit.logs.rules import (
-    SEVERITY,
     CompiledRules,
     Match,
     Phase,
@@ -59,28 +54,30 @@ from toolkit.logs.rules import (
 )
 from toolkit.logs.tracebacks import (
     CHAINED,
-    ENGINE_RANK,
     EXCEPTION_LINE,
+    FRAME_LITERAL,
     TB_START,
     TERMINATE_WHAT,
     TRACEBACK,
-    TRACEBACK_CUT,
+    TRACEBACK_AT_END,
     TRACEBACK_ENGINE_CUT,
     OpenTraceback,
-    from_engine_process,
+    choose,
+    default_rule,
+    is_engine_group,
+    is_frame,
+    opens_traceback,
 )
 
 __all__ = ["LogEvent", "LogClassifier", "classify_lines"]
 
 _MAX_CONTEXT = 400
-_DETECT_LINES = 400
-_TENTATIVE_LINES = 60
+_DETECT_LINES, _TENTATIVE_LINES = 400, 60
 _STARTUP_PHASES = frozenset({Phase.SERVER_ARGS, Phase.WEIGHTS_LOADING, Phase.WEIGHTS_LOADED, Phase.KV_CACHE_ALLOCATED,
                              Phase.CUDA_GRAPH_CAPTURE_BEGIN, Phase.CUDA_GRAPH_CAPTURED, Phase.HTTP_UP, Phase.WARMUP})
 READY_LINE, SERVING_LINES = "ready line", "serving lines"
-_ERROR_LEVEL = Rule("error_level_unmatched", r"^$", Verdict.WARNING)
+_ERROR_LEVEL, _WARNING_LEVEL = Rule("error_level_unmatched", r"^$", Verdict.WARNING), Rule("warning_level", r"^$", Verdict.WARNING)
 _ERROR_LEVEL_NAME = _ERROR_LEVEL.name
-_WARNING_LEVEL = Rule("warning_level", r"^$", Verdict.WARNING)
 
 
 # A digit shape of a line: its header's positions, the first digit-blind rule that decides it, the
@@ -135,8 +132,10 @@ class LogClassifier:
         # before readiness, an ERROR line no rule knows waits one line: if a traceback of the same process follows,
         # it was the message of `logger.exception(e)` and heads that traceback (vLLM V0 "ERROR ... engine.py:400] <e>")
         self._held: tuple[LogEvent, ParsedLine] | None = None
+        # an engine's traceback after readiness (a warning) and its process: the death if nothing follows (end_of_log)
+        self._end_candidate: tuple[LogEvent, str | None] | None = None
+        self._at_end = False
 
-    # -- rules -------------------------------------------------------------
     def _select_rules(self) -> None:
         packs = self._explicit_packs if self._explicit_packs is not None else packs_for(self.engine)
         self._rules = self._extra + tuple(r for p in packs for r in p.rules)
@@ -179,9 +178,9 @@ class LogClassifier:
         """The rules in force when the fast lane (:mod:`toolkit.logs.skim`) may take the next line, else None:
         ready, no traceback open, engine settled."""
         settled = self._explicit_packs is not None or (self.engine is not None and not self._tentative)
-        return self._compiled if self.ready and settled and not self._groups else None
+        quiet = not self._groups and self._end_candidate is None
+        return self._compiled if self.ready and settled and quiet else None
 
-    # -- lines -------------------------------------------------------------
     def feed(self, line: str) -> list[LogEvent]:
         """Classify the next line (without its ``\\n``); returns the events it completes."""
         self.line_no += 1
@@ -209,7 +208,7 @@ class LogClassifier:
         text, timestamp, rank, level = parse_fields(line)
         if self._held is not None:
             return self._after_held(self._held, _make_parsed(line, text, timestamp, rank, level))
-        if self._groups or TB_START in text:
+        if self._groups or TB_START in text or (FRAME_LITERAL in text and is_frame(text)):
             return self._feed_grouping(_make_parsed(line, text, timestamp, rank, level))
         # a line without a common header (start-up chatter, a prefix added by what carried it)
         return self._emit(self._single(line, text, timestamp, rank, level, self._match(text) if text else None))
@@ -225,12 +224,12 @@ class LogClassifier:
         """The line after a held ERROR line: a traceback of the same process makes it that traceback's header line."""
         (event, message), text = held, parsed.text
         self._held = None
-        if text.startswith(TB_START) and (parsed.rank, parsed.level) == (message.rank, message.level) \
+        if (text.startswith(TB_START) or is_frame(text)) and (parsed.rank, parsed.level) == (message.rank, message.level) \
                 and parsed.rank not in self._groups:
             group = OpenTraceback(parsed.rank, message, event.line_no, None, [message.text, text])
             self._groups[parsed.rank] = self._last_group = group
             return []
-        if self._groups or TB_START in text:
+        if self._groups or opens_traceback(text):
             return [event, *self._feed_grouping(parsed)]
         return [event, self._single(parsed.raw, text, parsed.timestamp, parsed.rank, parsed.level,
                                     self._match(text) if text else None)]
@@ -242,7 +241,7 @@ class LogClassifier:
         if header is None:
             return _UNSHAPED
         text = line[header[0]:].rstrip("\r\n")
-        if TB_START in text:
+        if opens_traceback(text):
             return _UNSHAPED
         first, recheck = match_shape(self._compiled, text, self._blind) if text else (-1, ())
         entry = self._compiled[first] if first >= 0 else None
@@ -274,8 +273,11 @@ class LogClassifier:
         group = self._groups.get(parsed.rank)
         if group is None and parsed.rank is None:
             group = self._last_group
+        if group is None and is_frame(text):  # a traceback whose header the log lost (cut, or another process's)
+            self._groups[parsed.rank] = self._last_group = OpenTraceback(parsed.rank, parsed, self.line_no, None, [text], True)
+            return events
         if group is not None:
-            if not text or text[0] in " \t" or text.startswith(CHAINED) or text == "^":
+            if not text or text[0] in " \t" or text.startswith(CHAINED) or text == "^" or is_frame(text):
                 if len(group.lines) < _MAX_CONTEXT:
                     group.lines.append(text)
                 self._last_group = group
@@ -293,7 +295,18 @@ class LogClassifier:
         held, self._held = self._held, None
         return ([held[0]] if held is not None else []) + [self._close(g, None) for g in list(self._groups.values())]
 
-    # -- deciding ----------------------------------------------------------
+    def end_of_log(self) -> list[LogEvent]:
+        """:meth:`finish` where nothing can follow (a file read to its end; a live follower's quiet flush is
+        ``finish``): a traceback the log ends inside, or an engine process's traceback after readiness after which
+        that process wrote nothing and nothing fatal came, is that process's death (``traceback_ends_log``)."""
+        self._at_end = True
+        events = self.finish()
+        candidate, self._end_candidate = self._end_candidate, None
+        if candidate is not None:
+            self.failed = True
+            events.append(replace(candidate[0], verdict=_FATAL, rule=TRACEBACK_AT_END.name, hint=TRACEBACK_AT_END.hint))
+        return events
+
     def _match(self, text: str) -> Match | None:
         return match_compiled(self._compiled, text, ready=self.ready)
 
@@ -304,6 +317,8 @@ class LogClassifier:
             # `    raise RuntimeError("Engine core initialization failed. "` states nothing yet
             match = None
         n = self.line_no
+        if self._end_candidate is not None and rank == self._end_candidate[1]:
+            self._end_candidate = None  # the process lives on
         metric: MetricRow | None = None
         evidence: str | None = None
         if match is not None:
@@ -331,6 +346,7 @@ class LogClassifier:
             self.ready = True
         elif verdict is _FATAL:
             self.failed = True
+            self._end_candidate = None
         # serving lines stand for the ready line: they mark the `ready` phase (a driver probes faster from it)
         phase = Phase.READY if evidence is SERVING_LINES else rule.phase
         return _make_event(n, raw, text, timestamp, rank, level, verdict, rule.name, phase, metric, (), n,
@@ -344,20 +360,9 @@ class LogClassifier:
         exc_match = self._match(exception[1]) if exception is not None else None
         if exc_match is not None and exc_match.rule.name == "python_exception_line":
             exc_match = None  # the traceback default below says the same, with after-ready care
-        if header is not None and header.verdict is Verdict.BENIGN:
-            chosen: Match = header
-        elif exc_match is not None and exc_match.verdict is Verdict.BENIGN:
-            chosen = exc_match
-        else:
-            if exception is not None:
-                default_rule = TRACEBACK
-            elif (group.key is not None and ENGINE_RANK.search(group.key)) or from_engine_process(group.lines):
-                default_rule = TRACEBACK_ENGINE_CUT
-            else:
-                default_rule = TRACEBACK_CUT
-            candidates = [m for m in (exc_match, header) if m is not None]
-            candidates.append(Match(default_rule, default_rule.verdict_for(self.ready)))
-            chosen = max(candidates, key=lambda m: SEVERITY[m.verdict])  # first of equals wins
+        default = default_rule(group, exception is not None, ready=self.ready, failed=self.failed,
+                               at_end=self._at_end)
+        chosen = choose(header, exc_match, default, ready=self.ready)
         hint = next((m.rule.hint for m in (exc_match, header, chosen) if m is not None and m.rule.hint), None)
         if exception is not None:
             parsed, line_no, context = exception[0], self.line_no, tuple(group.lines)
@@ -368,10 +373,14 @@ class LogClassifier:
             self.ready = True
         elif verdict is _FATAL:
             self.failed = True
-        return _make_event(line_no, parsed.raw, parsed.text, parsed.timestamp, group.first.rank or parsed.rank,
-                           parsed.level, verdict, rule.name, rule.phase, None, context, group.first_line_no,
-                           hint if hint is not None else rule.hint, verdict is _FATAL and bool(rule.notice),
-                           READY_LINE if verdict is _READY else None)
+            self._end_candidate = None
+        event = _make_event(line_no, parsed.raw, parsed.text, parsed.timestamp, group.first.rank or parsed.rank,
+                            parsed.level, verdict, rule.name, rule.phase, None, context, group.first_line_no,
+                            hint if hint is not None else rule.hint, verdict is _FATAL and bool(rule.notice),
+                            READY_LINE if verdict is _READY else None)
+        if self.ready and verdict is Verdict.WARNING and rule in (TRACEBACK, TRACEBACK_ENGINE_CUT) and is_engine_group(group):
+            self._end_candidate = (event, group.key)
+        return event
 
 
 def classify_lines(lines: Iterable[str], engine: str = "auto", *, extra_rules: Iterable[Rule] = (),
@@ -385,6 +394,6 @@ def classify_lines(lines: Iterable[str], engine: str = "auto", *, extra_rules: I
     events: list[LogEvent] = []
     for line in lines:
         events.extend(classifier.feed(line))
-    events.extend(classifier.finish())
+    events.extend(classifier.end_of_log())
     events.sort(key=lambda e: e.line_no)
     return events

@@ -82,12 +82,15 @@ _MARKERS: tuple[_Marker, ...] = (
     _marker("trtllm", ("[TensorRT-LLM]", "[TRT-LLM]", "tensorrt_llm", "tritonserver", "Triton Inference Server", ".cc:",
                        "TRITONBACKEND_"),
             r"\[TensorRT-LLM\]|\[TRT-LLM\]|tensorrt_llm|tritonserver|Triton Inference Server"
-            r"|\b(?:model_lifecycle|model_repository_manager|grpc_server|http_server|server)\.cc:\d+\]|\bTRITONBACKEND_\w+"),
+            r"|\b(?:model_lifecycle|model_repository_manager|grpc_server|http_server|server|backend_model(?:_instance)?)\.cc:\d+\]"
+            r"|\bTRITONBACKEND_\w+"),
     _marker("lmdeploy", ("lmdeploy", "[TM][", "turbomind"), r"\blmdeploy\b|\[TM\]\[|\bturbomind\b"),
     _marker("llamacpp", ("llama_model_load", "llm_load_", "llama_new_context", "ggml_", "srv ", "llama-server", "slot ",
-                         "main: ", "[main] "),
+                         "main: ", "[main] ", '"tid":"', 'tid="'),
             r"\bllama_model_load|\bllm_load_|\bllama_new_context|\bggml_\w+:|\bsrv +\w+: |\bllama-server\b"
-            r"|\bslot +\w+: id +\d+ \| task |\bmain: (?:HTTP server|loading model|server is listening)|\[main\] "),
+            r"|\bslot +\w+: id +\d+ \| task |\bmain: (?:HTTP server|loading model|server is listening)|\[main\] "
+            r'|^\{(?=.*"tid":"\d+")(?=.*"function":"\w+")'  # the 2024 server's JSON lines, in any key order
+            r'|^[A-Z]+ \[\w+\] .* \| .*\btid="\d+" timestamp=\d+'),  # ... and its text lines: `DEBUG [update_slots] msg | k=v`
     _marker("ray", ("(ServeController", "(ServeReplica:", "(ProxyActor", "(HTTPProxyActor", "ray.serve", "ApplicationStatus.",
                     "SERVE_CONTROLLER_ACTOR", "Started a local Ray instance", "Connecting to existing Ray cluster"),
             r"\((?:ServeController|ServeReplica:[^ )]*|ProxyActor|HTTPProxyActor) pid=|\bray\.serve\b"

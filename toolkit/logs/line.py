@@ -21,7 +21,9 @@ from toolkit.logs.digits import all_digit_blind
 __all__ = ["ParsedLine", "parse_line", "parse_fields", "text_and_level", "strip_ansi", "HEADER_PATTERNS",
            "HEADERS_DIGIT_BLIND", "HeaderShape", "header_shape", "fields_at"]
 
-_ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|\x1b[\]_][^\x07\x1b]*(?:\x07|\x1b\\)")  # CSI, OSC and APC (Buildkite's _bk;t=)
+# CSI, OSC and APC (Buildkite's _bk;t=); and CSI in caret notation, as a terminal's escapes pasted into an issue read
+# (`^[[1;36m(EngineCore_DP0 pid=1)^[[0;0m ERROR ...`)
+_ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|\x1b[\]_][^\x07\x1b]*(?:\x07|\x1b\\)|\^\[\[[0-9;?]*[A-Za-z]")
 
 # Outer prefixes, tried in order until none applies (a docker line can carry a CI stamp).
 # An RFC 3339 stamp (docker --timestamps, CI), or Docker Desktop's log view `2025-02-06 07:14:10 ` (local time,
@@ -131,7 +133,7 @@ _make_parsed = fast_constructor(ParsedLine)
 
 def strip_ansi(text: str) -> str:
     """Remove ANSI colour and cursor sequences."""
-    return _ANSI.sub("", text) if "\x1b" in text else text
+    return _ANSI.sub("", text) if "\x1b" in text or "^[[" in text else text
 
 
 def _last_segment(text: str) -> str:
@@ -277,11 +279,11 @@ def parse_fields(raw: str) -> tuple[str, datetime | None, str | None, str | None
         text = text[m.end():]
 
     rank: str | None = None
-    if text.startswith("("):
-        m = _PROC_TAG.match(text)
-        if m:
-            rank = m.group(1)
-            text = text[m.end():]
+    # a process tag, or two: Ray's worker inside an EngineCore, `(EngineCore_0 pid=1) (RayWorkerWrapper pid=2) ERROR ...`
+    # (the inner one is the writer)
+    while text.startswith("(") and (m := _PROC_TAG.match(text)) is not None:
+        rank = m.group(1)
+        text = text[m.end():]
     if text.startswith("[rank"):
         m = _TORCH_RANK.match(text)
         if m:
@@ -336,6 +338,9 @@ def parse_fields(raw: str) -> tuple[str, datetime | None, str | None, str | None
         timestamp = _iso(m.group("ts"))
         level = m.group("level")
         text = text[m.end():]
+        # a torch rank's prefix inside another logger's record: "... - lmdeploy - ERROR - [rank3]:   File ..."
+        if text.startswith("[rank") and (m := _TORCH_RANK.match(text)) is not None:
+            rank, text = m.group(1), text[m.end():]
         # a launcher that re-logs the server's lines: "... - INFO - [2025-03-07 23:50:27 TP0] msg"
         if text.startswith("[") and (m := _SGLANG.match(text)) is not None:
             timestamp = _iso(m.group("ts")) or timestamp

@@ -22,6 +22,9 @@ TGI = RulePack("tgi", (
     # router/src/server.rs `tracing::info!("Connected")`: the router reached the warmed-up shards and serves
     Rule("tgi_connected", r"text_generation_router\S*: (?:[\w/.-]+:\d+: )?Connected\s*$", R, phase=Phase.READY,
          literal="Connected"),
+    # router/src/server.rs: a generate request answered, `tracing::info!("Success")` inside its span (server.rs:289 in
+    # TGI 1.3): serving
+    Rule("tgi_request_success", r"text_generation_router::server: (?:[\w/.-]+:\d+: )?Success\s*$", INFO, literal="Success"),
     Rule("tgi_shard_ready", r"Shard ready in |Shard \d+ ready in ", P, phase=Phase.WEIGHTS_LOADED, literal="ready in "),
     Rule("tgi_waiting_for_shard", r"Waiting for shard(?: \d+)? to be ready", P, phase=Phase.WEIGHTS_LOADING,
          literal="Waiting for shard"),
@@ -41,6 +44,11 @@ TGI = RulePack("tgi", (
     Rule("tgi_shard_failed", r"Shard \d+ failed to start|Shard \d+ crashed|Webserver Crashed|Method Warmup encountered an error"
          r"|Download encountered an error",
          F, literal=("failed to start", "crashed", "Crashed", "Warmup encountered", "Download encountered"), notice=True),
+    # the router's gRPC client cannot reach a shard's unix socket (router/client: "Server error: error trying to connect:
+    # No such file or directory (os error 2)" on every prefill, issue 24's public log): the shard is gone though the
+    # router said `Connected`; ECONNREFUSED (os error 111) the same
+    Rule("tgi_shard_unreachable", r"Server error: error trying to connect: .*\(os error (?:2|111)\)", F,
+         literal="error trying to connect"),
     Rule("tgi_launcher_error", r"^Error: (?:ShardCannotStart|ShardFailed|ShardDisconnected|DownloadError|WebserverFailed"
          r"|WebserverCannotStart|NotEnoughCUDADevices|ArgumentValidation|Warmup)", F, literal="Error: ", notice=True),
 ))
@@ -59,6 +67,9 @@ TRTLLM = RulePack("trtllm", (
     # model_lifecycle.cc: E-level "failed to load 'tensorrt_llm' version 1: ..."; main.cc "error: creating server: ..."
     Rule("triton_load_failed", r"failed to load '[^']+' version|^error: creating server: |failed to load all models",
          F, literal=("failed to load",  "error: creating server")),
+    # the backend's model instance could not be created: glog `E0306 ... backend_model.cc:691] ERROR: Failed to create
+    # instance: ...` (issue 24's public Triton log; the file:line is the server's own, printed in the glog header)
+    Rule.text("triton_instance_failed", "Failed to create instance: ", F),
     # a Python backend model that cannot start (server#8578, Triton's vLLM backend): "[vllm] Failed to start engine",
     # pb_stub.cc "Failed to initialize Python stub: TypeError: ..."
     Rule("triton_python_backend_failed", r"Failed to start engine|Failed to initialize Python stub", F,
@@ -108,6 +119,10 @@ RAY_SERVE = RulePack("ray", (
     # (pid=.., ip=.., actor_id=.., repr=...)" heading the replica's own traceback (kuberay#4366, ray#53407)
     Rule("ray_replica_init_failed", r"\bray::ServeReplica:\S+\.initialize_and_get_metadata\(\) \(pid=",
          F, literal="initialize_and_get_metadata() (pid="),
+    # older Ray Serve (1.x backend/deployment wording, issue 24's public log): "Exception in deployment 'x'" heading the
+    # replica's traceback; the task error itself is named after its cause: "RayTaskError(AttributeError): ..."
+    Rule("ray_deployment_exception", r"Exception in deployment '[^']*'", F, literal="Exception in deployment", header=True),
+    Rule("ray_task_error", r"\bRayTaskError\(\w+\)", F, literal="RayTaskError(", after_ready=W),
     Rule("ray_actor_died", r"\b(?:ActorDiedError|RayActorError)\b|The actor died unexpectedly before finishing this task",
          F, literal=("ActorDiedError", "RayActorError", "actor died unexpectedly"), after_ready=W),
 ))
@@ -116,14 +131,18 @@ RAY_SERVE = RulePack("ray", (
 # tools/server/server.cpp: the HTTP server starts BEFORE the model loads (to answer /health with 503), so
 # "HTTP server is listening" is not readiness; "model loaded" and "server is listening on" are.
 LLAMACPP = RulePack("llamacpp", (
+    # the 2024 server's JSON log format (examples/server/utils.hpp server_log: {"tid":"..","timestamp":N,"level":"INFO",
+    # "function":"main","line":N,"msg":"model loaded",...}; read in any key order) says the same words
     Rule("llamacpp_ready", r"\b(?:main|llama_server): (?:model loaded|server is listening on)|\[main\] model loaded"
-         r"|router server is listening on|update_slots: all slots are idle|^llama server listening at",
+         r"|router server is listening on|update_slots: all slots are idle|^llama server listening at"
+         r'|"msg":"(?:model loaded|all slots are idle)"|(?:^|\b(?:INFO|DEBUG) )\[update_slots\] all slots are idle',
          R, phase=Phase.READY, literal=("model loaded", "is listening on", "all slots are idle", "listening at")),
     # serving: a slot working on a task (task -1 is an idle slot), a completion request answered, the router proxying
     # or a request's parameters read and a slot chosen for it (params_from_, "selected slot by")
     Rule("llamacpp_serving", r"\| task \d+ \| |log_server_r: request: POST \S+ \S+ 200|^request: POST /\S*completions \S+ 200"
-         r"|proxying request to model|\bparams_from_: |\| selected slot by ",
-         INFO, literal=("| task ", "request: POST", "proxying request", "params_from_: ", "selected slot by")),
+         r'|proxying request to model|\bparams_from_: |\| selected slot by |"msg":"slot is processing task"|"function":"print_timings"',
+         INFO, literal=("| task ", "request: POST", "proxying request", "params_from_: ", "selected slot by",
+                        '"msg":"slot is processing task"', '"function":"print_timings"')),
     Rule("llamacpp_http_listening", r"HTTP server (?:is )?listening|\b(?:main|llama_server): loading model",
          P, phase=Phase.HTTP_UP, literal=("HTTP server", "loading model")),
     Rule("llamacpp_load_failed", r"exiting due to (?:model loading|HTTP server) error|error loading model|failed to load model"

@@ -94,8 +94,11 @@ _GENERIC_FATAL: tuple[Rule, ...] = (
          hint=Hints.NCCL),
     # native crashes: the kernel's and libc's words, OpenMPI's signal handler ("*** Process received signal ***"),
     # and the C++ runtime's abort ("terminate called after throwing an instance of 'c10::Error'")
+    # (libsupc++ vterminate.cc and eh_terminate.cc: "terminate called after throwing an instance of", "... without an
+    # active exception", "... recursively")
     Rule("segfault", r"Segmentation fault|SIGSEGV|Fatal Python error|core dumped|SIGABRT|Aborted \(core"
-         r"|\*\*\* Process received signal \*\*\*|\*\*\* End of error message \*\*\*|terminate called after throwing",
+         r"|\*\*\* Process received signal \*\*\*|\*\*\* End of error message \*\*\*"
+         r"|terminate called (?:after throwing|without an active exception|recursively)",
          F, literal=("Segmentation fault", "SIGSEGV", "Fatal Python error", "core dumped", "SIGABRT", "Aborted (", "*** ",
                      "terminate called"), hint=Hints.CRASH),
     # mpirun (TensorRT-LLM, Triton's launch_triton_server.py) reporting a rank that exited non-zero
@@ -105,6 +108,27 @@ _GENERIC_FATAL: tuple[Rule, ...] = (
     # the shell's report of a SIGKILL: "Killed", "[1]+  Killed   python ...", "./run.sh: line 48: 27 Killed python3 ..."
     Rule("killed", r"^(?:\[\d+\]\+?\s+)?Killed(?:\s*$|\s{2,}|\s+(?:python|vllm|sglang))|\bline \d+: +\d+ Killed\s",
          F, literal="Killed", hint=Hints.KILLED),
+    # the shell's report of another fatal signal, bare (issue 24: a TP rank's frames, then "Aborted"): bash prints
+    # strsignal()'s words, "Aborted", "Aborted (core dumped)", "[1]+  Aborted  python ...", "run.sh: line 5: 27 Aborted
+    # (core dumped) python ..."; under a Chinese or German locale glibc's translations (po/zh_CN.po, po/de.po: 已放弃
+    # Aborted, 段错误 Segmentation fault, 已杀死 Killed, "(核心已转储)" core dumped; Abgebrochen, Speicherzugriffsfehler, Getötet)
+    Rule("signal_report", r"^(?:\[\d+\]\+?\s+)?(?:Aborted|Bus error|Illegal instruction|Floating point exception|已放弃|段错误"
+         r"|已杀死|Abgebrochen|Speicherzugriffsfehler|Getötet)(?: ?[(（][^)）]*[)）])?(?:\s*$|\s{2,}|\s+(?:python|vllm|sglang))"
+         r"|\bline \d+: +\d+ (?:Aborted|Bus error|Illegal instruction|Floating point exception)\b",
+         F, literal=("Aborted", "Bus error", "Illegal instruction", "Floating point exception", "已放弃", "段错误", "已杀死",
+                     "Abgebrochen", "Speicherzugriffsfehler", "Getötet"), hint=Hints.CRASH),
+    # a native stack dump's frames, whatever wrote them (glibc backtrace_symbols(3): "NAME(SYMBOL+0xOFF) [0xADDR]", the
+    # process named by setproctitle: "VLLM::EngineCore(_PyEval_EvalFrameDefault+0x5b1) [0x55d7c3a0e1b1]"; issue 24: vLLM
+    # 0.22's EngineCore printed only these, "--- " in front, under its ERROR header)
+    # c10's form (torch's c10::get_backtrace): "frame #19: <unknown function> + 0x19459c (0x55f78598859c in
+    # sglang::scheduler_DP0_TP0)". After readiness a warning: a request's caught C++ error carries such frames too.
+    Rule("native_backtrace", r"^(?:-{2,} ?|#\d+ +)?[\w:./<>-]+\([\w.:<>~]*\+0x[0-9a-fA-F]+\)(?: \[0x[0-9a-fA-F]+\])?"
+         r"|^frame #\d+: .+ \+ 0x[0-9a-fA-F]+ \(0x[0-9a-fA-F]+ in \S+\)",
+         F, literal=("+0x", "+ 0x"), hint=Hints.CRASH, after_ready=W, notice=True),
+    # Slurm's words for a job or step it ended (slurmstepd: "*** JOB 4945 ON node CANCELLED AT ... DUE TO TIME LIMIT ***";
+    # srun: "Job step aborted: Waiting up to 47 seconds for job step to finish.")
+    Rule("slurm_job_ended", r"\*\*\* (?:JOB|STEP) \S+ ON \S+ CANCELLED AT |^srun: Job step aborted", F,
+         literal=("CANCELLED AT", "Job step aborted"), hint=Hints.EXITED),
     Rule("exit_code_killed", r"(?i)exit(?:ed)?[ _]?(?:with )?(?:code|status)[ =:]*(?:-9|137)\b|exitcode[ =:]+(?:-9|137)\b",
          F, literal=("exit", "Exit"), hint=Hints.KILLED),
     Rule("exit_code_nonzero", r"(?i)exit(?:ed)?[ _]?(?:with )?(?:code|status)[ =:]*(?:-?[1-9]\d*)|exitcode[ =:]+-?[1-9]",
@@ -143,7 +167,8 @@ _GENERIC_FATAL: tuple[Rule, ...] = (
          hint="the continuous-batching worker died and every request now fails (503): read its error; for "
               "'Memory footprint ... is more than available memory' lower --cb-num-blocks or --cb-max-batch-tokens"),
     # a bare exception line outside a grouped traceback (truncated or reversed logs)
-    Rule("python_exception_line", r"^(?:[A-Za-z_]\w*\.)*(?:[A-Z]\w*(?:Error|Exception|Interrupt)|Exception)\b(?::|$)", F,
+    # (Ray names a task's error after its cause: "RayTaskError(AttributeError): ...", ray/exceptions.py as_instanceof_cause)
+    Rule("python_exception_line", r"^(?:[A-Za-z_]\w*\.)*(?:[A-Z]\w*(?:Error|Exception|Interrupt)|Exception)\b(?:\([\w.]+\))?(?::|$)", F,
          literal=("Error", "Exception", "Interrupt"), after_ready=W),
 )
 
@@ -185,7 +210,7 @@ COMMON = RulePack("common", (
 # A request's own error (rejected as too long, its prompt failed to preprocess) proves the same: only a server
 # that serves reads requests.
 SERVING_RULES = frozenset({"sglang_metric", "vllm_throughput_metric", "vllm_specdecode_metric", "http_generate_ok",
-                           "llamacpp_serving", "request_validation_error", "vllm_request_error",
+                           "llamacpp_serving", "request_validation_error", "vllm_request_error", "tgi_request_success",
                            "vllm_request_fields_ignored"})
 
 SGLANG = RulePack("sglang", (
@@ -193,6 +218,13 @@ SGLANG = RulePack("sglang", (
     # uvicorn answers before SGLang's warm-up request has gone through the scheduler: not ready yet.
     Rule.text("sglang_uvicorn_up", "Application startup complete.", P, phase=Phase.HTTP_UP),
     Rule.text("sglang_uvicorn_running", "Uvicorn running on", P, phase=Phase.HTTP_UP),
+    # SGLANG_RUST_SERVER=1 (0.5.23 srt/rust_server/server.py:248-252): a Rust HTTP server inside the rank-0 scheduler
+    # replaces uvicorn; it answers /health 503 until its own warm-up ("server is still completing its startup warmup",
+    # rust_extensions/_server.so), then serves: readiness is what it serves (a /health_generate 200, a completion)
+    Rule.text("sglang_rust_server_listen", "SGLANG_RUST_SERVER enabled, Rust server listen on", P, phase=Phase.HTTP_UP),
+    # ... whose warm-up ends in "The server is fired up and ready to roll!" or fails: "startup warmup failed",
+    # "startup warmup timed out" (SGLANG_WARMUP_TIMEOUT), messages side by side in 0.5.23's rust_extensions/_server.so
+    Rule("sglang_rust_warmup_failed", r"\bstartup warmup (?:failed|timed out)", F, literal="startup warmup "),
     # `server_args=ServerArgs(...)` (engine.py, 0.4.x-0.5.16); `server_args={'model_path': ...}` (resolved_dict(), 0.5.19+)
     Rule("sglang_server_args", r"server_args=(?:ServerArgs\(|\{)", P, phase=Phase.SERVER_ARGS, literal="server_args="),
     Rule.text("sglang_load_weight_begin", "Load weight begin", P, phase=Phase.WEIGHTS_LOADING),
@@ -236,6 +268,9 @@ SGLANG = RulePack("sglang", (
     # a rank's exception header (the traceback follows on the same line)
     # utils/watchdog.py (0.5.9+) prints "{debug_name} debug info:\n{dump}" only when the watchdog fires, right before
     # its "watchdog timeout" line (sglang#17941: a multi-line dump per rank, the timeout line later)
+    # the watchdog's py-spy dump of the stuck ranks (0.5.23 utils/cudacore_pyspy_dump_utils.py:87, called by
+    # utils/watchdog.py:152 on a timeout): the process is being killed
+    Rule("sglang_pyspy_dump", r"^Pyspy dump for PID \d+", F, literal="Pyspy dump for PID", notice=True, hint=Hints.WATCHDOG),
     Rule("sglang_watchdog_debug_info", r"^(?:Scheduler|DataParallelController|DetokenizerManager|TokenizerManager) debug info:$",
          F, literal="debug info:", notice=True, hint=Hints.WATCHDOG),
     # "{Scheduler,TokenizerManager,DetokenizerManager,DataParallelController,TpModelWorkerClient,MultiTokenizerRouter,...}
@@ -289,6 +324,13 @@ VLLM = RulePack("vllm", (
          notice=True),
     Rule("vllm_worker_died", r"Worker proc \S+ died unexpectedly|WorkerProc hit an exception|MultiprocExecutor got (?:SIGQUIT|fatal signal)|got SIGQUIT from worker",
          F, literal=("died unexpectedly", "WorkerProc hit", "MultiprocExecutor got", "SIGQUIT from worker")),
+    # vLLM 0.33.0 v1/engine/core_client.py:840, the API server's monitor thread when an EngineCore process is gone
+    # (killed by the OOM killer, a native crash): logger.warning_once, then shutdown; every request fails after it
+    Rule.text("vllm_engine_core_exited", "MPClient: engine core exited unexpectedly", F, hint=Hints.KILLED),
+    # vLLM 0.33.0 v1/utils.py:586-594 (wait_for_completion_or_failure, the API-server manager): RuntimeError(f"Process
+    # {name} (PID: {pid}) died with exit code {code}"), RuntimeError(f"Engine core process {name} died unexpectedly.")
+    Rule("vllm_process_died", r"\bProcess \S+ \(PID: \d+\) died with exit code -?\d+|Engine core process \S+ died unexpectedly",
+         F, literal=("died with exit code", "died unexpectedly"), hint=Hints.EXITED),
     Rule("vllm_engine_start_timeout", r"Timed out waiting for engine core processes to start|Engine core proc \S+ died unexpectedly", F,
          literal=("Timed out waiting for engine", "died unexpectedly")),
     # request-level after ready: a failed request is not a dead server

@@ -42,11 +42,12 @@ from toolkit.logs.rules import (
     match_shape,
     recheck_first,
 )
+from toolkit.logs.tracebacks import TB_START, opens_traceback
 
 __all__ = ["Kind", "sort_line", "Skimmer", "TRACEBACK_START", "LOUD_LEVELS", "QUIET_VERDICTS"]
 
 Kind = Literal["quiet", "metric", "feed"]
-TRACEBACK_START = "Traceback (most recent call last)"
+TRACEBACK_START = TB_START
 #: header levels that make a line without a rule a warning (LogClassifier._single)
 LOUD_LEVELS = frozenset({"WARNING", "ERROR", "CRITICAL", "FATAL"})
 #: verdicts a summary ignores (SummaryBuilder.add returns at once)
@@ -56,7 +57,7 @@ QUIET_VERDICTS = frozenset({Verdict.INFO, Verdict.PROGRESS})
 def sort_line(rules: CompiledRules, line: str) -> Kind:
     """``quiet`` and ``metric`` lines need no event (a metric line is parsed later, if kept); ``feed`` ones do."""
     text, level = text_and_level(line)
-    if TRACEBACK_START in text:
+    if opens_traceback(text):
         return "feed"
     match = match_compiled(rules, text, ready=True) if text else None
     return _kind(match, level)
@@ -136,7 +137,7 @@ class Skimmer:
     def _learn(self, line: str) -> _Shape:
         text, level = text_and_level(line)
         offset = len(line) - len(text) if line.endswith(text) else -1
-        if TRACEBACK_START in text or not text:
+        if not text or opens_traceback(text):
             return sort_line(self.rules, line), offset, ()
         first, recheck = match_shape(self.rules, text)
         return _kind(self.rules[first][5] if first >= 0 else None, level), offset, recheck  # [5]: its match once ready

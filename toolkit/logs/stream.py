@@ -150,6 +150,6 @@ def classify_chunks(chunks: Iterable[bytes], engine: str = "auto", *, extra_rule
                 add(event)
             i += 1
             rules = classifier.skimmable()
-    for event in classifier.finish():
+    for event in classifier.end_of_log():
         add(event)
     return builder.summary()

@@ -65,7 +65,7 @@ class Server:
         self.placement = placed if placed is not None else Placement.on_host(
             self.host.name, self.host.address, self.process.pid, self.process.command)
         self.state = ServerState(started_at=self.process.started_at)
-        # The server's own lines may quote its secrets in any form (SGLang <= 0.5.21 logs api_key='...').
+        # The server's own lines may quote its secrets in any form (SGLang to 0.5.23 logs api_key='...').
         self.redactor = Redactor.of(self.spec.secrets())
 
     @property
@@ -121,7 +121,9 @@ class Server:
     def probe(self, timeout_s: float = 5.0) -> ProbeOutcome:
         """One readiness probe, as this release answers (see :func:`toolkit.server.http.probe_server`)."""
         model = self.spec.model if self.spec.engine == "transformers" else None
-        return probe_server(self.url, self.release().profile, api_key=self.spec.api_key(), model=model,
+        profile = self.release().profile
+        profile = profile.under_env(dict(self.spec.env)) if profile is not None else None  # a bypassed health check
+        return probe_server(self.url, profile, api_key=self.spec.api_key(), model=model,
                             timeout_s=timeout_s)
 
     def wait_ready(self, *, timeout_s: float = 900.0, hang_after_s: float = 300.0, probe_interval_s: float = 1.0,

@@ -217,11 +217,11 @@ def _vllm_config(ns: argparse.Namespace, parser: argparse.ArgumentParser, argv: 
         algorithm, draft_model = method, spec.get("model")
         # vLLM verifies drafts in its (piecewise) CUDA-graph decode path: decode-mode cost.
         speculation = Speculation(num_steps=spec["num_speculative_tokens"], verify_in_extend=False)
-    # --api-key wins over VLLM_API_KEY from 0.8.5 (vllm/entrypoints/openai/api_server.py:842-843); 0.6.0 had
-    # `VLLM_API_KEY or args.api_key` (:367). A list from 0.11.
+    # which of --api-key and VLLM_API_KEY wins is the release profile's (toolkit/engines/vllm.py: the variable up to
+    # 0.8.2, `envs.VLLM_API_KEY or args.api_key`; the flag from 0.8.5, api_server.py:842-843). A list from 0.11.
     given = ns.api_key if isinstance(ns.api_key, list) else [ns.api_key] if ns.api_key else []
     env_key = os.environ.get("VLLM_API_KEY")
-    keys = [env_key] if env_key and (not given or not release.at_least("0.8.5")) else given
+    keys = [env_key] if env_key and (not given or release.profile.api_key_env_wins) else given
     return SimConfig(
         engine="vllm", release=release, argv=argv, model_path=model,
         served_model_name=(ns.served_model_name or [model])[0], tp_size=tp, host=ns.host or "0.0.0.0",

@@ -66,6 +66,7 @@ KNOWN_CONDITIONS: tuple[tuple[str, Callable[[EnvContext], bool]], ...] = (
     ("--moe-a2a-backend deepep_v2", lambda c: c.values.get("moe_a2a_backend") == "deepep_v2"),
     ("--nnodes > 1 on an MNNVL fabric", lambda c: False),
     ("TP > 1", lambda c: c.tp > 1),
+    ("VLLM_ENABLE_CUDA_COMPATIBILITY=1 and a compat folder exists", lambda c: False),  # no CUDA compat libs here
     ("and TP > 1 on CUDA", lambda c: c.tp > 1),
     ("and no /dev/nvidia-caps-imex-channels", _true),
     ("in each worker's own Python", _true),

@@ -27,11 +27,12 @@ def server_args_fields(release: SimRelease, fields: Mapping[str, object]) -> dic
 
 def server_args_line(release: SimRelease, fields: Mapping[str, object]) -> str:
     """``server_args=ServerArgs(...)`` (a dataclass repr) up to 0.5.18 (entrypoints/engine.py:253 in 0.5.18);
-    ``server_args={...}`` (a dict: ``resolved_dict()``) from 0.5.19 (engine.py:265; 0.5.23 :311, secrets removed)."""
+    ``server_args={...}`` (a dict: ``resolved_dict()``) from 0.5.19 (engine.py:265; 0.5.23 :311). The API key is
+    printed in every release: 0.5.22 and 0.5.23 pass the dict through ``_server_args_for_logging`` (0.5.22
+    engine.py:170-171, 0.5.23 :173-174), which hides only the watermark's secrets (sampling/watermarking/core.py
+    ``redact_watermark_secrets``), never ``api_key``: the launch's Redactor must."""
     shown = server_args_fields(release, fields)
     if release.at_least("0.5.19"):
-        if release.at_least("0.5.22") and shown.get("api_key"):
-            shown["api_key"] = None  # _server_args_for_logging (0.5.23 engine.py:173-174)
         return f"server_args={shown!r}"
     return "server_args=ServerArgs(" + ", ".join(f"{k}={v!r}" for k, v in shown.items()) + ")"
 

@@ -200,7 +200,8 @@ class SimServer:
         elif c.engine == "transformers":
             await asyncio.sleep(startup.phases(c).pre + startup.phases(c).weights)  # FORCE_MODEL loads first
         else:
-            for level, source, message in vllm_preamble(c):
+            no_logo = os.environ.get("VLLM_DISABLE_LOG_LOGO", "0") not in ("", "0")  # vllm/envs.py:2184 (0.33.0)
+            for level, source, message in vllm_preamble(c, disable_logo=no_logo):
                 self.log(message, level, source=source)
             sock = self._bind_early()
             if sock is None:

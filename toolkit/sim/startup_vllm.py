@@ -27,8 +27,27 @@ def _spec_repr(config: SimConfig) -> str:
             f"{config.speculative_draft_model_path!r}, num_spec_tokens={config.speculation.num_steps})")
 
 
-def vllm_preamble(config: SimConfig) -> list[tuple[str, str, str]]:
-    """(level, source, message) records the API server logs before it starts the engine."""
+# vLLM 0.33.0 vllm/entrypoints/common/startup.py:16-38 (log_version_and_model, called by launchers/launcher.py:367):
+# a logo naming the version and the model, monochrome when the log is no terminal; with VLLM_DISABLE_LOG_LOGO=1
+# (envs.py:2184) one line instead. Older releases: "vLLM API server version X" (api_server.py).
+_LOGO = ("\n       █     █     █▄   ▄█\n"
+         " ▄▄ ▄█ █     █     █ ▀▄▀ █  version {version}\n"
+         "  █▄█▀ █     █     █     █  model   {model}\n"
+         "   ▀▀  ▀▀▀▀▀ ▀▀▀▀▀ ▀     ▀\n")
+
+
+def _version_line(config: SimConfig, disable_logo: bool) -> tuple[str, str, str]:
+    version = config.release.version
+    if not config.release.at_least("0.33.0"):
+        return "info", "api_server.py:1896", f"vLLM API server version {version}"
+    if disable_logo:
+        return "info", "startup.py:38", f"vLLM server version {version}, serving model {config.model_path}"
+    return "info", "startup.py:38", _LOGO.format(version=version, model=config.model_path)
+
+
+def vllm_preamble(config: SimConfig, *, disable_logo: bool = False) -> list[tuple[str, str, str]]:
+    """(level, source, message) records the API server logs before it starts the engine (``disable_logo``:
+    ``VLLM_DISABLE_LOG_LOGO=1`` was exported)."""
     ns = config.namespace
     non_default: dict[str, object] = {"model_tag": config.model_path, "model": config.model_path}
     for key in ("host", "port", "served_model_name", "tensor_parallel_size", "speculative_config",
@@ -37,7 +56,7 @@ def vllm_preamble(config: SimConfig) -> list[tuple[str, str, str]]:
         if value not in (None, False, "", 8000, 1, 0.9):
             non_default[key] = value
     arch, _ = model_architecture(config.model_path)
-    out = [("info", "api_server.py:1896", f"vLLM API server version {config.release.version}"),
+    out = [_version_line(config, disable_logo),
            ("info", "utils.py:328", f"non-default args: {non_default}"),
            ("info", "model.py:619", f"Resolved architecture: {arch}"),
            ("info", "model.py:1776", f"Using max model len {config.context_length}")]
@@ -110,6 +129,13 @@ def vllm_worker_script(config: SimConfig, rank: int, pid: int) -> Script:
     return Script(tuple(lines), "ready", t + 0.003)
 
 
+def _init_engine_took(config: SimConfig, t: float) -> Line:
+    """0.33.0 says "took %.2f s" (v1/engine/core.py:413, without compilation time); older "took %.2f seconds"."""
+    if config.release.at_least("0.33.0"):
+        return Line(t + 0.001, f"init engine (profile, create kv cache, warmup model) took {t:.2f} s", source="core.py:413")
+    return Line(t + 0.001, f"init engine (profile, create kv cache, warmup model) took {t:.2f} seconds", source="core.py:337")
+
+
 def vllm_engine_script(config: SimConfig, pid: int) -> Script:
     """The `EngineCore` process; with TP=1 it loads the model itself."""
     lines = [Line(0.0, f"Initializing a V1 LLM engine (v{config.release.version}) with config: model='{config.model_path}', "
@@ -136,6 +162,5 @@ def vllm_engine_script(config: SimConfig, pid: int) -> Script:
     lines += [Line(t, "GPU KV cache size: 950,420 tokens", source="kv_cache_utils.py:2146"),
               Line(t, f"Maximum concurrency for {config.context_length:,} tokens per request: "
                       f"{950420 / config.context_length:.2f}x", source="kv_cache_utils.py:2147"),
-              Line(t + 0.001, f"init engine (profile, create kv cache, warmup model) took {t:.2f} seconds",
-                   source="core.py:337")]
+              _init_engine_took(config, t)]
     return Script(tuple(lines), "ready", t + 0.002)
