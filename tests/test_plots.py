@@ -51,7 +51,7 @@ def test_throughput_with_hue_and_numeric_baseline(story: Journal, tmp_path: Path
     ("metric", "xlabel", "ylabel"),
     [
         ("ttft_ms", "TTFT (ms)", "fraction of requests"),
-        ("itl_ms", "ITL (ms)", "fraction of inter-token gaps"),
+        ("itl_ms", "ITL (ms) per chunk", "fraction of inter-chunk gaps"),
     ],
 )
 def test_latency_ecdf(story: Journal, tmp_path: Path, metric: str, xlabel: str, ylabel: str) -> None:
@@ -60,6 +60,9 @@ def test_latency_ecdf(story: Journal, tmp_path: Path, metric: str, xlabel: str, 
     ax = fig.axes[0]
     assert (ax.get_xlabel(), ax.get_ylabel()) == (xlabel, ylabel)
     assert len(ax.get_lines()) == story.results(wide=True)["label"].nunique()
+    legend = ax.get_legend()  # beside the curves, never over them, and saying how many requests each one is
+    assert legend is not None and legend.get_bbox_to_anchor().x0 >= ax.get_window_extent().x1
+    assert all(" requests)" in text.get_text() for text in legend.get_texts())
 
 
 @pytest.mark.parametrize(
@@ -70,6 +73,7 @@ def test_server_metrics_over_time(story: Journal, tmp_path: Path, y: str, label:
     _png(fig, tmp_path / f"{y}.png")
     assert fig.axes[0].get_ylabel() == label
     assert fig.axes[0].get_xlabel() == "seconds since the run's first metric line"
+    assert fig.axes[0].get_ylim()[0] == 0  # an axis from 1.80 makes 1.80-1.98 look like a collapse
 
 
 def test_server_metrics_resolves_aliases_and_explains_misses() -> None:
