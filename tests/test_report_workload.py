@@ -69,7 +69,7 @@ def test_a_sweep_postmortem_concludes_from_the_curve(tmp_path: Path) -> None:
     assert (tmp_path / "out" / "concurrency.png").stat().st_size > 5_000
     assert "| 8 · concurrency 32 | 4 prompts, 32 in / 16 out tokens, concurrency 32 |" in markdown
     setup = markdown.split("## Setup")[1].split("## Summary")[0]
-    assert "Engine: the toolkit's simulator imitating SGLang" in setup and "Toolkit: " in setup
+    assert "Engine: the toolkit's simulator (python -m toolkit.sim) imitating SGLang" in setup and "Toolkit: " in setup
     assert "Workloads: 4 prompts, 32 in / 16 out tokens; varied: concurrency 1, 4, 8, 32" in setup
     # every reproduce block: the launch from a clone of the toolkit, then the benchmark of each workload
     blocks = markdown.split("## How to reproduce each step")[1]
@@ -110,3 +110,20 @@ def test_workload_words_and_bench_command() -> None:
         "python -m toolkit bench --url http://127.0.0.1:30000 --num-prompts 3 --max-concurrency 1 "
         "--input-len 128 --output-len 96 --request-rate 2 --dataset prompts.txt")
     assert describe({}) == "workload not recorded"
+
+
+def test_an_ab_side_says_what_it_runs_on_top_of(tmp_path: Path) -> None:
+    journal = Journal(tmp_path / "ab.sqlite", investigation="attention mode")
+    base = ServerSpec.sglang("m", port=30000)
+    eagle = base.with_flags({"--speculative-algorithm": "EAGLE3"})
+    with journal.step("baseline", spec=base) as step:
+        for repeat, tok_s in enumerate((80.0, 81.0)):
+            step.record(bench_result(tok_s), repeat=repeat)
+    with journal.step("attention_mode", spec=eagle.with_flags({"--speculative-attention-mode": "decode"})) as step:
+        for repeat, tok_s in enumerate((115.0, 116.0)):
+            step.record(bench_result(tok_s), run_label="--speculative-attention-mode=decode", repeat=repeat)
+    results = journal.results(wide=True)
+    (side,) = [c for c in comparisons.configurations(results, "baseline") if not c["is_baseline"]]
+    assert side["on_top_of"] == "--speculative-algorithm=EAGLE3"
+    markdown = report.write(journal, tmp_path / "out", dpi=40).markdown.read_text(encoding="utf-8")
+    assert "\u201c--speculative-attention-mode=decode\u201d (on top of --speculative-algorithm=EAGLE3) gave" in markdown

@@ -53,6 +53,30 @@ def _groups(results: pd.DataFrame) -> list[tuple[str, dict[str, Any], pd.DataFra
     return out
 
 
+def _parameters(runs: pd.DataFrame) -> dict[str, str]:
+    """The first run's ``flag:--x`` / ``env:X`` / ``commit`` values, the simulator's own knobs left out."""
+    first = runs.iloc[0]
+    out = {}
+    for column in runs.columns:
+        if column == "commit" or column.startswith(("flag:", "env:")):
+            value = first[column]
+            if value is not None and str(value) not in ("nan", "None", "<NA>") and not column.startswith(
+                    ("flag:--sim-", "flag:--source-dir")):
+                out[column.removeprefix("flag:")] = str(value)
+    return out
+
+
+def _on_top_of(label: str, runs: pd.DataFrame, base: pd.DataFrame) -> str:
+    """What a configuration runs with besides what its label names, against the baseline: an A/B side
+    ``--speculative-attention-mode=decode`` runs on top of EAGLE-3 (issue 28). "" when nothing else differs."""
+    mine, theirs = _parameters(runs), _parameters(base)
+    extra = [f"{name}={value}" if not name.startswith("commit") else f"commit {value[:10]}"
+             for name, value in mine.items() if theirs.get(name) != value and name not in label
+             and not (name == "commit" and value[:8] in label)]
+    extra += [f"without {name}" for name in theirs if name not in mine and name not in label]
+    return ", ".join(extra[:4]) + (f" and {len(extra) - 4} more" if len(extra) > 4 else "")
+
+
 def _requests(runs: pd.DataFrame) -> int | None:
     if "completed" not in runs.columns:
         return None
@@ -68,6 +92,7 @@ def configurations(results: pd.DataFrame, baseline: str | None) -> list[dict[str
     varying = differing([w for _, w, _ in groups])
     base_runs = {key(w): runs[THROUGHPUT].dropna().astype("float64").tolist()
                  for label, w, runs in groups if label == baseline}
+    base_frames = {key(w): runs for label, w, runs in groups if label == baseline}
     rows = []
     for label, workload, runs in groups:
         tok_s = runs[THROUGHPUT].dropna().astype("float64")
@@ -86,6 +111,7 @@ def configurations(results: pd.DataFrame, baseline: str | None) -> list[dict[str
         if label != baseline and len(tok_s) and base:
             comparison = compare_samples(base, tok_s.tolist())
             single = min(comparison.n_a, comparison.n_b) < 2  # one run on a side: no spread, no noise verdict
+            row["on_top_of"] = _on_top_of(label, runs, base_frames[key(workload)])
             row.update(ratio=comparison.ratio, ratio_ci=None if single else comparison.ratio_ci,
                        verdict=("unknown: " + ("ran once" if comparison.n_b < 2 else "the baseline ran once"))
                        if single else _VERDICTS[comparison.verdict], verdict_code=comparison.verdict, single=single)

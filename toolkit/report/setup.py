@@ -34,16 +34,27 @@ def _flag(spec: dict[str, Any], names: tuple[str, ...]) -> Any:
     return None
 
 
-def _engine(spec: dict[str, Any], versions: dict[str, Any]) -> str:
+def _engine(spec: dict[str, Any], versions: dict[str, Any]) -> tuple[str, str | None]:
+    """(what ran, its release): ``("SGLang", "0.5.9")``, ``("the toolkit's simulator imitating SGLang", ...)``."""
     engine = str(spec.get("engine") or "")
     name = _ENGINE_NAMES.get(engine, engine or "unknown engine")
     release = versions.get(engine)
-    text = f"{name} {release}" if release else f"{name} (release not reported)"
     if spec.get("simulated"):
-        imitated = _flag(spec, ("--sim-engine-version",)) or release
-        text = (f"the toolkit's simulator imitating {name}" + (f" {imitated}" if imitated else "")
-                + " (python -m toolkit.sim)")
-    return text
+        return f"the toolkit's simulator (python -m toolkit.sim) imitating {name}", (
+            _flag(spec, ("--sim-engine-version",)) or release)
+    return name, release
+
+
+def _engines(specs: list[tuple[dict[str, Any], dict[str, Any]]]) -> str:
+    """One entry per engine, its releases listed (a commit bisection runs several of one engine)."""
+    releases: dict[str, list[str]] = {}
+    for spec, versions in specs:
+        name, release = _engine(spec, versions)
+        releases.setdefault(name, [])
+        if release and str(release) not in releases[name]:
+            releases[name].append(str(release))
+    return "; ".join(f"{name} {', '.join(found)}" if found else f"{name} (release not reported)"
+                     for name, found in releases.items())
 
 
 def setup_lines(steps: pd.DataFrame, results: pd.DataFrame) -> list[str]:
@@ -53,7 +64,7 @@ def setup_lines(steps: pd.DataFrame, results: pd.DataFrame) -> list[str]:
              if isinstance(spec, dict) and spec]
     lines = []
     if specs:
-        lines.append("Engine: " + "; ".join(_distinct(_engine(spec, versions) for spec, versions in specs)))
+        lines.append("Engine: " + _engines(specs))
         lines.append("Model: " + ", ".join(_distinct(spec.get("model") for spec, _ in specs) or ["not recorded"]))
         lines.append("Tensor parallel: " + ", ".join(_distinct(_flag(spec, _TP_FLAGS) for spec, _ in specs) or ["1"]))
     hosts = _distinct(steps["hosts"]) if "hosts" in steps.columns else []

@@ -72,8 +72,8 @@ def summary(name: str, steps: pd.DataFrame, configs: list[dict[str, Any]], basel
             c["label"] not in on_curve and not compared))):
         at = f" at {base['varying_text']}" if base["varying_text"] else ""
         sentences.append(f"The baseline, \u201c{baseline}\u201d, gave {_measured(base)}{at}.")
-    bullets = [f"\u201c{c['name']}\u201d gave {_measured(c)}: {_against_baseline(c)}."
-               for c in configs if c.get("ratio") is not None]
+    bullets = [f"\u201c{c['name']}\u201d" + (f" (on top of {c['on_top_of']})" if c.get("on_top_of") else "")
+               + f" gave {_measured(c)}: {_against_baseline(c)}." for c in configs if c.get("ratio") is not None]
     bullets += [curve.sentence() for curve in found]
     alone = [c["name"] for c in configs if c.get("no_baseline") and not any(c["label"] == k.label for k in found)]
     if alone:
