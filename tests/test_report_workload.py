@@ -122,8 +122,11 @@ def test_an_ab_side_says_what_it_runs_on_top_of(tmp_path: Path) -> None:
     with journal.step("attention_mode", spec=eagle.with_flags({"--speculative-attention-mode": "decode"})) as step:
         for repeat, tok_s in enumerate((115.0, 116.0)):
             step.record(bench_result(tok_s), run_label="--speculative-attention-mode=decode", repeat=repeat)
+    with journal.step("flag_change", "EAGLE-3", spec=eagle) as step:  # the change itself: on top of nothing
+        for repeat, tok_s in enumerate((58.0, 59.0)):
+            step.record(bench_result(tok_s), repeat=repeat)
     results = journal.results(wide=True)
-    (side,) = [c for c in comparisons.configurations(results, "baseline") if not c["is_baseline"]]
-    assert side["on_top_of"] == "--speculative-algorithm=EAGLE3"
+    side, change = [c for c in comparisons.configurations(results, "baseline") if not c["is_baseline"]]
+    assert side["on_top_of"] == "--speculative-algorithm=EAGLE3" and change["on_top_of"] == ""
     markdown = report.write(journal, tmp_path / "out", dpi=40).markdown.read_text(encoding="utf-8")
     assert "\u201c--speculative-attention-mode=decode\u201d (on top of --speculative-algorithm=EAGLE3) gave" in markdown

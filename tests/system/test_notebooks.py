@@ -180,9 +180,12 @@ def test_investigation_template_on_a_machine_without_the_engine_names_it(tmp_pat
 
 def test_throughput_at_concurrency_template_finds_the_cap(tmp_path: Path) -> None:
     notebook = execute("07_throughput_at_concurrency.ipynb", tmp_path, journal_path=str(tmp_path / "c.sqlite"),
-                       out_dir=str(tmp_path / "report"), concurrencies=[1, 16], port=30350)
+                       out_dir=str(tmp_path / "report"), concurrencies=[1, 8, 16], port=30350)
     text = text_of(notebook)
     assert "**confirmed**: at concurrency 16: --cuda-graph-max-bs-decode=8 ran at most 8 requests at once" in text
+    assert "with --cuda-graph-max-bs-decode=8 output tok/s stops growing at concurrency 8" in text  # the curve's knee
+    report = (tmp_path / "report" / "postmortem.md").read_text(encoding="utf-8")
+    assert "stops growing at concurrency 8" in report.split("## Root cause")[0]
     assert (tmp_path / "report" / "postmortem.html").exists()
     assert_clean_ends(notebook)
 

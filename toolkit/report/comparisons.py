@@ -70,6 +70,8 @@ def _on_top_of(label: str, runs: pd.DataFrame, base: pd.DataFrame) -> str:
     """What a configuration runs with besides what its label names, against the baseline: an A/B side
     ``--speculative-attention-mode=decode`` runs on top of EAGLE-3 (issue 28). "" when nothing else differs."""
     mine, theirs = _parameters(runs), _parameters(base)
+    if not any(name in label or (name == "commit" and value[:8] in label) for name, value in mine.items()):
+        return ""  # a label that names no parameter ("EAGLE-3, 2 steps") is the change itself, on top of nothing
     extra = [f"{name}={value}" if not name.startswith("commit") else f"commit {value[:10]}"
              for name, value in mine.items() if theirs.get(name) != value and name not in label
              and not (name == "commit" and value[:8] in label)]
