@@ -36,6 +36,9 @@ def test_throughput_shows_repeats_ci_and_baseline(story: Journal, tmp_path: Path
     assert [t.get_text() for t in ax.get_xticklabels()][:2] == ["baseline", "EAGLE3 steps=2"]
     assert any("0.73x" in t.get_text() for t in ax.texts)
     assert any(str(line.get_label()).startswith("baseline 8") for line in ax.get_lines())
+    other = plots.throughput(story.results(wide=True), baseline="EAGLE3 steps=2",  # an A/B's side A
+                             baseline_name="side A (EAGLE3 steps=2)").axes[0]
+    assert any(str(line.get_label()).startswith("side A (EAGLE3 steps=2) ") for line in other.get_lines())
 
 
 def test_throughput_with_hue_and_numeric_baseline(story: Journal, tmp_path: Path) -> None:

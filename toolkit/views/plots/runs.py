@@ -16,12 +16,13 @@ __all__ = ["throughput", "latency_ecdf", "server_metrics"]
 
 def throughput(
     results: pd.DataFrame, x: str = "label", hue: str | None = None, *, y: str = "output_throughput",
-    baseline: float | str | None = None, title: str | None = None,
+    baseline: float | str | None = None, title: str | None = None, baseline_name: str = "baseline",
 ) -> Figure:
     """Output tok/s per configuration: every repeat as a dot, mean ± 95 % CI, a baseline line.
 
     ``baseline`` is a number (tok/s) or a value of ``x`` whose mean becomes the line; each
-    mean is then annotated with its ratio to it (0.73x).
+    mean is then annotated with its ratio to it (0.73x). ``baseline_name`` names the line in the
+    legend: an A/B's reference is its side A, not the investigation's baseline (issue 28).
     """
     import seaborn as sns
 
@@ -50,7 +51,7 @@ def throughput(
         reference = float(baseline)
     if reference is not None:
         ax.axhline(reference, color="#c62828", linestyle="--", linewidth=1.2,
-                   label=f"baseline {reference:.1f} {metric_label(y)}")
+                   label=f"{baseline_name} {reference:.1f} {metric_label(y)}")
         if not hue and reference:
             means = data.groupby(x, sort=False)[y].mean()
             for position, name in enumerate(order):
