@@ -178,6 +178,7 @@ def test_investigation_template_on_a_machine_without_the_engine_names_it(tmp_pat
     assert "sglang.launch_server --help" in errors[0]["evalue"] and "No module named 'sglang'" in errors[0]["evalue"]
 
 
+@pytest.mark.timeout(900)  # three concurrencies (a curve needs three points) x two caps: eight launches
 def test_throughput_at_concurrency_template_finds_the_cap(tmp_path: Path) -> None:
     notebook = execute("07_throughput_at_concurrency.ipynb", tmp_path, journal_path=str(tmp_path / "c.sqlite"),
                        out_dir=str(tmp_path / "report"), concurrencies=[1, 8, 16], port=30350)
