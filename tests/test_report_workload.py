@@ -70,7 +70,7 @@ def test_a_sweep_postmortem_concludes_from_the_curve(tmp_path: Path) -> None:
     assert "| 8 · concurrency 32 | 4 prompts, 32 in / 16 out tokens, concurrency 32 |" in markdown
     setup = markdown.split("## Setup")[1].split("## Summary")[0]
     assert "Engine: the toolkit's simulator (python -m toolkit.sim) imitating SGLang" in setup and "Toolkit: " in setup
-    assert "Workloads: 4 prompts, 32 in / 16 out tokens; varied: concurrency 1, 4, 8, 32" in setup
+    assert "Workloads: 4 prompts, 32 in / 16 out tokens; varied: concurrency 1, 4, 8, 32 (" in setup
     # every reproduce block: the launch from a clone of the toolkit, then the benchmark of each workload
     blocks = markdown.split("## How to reproduce each step")[1]
     assert blocks.count("python -m toolkit bench") == 5

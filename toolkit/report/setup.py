@@ -27,6 +27,14 @@ def _distinct(values: Iterable[Any]) -> list[str]:
     return list(dict.fromkeys(str(v) for v in values if v is not None and str(v) not in ("", "nan", "None")))
 
 
+def _ascending(values: list[str]) -> list[str]:
+    """Numbers in ascending order (concurrency 1, 8, 16), anything else as it came."""
+    try:
+        return sorted(values, key=float)
+    except ValueError:
+        return values
+
+
 def _flag(spec: dict[str, Any], names: tuple[str, ...]) -> Any:
     for name, value in spec.get("flags") or []:
         if name in names:
@@ -76,7 +84,7 @@ def setup_lines(steps: pd.DataFrame, results: pd.DataFrame) -> list[str]:
     elif rows:
         common = _distinct(describe(row, varying) for row in rows)
         swept = "; ".join(f"{column.removeprefix('workload:').removeprefix('max_').replace('_', ' ')} "
-                          + ", ".join(_distinct(row.get(column) for row in rows)) for column in varying)
+                          + ", ".join(_ascending(_distinct(row.get(column) for row in rows))) for column in varying)
         lines.append(f"Workloads: {' or '.join(common)}; varied: {swept} (each result below names its own)")
     toolkit = _distinct((versions or {}).get("toolkit") for versions in steps["versions"])
     lines.append("Toolkit: " + (", ".join(toolkit) if toolkit else "version not recorded"))
