@@ -46,8 +46,8 @@ check: $(VENV)/.installed
 test: $(VENV)/.installed $(CPU_VENV)/.installed
 	$(PY) -m pytest -n $(JOBS) --dist loadgroup
 
-lab: $(VENV)/.installed
-	$(VENV)/bin/jupyter lab notebooks/
+lab: $(VENV)/.installed  # saves notebooks/ without outputs (scripts/jupyter_lab_config.py): they are tracked templates
+	$(VENV)/bin/jupyter lab --config=scripts/jupyter_lab_config.py notebooks/
 
 lint: $(VENV)/.installed
 	$(VENV)/bin/ruff check toolkit tests benchmarks

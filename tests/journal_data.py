@@ -26,6 +26,7 @@ OOM = "[2026-02-26 20:26:09 TP3] RuntimeError: CUDA error: out of memory"
 def bench_result(
     tok_s: float, *, n: int = 4, output_tokens: int = 16, ttft_ms: tuple[float, float] = (100.0, 130.0),
     itl_ms: float = 10.0, accept_length: float | None = None, error: str | None = None, model: str = "sim-model",
+    max_concurrency: int | None = 1,
 ) -> BenchResult:
     """A one-run result whose output tok/s is ``tok_s``: ``n`` requests one after another.
 
@@ -49,7 +50,8 @@ def bench_result(
     return BenchResult(
         summary=summary, requests=requests_frame(records),
         workload=make_workload(num_prompts=n, input_len=32, output_len=output_tokens),
-        settings=ClientSettings(url="http://127.0.0.1:30000", model=model, progress=False),
+        settings=ClientSettings(url="http://127.0.0.1:30000", model=model, progress=False,
+                                max_concurrency=max_concurrency),
         server_view=view, records=tuple(records), started_at=1_772_136_000.0,
     )
 

@@ -18,11 +18,12 @@ ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "toolkit"
 
 # What each part may import at run time (besides itself). docs/architecture.md gives the why.
-BASE = {"errors", "redaction", "stats"}
+BASE = {"errors", "redaction", "stats", "progress"}
 ALLOWED: dict[str, set[str]] = {
     "errors": set(),
     "redaction": set(),
     "stats": set(),
+    "progress": set(),
     "logs": {"errors"},
     "engines": {"errors"},
     "host": {"errors", "redaction"},

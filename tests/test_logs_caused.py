@@ -25,6 +25,8 @@ OURS = [
     '(APIServer pid=1) INFO:     127.0.0.1:52372 - "GET /health HTTP/1.1" 200 OK',
     '(APIServer pid=1) INFO:     127.0.0.1:52372 - "GET /version HTTP/1.1" 200 OK',
     '(APIServer pid=1) INFO:     127.0.0.1:52372 - "GET /metrics?name=x HTTP/1.1" 200 OK',
+    # the benchmark's prompt lengths, counted in the server's own tokens (benchmark/tokens.py)
+    '(APIServer pid=1) INFO:     127.0.0.1:52380 - "POST /tokenize HTTP/1.1" 200 OK',
     # transformers serve: bare uvicorn
     'INFO:     127.0.0.1:52372 - "GET /v1/models HTTP/1.1" 200 OK',
     # the simulator's GPU samples, taken by the toolkit's telemetry
@@ -40,6 +42,7 @@ NOT_OURS = [
     'INFO:     127.0.0.1:1 - "POST /health HTTP/1.1" 405 Method Not Allowed',
     'INFO:     127.0.0.1:1 - "GET /health/live HTTP/1.1" 200 OK',
     'INFO:     127.0.0.1:1 - "GET /metrics_extra HTTP/1.1" 404 Not Found',
+    'INFO:     127.0.0.1:1 - "POST /detokenize HTTP/1.1" 200 OK',
     "WARNING the server answered GET /health with 503",
     "[2026-02-26 20:26:06 TP5] Ignore import error when loading sglang.srt.models.glmasr: x",
 ]

@@ -176,7 +176,8 @@ def test_without_metrics_flag_or_dev_mode_the_runs_say_what_to_turn_on(local_hos
         assert record.state == "unknown" and "VLLM_SERVER_DEV_MODE=1" in record.detail
     with launch(local_host, _vllm().with_env({"VLLM_SERVER_DEV_MODE": "1"}), log_dir=str(tmp_path)) as server:
         server.wait_ready(timeout_s=60)
-        assert flush_prefix_cache(server, profile_for("vllm", "0.25.1")).state == "flushed"
+        flushed = flush_prefix_cache(server, profile_for("vllm", "0.25.1"))
+        assert flushed.state == "flushed" and flushed.detail == "POST /reset_prefix_cache: 200"  # no reply repeated
 
 
 def test_a_divergence_fault_is_found_and_flagged(local_host: Host, tmp_path: Path) -> None:

@@ -36,6 +36,9 @@ def test_throughput_shows_repeats_ci_and_baseline(story: Journal, tmp_path: Path
     assert [t.get_text() for t in ax.get_xticklabels()][:2] == ["baseline", "EAGLE3 steps=2"]
     assert any("0.73x" in t.get_text() for t in ax.texts)
     assert any(str(line.get_label()).startswith("baseline 8") for line in ax.get_lines())
+    other = plots.throughput(story.results(wide=True), baseline="EAGLE3 steps=2",  # an A/B's side A
+                             baseline_name="side A (EAGLE3 steps=2)").axes[0]
+    assert any(str(line.get_label()).startswith("side A (EAGLE3 steps=2) ") for line in other.get_lines())
 
 
 def test_throughput_with_hue_and_numeric_baseline(story: Journal, tmp_path: Path) -> None:
@@ -51,7 +54,7 @@ def test_throughput_with_hue_and_numeric_baseline(story: Journal, tmp_path: Path
     ("metric", "xlabel", "ylabel"),
     [
         ("ttft_ms", "TTFT (ms)", "fraction of requests"),
-        ("itl_ms", "ITL (ms)", "fraction of inter-token gaps"),
+        ("itl_ms", "ITL (ms) per chunk", "fraction of inter-chunk gaps"),
     ],
 )
 def test_latency_ecdf(story: Journal, tmp_path: Path, metric: str, xlabel: str, ylabel: str) -> None:
@@ -60,6 +63,9 @@ def test_latency_ecdf(story: Journal, tmp_path: Path, metric: str, xlabel: str, 
     ax = fig.axes[0]
     assert (ax.get_xlabel(), ax.get_ylabel()) == (xlabel, ylabel)
     assert len(ax.get_lines()) == story.results(wide=True)["label"].nunique()
+    legend = ax.get_legend()  # beside the curves, never over them, and saying how many requests each one is
+    assert legend is not None and legend.get_bbox_to_anchor().x0 >= ax.get_window_extent().x1
+    assert all(" requests)" in text.get_text() for text in legend.get_texts())
 
 
 @pytest.mark.parametrize(
@@ -70,6 +76,7 @@ def test_server_metrics_over_time(story: Journal, tmp_path: Path, y: str, label:
     _png(fig, tmp_path / f"{y}.png")
     assert fig.axes[0].get_ylabel() == label
     assert fig.axes[0].get_xlabel() == "seconds since the run's first metric line"
+    assert fig.axes[0].get_ylim()[0] == 0  # an axis from 1.80 makes 1.80-1.98 look like a collapse
 
 
 def test_server_metrics_resolves_aliases_and_explains_misses() -> None:

@@ -240,3 +240,11 @@ def test_a_credential_anywhere_in_text_is_removed(
 def test_redaction_is_idempotent(text: str) -> None:
     once = redact_text(text)
     assert redact_text(once) == once
+
+
+def test_an_engine_count_named_token_is_kept_and_a_password_number_is_not() -> None:
+    """SGLang's decode line ``#token: 221`` is parsed to ``{"token": 221}``: a KV-token count, kept."""
+    row = {"running_req": 1, "token": 221, "full_token": 181.0, "token_usage": 0.01}
+    assert redact_obj(row) == row
+    assert redact_obj({"HF_TOKEN": "hf_x", "db_password": 1234, "api_key": True}) == {
+        "HF_TOKEN": REDACTED, "db_password": REDACTED, "api_key": REDACTED}

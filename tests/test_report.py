@@ -16,6 +16,7 @@ from toolkit.__main__ import main as toolkit_main
 from toolkit.host.host import Host
 from toolkit.journal import Journal
 from toolkit.moves.bisect.checkout import GitCheckout
+from toolkit.report import comparisons
 from toolkit.report import postmortem as report
 from toolkit.report.document import Block, Code, Paragraph, Table, to_html, to_markdown
 from toolkit.server.spec import ServerSpec
@@ -64,7 +65,8 @@ def test_html_parses_and_holds_every_step_title(written: tuple[Journal, report.R
     for heading in ("Summary", "Timeline", "Results", "Decisive log lines", "Root cause", "How to reproduce"):
         assert heading in text
     assert "--speculative-attention-mode decode" in text
-    assert "27% slower than the baseline, beyond run-to-run noise" in text and "0.73x" in text
+    assert "27% slower than the baseline (0.73x, 95 % CI 0." in text and "x), beyond run-to-run noise" in text
+    assert "Setup" in text and "Toolkit: " in text and "Every benchmark ran the same workload: " in text
     assert "script" not in page.tags  # the log line's <script> is text, not a tag
     assert "<script>alert(1)</script>" in text
     assert page.links == []  # self-contained: no external assets
@@ -150,11 +152,11 @@ def test_one_run_per_side_is_not_called_within_noise() -> None:
     import pandas as pd
 
     results = pd.DataFrame({
-        "label": ["baseline", "eagle", "decode", "decode"],
+        "run_id": [1, 2, 3, 4], "label": ["baseline", "eagle", "decode", "decode"],
         "seq": [1, 2, 3, 3],
         "output_throughput": [81.0, 58.3, 117.4, 117.6],
     })
-    rows = {row["label"]: row for row in report._config_rows(results, "baseline")}
+    rows = {row["label"]: row for row in comparisons.configurations(results, "baseline")}
     assert rows["eagle"]["verdict"] == "unknown: ran once"
     assert rows["decode"]["verdict"] == "unknown: the baseline ran once"
     assert rows["eagle"]["ratio"] == pytest.approx(58.3 / 81.0)

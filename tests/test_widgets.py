@@ -417,10 +417,9 @@ def test_a_fatal_line_fails_the_panel_with_wait_readys_message_and_quotes() -> N
     server.feed.publish([event(13, "ValueError: a later, secondary error", Verdict.FATAL)])
     assert _state(panel) == "failed"
     value = panel.status.value
-    assert (
-        '<pre class="tk-evidence">Traceback (most recent call last):\n  File "model_runner.py", line 3\n'
-        "line 12 [TP3]: RuntimeError: CUDA error: out of memory &lt;oops&gt;</pre>"
-    ) in value
+    # the context that led to the fatal line; the line itself is quoted once, in the message above it
+    assert '<pre class="tk-evidence">Traceback (most recent call last):\n  File "model_runner.py", line 3</pre>' in value
+    assert value.count("out of memory &lt;oops&gt;") == 1
     assert "secondary" not in value  # the first fatal line is the cause
     assert repr(panel).splitlines()[1] == (
         "  ServerDied: the server failed on TP3 (rule cuda_oom, line 12): RuntimeError: CUDA error: out of memory <oops>"
@@ -798,3 +797,19 @@ def test_a_simulated_server_ends_stopped_with_no_fatal_line_and_its_probes_hidde
         finally:
             panel.close()
             view.close()
+
+
+def test_a_failed_server_reads_failed_once_and_its_stop_button_is_off() -> None:
+    """Issue 28: `failed … · clean exit (stopped by the toolkit after 1.6 s)`, the OOM four times, Stop enabled."""
+    server = StandInServer(started_at=100.0)
+    panel = ServerPanel(server, follow=False)
+    server.feed.publish([event(12, "RuntimeError: CUDA error: out of memory", Verdict.FATAL, rank="TP3",
+                               rule="cuda_oom")])
+    server.state.stop_requested(at=101.0)
+    server.state.stopped(sigkill_sent=False, at=101.6)
+    assert _state(panel) == "failed"
+    text = repr(panel)
+    assert "clean exit" not in text and "clean exit" not in panel.status.value
+    assert text.count("out of memory") == 1, text
+    assert panel.stop_button.disabled
+    panel.close()

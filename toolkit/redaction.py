@@ -260,9 +260,18 @@ def _is_pair(item: Any) -> bool:
             and re.fullmatch(r"-{0,2}[A-Za-z_][A-Za-z0-9_.-]*", item[0]) is not None)
 
 
+def _is_count(name: str, value: Any) -> bool:
+    """A number named like a token is a count: SGLang's decode line ``#token: 221`` (the KV tokens in use,
+    ``f"#token: {num_used}, "`` in python/sglang/srt/managers/scheduler.py ``log_decode_stats``, SGLang 0.4.x
+    and 0.5.x) parses to ``{"token": 221}``. The rule of :func:`_named_value` for a number in text, applied
+    to a value that is already a number; beside a password it is still a secret."""
+    return (isinstance(value, int | float) and not isinstance(value, bool)
+            and not any(fragment in name.lower() for fragment in _ANYWHERE))
+
+
 def redact_obj(obj: Any, *, name: str | None = None) -> Any:
     """Redact any JSON-like tree: dict keys and ``[name, value]`` pairs are names, strings are text."""
-    if name is not None and is_secret_name(name) and obj is not None:
+    if name is not None and is_secret_name(name) and obj is not None and not _is_count(name, obj):
         return REDACTED
     if isinstance(obj, str):
         return redact_text(obj)

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 __all__ = ["Comparison", "ComparisonVerdict", "compare_samples", "metric_direction", "mean_interval", "t_cdf",
-           "t_quantile"]
+           "t_quantile", "knee"]
 
 ComparisonVerdict = Literal["a_faster", "b_faster", "within_noise"]
 
@@ -192,3 +192,25 @@ def compare_samples(
     b_better = (diff > 0) == higher_is_better
     return result(ci_low, ci_high, p_value, "b_faster" if b_better else "a_faster",
                   f"the {confidence:.0%} interval of the difference excludes zero")
+
+
+def knee(xs: Sequence[float], ys: Sequence[float], *, growth: float = 0.10) -> float | None:
+    """Where a curve stops growing: the first ``x`` beyond which ``y`` never rises more than ``growth``.
+
+    ``xs`` ascending (concurrencies), ``ys`` their means (output tok/s). None when the curve still
+    grows by more than ``growth`` at its last step, or has fewer than three points (two points
+    draw no bend).
+
+    >>> knee([1, 4, 16, 32], [40.0, 150.0, 310.0, 318.0])
+    16
+    >>> knee([1, 4, 16], [40.0, 150.0, 600.0]) is None
+    True
+    """
+    if len(xs) != len(ys):
+        raise ValueError(f"knee needs one y per x; got {len(xs)} xs and {len(ys)} ys")
+    if len(xs) < 3:
+        return None
+    for i, (x, y) in enumerate(zip(xs[:-1], ys[:-1], strict=True)):
+        if max(ys[i + 1:]) <= y * (1.0 + growth):
+            return x
+    return None

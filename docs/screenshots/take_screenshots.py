@@ -21,7 +21,7 @@ from PIL import Image
 from playwright.sync_api import sync_playwright
 
 CHECKOUT = str(Path(__file__).resolve().parents[2])
-SECTIONS = {"summary": "summary", "timeline": "timeline", "results": "results",
+SECTIONS = {"setup": "setup", "summary": "summary", "timeline": "timeline", "results": "results",
             "decisive-lines": "decisive-log-lines", "steps": "steps", "reproduce": "how-to-reproduce-each-step"}
 
 

@@ -21,7 +21,6 @@ from typing import Any, ParamSpec, TypeVar
 
 import aiohttp
 import pandas as pd
-from tqdm.auto import tqdm
 
 from toolkit.benchmark.client import DEFAULT_HEADERS, ClientSettings, Endpoint, make_session
 from toolkit.benchmark.dispatch import run_requests
@@ -33,6 +32,7 @@ from toolkit.benchmark.side_reads import fetch_snapshot, first_model
 from toolkit.benchmark.tokens import TokenCounter, fit_prompts
 from toolkit.benchmark.workload import Workload, arrival_offsets, make_workload, warmup_requests
 from toolkit.errors import BenchmarkFailed
+from toolkit.progress import progress_bar
 from toolkit.server.scrape import metrics_route
 from toolkit.server.server import MultiNodeServer, Server
 
@@ -247,9 +247,7 @@ async def _one_run(
 ) -> BenchResult:
     before = await fetch_snapshot(aux, settings.url, metrics_path=snapshot.metrics, info_paths=snapshot.info,
                                   headers=headers, timeout_s=min(5.0, settings.timeout_s))
-    bar = tqdm(
-        total=len(workload.requests), desc=label, unit="req", disable=not settings.progress, leave=False
-    )
+    bar = progress_bar(total=len(workload.requests), desc=label, unit="req", disable=not settings.progress)
     started = time.time()
     try:
         records, duration, stopped = await run_requests(

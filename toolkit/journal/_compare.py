@@ -13,7 +13,7 @@ from typing import Any
 
 import pandas as pd
 
-from toolkit.journal._frames import RESULT_BASE_COLUMNS
+from toolkit.journal._frames import RESULT_BASE_COLUMNS, WORKLOAD_COLUMNS
 from toolkit.journal.adapters import FLAG_PREFIX, column_name, spec_parameters
 from toolkit.server.naming import ENV_PREFIX, diff
 from toolkit.stats import compare_samples, metric_direction
@@ -87,7 +87,7 @@ def compare_frames(a: Side, b: Side) -> pd.DataFrame:
          "b": ABSENT if change.after is None else change.after}
         for change in diff(a.parameters, b.parameters)
     ]
-    skip = set(RESULT_BASE_COLUMNS)
+    skip = set(RESULT_BASE_COLUMNS) | set(WORKLOAD_COLUMNS)
     metrics_a, metrics_b = _numeric_metrics(a.runs, skip), _numeric_metrics(b.runs, skip)
     for name in [m for m in metrics_a if m in metrics_b] + [m for m in metrics_b if m not in metrics_a]:
         xs, ys = metrics_a.get(name, []), metrics_b.get(name, [])

@@ -18,7 +18,7 @@ from toolkit.journal.adapters import FLAG_PREFIX, spec_columns
 from toolkit.server.naming import ENV_PREFIX
 
 __all__ = ["steps_frame", "results_frame", "requests_frame", "metric_lines_frame", "log_lines_frame",
-           "investigations_frame", "RESULT_BASE_COLUMNS"]
+           "investigations_frame", "RESULT_BASE_COLUMNS", "WORKLOAD_COLUMNS"]
 
 STEP_COLUMNS = [
     "step_id", "seq", "kind", "title", "hypothesis", "status", "verdict", "verdict_note", "label", "engine",
@@ -30,6 +30,15 @@ RESULT_BASE_COLUMNS = [
     "run_id", "step_id", "seq", "kind", "title", "label", "run_label", "repeat", "status", "verdict", "engine",
     "model", "commit", "host", "recorded_at",
 ]
+#: The workload a run was measured under (``workload:NAME`` columns of ``journal.results(wide=True)``), from the
+#: settings and workload ``bench`` recorded with it: two runs compare only when these are equal (issue 28).
+WORKLOAD_COLUMNS = {
+    "workload:max_concurrency": "$.settings.max_concurrency", "workload:request_rate": "$.settings.request_rate",
+    "workload:num_prompts": "$.workload.num_prompts", "workload:input_len": "$.workload.input_len",
+    "workload:output_len": "$.workload.output_len", "workload:range_ratio": "$.workload.range_ratio",
+    "workload:dataset": "$.workload.dataset", "workload:endpoint": "$.settings.endpoint",
+    "workload:url": "$.settings.url",
+}
 
 
 # Columns a journal of schema 1 lacks (opened read-only, it is not migrated): they read as None.
@@ -110,7 +119,8 @@ def results_frame(store: Store, investigation_id: int | None) -> pd.DataFrame:
     rows = store.read(
         "SELECT r.id AS run_id, r.step_id, r.label AS run_label, r.repeat, r.recorded_at, r.summary_json,"
         " json_extract(r.extra_json, '$.host') AS run_host, s.hosts_json,"
-        " s.kind, s.title, s.status, s.verdict, s.spec_label, s.spec_json"
+        + "".join(f" json_extract(r.extra_json, '{path}') AS \"{name}\"," for name, path in WORKLOAD_COLUMNS.items())
+        + " s.kind, s.title, s.status, s.verdict, s.spec_label, s.spec_json"
         " FROM runs r JOIN steps s ON s.id = r.step_id WHERE s.investigation_id = ? ORDER BY r.id",
         (investigation_id,),
     )
@@ -132,8 +142,9 @@ def results_frame(store: Store, investigation_id: int | None) -> pd.DataFrame:
             "label": row["run_label"] or row["spec_label"] or spec.get("label") or row["title"],
             "run_label": row["run_label"], "repeat": row["repeat"], "status": row["status"],
             "verdict": row["verdict"], "engine": spec.get("engine"), "model": spec.get("model"),
-            "commit": spec.get("commit"), "host": row["run_host"] or _only(loads(row["hosts_json"], list, where=f"the hosts of step {row['step_id']}")),
-            "recorded_at": row["recorded_at"],
+            "commit": spec.get("commit"),
+            "host": row["run_host"] or _only(loads(row["hosts_json"], list, where=f"the hosts of step {row['step_id']}")),
+            "recorded_at": row["recorded_at"], **{name: row[name] for name in WORKLOAD_COLUMNS},
         }
         for key, value in summary.items():
             metric_names.setdefault(key, None)
@@ -143,7 +154,7 @@ def results_frame(store: Store, investigation_id: int | None) -> pd.DataFrame:
                 spec_names.setdefault(key, None)
                 record[key] = value
         records.append(record)
-    columns = RESULT_BASE_COLUMNS + [m for m in metric_names if m not in RESULT_BASE_COLUMNS]
+    columns = RESULT_BASE_COLUMNS + list(WORKLOAD_COLUMNS) + [m for m in metric_names if m not in RESULT_BASE_COLUMNS]
     columns += sorted(spec_names, key=lambda name: (not name.startswith(FLAG_PREFIX), name))
     frame = pd.DataFrame(records, columns=columns)
     frame["repeat"] = frame["repeat"].astype("Int64")  # None for single runs, not NaN floats

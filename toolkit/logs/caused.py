@@ -52,6 +52,8 @@ TOOLKIT_REQUESTS: frozenset[tuple[str, str]] = frozenset({
     ("POST", "/flush_cache"),      # SGLang's prefix cache flushed before a measured run: moves/observe.py
     ("GET", "/flush_cache"),       # (SGLang accepts both methods, 0.5.9 http_server.py)
     ("POST", "/reset_prefix_cache"),  # vLLM's (with VLLM_SERVER_DEV_MODE=1): moves/observe.py
+    ("POST", "/tokenize"),         # prompt lengths counted in the server's tokens: benchmark/tokens.py (vLLM
+                                   # 0.x api_server.py `@router.post("/tokenize")`, SGLang 0.5.x http_server.py)
     ("POST", "/start_profile"),    # a profile's window: moves/profile.py (SGLang, vLLM)
     ("POST", "/stop_profile"),
 })

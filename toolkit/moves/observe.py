@@ -89,7 +89,9 @@ def flush_prefix_cache(server: Server, engine: EngineProfile | None, *, attempts
     said = answer.body.decode("utf-8", "replace").strip().replace("\n", " ")[:160] or (answer.error or "")
     refused = answer.status == 200 and '"success": false' in said.replace("'", '"').lower()
     if answer.status == 200 and not refused:
-        return CacheRecord("flush", "flushed", f"POST {endpoint.path}: 200 {said}".strip(), 200)
+        # the success reply (SGLang's 150 characters of "Cache flushed. Please check backend logs...") says
+        # nothing the 200 does not, and it was repeated in every run's note (issue 28): only a refusal is quoted
+        return CacheRecord("flush", "flushed", f"POST {endpoint.path}: 200", 200)
     hint = f" (needs {endpoint.enabled_by} at launch)" if answer.status == 404 and endpoint.enabled_by else ""
     return CacheRecord("flush", "unknown", f"POST {endpoint.path}: HTTP {answer.status} {said}{hint}".strip(),
                        answer.status)

@@ -34,6 +34,7 @@ from toolkit.host.group import HostGroup
 from toolkit.host.host import Host
 from toolkit.host.place import Target
 from toolkit.host.slurm import SlurmTarget
+from toolkit.progress import progress_bar, short_desc
 from toolkit.redaction import redact_text
 from toolkit.server.launch import DEFAULT_LOG_DIR
 from toolkit.server.server import Server
@@ -167,6 +168,7 @@ class HostPool:
         self._events: queue.SimpleQueue[tuple[int, str, object]] = queue.SimpleQueue()
         self._threaded = False
         self._bars: list[Any] = []
+        self._desc = ""
 
     def __len__(self) -> int:
         return len(self.hosts)
@@ -178,12 +180,12 @@ class HostPool:
     @contextlib.contextmanager
     def progress(self, desc: str = "", *, unit: str = "run", enabled: bool = True) -> Iterator[None]:
         """One progress bar per host, kept open over several :meth:`run` calls (a bisection's rounds)."""
-        from tqdm.auto import tqdm
-
         opened = not self._bars
         if opened:
-            self._bars = [tqdm(total=0, desc=redact_text(f"{host.name}: {desc}")[:60], unit=unit, position=i, leave=True,
-                               disable=not enabled) for i, host in enumerate(self.hosts)]
+            self._desc = desc
+            self._bars = [progress_bar(total=0, desc=redact_text(f"{host.name}: {desc}"), unit=unit,
+                                       position=i if len(self.hosts) > 1 else None, disable=not enabled)
+                          for i, host in enumerate(self.hosts)]
         try:
             yield
         finally:
@@ -206,7 +208,10 @@ class HostPool:
         if kind == "advance" and isinstance(value, int):
             bar.update(value)
         elif kind == "status":
-            bar.set_description_str(redact_text(f"{name}: {value}")[:60])  # a label may quote a flag value
+            # what the run is (the label) after what the loop is (a sweep's title: "concurrency 32"), cut to fit
+            short_loop = self._desc not in ("", "sweep") and len(self._desc) <= 16  # "concurrency 32", "round 3"
+            where = f"{name}: {self._desc} · {value}" if short_loop else f"{name}: {value}"
+            bar.set_description_str(short_desc(redact_text(where)))  # a label may quote a flag value
         elif kind == "postfix":
             bar.set_postfix_str(redact_text(str(value)))
         elif kind == "total" and isinstance(value, int):

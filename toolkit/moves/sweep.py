@@ -171,7 +171,7 @@ def sweep(
         book.report(None)
 
     try:
-        done = pool.run(queues, work, units=lambda job: per_launch, desc="sweep", progress=progress,
+        done = pool.run(queues, work, units=lambda job: per_launch, desc=title or "sweep", progress=progress,
                         stop_on_error=on_failure == "stop")
     finally:
         for book in steps:

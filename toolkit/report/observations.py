@@ -41,7 +41,9 @@ _PROFILE_NOTE = re.compile(r"^profile: (\S+)", re.MULTILINE)
 def _num(value: Any, digits: int = 1) -> str:
     if value is None or (isinstance(value, float) and math.isnan(value)):
         return ""
-    return f"{float(value):.{digits}f}"
+    text = f"{float(value):.{digits}f}"
+    # 0.00016 of the KV cache is not 0.000 (issue 28): a small value keeps two significant digits
+    return f"{float(value):.2g}" if float(value) and not text.strip("-0.") else text
 
 
 def _figure(fig: Any, name: str, alt: str, dpi: int) -> Figure:
@@ -84,7 +86,8 @@ def runs_table(results: pd.DataFrame, metrics: pd.DataFrame) -> list[Block]:
             if "first_divergence" in same.columns and not math.isnan(float(last.get("first_divergence", math.nan))):
                 outputs += f", first divergence at {int(last['first_divergence'])}"
         gpus = gpu["rank"].nunique() if len(gpu) else 0
-        rows.append((f"{run.label} #{run.run_id}", state + (f" ({policy})" if policy else ""),
+        # "run 10", never "#10": steps are numbered #N and run 10 is not step #10 (issue 28)
+        rows.append((f"run {run.run_id}: {run.label} (step #{run.seq})", state + (f" ({policy})" if policy else ""),
                      f"{gpus}" if gpus else "", _num(_mean(gpu, "gpu_util_pct")), _num(_mean(gpu, "power_w"), 0),
                      _num(_mean(gpu, "mem_used_mib", "max"), 0), str(len(prom)) if len(prom) else "",
                      _num(_mean(prom, "running_requests", "max"), 0), _num(_mean(prom, "kv_cache_usage", "max"), 3),

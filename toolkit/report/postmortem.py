@@ -25,7 +25,9 @@ from typing import TYPE_CHECKING, Any
 from toolkit.journal import Journal
 from toolkit.journal.adapters import spec_parameters
 from toolkit.logs import log_engine
+from toolkit.report import comparisons
 from toolkit.report.capping import cap, left_out
+from toolkit.report.comparisons import THROUGHPUT, Curve
 from toolkit.report.document import (
     Block,
     Bullets,
@@ -40,8 +42,10 @@ from toolkit.report.document import (
 from toolkit.report.evidence import benign_sentence, metric_differences, readiness_lines, recorded_lines
 from toolkit.report.observations import observation_sections
 from toolkit.report.reproduce import reproduce_script, without_worktrees
+from toolkit.report.setup import setup_lines
+from toolkit.report.summary import runs_text, summary
+from toolkit.report.workload import bench_command, describe
 from toolkit.server.naming import diff
-from toolkit.stats import compare_samples
 from toolkit.views import plots
 
 if TYPE_CHECKING:
@@ -49,7 +53,6 @@ if TYPE_CHECKING:
 
 __all__ = ["ReportPaths", "write", "main"]
 
-THROUGHPUT = "output_throughput"
 _MAX_LOG_LINES = 40
 
 
@@ -80,43 +83,13 @@ def _changes(before: dict[str, Any] | None, after: dict[str, Any] | None) -> str
     if before is None:
         return "(first spec)"
     changes = diff(spec_parameters(without_worktrees(before)), spec_parameters(without_worktrees(after)))
-    return "; ".join(change.text() for change in changes) or "(same spec)"
-
-
-def _baseline_label(steps: pd.DataFrame, results: pd.DataFrame) -> str | None:
-    if results.empty or THROUGHPUT not in results.columns:
-        return None
-    ids = list(steps.loc[steps["kind"] == "baseline", "step_id"]) + list(steps["step_id"])
-    for step_id in ids:
-        runs = results[results["step_id"] == step_id]
-        if not runs.empty:
-            return str(runs.iloc[0]["label"])
-    return None
-
-
-def _config_rows(results: pd.DataFrame, baseline: str | None) -> list[dict[str, Any]]:
-    """One row per configuration label: mean ± sd over runs, ratio and noise verdict vs the baseline."""
-    if results.empty or THROUGHPUT not in results.columns:
-        return []
-    base = results.loc[results["label"] == baseline, THROUGHPUT].dropna().tolist() if baseline else []
-    rows = []
-    for label, runs in results.groupby("label", sort=False):
-        tok_s = runs[THROUGHPUT].dropna().astype("float64")
-        row: dict[str, Any] = {"label": str(label), "steps": ", ".join(f"#{s}" for s in dict.fromkeys(runs["seq"])),
-                               "runs": len(runs), "mean": tok_s.mean(), "sd": tok_s.std() if len(tok_s) > 1 else None,
-                               "is_baseline": str(label) == baseline}
-        for column in ("median_ttft_ms", "median_itl_ms", "median_tpot_ms", "accept_length"):
-            row[column] = runs[column].mean() if column in runs.columns else None
-        if base and len(tok_s) and str(label) != baseline:
-            comparison = compare_samples(base, tok_s.tolist())
-            verdict = {"a_faster": "slower beyond noise", "b_faster": "faster beyond noise",
-                       "within_noise": "within noise"}[comparison.verdict]
-            if min(comparison.n_a, comparison.n_b) < 2:  # one run on a side: no spread, no noise verdict
-                verdict = "unknown: " + ("ran once" if comparison.n_b < 2 else "the baseline ran once")
-            row["ratio"], row["verdict"], row["verdict_code"] = comparison.ratio, verdict, comparison.verdict
-            row["single"] = min(comparison.n_a, comparison.n_b) < 2
-        rows.append(row)
-    return rows
+    # The simulator's own knobs (--sim-fault, --sim-startup-s, a checkout's --source-dir) stage the
+    # story; they are not the change a reader would make to a real server (issue 28).
+    staged = [c for c in changes if after.get("simulated") and c.name.startswith(("--sim-", "--source-dir"))]
+    real = "; ".join(change.text() for change in changes if change not in staged)
+    if staged:
+        real += f"{' ' if real else ''}(simulator only: {'; '.join(change.text() for change in staged)})"
+    return real or "(same spec)"
 
 
 def _render(fig: Any, name: str, alt: str, dpi: int) -> Figure:
@@ -126,8 +99,12 @@ def _render(fig: Any, name: str, alt: str, dpi: int) -> Figure:
 
 
 def _figures(steps: pd.DataFrame, results: pd.DataFrame, requests: pd.DataFrame, metrics: pd.DataFrame,
-             baseline: str | None, dpi: int) -> list[Figure]:
+             baseline: str | None, found: list[Curve], dpi: int) -> list[Figure]:
+    """The figures; ``results`` and ``requests`` already labelled by configuration (label and workload)."""
     out = [_render(plots.timeline(steps), "timeline", "timeline of the investigation's steps", dpi)]
+    if found:
+        out.append(_render(plots.concurrency_curves(*comparisons.curve_points(found)), "concurrency",
+                           "output tok/s and median TTFT against concurrency, the knee marked", dpi))
     if not results.empty and THROUGHPUT in results.columns:
         out.append(_render(plots.throughput(results, baseline=baseline), "throughput",
                            "output tokens per second per configuration", dpi))
@@ -135,55 +112,15 @@ def _figures(steps: pd.DataFrame, results: pd.DataFrame, requests: pd.DataFrame,
         if metric in requests.columns and requests[metric].notna().any():
             out.append(_render(plots.latency_ecdf(requests, metric), f"{metric.removesuffix('_ms')}_ecdf",
                                f"ECDF of {name} per configuration", dpi))
+    # Only lines written during a benchmark run: the greedy-output check and the probes between runs are
+    # traffic of their own and made the log's throughput read 218 tok/s where the bench measured 117 (issue 28).
+    during = metrics[metrics["run_id"].notna()] if "run_id" in metrics.columns else metrics
     for column in ("gen_throughput", "accept_len"):
-        if column in metrics.columns and metrics[column].notna().any():
-            out.append(_render(plots.server_metrics(metrics, column), f"server_{column}",
-                               f"{column} from the server log over time", dpi))
+        if column in during.columns and during[column].notna().any():
+            out.append(_render(plots.server_metrics(during, column, title=f"{plots.metric_label(column)} in the "
+                                                    "server log, during benchmark runs only"),
+                               f"server_{column}", f"{column} from the server log during benchmark runs", dpi))
     return out
-
-
-def _runs(n: int) -> str:
-    return "one run" if n == 1 else f"{n} runs"
-
-
-def _against_baseline(config: dict[str, Any]) -> str:
-    """``27% slower than the baseline``, with what the noise allows one to say."""
-    ratio = float(config["ratio"])
-    size = (f"{abs(ratio - 1):.0%} {'faster' if ratio > 1 else 'slower'} than the baseline"
-            if round(abs(ratio - 1), 2) else f"the same as the baseline ({ratio:.2f}x)")
-    if config.get("single"):
-        single = "this configuration ran once" if config["runs"] == 1 else "the baseline ran once"
-        return f"{size} ({single}, so the run-to-run spread is not known)"
-    if config.get("verdict_code") == "within_noise":
-        return f"{size} on average, but within run-to-run noise: not a difference to rely on"
-    return f"{size}, beyond run-to-run noise"
-
-
-def _summary(name: str, steps: pd.DataFrame, configs: list[dict[str, Any]], baseline: str | None,
-             root_cause: str | None) -> list[Block]:
-    """Plain sentences with this run's numbers; the root cause as the investigator recorded it."""
-    counts = steps["verdict"].value_counts().to_dict() if len(steps) else {}
-    failed = int((steps["status"] == "failed").sum()) if len(steps) else 0
-    judged = ", ".join(f"{counts[v]} {v}" for v in ("confirmed", "refuted", "inconclusive") if counts.get(v))
-    sentences = [f"The investigation \u201c{name}\u201d took {len(steps)} steps"
-                 + (f"; their hypotheses were {judged}" if judged else "")
-                 + (f"; {failed} {'step' if failed == 1 else 'steps'} failed" if failed else "") + "."]
-    base = next((c for c in configs if c["label"] == baseline), None)
-    if base is not None:
-        sentences.append(f"The baseline, \u201c{baseline}\u201d, gave {_num(base['mean'])} output tok/s "
-                         f"({_runs(base['runs'])}).")
-    for config in configs:
-        if config.get("ratio") is not None:
-            sentences.append(f"\u201c{config['label']}\u201d gave {_num(config['mean'])} output tok/s "
-                             f"({_runs(config['runs'])}): {_against_baseline(config)}.")
-    blocks: list[Block] = [Heading("Summary"), Paragraph(" ".join(sentences[:2]))]
-    if len(sentences) > 2:
-        blocks.append(Bullets(tuple(sentences[2:])))
-    blocks += [Heading("Root cause"),
-               Paragraph(root_cause if root_cause else
-                         "Not recorded yet (journal.root_cause(...) records it, in the investigator's words).",
-                         not root_cause)]
-    return blocks
 
 
 def _previous_specs(steps: pd.DataFrame) -> list[dict[str, Any] | None]:
@@ -212,14 +149,17 @@ def _timeline_table(steps: pd.DataFrame) -> list[Block]:
 
 def _results_table(configs: list[dict[str, Any]]) -> Table:
     def cells(c: dict[str, Any]) -> tuple[str, ...]:
-        tok_s = f"{_num(c['mean'])} ± {_num(c['sd'])}" if c["sd"] else _num(c["mean"])
+        tok_s = f"{_num(c['mean'])} ± {_num(c['ci'])}" if c["ci"] is not None else _num(c["mean"])
         ratio = f"{c['ratio']:.2f}x" if c.get("ratio") is not None else "—"
-        verdict = "baseline" if c["is_baseline"] else c.get("verdict", "")
-        return (c["label"], c["steps"], str(c["runs"]), tok_s, ratio, verdict, _num(c["median_ttft_ms"]),
+        verdict = ("baseline" if c["is_baseline"] else "no baseline at this workload" if c.get("no_baseline")
+                   else c.get("verdict", ""))
+        runs = f"{c['runs']} ({c['requests']})" if c.get("requests") else str(c["runs"])
+        return (c["name"], c["workload_text"], c["steps"], runs, tok_s, ratio, verdict, _num(c["median_ttft_ms"]),
                 _num(c["median_itl_ms"], 2), _num(c["median_tpot_ms"], 2), _num(c["accept_length"], 2))
 
-    return Table(("configuration", "steps", "runs", "output tok/s (mean ± sd)", "vs baseline", "against noise",
-                  "median TTFT (ms)", "median ITL (ms)", "median TPOT (ms)", "accept length"),
+    return Table(("configuration", "workload", "steps", "runs (requests)", "output tok/s (mean ± 95 % CI)",
+                  "vs baseline (same workload)", "against noise", "median TTFT (ms)", "median ITL (ms)",
+                  "median TPOT (ms)", "accept length"),
                  tuple(cells(c) for c in configs))
 
 
@@ -254,7 +194,7 @@ def _step_details(steps: pd.DataFrame, baseline_spec: dict[str, Any] | None) -> 
         facts += _readiness_facts(row.readiness)
         facts += [f"Engine: {k[:-16]} {row.versions.get(k[:-16], 'unknown')} (release read by {how})."  # provenance
                   for k, how in (row.versions or {}).items() if k.endswith("_release_read_by")]
-        facts += [f"Started {row.started_at:%Y-%m-%d %H:%M:%S} UTC, status {row.status}, {_runs(row.n_runs) if row.n_runs else 'no benchmark run'}."]
+        facts += [f"Started {row.started_at:%Y-%m-%d %H:%M:%S} UTC, status {row.status}, {runs_text(row.n_runs) if row.n_runs else 'no benchmark run'}."]
         blocks.append(Bullets(tuple(facts)))
         if _text(row.notes):
             blocks += [Paragraph("Notes:"), Code(row.notes)]
@@ -289,7 +229,7 @@ def _log_section(steps: pd.DataFrame, logs: pd.DataFrame, metrics: pd.DataFrame,
             blocks.append(Code("\n".join(without_worktrees(line) for line in lines[:_MAX_LOG_LINES])))
         if benign:
             blocks.append(Paragraph(benign, True))
-    for difference in metric_differences(metrics, [c["label"] for c in configs]):
+    for difference in metric_differences(metrics, list(dict.fromkeys(c["label"] for c in configs))):
         quoted = [f"`{name}`" for _, name in difference.fields]
         names = quoted[0] if len(quoted) == 1 else ", ".join(quoted[:-1]) + " and " + quoted[-1]
         blocks += [Heading(f"Where the server's {difference.kind} lines differ: {names}", 3),
@@ -299,7 +239,13 @@ def _log_section(steps: pd.DataFrame, logs: pd.DataFrame, metrics: pd.DataFrame,
     return blocks + left_out(left, "steps", "journal.log_lines()")
 
 
-def _reproduce(steps: pd.DataFrame) -> list[Block]:
+def _bench_commands(results: pd.DataFrame, step_id: int) -> list[tuple[str, str]]:
+    """(workload in words, ``python -m toolkit bench ...``) for each workload a step measured."""
+    rows = results[results["step_id"] == step_id].to_dict("records") if "step_id" in results.columns else []
+    return list(dict.fromkeys((describe(row), bench_command(row)) for row in rows))
+
+
+def _reproduce(steps: pd.DataFrame, results: pd.DataFrame) -> list[Block]:
     blocks: list[Block] = [Heading("How to reproduce each step"),
                            Paragraph("Values shown as [REDACTED] were secrets; put your own back before running. "
                                      "A commit step ran its commit in a temporary git worktree: run it from a "
@@ -312,8 +258,8 @@ def _reproduce(steps: pd.DataFrame) -> list[Block]:
         if _text(row.hosts):
             blocks.append(Paragraph(f"On {row.hosts}:"))
         blocks.append(Code(reproduce_script(_text(row.command) or str(spec.get("command") or ""), spec,
-                                            repo_dir=_text(row.repo_dir) or None, origin=_text(row.repo_origin) or None),
-                           "bash"))
+                                            repo_dir=_text(row.repo_dir) or None, origin=_text(row.repo_origin) or None,
+                                            bench=_bench_commands(results, row.step_id)), "bash"))
     return blocks + left_out(left, "steps", "journal.steps() (its command column)")
 
 
@@ -321,18 +267,21 @@ def build(journal: Journal, *, dpi: int = 100) -> tuple[str, list[Block]]:
     """The post-mortem as a title and document blocks (pure apart from reading the journal)."""
     steps, results = journal.steps(), journal.results(wide=True)
     requests, metrics, logs = journal.requests(), journal.metric_lines(), journal.log_lines()
-    baseline = _baseline_label(steps, results)
-    configs = _config_rows(results, baseline)
+    baseline = comparisons.baseline_label(steps, results)
+    configs = comparisons.configurations(results, baseline)
+    found = comparisons.curves(configs)
     title = f"Post-mortem: {journal.investigation}"
     base_rows = results[results["label"] == baseline] if baseline else results.iloc[0:0]
     base_step = steps[steps["step_id"] == base_rows.iloc[0]["step_id"]] if len(base_rows) else steps.iloc[0:0]
     baseline_spec = base_step.iloc[0]["spec"] if len(base_step) else None
     root_cause = journal.root_cause_text()
-    figures = {f.filename.removesuffix(".png"): f for f in _figures(steps, results, requests, metrics, baseline,
-                                                                      dpi)}
+    named = [comparisons.with_config_names(frame, configs) for frame in (results, requests)]
+    base_name = next((c["name"] for c in configs if c["is_baseline"]), baseline)
+    figures = {f.filename.removesuffix(".png"): f for f in _figures(steps, named[0], named[1], metrics, base_name, found, dpi)}
     generated = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
     blocks: list[Block] = [Heading(title, 1), Paragraph(f"Generated {generated} from {journal.path.name}.", True)]
-    blocks += _summary(journal.investigation, steps, configs, baseline, root_cause)
+    blocks += [Heading("Setup"), Bullets(tuple(setup_lines(steps, results)))]
+    blocks += summary(journal.investigation, steps, configs, baseline, root_cause, found)
     blocks += [Heading("Timeline"), figures["timeline"], *_timeline_table(steps)]
     blocks += [Heading("Results")]
     blocks += [_results_table(configs)] if configs else [Paragraph("No benchmark runs were recorded.", True)]
@@ -340,7 +289,7 @@ def build(journal: Journal, *, dpi: int = 100) -> tuple[str, list[Block]]:
     blocks += observation_sections(journal, steps, results, metrics, baseline, dpi)
     blocks += _step_details(steps, baseline_spec)
     blocks += _log_section(steps, logs, metrics, configs)
-    blocks += _reproduce(steps)
+    blocks += _reproduce(steps, results)
     # A commit step's temporary worktree was removed when it ended: nowhere may the reader meet its path.
     return title, [_without_worktrees(block) for block in blocks]
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import re
 import shlex
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 __all__ = ["WORKTREE", "without_worktrees", "wrap_command", "reproduce_script"]
@@ -97,12 +97,23 @@ def _repo_lines(command: str, spec: Mapping[str, Any], repo_dir: str | None, ori
     return [f"REPO={shlex.quote(str(source))}"]
 
 
+def _simulator_python(command: str, spec: Mapping[str, Any]) -> str:
+    """A simulated step's interpreter is the toolkit's own venv on the machine that ran it: a reader
+    runs the simulator from their clone of the toolkit, as ``.venv/bin/python`` (``make .venv/.installed``)."""
+    launcher = spec.get("launcher") or []
+    python = str(launcher[0]) if launcher else ""
+    if not spec.get("simulated") or not python.startswith("/") or python not in command:
+        return command
+    return command.replace(python, ".venv/bin/python")
+
+
 def reproduce_script(command: str, spec: Mapping[str, Any] | None, *, repo_dir: str | None = None,
-                     origin: str | None = None) -> str:
+                     origin: str | None = None, bench: Sequence[tuple[str, str]] = ()) -> str:
     """The bash block for one step: ``$REPO`` and ``git checkout SHA`` for a commit step, then the command.
 
     ``repo_dir`` and ``origin`` are the checkout the journal recorded with the step (``repo_dir``
-    and ``repo_origin`` in ``journal.steps()``).
+    and ``repo_origin`` in ``journal.steps()``). ``bench``: ``(workload in words, bench command)``
+    for each workload the step measured, run once the server is ready.
 
     >>> print(reproduce_script("python -m sglang.launch_server --source-dir /tmp/toolkit-worktree-a1",
     ...                        {"commit": "3eef625b"}, repo_dir="/src/sglang",
@@ -121,4 +132,10 @@ def reproduce_script(command: str, spec: Mapping[str, Any] | None, *, repo_dir: 
         head.append(f'git -C "$REPO" checkout {shlex.quote(str(commit))}')
     env = [(str(k), str(v)) for k, v in (spec.get("env") or {}).items()] if isinstance(spec.get("env"), Mapping) else []
     exports = [f"export {k}={_quote(without_worktrees(v))}" for k, v in env if f"{k}=" not in command]
-    return "\n".join(head + exports + [wrap_command(command)])
+    server = wrap_command(_simulator_python(command, spec))
+    if spec.get("simulated"):
+        head.append("# the toolkit's simulator: run from a clone of the toolkit, after `make .venv/.installed`")
+    if bench:
+        server += " &\n# once the server is ready (its log says so), the benchmark:"
+    lines = [f"# {workload}\n{wrap_command(command)}" for workload, command in bench]
+    return "\n".join(head + exports + [server, *lines])

@@ -194,6 +194,8 @@ class ServerState:
                     self._stop_note = "the process had already exited"
                 elif sigkill_sent:
                     self._stop_note = f"stopped by the toolkit after {ran:.1f} s; SIGKILL was needed"
+                elif self._failed_before_stop:  # not "clean exit": it failed, and the error says why (issue 28)
+                    self._stop_note = f"what was left was stopped by the toolkit after {ran:.1f} s"
                 else:
                     self._stop_note = f"clean exit (stopped by the toolkit after {ran:.1f} s)"
             self._now = max(self._now, at)

@@ -10,6 +10,7 @@ this package changes nobody's plots. Axis labels carry units ("output tok/s", "m
 are Student-t confidence intervals of the mean over repeats (:func:`toolkit.stats.mean_interval`).
 
 - :mod:`.runs`: ``throughput``, ``latency_ecdf``, ``server_metrics`` (journal DataFrames);
+- :mod:`.curves`: ``concurrency_curves`` (a sweep over concurrency, its knee marked);
 - :mod:`.story`: ``timeline``, ``bisect``, ``env_matrix``;
 - :mod:`.results`: ``ab``, ``sweep``, ``bisection``, ``env`` (the toolkit's result objects);
 - :mod:`.observe`: ``telemetry``, ``server_metrics_over_time``, ``kernels``, ``profile_phases``,
@@ -20,6 +21,7 @@ from __future__ import annotations
 
 from toolkit.benchmark.labels import metric_label
 from toolkit.views.plots._figure import VERDICT_COLORS
+from toolkit.views.plots.curves import concurrency_curves
 from toolkit.views.plots.observe import (
            kernels,
            profile_comparison,
@@ -33,4 +35,4 @@ from toolkit.views.plots.story import bisect, env_matrix, timeline
 
 __all__ = ["throughput", "latency_ecdf", "server_metrics", "timeline", "bisect", "env_matrix", "ab", "sweep",
            "bisection", "env", "metric_label", "VERDICT_COLORS", "telemetry", "server_metrics_over_time", "kernels",
-           "profile_phases", "profile_comparison"]
+           "profile_phases", "profile_comparison", "concurrency_curves"]

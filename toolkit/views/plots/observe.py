@@ -30,10 +30,11 @@ _LOG_THROUGHPUT = ("gen_throughput", *ALIASES["gen_throughput"])
 
 
 def _runs(frame: pd.DataFrame) -> pd.DataFrame:
-    """Add ``run``: the label and the run id, so repeats of one label stay apart."""
+    """Add ``run``: the label and the run id, so repeats of one label stay apart (``decode, run 10``:
+    never ``#10``, which names step 10 everywhere else)."""
     data = frame.copy()
     ids = data["run_id"].astype("Int64").astype(str) if "run_id" in data.columns else ""
-    data["run"] = data["label"].astype(str).map(lambda s: short(s, 40)) + " #" + ids
+    data["run"] = data["label"].astype(str).map(lambda s: short(s, 40)) + ", run " + ids
     return data
 
 

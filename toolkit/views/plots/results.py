@@ -32,7 +32,7 @@ def ab(result: ABResult, metric: str | None = None, *, by_host: bool = False) ->
     data = result.frame[result.frame["status"] == "ok"]
     title = result.summary_text if len(result.summary_text) < 110 else None
     return throughput(data, x="label", hue="host" if by_host else None, y=metric or result.metric,
-                      baseline=result.label_a, title=title)
+                      baseline=result.label_a, title=title, baseline_name=f"side A ({result.label_a})")
 
 
 def sweep(result: SweepResult, metric: str = "output_throughput", *, baseline: float | str | None = None,

@@ -16,12 +16,13 @@ __all__ = ["throughput", "latency_ecdf", "server_metrics"]
 
 def throughput(
     results: pd.DataFrame, x: str = "label", hue: str | None = None, *, y: str = "output_throughput",
-    baseline: float | str | None = None, title: str | None = None,
+    baseline: float | str | None = None, title: str | None = None, baseline_name: str = "baseline",
 ) -> Figure:
     """Output tok/s per configuration: every repeat as a dot, mean ± 95 % CI, a baseline line.
 
     ``baseline`` is a number (tok/s) or a value of ``x`` whose mean becomes the line; each
-    mean is then annotated with its ratio to it (0.73x).
+    mean is then annotated with its ratio to it (0.73x). ``baseline_name`` names the line in the
+    legend: an A/B's reference is its side A, not the investigation's baseline (issue 28).
     """
     import seaborn as sns
 
@@ -50,7 +51,7 @@ def throughput(
         reference = float(baseline)
     if reference is not None:
         ax.axhline(reference, color="#c62828", linestyle="--", linewidth=1.2,
-                   label=f"baseline {reference:.1f} {metric_label(y)}")
+                   label=f"{baseline_name} {reference:.1f} {metric_label(y)}")
         if not hue and reference:
             means = data.groupby(x, sort=False)[y].mean()
             for position, name in enumerate(order):
@@ -77,25 +78,27 @@ def latency_ecdf(
 
     require(requests, [metric, hue], "latency_ecdf()")
     data = requests[[c for c in (metric, hue) if c is not None]].copy()
+    if hue:  # how many requests stand behind each curve (3 requests draw a staircase, not a distribution)
+        data[hue] = data[hue].astype(str)
+        counts = data.dropna(subset=[metric])[hue].value_counts()
+        data[hue] = [f"{value} (n={counts.get(value, 0)} requests)" for value in data[hue]]
     if data[metric].map(lambda v: isinstance(v, list | tuple)).any():
         data = data.explode(metric)
     data[metric] = data[metric].astype("float64")
     data = data.dropna(subset=[metric])
-    if hue:
-        data[hue] = data[hue].astype(str)
-    fig, ax = new_figure(7.0, 4.5)
+    fig, ax = new_figure(9.0, 4.5)
     name = LATENCY_NAMES.get(metric.removesuffix("_ms"), metric)
     pooled = metric == "itl_ms"
-    ax.set_title(title or f"{name} distribution per configuration" + (" (all gaps pooled)" if pooled else ""))
+    ax.set_title(title or f"{name} distribution per configuration"
+                 + (" (per streamed chunk: gaps between chunks, all requests pooled)" if pooled else ""))
     if data.empty:
         empty(ax, f"no {name} values recorded")
     else:
         sns.ecdfplot(data=data, x=metric, hue=hue, ax=ax, log_scale=log_x or None)
-        legend = ax.get_legend()
-        if legend is not None:
-            legend.set_title("configuration")
-    ax.set_xlabel(metric_label(metric))
-    ax.set_ylabel("fraction of inter-token gaps" if pooled else "fraction of requests")
+        if ax.get_legend() is not None:  # beside the axes: inside, it covered the curves (issue 28)
+            sns.move_legend(ax, "upper left", bbox_to_anchor=(1.01, 1.0), title="configuration", fontsize=8)
+    ax.set_xlabel(metric_label(metric) + (" per chunk" if pooled else ""))
+    ax.set_ylabel("fraction of inter-chunk gaps" if pooled else "fraction of requests")
     return fig
 
 
@@ -136,6 +139,7 @@ def server_metrics(
     ax.set_title(title or f"{metric_label(y).capitalize()} over time (server log)")
     ax.set_xlabel(metric_label(x) if x == "t_s" else "log line")
     ax.set_ylabel(metric_label(y))
+    ax.set_ylim(bottom=0)  # an accept length of 1.80-1.98 drawn from 1.80 looked like a collapse (issue 28)
     if ax.get_legend() is not None:
         sns.move_legend(ax, "upper left", bbox_to_anchor=(1.01, 1.0), title="run", fontsize=8)
     return fig

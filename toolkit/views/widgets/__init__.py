@@ -9,8 +9,8 @@ text summary for executed notebooks, and releases its threads in `close()`.
     >>> import toolkit.views.widgets as tkw                                     # doctest: +SKIP
     >>> display(tkw.ServerPanel(server), tkw.LogView(server))             # doctest: +SKIP
 
-Long loops (benchmarks, sweeps) show progress with `tqdm.auto.tqdm`: a bar in JupyterLab,
-text under papermill. No widget of ours is needed for that.
+Long loops (benchmarks, sweeps) show progress as text (`toolkit.progress.progress_bar`, tqdm on stderr): a
+widget bar's state is not saved, so a reopened notebook showed "model not found" where it had been.
 
 DOM contract (what browser tests and a person's CSS may rely on)
 ----------------------------------------------------------------

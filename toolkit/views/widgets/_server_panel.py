@@ -68,6 +68,7 @@ class ServerPanel(TextRepr, widgets.VBox):
             icon="stop",
             button_style="danger",
             tooltip="stop the server and its process tree",
+            layout=widgets.Layout(min_width="6em", flex="0 0 auto"),  # squeezed, it read "■ …" (issue 28)
         )
         self.stop_button.add_class("tk-stop")
         self.stop_button.on_click(self._on_stop_clicked)
@@ -143,7 +144,9 @@ class ServerPanel(TextRepr, widgets.VBox):
         frame = status_html(snapshot)
         if frame != self.status.value:
             self.status.value = frame
-        disabled = snapshot.state in ("stopping", "stopped")
+        # A failed server the toolkit has stopped has nothing left to stop: the button would do nothing.
+        disabled = snapshot.state in ("stopping", "stopped") or (
+            snapshot.state == "failed" and self.server.state.status().stopped_at is not None)
         if self.stop_button.disabled != disabled:
             self.stop_button.disabled = disabled
 

@@ -83,14 +83,16 @@ def status_text(snapshot: StatusSnapshot) -> str:
     if snapshot.error_message:
         kind = f"{snapshot.error_kind}: " if snapshot.error_kind else ""
         lines.append(f"  {kind}{snapshot.error_message}")
-        lines.extend(f"  | {line}" for line in _quoted(snapshot.evidence))
+        lines.extend(f"  | {line}" for line in _quoted(snapshot.evidence, snapshot.error_message))
         if snapshot.hint:
             lines.append(f"  what to do: {snapshot.hint}")
     return "\n".join(lines)
 
 
-def _quoted(evidence: Sequence[str]) -> list[str]:
-    lines = list(evidence)
+def _quoted(evidence: Sequence[str], message: str) -> list[str]:
+    """The evidence lines, less the one the message already quotes (``line 12 [TP3]: RuntimeError: CUDA error:
+    out of memory`` under a message that ends with it: the OOM read four times in one cell, issue 28)."""
+    lines = [line for line in evidence if line.split(": ", 1)[-1] not in message]
     if len(lines) > _MAX_EVIDENCE_LINES:
         lines = [f"… {len(lines) - _MAX_EVIDENCE_LINES} earlier lines"] + lines[-_MAX_EVIDENCE_LINES:]
     return lines
@@ -117,7 +119,7 @@ def status_html(snapshot: StatusSnapshot) -> str:
     error = ""
     if snapshot.error_message:
         kind = f'<b class="tk-error-kind">{esc(snapshot.error_kind)}</b>: ' if snapshot.error_kind else ""
-        quoted = "\n".join(esc(line, quote=False) for line in _quoted(snapshot.evidence))
+        quoted = "\n".join(esc(line, quote=False) for line in _quoted(snapshot.evidence, snapshot.error_message))
         evidence = f'<pre class="tk-evidence">{quoted}</pre>' if quoted else ""
         hint = f'<div class="tk-hint">what to do: {esc(snapshot.hint)}</div>' if snapshot.hint else ""
         error = (

@@ -1,7 +1,7 @@
 """Tables a notebook watches: live results, the environment matrix, the journal's steps.
 
-Benchmark and sweep progress needs no widget of ours: loops use `tqdm.auto.tqdm`, which
-draws a progress bar in JupyterLab and plain text under papermill.
+Benchmark and sweep progress needs no widget of ours: loops draw a text bar
+(:func:`toolkit.progress.progress_bar`), which an executed or reopened notebook keeps as its last state.
 """
 
 from __future__ import annotations

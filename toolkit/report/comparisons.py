@@ -1,0 +1,188 @@
+"""Which results a post-mortem may compare: one configuration per spec label *and* workload.
+
+Pure (DataFrames in, plain rows out). A configuration is every run of one label under one workload
+(:mod:`toolkit.report.workload`); "vs baseline" compares it only with the baseline's runs under
+the same workload, and says so when the baseline was never measured under it. Each row carries
+its 95 % interval (Student's t, :func:`toolkit.stats.mean_interval`) and the number of requests
+behind it, so the summary can give both. A sweep over a workload dimension is a curve, not a set
+of comparisons: :func:`curves` gives each label's points and where its throughput stops growing.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from toolkit.report.workload import CONCURRENCY, KEY_COLUMNS, describe, differing, key, varying_text
+from toolkit.stats import compare_samples, knee, mean_interval
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+__all__ = ["THROUGHPUT", "baseline_label", "configurations", "with_config_names", "Curve", "curves", "curve_points"]
+
+THROUGHPUT = "output_throughput"
+_VERDICTS = {"a_faster": "slower beyond noise", "b_faster": "faster beyond noise", "within_noise": "within noise"}
+
+
+def baseline_label(steps: pd.DataFrame, results: pd.DataFrame) -> str | None:
+    """The label of the first run of the first ``baseline`` step (else of the first step with runs)."""
+    if results.empty or THROUGHPUT not in results.columns:
+        return None
+    ids = list(steps.loc[steps["kind"] == "baseline", "step_id"]) + list(steps["step_id"])
+    for step_id in ids:
+        runs = results[results["step_id"] == step_id]
+        if not runs.empty:
+            return str(runs.iloc[0]["label"])
+    return None
+
+
+def _workload_values(runs: pd.DataFrame) -> dict[str, Any]:
+    first = runs.iloc[0]
+    return {column: first[column] for column in (*KEY_COLUMNS, "workload:url") if column in runs.columns}
+
+
+def _groups(results: pd.DataFrame) -> list[tuple[str, dict[str, Any], pd.DataFrame]]:
+    """(label, workload, runs) in the order of each group's first run."""
+    keys = [(str(label), key(row)) for label, row in zip(results["label"], results.to_dict("records"), strict=True)]
+    order = list(dict.fromkeys(keys))
+    out = []
+    for group in order:
+        runs = results[[k == group for k in keys]]
+        out.append((group[0], _workload_values(runs), runs))
+    return out
+
+
+def _parameters(runs: pd.DataFrame) -> dict[str, str]:
+    """The first run's ``flag:--x`` / ``env:X`` / ``commit`` values, the simulator's own knobs left out."""
+    first = runs.iloc[0]
+    out = {}
+    for column in runs.columns:
+        if column == "commit" or column.startswith(("flag:", "env:")):
+            value = first[column]
+            if value is not None and str(value) not in ("nan", "None", "<NA>") and not column.startswith(
+                    ("flag:--sim-", "flag:--source-dir")):
+                out[column.removeprefix("flag:")] = str(value)
+    return out
+
+
+def _on_top_of(label: str, runs: pd.DataFrame, base: pd.DataFrame) -> str:
+    """What a configuration runs with besides what its label names, against the baseline: an A/B side
+    ``--speculative-attention-mode=decode`` runs on top of EAGLE-3 (issue 28). "" when nothing else differs."""
+    mine, theirs = _parameters(runs), _parameters(base)
+    if not any(name in label or (name == "commit" and value[:8] in label) for name, value in mine.items()):
+        return ""  # a label that names no parameter ("EAGLE-3, 2 steps") is the change itself, on top of nothing
+    extra = [f"{name}={value}" if not name.startswith("commit") else f"commit {value[:10]}"
+             for name, value in mine.items() if theirs.get(name) != value and name not in label
+             and not (name == "commit" and value[:8] in label)]
+    extra += [f"without {name}" for name in theirs if name not in mine and name not in label]
+    return ", ".join(extra[:4]) + (f" and {len(extra) - 4} more" if len(extra) > 4 else "")
+
+
+def _requests(runs: pd.DataFrame) -> int | None:
+    if "completed" not in runs.columns:
+        return None
+    values = runs["completed"].dropna()
+    return int(values.astype("int64").sum()) if len(values) else None
+
+
+def configurations(results: pd.DataFrame, baseline: str | None) -> list[dict[str, Any]]:
+    """One row per (label, workload): mean, sd, 95 % interval, requests, and the ratio to the same-workload baseline."""
+    if results.empty or THROUGHPUT not in results.columns:
+        return []
+    groups = _groups(results)
+    varying = differing([w for _, w, _ in groups])
+    base_runs = {key(w): runs[THROUGHPUT].dropna().astype("float64").tolist()
+                 for label, w, runs in groups if label == baseline}
+    base_frames = {key(w): runs for label, w, runs in groups if label == baseline}
+    rows = []
+    for label, workload, runs in groups:
+        tok_s = runs[THROUGHPUT].dropna().astype("float64")
+        mean, low, high = mean_interval(tok_s.tolist())
+        name = f"{label} · {varying_text(workload, varying)}" if varying else label
+        row: dict[str, Any] = {
+            "label": label, "name": name, "workload": workload, "workload_text": describe(workload),
+            "varying_text": varying_text(workload, varying) if varying else "",
+            "steps": ", ".join(f"#{s}" for s in dict.fromkeys(runs["seq"])), "runs": len(runs),
+            "run_ids": list(runs["run_id"]), "requests": _requests(runs), "mean": mean,
+            "sd": tok_s.std() if len(tok_s) > 1 else None, "ci": (high - low) / 2 if len(tok_s) > 1 else None,
+            "is_baseline": label == baseline}
+        for column in ("median_ttft_ms", "median_itl_ms", "median_tpot_ms", "accept_length"):
+            row[column] = runs[column].mean() if column in runs.columns else None
+        base = base_runs.get(key(workload), [])
+        if label != baseline and len(tok_s) and base:
+            comparison = compare_samples(base, tok_s.tolist())
+            single = min(comparison.n_a, comparison.n_b) < 2  # one run on a side: no spread, no noise verdict
+            row["on_top_of"] = _on_top_of(label, runs, base_frames[key(workload)])
+            row.update(ratio=comparison.ratio, ratio_ci=None if single else comparison.ratio_ci,
+                       verdict=("unknown: " + ("ran once" if comparison.n_b < 2 else "the baseline ran once"))
+                       if single else _VERDICTS[comparison.verdict], verdict_code=comparison.verdict, single=single)
+        elif label != baseline and baseline is not None:
+            row["no_baseline"] = True  # the baseline never ran this workload: nothing to compare with
+        rows.append(row)
+    return rows
+
+
+def with_config_names(frame: pd.DataFrame, configs: list[dict[str, Any]]) -> pd.DataFrame:
+    """``frame`` (runs, requests or metric lines, with ``run_id``) labelled by configuration name, for plots."""
+    if "run_id" not in frame.columns or not any(c["name"] != c["label"] for c in configs):
+        return frame
+    names = {run_id: c["name"] for c in configs for run_id in c["run_ids"]}
+    labels = [names.get(run_id, label) for run_id, label in zip(frame["run_id"], frame["label"], strict=True)]
+    return frame.assign(label=labels)
+
+
+@dataclass(frozen=True)
+class Curve:
+    """One label's output tok/s (and median TTFT) against concurrency, all else equal."""
+
+    label: str
+    concurrency: tuple[float, ...]
+    tok_s: tuple[float, ...]
+    ttft_ms: tuple[float, ...]
+    runs: tuple[int, ...]
+    knee: float | None
+
+    def sentence(self) -> str:
+        def at(i: int) -> str:
+            return f"{self.tok_s[i]:.1f} tok/s at concurrency {self.concurrency[i]:g}"
+
+        if self.knee is None:
+            return (f"\u201c{self.label}\u201d: output tok/s still grows at the highest concurrency measured, "
+                    f"from {at(0)} to {at(-1)}: no knee within the sweep.")
+        i = self.concurrency.index(self.knee)
+        beyond = (f"; beyond it, {at(-1)} ({self.tok_s[-1] / self.tok_s[i] - 1:+.0%})"
+                  if i < len(self.concurrency) - 1 else "")
+        return (f"\u201c{self.label}\u201d: output tok/s stops growing at concurrency {self.knee:g} "
+                f"({at(i)}, from {at(0)}){beyond}, while median TTFT goes from {self.ttft_ms[0]:.0f} ms "
+                f"to {self.ttft_ms[-1]:.0f} ms.")
+
+
+def curves(configs: list[dict[str, Any]]) -> list[Curve]:
+    """Per label, the points of a concurrency sweep (three or more concurrencies, every other workload
+    dimension equal), in ascending concurrency, with the knee (:func:`toolkit.stats.knee`)."""
+    out = []
+    for label in dict.fromkeys(c["label"] for c in configs):
+        points = [c for c in configs if c["label"] == label and c["workload"].get(CONCURRENCY) is not None]
+        others = {tuple(v for k, v in zip(KEY_COLUMNS, key(c["workload"]), strict=True)
+                        if k not in (CONCURRENCY, "workload:num_prompts")) for c in points}
+        if len({c["workload"][CONCURRENCY] for c in points}) < 3 or len(others) != 1:
+            continue
+        by_c: dict[float, list[dict[str, Any]]] = {}
+        for c in points:
+            by_c.setdefault(float(c["workload"][CONCURRENCY]), []).append(c)
+        xs = sorted(by_c)
+        tok = [sum(c["mean"] * c["runs"] for c in by_c[x]) / sum(c["runs"] for c in by_c[x]) for x in xs]
+        ttft = [float(by_c[x][0]["median_ttft_ms"] or float("nan")) for x in xs]
+        runs = [sum(c["runs"] for c in by_c[x]) for x in xs]
+        out.append(Curve(label, tuple(xs), tuple(tok), tuple(ttft), tuple(runs), knee(xs, tok)))
+    return out
+
+
+def curve_points(found: list[Curve]) -> tuple[pd.DataFrame, dict[str, float | None]]:
+    """The curves as ``plots.concurrency_curves`` draws them: one row per point, and each label's knee."""
+    import pandas as pd
+
+    rows = [{"label": c.label, "concurrency": x, "tok_s": y, "ttft_ms": t}
+            for c in found for x, y, t in zip(c.concurrency, c.tok_s, c.ttft_ms, strict=True)]
+    return pd.DataFrame(rows, columns=["label", "concurrency", "tok_s", "ttft_ms"]), {c.label: c.knee for c in found}
