@@ -35,7 +35,7 @@ from toolkit.journal import Journal, StepRecorder
 from toolkit.moves.abtest import ABResult, compare
 from toolkit.moves.diagnose.analyse import Side, SideEvidence, gather_differences, resolved_values
 from toolkit.moves.diagnose.gather import DEFAULT_ENV, SideGatherer
-from toolkit.moves.diagnose.profiled import ProfileDigest, digest_profile
+from toolkit.moves.diagnose.profiled import ProfileDigest, digest_profile, profiled_gap_ms
 from toolkit.moves.diagnose.proposal import propose
 from toolkit.moves.diagnose.ranking import Gap, rank
 from toolkit.moves.diagnose.result import Diagnosis
@@ -176,6 +176,8 @@ def _diagnosis(labels: Mapping[Side, str], gap: Gap, fast: SideEvidence, slow: S
     version = slow.version or fast.version
     if not gap.beyond_noise:
         return Diagnosis(labels["fast"], labels["slow"], gap, (), (), version, step_id, {}, costs)
+    if len(digests) == 2:
+        gap = dataclasses.replace(gap, profiled_ms=profiled_gap_ms(digests[0], digests[1]))
     differences = gather_differences(fast, slow, profiles=digests, changed_files=changed_files)
     reasons = rank(differences, gap)
     flags = _release_flags(engine, version)

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from toolkit.moves.diagnose.difference import Difference, same_record
 from toolkit.moves.trace import KernelCall
 
-__all__ = ["GroupTime", "ProfileDigest", "digest_profile", "profile_differences", "DRAFT_PHASES"]
+__all__ = ["GroupTime", "ProfileDigest", "digest_profile", "profile_differences", "profiled_gap_ms", "DRAFT_PHASES"]
 
 DRAFT_PHASES = frozenset({"draft", "draft_extend"})  # toolkit.moves.trace.PHASE_RULES' names for the draft model
 _GROUP_TOPIC = {"forward": "cuda_graphs", "draft": "speculation"}
@@ -97,6 +97,13 @@ def digest_profile(label: str, calls: Sequence[KernelCall], *, output_tokens: in
     groups = {g: GroupTime(tuple(sorted(phases[g])), int(s[0]), s[1] / 1000.0, s[2] / 1000.0, s[3] / 1000.0)
               for g, s in sums.items()}
     return ProfileDigest(label, int(output_tokens), groups)
+
+
+def profiled_gap_ms(fast: ProfileDigest, slow: ProfileDigest) -> float | None:
+    """The slow side's extra milliseconds per output token over every group, as the two profiles saw them."""
+    if fast.output_tokens <= 0 or slow.output_tokens <= 0:
+        return None
+    return sum(slow.per_token_ms(g) for g in slow.groups) - sum(fast.per_token_ms(g) for g in fast.groups)
 
 
 def _side_text(digest: ProfileDigest, group: str) -> str:

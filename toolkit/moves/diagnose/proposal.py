@@ -91,7 +91,8 @@ def _from_differences(reason: Reason, flags: ReleaseFlags | None) -> Proposal | 
             slow_value, fast_value = _env_value(difference.slow), _env_value(difference.fast)
             return Proposal(reason.rank, f"give the slow side the fast side's {difference.name}: {fast_value!r}",
                             _compare_call(flag, slow_value, fast_value, reason.rank), flag, (slow_value, fast_value))
-        if difference.kind == "config" and _has(flags, _flag(difference.name)):
+        if difference.kind == "config" and _has(flags, _flag(difference.name)) \
+                and difference.fast.lower() not in _OFF:  # "turn the change off" is the fast side, not an experiment
             flag = _flag(difference.name)
             slow_value, fast_value = _value(difference.slow), _value(difference.fast)
             return Proposal(reason.rank, f"give the slow side the fast side's {flag} {difference.fast}",

@@ -42,6 +42,7 @@ class Gap:
     ci: tuple[float, float]
     beyond_noise: bool
     per_token_ms: float | None  # the slow side's extra ms per output token (throughput metrics only)
+    profiled_ms: float | None = None  # the same, as the two profiles saw it (their own time per token)
 
     @classmethod
     def from_throughput(cls, metric: str, fast: float, slow: float, ci: tuple[float, float], *,
@@ -50,10 +51,23 @@ class Gap:
         return cls(metric, fast, slow, ci, beyond_noise, per_token)
 
     @property
+    def base_ms(self) -> float | None:
+        """What shares are shares of: the profiles' own gap per token when they saw one, else the benchmark's.
+
+        A profile's time per token is not the benchmark's (the profiler's own overhead, a shorter
+        run): a group's milliseconds are compared with the gap the same profiles measured.
+        """
+        if self.profiled_ms is not None and self.profiled_ms > 0:
+            return self.profiled_ms
+        return self.per_token_ms
+
+    @property
     def text(self) -> str:
         low, high = self.ci
         interval = "" if math.isnan(low) else f" (95% interval of the difference {low:+.1f} to {high:+.1f})"
         per = f", {self.per_token_ms:+.2f} ms per output token" if self.per_token_ms is not None else ""
+        if self.profiled_ms is not None:
+            per += f" ({self.profiled_ms:+.2f} in the profiles)"
         ratio = f" = {self.slow / self.fast:.2f}x" if self.fast else ""
         return f"{self.metric}: slow {self.slow:.1f} vs fast {self.fast:.1f}{ratio}{interval}{per}"
 
@@ -132,8 +146,8 @@ def rank(differences: Sequence[Difference], gap: Gap) -> tuple[Reason, ...]:
         measured = [d.explains_ms for d in differing if d.explains_ms is not None]
         explains = sum(measured) if measured else None
         share = None
-        if explains is not None and gap.per_token_ms:
-            share = max(explains / gap.per_token_ms, 0.0)
+        if explains is not None and gap.base_ms:
+            share = max(explains / gap.base_ms, 0.0)
         ruled_out = not differing
         kinds = len({d.kind for d in differing})
         checked = any(d.kind in ("env", "code", "profile") for d in found)

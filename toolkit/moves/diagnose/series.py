@@ -83,6 +83,10 @@ def _describe(values: list[tuple[float, MetricRow]], boolean: bool) -> str:
 
 def _evidence(side: str, values: list[tuple[float, MetricRow]], rule: SeriesRule, boolean: bool) -> str:
     value, row = values[len(values) // 2]  # a line from the middle of the runs, past any warm-up
+    if not row.line_no:  # sampled, not logged (telemetry, /metrics): the mean says more than one sample
+        sources = sorted({r.rank or r.kind for _, r in values})
+        mean = sum(v for v, _ in values) / len(values)
+        return f"{side}: {rule.label}: mean {mean:.4g} over {len(values)} samples ({', '.join(sources[:4])})"
     shown = ("True" if value else "False") if boolean else f"{value:.4g}"
     where = f"log line {row.line_no}" if row.line_no else (row.rank or row.kind)
     return f"{side}: {where}: {rule.label.split(' (')[0]}: {shown}"
@@ -137,9 +141,11 @@ def server_metric_differences(fast: Sequence[MetricRow], slow: Sequence[MetricRo
     keys: dict[str, None] = {}
     for row in [*fast, *slow]:
         if row.kind == "prometheus":
+            # a counter (``_total``) only grows over a launch: its level says when it was read, not how fast
             keys.update(dict.fromkeys(k for k, v in row.values.items() if isinstance(v, int | float)
-                                      and not isinstance(v, bool)))
-    rules = [SeriesRule(("prometheus",), key, key, _metric_topic(key), rel, 1e-9) for key in keys]
+                                      and not isinstance(v, bool) and not k.endswith("_total")))
+    rules = [SeriesRule(("prometheus",), key, key, topic, rel, 1.0 if topic == "load" else 1e-9)
+             for key in keys for topic in (_metric_topic(key),)]
     return [d for d in _series_differences(fast, slow, rules, "server_metrics") if not d.same]
 
 
