@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from datetime import datetime
 from pathlib import Path
@@ -22,7 +23,7 @@ from toolkit.moves.diagnose import (
 )
 from toolkit.moves.diagnose.difference import config_differences, same_record, topic_of_setting
 from toolkit.moves.diagnose.environment import code_differences, env_differences
-from toolkit.moves.diagnose.profiled import digest_profile, profile_differences
+from toolkit.moves.diagnose.profiled import digest_profile, profile_differences, profiled_gap_ms
 from toolkit.moves.diagnose.resolved import parse_config_line, resolved_settings, split_top_level
 from toolkit.moves.diagnose.series import (
     log_metric_differences,
@@ -162,9 +163,11 @@ def test_telemetry_and_server_metrics_differ_only_beyond_their_thresholds() -> N
 
     found = {d.name: d for d in telemetry_differences([gpu(95, 600)] * 3, [gpu(60, 590)] * 3)}
     assert not found["GPU utilisation (%)"].same and found["GPU power (W)"].same
+    assert found["GPU utilisation (%)"].evidence[1] == "slow: GPU utilisation (%): mean 60 over 3 samples (GPU0)"
 
     def prom(rate: float) -> MetricRow:
-        return MetricRow("prometheus", {"spec_accept_rate": rate, "num_running": 1.0}, None, None, 0)
+        return MetricRow("prometheus", {"spec_accept_rate": rate, "num_running": 1.0,
+                                        "generation_tokens_total": 100 * rate}, None, None, 0)
 
     (diff,) = server_metric_differences([prom(0.9)] * 2, [prom(0.4)] * 2)
     assert (diff.name, diff.topic, diff.kind) == ("spec_accept_rate", "speculation", "server_metrics")
@@ -193,6 +196,17 @@ def test_eager_verify_with_idle_gaps_accounts_for_its_extra_time_per_token() -> 
     assert found["cuda_graphs"].explains_ms == pytest.approx((15 + 99 * 0.08) / 2 - (10 + 99 * 0.001))
     assert found["speculation"].explains_ms == pytest.approx(0.5, abs=0.01)
     assert "100% of its GPU time outside CUDA graphs [verify]" in found["cuda_graphs"].slow
+
+
+def test_shares_are_of_the_gap_the_profiles_themselves_saw() -> None:
+    fast = digest_profile("fast", _steps("decode", True, 10, 100, 100.0, 1.0), output_tokens=10)
+    slow = digest_profile("slow", _steps("verify", False, 5, 100, 150.0, 80.0), output_tokens=10)
+    profiled = profiled_gap_ms(fast, slow)
+    assert profiled == pytest.approx((15 + 99 * 0.08) / 2 - (10 + 99 * 0.001))
+    # the benchmark saw 4.47 ms per token, the profiles (with the profiler's overhead) 1.36: the share is of the latter
+    gap = dataclasses.replace(SEED_GAP, profiled_ms=profiled)
+    top, = rank(profile_differences(fast, slow), gap)
+    assert top.share == pytest.approx(1.0) and "(+1.36 in the profiles)" in gap.text
 
 
 def test_the_same_profile_on_both_sides_is_a_checked_sameness() -> None:
@@ -308,7 +322,7 @@ def test_the_seed_by_hand_ranks_cuda_graphs_first_and_rules_out_env_and_code(tmp
     diagnosis = Diagnosis("fast: sim", "slow: sim EAGLE3", gap, reasons, proposals, "0.5.23", 7)
     assert diagnosis.proposal(1) is not None and diagnosis.proposal(1).flag == "--speculative-attention-mode"
     assert follows(diagnosis.hypothesis(1)) == (7, 1)
-    assert diagnosis.table().loc[0, "evidence_kinds"] == "log_metric, profile"
+    assert diagnosis.table().loc[0, "evidence_kinds"] == "profile, log_metric"
     assert "does not explain the gap" in diagnosis.text()
     assert diagnosis.write(tmp_path).name == "diagnosis.json"
 

@@ -126,5 +126,5 @@ def _clip_around(line: str, name: str, width: int = 160) -> str:
     at = max(line.find(f"{name}="), line.find(f"'{name}':"))
     if at < 0 or len(line) <= width:
         return line[:width]
-    start = max(at - 20, 0)
+    start = at
     return ("..." if start else "") + line[start:start + width] + ("..." if start + width < len(line) else "")

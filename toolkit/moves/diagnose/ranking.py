@@ -30,6 +30,7 @@ from toolkit.moves.diagnose.difference import TOPICS, Difference
 __all__ = ["Gap", "Reason", "Confidence", "rank"]
 
 Confidence = Literal["high", "medium", "low"]
+_KIND_ORDER = ("profile", "log_metric", "config", "env", "code", "telemetry", "server_metrics")
 
 
 @dataclass(frozen=True)
@@ -113,7 +114,7 @@ def _title(topic: str, differences: Sequence[Difference]) -> str:
         if any(d.kind in ("profile", "log_metric") and not d.same for d in differences):
             return f"{step} runs outside CUDA graphs on the slow side (launch-bound)"
     if topic == "speculation" and any(d.kind == "profile" and not d.same for d in differences):
-        return "speculative decoding's draft work costs time per token"
+        return "speculative decoding's draft model adds work to every step"
     return TOPICS[topic]
 
 
@@ -141,7 +142,9 @@ def rank(differences: Sequence[Difference], gap: Gap) -> tuple[Reason, ...]:
     for difference in differences:
         by_topic.setdefault(difference.topic, []).append(difference)
     reasons = []
-    for topic, found in by_topic.items():
+    for topic, unordered in by_topic.items():
+        # what was measured leads the evidence: the profile, then the engine's own log, then its configuration
+        found = sorted(unordered, key=lambda d: (d.same, _KIND_ORDER.index(d.kind)))
         differing = [d for d in found if not d.same]
         measured = [d.explains_ms for d in differing if d.explains_ms is not None]
         explains = sum(measured) if measured else None
