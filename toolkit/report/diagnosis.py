@@ -37,7 +37,7 @@ def _follow_ups(steps: pd.DataFrame, step_id: int) -> list[str]:
         if link is not None and link[0] == step_id:
             verdict = row.verdict if isinstance(row.verdict, str) else "no verdict yet"
             note = f": {row.verdict_note}" if isinstance(row.verdict_note, str) and row.verdict_note else ""
-            out.append(f"reason {link[1]} tested in step #{row.seq} {row.title}: **{verdict}**{note}")
+            out.append(f"reason {link[1]} tested in step #{row.seq} {row.title}, verdict: {verdict}{note}")
     return out
 
 

@@ -21,8 +21,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import math
+import tempfile
 import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -150,17 +152,20 @@ def _profile_side(hosts: Hosts, spec: ServerSpec, side: Side, bench: Mapping[str
     """One launch of ``spec`` with a profile over ``bench``: its kernels per output token."""
     host = HostPool(hosts).hosts[0]
     launched = with_profiling(spec) if spec.engine == "vllm" else spec
-    out_dir = None if journal is not None else Path("profiles")
-    with launch(host, launched) as server:
-        server.wait_ready(timeout_s=timeout_s)
-        run_bench(server, **{**dict(bench), "num_prompts": 1, "progress": False})  # warm-up, outside the window
-        with profile(server, label=f"{side} side", journal=journal, step=step, out_dir=out_dir) as capture:
-            result = run_bench(server, **dict(bench))
-    tokens = result.summary.get("total_output_tokens")
-    if capture.result is None:
-        raise RuntimeError(f"the {side} side's profile returned no result")
-    return digest_profile(capture.result.label, capture.result.calls(),
-                          output_tokens=int(tokens) if isinstance(tokens, int | float) and not math.isnan(tokens) else 0)
+    with contextlib.ExitStack() as stack:
+        # without a journal the traces are read here and not kept: a temporary folder, removed after
+        out_dir = None if journal is not None else stack.enter_context(tempfile.TemporaryDirectory(prefix="diagnose-"))
+        with launch(host, launched) as server:
+            server.wait_ready(timeout_s=timeout_s)
+            run_bench(server, **{**dict(bench), "num_prompts": 1, "progress": False})  # warm-up, outside the window
+            with profile(server, label=f"{side} side", journal=journal, step=step, out_dir=out_dir) as capture:
+                result = run_bench(server, **dict(bench))
+        if capture.result is None:
+            raise RuntimeError(f"the {side} side's profile returned no result")
+        tokens = result.summary.get("total_output_tokens")
+        return digest_profile(capture.result.label, capture.result.calls(),
+                              output_tokens=int(tokens) if isinstance(tokens, int | float) and not math.isnan(tokens)
+                              else 0)
 
 
 def _release_flags(engine: str, version: str | None) -> ReleaseFlags | None:
