@@ -35,7 +35,7 @@ def _follow_ups(steps: pd.DataFrame, step_id: int) -> list[str]:
     for row in steps.itertuples():
         link = follows(row.hypothesis if isinstance(row.hypothesis, str) else None)
         if link is not None and link[0] == step_id:
-            verdict = row.verdict if isinstance(row.verdict, str) else "no verdict yet"
+            verdict = row.verdict if isinstance(row.verdict, str) else "not judged yet"
             note = f": {row.verdict_note}" if isinstance(row.verdict_note, str) and row.verdict_note else ""
             out.append(f"reason {link[1]} tested in step #{row.seq} {row.title}, verdict: {verdict}{note}")
     return out

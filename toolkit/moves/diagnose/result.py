@@ -71,13 +71,17 @@ class Diagnosis:
     def proposal(self, rank: int) -> Proposal | None:
         return next((p for p in self.proposals if p.rank == rank), None)
 
-    def hypothesis(self, rank: int = 1) -> str:
-        """The hypothesis text for a step that tests reason ``rank``: it links that step back here."""
+    def hypothesis(self, rank: int = 1, text: str | None = None) -> str:
+        """The hypothesis for a step that tests reason ``rank`` (in your words, ``text``): it links that step back here.
+
+        >>> tk.compare_flag(host, eagle, "--speculative-attention-mode", "prefill", "decode", journal=journal,
+        ...                 hypothesis=diagnosis.hypothesis(1, "decode mode fixes it"))  # doctest: +SKIP
+        """
         reason = next((r for r in self.reasons if r.rank == rank), None)
         if reason is None:
             raise ValueError(f"this diagnosis has reasons 1 to {len(self.reasons)}, not {rank}")
         step = self.step_id if self.step_id is not None else 0
-        return f"{reason.title} (follows diagnosis step {step}, reason {rank})"
+        return f"{text or reason.title} (follows diagnosis step {step}, reason {rank})"
 
     @property
     def summary_text(self) -> str:
