@@ -84,7 +84,9 @@ class SideGatherer(RunObserver):
         release = server.release()
         rows: list[EnvRow] = []
         note = ""
-        if self._env:
+        with self._lock:
+            read_env = bool(self._env) and not evidence.env_rows  # once per side: the first launch's ranks
+        if read_env:
             report = env_report(server, dict.fromkeys(self._env), nccl_log=False)
             frame = report.frame  # read by its public columns; a column added later is not read
             rows = [(str(p), str(v), None if a is None or a != a else str(a))

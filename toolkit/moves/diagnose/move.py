@@ -92,18 +92,21 @@ def diagnose(
                                      "slow": dataclasses.replace(slow, label=labels["slow"])}
     names = tuple(dict.fromkeys([*env, *(n for s in (fast, slow) for n, _ in s.env)]))
     gatherer = SideGatherer(bench, {label: side for side, label in labels.items()}, env=names)
-    ab = compare(hosts, specs["fast"], specs["slow"], repeats=repeats, bench=gatherer, journal=None, expect=None,
-                 metric=metric, label_a=labels["fast"], label_b=labels["slow"], min_effect=_MIN_EFFECT,
-                 timeout_s=timeout_s, progress=progress, title=f"diagnosis: {labels['slow']} vs {labels['fast']}")
-    costs = {"measure": time.monotonic() - started}
-    gap = _gap(ab, metric)
-    step = None
-    if journal is not None:
+    costs: dict[str, float] = {}
+    step, recorded = None, False
+    if journal is not None:  # the step exists before the first launch: a failure is recorded with its evidence
         step = journal.step("diagnosis", f"diagnosis: why is {slow.describe()} slower than {fast.describe()}?",
-                            spec=slow, host=HostPool(hosts).hosts[0])
+                            spec=slow, host=hosts)
     try:
+        with _timed(costs, "measure"):
+            ab = compare(hosts, specs["fast"], specs["slow"], repeats=repeats, bench=gatherer, journal=None,
+                         expect=None, metric=metric, label_a=labels["fast"], label_b=labels["slow"],
+                         min_effect=_MIN_EFFECT, timeout_s=timeout_s, progress=progress,
+                         title=f"diagnosis: {labels['slow']} vs {labels['fast']}")
+        gap = _gap(ab)
         with _timed(costs, "record"):
             if step is not None:
+                recorded = True
                 gatherer.record_runs(step, labels)
         digests: list[ProfileDigest] = []
         if gap.beyond_noise and profile_bench is not None:
@@ -115,9 +118,15 @@ def diagnose(
             diagnosis = _diagnosis(labels, gap, sides["fast"], sides["slow"], digests, changed_files,
                                    slow.engine, None if step is None else step.id, costs)
         if step is not None:
-            _record(diagnosis, journal, step)  # type: ignore[arg-type]
+            with _timed(costs, "record"):
+                _record(diagnosis, journal, step)  # type: ignore[arg-type]
     except BaseException as exc:
         if step is not None:
+            if not recorded:  # the runs that finished before the failure are kept with it
+                try:
+                    gatherer.record_runs(step, labels)
+                except Exception as journal_exc:
+                    exc.add_note(f"the journal could not store the diagnosis's runs: {journal_exc}")
             step.__exit__(type(exc), exc, exc.__traceback__)
         raise
     if step is not None:
@@ -141,10 +150,10 @@ class _Timer:
         self.costs[self.phase] = self.costs.get(self.phase, 0.0) + time.monotonic() - self.started
 
 
-def _gap(ab: ABResult, metric: str) -> Gap:
+def _gap(ab: ABResult) -> Gap:
     c = ab.comparison
     beyond = ab.verdict != "within_noise"  # the interval excludes zero and the effect is over _MIN_EFFECT
-    return Gap.from_throughput(metric, c.mean_a, c.mean_b, (c.ci_low, c.ci_high), beyond_noise=beyond)
+    return Gap.from_throughput(ab.metric, c.mean_a, c.mean_b, (c.ci_low, c.ci_high), beyond_noise=beyond)
 
 
 def _profile_side(hosts: Hosts, spec: ServerSpec, side: Side, bench: Mapping[str, Any], journal: Journal | None,
