@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from toolkit.errors import ServerDied
 from toolkit.host.host import Host
 from toolkit.journal import Journal
 from toolkit.moves import compare_flag
@@ -95,3 +96,21 @@ def test_vllm_enforce_eager_is_named_from_the_resolved_config_and_the_profile(tm
     assert any("enforce_eager=True" in line for line in config.evidence)  # the engine's own config line
     proposal = diagnosis.proposal(1)
     assert proposal is not None and proposal.flag == "--enforce-eager" and proposal.values == (True, None)
+
+
+def test_a_side_that_dies_fails_the_diagnosis_step_with_its_evidence(tmp_path: Path) -> None:
+    journal = Journal(tmp_path / "dies.sqlite", investigation="a side that dies")
+    base = _base()
+
+    with pytest.raises(ServerDied):
+        diagnose(Host.local(), base, base.with_flags({"--sim-fault": "oom"}), repeats=2, bench=BENCH,
+                 journal=journal, progress=False, env=())
+
+    step = journal.steps().iloc[0]
+    assert (step["kind"], step["status"]) == ("diagnosis", "failed") and "ServerDied" in step["error"]
+    assert step["n_runs"] == 1  # the fast side's finished run is kept with the failure
+
+
+def test_one_repeat_is_refused_before_any_launch() -> None:
+    with pytest.raises(ValueError, match="repeats must be >= 2: a diagnosis needs the noise of each side"):
+        diagnose(Host.local(), _base(), _base(), repeats=1)
