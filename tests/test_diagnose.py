@@ -334,3 +334,19 @@ def test_no_gap_says_so_and_nothing_else() -> None:
     assert diagnosis.top is None and diagnosis.text() == diagnosis.summary_text
     with pytest.raises(ValueError, match="reasons 1 to 0"):
         diagnosis.hypothesis(1)
+
+
+def test_the_plot_draws_the_shares_and_says_when_there_is_nothing_to_rank() -> None:
+    from toolkit.views import plots
+
+    reasons = rank([EXPLAINS, LOG_GRAPH, ALIKE_ENV], SEED_GAP)
+    profiles = {"fast": digest_profile("fast", _steps("decode", True, 2, 5, 100.0, 1.0), output_tokens=2),
+                "slow": digest_profile("slow", _steps("verify", False, 1, 5, 150.0, 80.0), output_tokens=2)}
+    fig = plots.diagnosis(Diagnosis("fast: a", "slow: b", SEED_GAP, reasons, (), "0.5.23", 1, profiles))
+    left, right = fig.axes
+    assert [t.get_text() for t in left.get_yticklabels()][0].startswith("1. the forward pass runs outside CUDA")
+    assert {t.get_text() for t in left.texts} == {"89%", "ruled out"}
+    assert [t.get_text() for t in right.get_yticklabels()] == ["fast", "slow"]
+    none = plots.diagnosis(Diagnosis("fast: a", "slow: a", dataclasses.replace(SEED_GAP, beyond_noise=False), (), (),
+                                     None).to_dict())
+    assert "no difference beyond noise" in " ".join(t.get_text() for t in none.axes[0].texts)
