@@ -350,3 +350,21 @@ def test_the_plot_draws_the_shares_and_says_when_there_is_nothing_to_rank() -> N
     none = plots.diagnosis(Diagnosis("fast: a", "slow: a", dataclasses.replace(SEED_GAP, beyond_noise=False), (), (),
                                      None).to_dict())
     assert "no difference beyond noise" in " ".join(t.get_text() for t in none.axes[0].texts)
+
+
+def test_two_commits_where_only_the_code_differs_blame_the_code_and_propose_a_bisection() -> None:
+    config = ["server_args=ServerArgs(model_path='kimi', tp_size=8, disable_cuda_graph=False)"]
+    fast = SideEvidence(config_lines=config, commit="aaa111")
+    slow = SideEvidence(config_lines=config, commit="bbb222")
+    profiles = [digest_profile("fast", _steps("decode", True, 10, 100, 100.0, 1.0), output_tokens=10),
+                digest_profile("slow", _steps("decode", True, 10, 100, 120.0, 1.0), output_tokens=10)]  # 20% slower
+    gap = dataclasses.replace(SEED_GAP, profiled_ms=profiled_gap_ms(*profiles))
+    reasons = rank(gather_differences(fast, slow, profiles=profiles, changed_files=["python/sglang/x.py"]), gap)
+    top = reasons[0]
+    assert top.topic == "code" and set(top.kinds) == {"profile", "code"} and top.share == pytest.approx(1.0)
+    assert any("python/sglang/x.py" in line for line in top.evidence)
+    proposal = propose(top, engine="sglang", flags=None, slow_config={}, commits=("aaa111", "bbb222"), repo="/src")
+    assert proposal is not None and proposal.call.startswith("tk.perf_bisect(host, '/src', good='aaa111'")
+    # with a setting that differs too, a slower path is not blamed on the code by itself
+    changed = SideEvidence(config_lines=["server_args=ServerArgs(model_path='kimi', tp_size=4)"], commit="bbb222")
+    assert rank(gather_differences(fast, changed, profiles=profiles), gap)[0].topic == "other"

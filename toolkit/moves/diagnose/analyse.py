@@ -8,6 +8,7 @@ series, the profiles, GPU telemetry, ``/metrics`` and the code.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -66,5 +67,8 @@ def gather_differences(fast: SideEvidence, slow: SideEvidence, *, profiles: Sequ
         out += profile_differences(profiles[0], profiles[1])
     out += telemetry_differences(fast.gpu_rows, slow.gpu_rows)
     out += server_metric_differences(fast.server_rows, slow.server_rows)
-    out += code_differences(fast.commit, slow.commit, changed_files)
-    return out
+    code = code_differences(fast.commit, slow.commit, changed_files)
+    if not code[0].same and not any(d.kind in ("config", "env") and not d.same for d in out):
+        # the code is all that differs: the same path that got slower got slower because of it
+        out = [dataclasses.replace(d, topic="code") if d.kind == "profile" and d.topic == "other" else d for d in out]
+    return out + code

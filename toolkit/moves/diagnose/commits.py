@@ -14,6 +14,7 @@ from toolkit.host.host import Host
 from toolkit.host.shell import quote_path
 from toolkit.moves.bisect.checkout import GitCheckout
 from toolkit.moves.bisect.worktrees import require_checkout_paths, spec_at_worktree
+from toolkit.moves.diagnose.environment import CodeRange
 from toolkit.moves.diagnose.move import diagnose
 from toolkit.moves.diagnose.result import Diagnosis
 from toolkit.server.spec import ServerSpec
@@ -40,7 +41,7 @@ def diagnose_commits(host: Host, repo_dir: str, fast: str, slow: str, *, spec: S
             if built:
                 host.run(f"cd {quote_path(worktrees[-1])} && {built}", timeout_s=3600)
             specs.append(spec_at_worktree(spec, repo_dir, worktrees[-1], sha))
-        return diagnose(host, specs[0], specs[1], changed_files=changed, **options)
+        return diagnose(host, specs[0], specs[1], code=CodeRange(repo_dir, tuple(changed)), **options)
     finally:
         for path in worktrees:
             checkout.remove_worktree(path)

@@ -10,12 +10,21 @@ Code: the two sides' commits and the files that changed between them (``git diff
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 from toolkit.moves.diagnose.difference import Difference, same_record
 
-__all__ = ["EnvRow", "env_differences", "code_differences"]
+__all__ = ["EnvRow", "CodeRange", "env_differences", "code_differences"]
 
 EnvRow = tuple[str, str, str | None]  # (process, e.g. "TP3 [4242]"; variable; value, None when unset)
+
+
+@dataclass(frozen=True)
+class CodeRange:
+    """Where the two sides' commits come from, and the files that changed between them."""
+
+    repo_dir: str
+    changed_files: tuple[str, ...] = ()
 
 
 def _values(rows: Sequence[EnvRow]) -> dict[str, dict[str, str | None]]:

@@ -36,6 +36,7 @@ from toolkit.engines import ReleaseFlags, resolve_profile
 from toolkit.journal import Journal, StepRecorder
 from toolkit.moves.abtest import ABResult, compare
 from toolkit.moves.diagnose.analyse import Side, SideEvidence, gather_differences, resolved_values
+from toolkit.moves.diagnose.environment import CodeRange
 from toolkit.moves.diagnose.gather import DEFAULT_ENV, SideGatherer
 from toolkit.moves.diagnose.profiled import ProfileDigest, digest_profile, profiled_gap_ms
 from toolkit.moves.diagnose.proposal import propose
@@ -73,15 +74,15 @@ def diagnose(
     metric: str = "output_throughput",
     timeout_s: float = 900,
     progress: bool = True,
-    changed_files: Sequence[str] = (),
+    code: CodeRange | None = None,
 ) -> Diagnosis:
     """Measure ``fast`` and ``slow`` alike, gather every difference, rank them by the share of the gap, propose.
 
     ``bench``: keyword arguments of :func:`toolkit.bench` (or a callable) for every measured run;
     ``profile_bench``: the short benchmark run under the profiler on each side (None: no profile);
     ``env``: the variables read on every rank of both sides (NCCL's and CUDA's by default; the
-    specs' own are always added). ``changed_files``: what changed between the sides' commits
-    (:func:`toolkit.moves.diagnose.diagnose_commits` passes it).
+    specs' own are always added). ``code``: the checkout both sides' commits come from and what
+    changed between them (:func:`toolkit.moves.diagnose.diagnose_commits` passes it).
     """
     if repeats < 2:
         raise ValueError(f"repeats must be >= 2: a diagnosis needs the noise of each side to tell a gap from it, "
@@ -115,7 +116,7 @@ def diagnose(
                            for side in ("fast", "slow")]
         sides = gatherer.sides
         with _timed(costs, "rank"):
-            diagnosis = _diagnosis(labels, gap, sides["fast"], sides["slow"], digests, changed_files,
+            diagnosis = _diagnosis(labels, gap, sides["fast"], sides["slow"], digests, code,
                                    slow.engine, None if step is None else step.id, costs)
         if step is not None:
             with _timed(costs, "record"):
@@ -185,20 +186,22 @@ def _release_flags(engine: str, version: str | None) -> ReleaseFlags | None:
 
 
 def _diagnosis(labels: Mapping[Side, str], gap: Gap, fast: SideEvidence, slow: SideEvidence,
-               digests: Sequence[ProfileDigest], changed_files: Sequence[str], engine: str, step_id: int | None,
+               digests: Sequence[ProfileDigest], code: CodeRange | None, engine: str, step_id: int | None,
                costs: Mapping[str, float]) -> Diagnosis:
     version = slow.version or fast.version
     if not gap.beyond_noise:
         return Diagnosis(labels["fast"], labels["slow"], gap, (), (), version, step_id, {}, costs)
     if len(digests) == 2:
         gap = dataclasses.replace(gap, profiled_ms=profiled_gap_ms(digests[0], digests[1]))
-    differences = gather_differences(fast, slow, profiles=digests, changed_files=changed_files)
+    differences = gather_differences(fast, slow, profiles=digests,
+                                     changed_files=code.changed_files if code is not None else ())
     reasons = rank(differences, gap)
     flags = _release_flags(engine, version)
     slow_config = resolved_values(slow)
     proposals = tuple(p for r in reasons[:3]
                       if (p := propose(r, engine=engine, flags=flags, slow_config=slow_config,
-                                       commits=(fast.commit, slow.commit))) is not None)
+                                       commits=(fast.commit, slow.commit),
+                                       repo=code.repo_dir if code is not None else None)) is not None)
     profiles = dict(zip(("fast", "slow"), digests, strict=False))
     return Diagnosis(labels["fast"], labels["slow"], gap, reasons, proposals, version, step_id, profiles, costs)
 
