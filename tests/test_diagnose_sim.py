@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -12,7 +14,7 @@ from toolkit.errors import ServerDied
 from toolkit.host.host import Host
 from toolkit.journal import Journal
 from toolkit.moves import compare_flag
-from toolkit.moves.diagnose import diagnose, load_diagnosis
+from toolkit.moves.diagnose import diagnose, diagnose_commits, load_diagnosis
 from toolkit.report import postmortem
 from toolkit.server.spec import ServerSpec
 from toolkit.sim import testing
@@ -114,3 +116,22 @@ def test_a_side_that_dies_fails_the_diagnosis_step_with_its_evidence(tmp_path: P
 def test_one_repeat_is_refused_before_any_launch() -> None:
     with pytest.raises(ValueError, match="repeats must be >= 2: a diagnosis needs the noise of each side"):
         diagnose(Host.local(), _base(), _base(), repeats=1)
+
+
+def test_two_commits_with_a_regression_blame_the_code_and_propose_a_bisection(tmp_path: Path) -> None:
+    repo = tmp_path / "repo"
+    made = subprocess.run([sys.executable, "-m", "toolkit.sim", "make-repo", str(repo), "--commits", "4",
+                           "--regression-at", "3", "--json"], capture_output=True, text=True, check=True)
+    commits = json.loads(made.stdout)
+    spec = _base().with_flags({"--source-dir": str(repo)})
+
+    diagnosis = diagnose_commits(Host.local(), str(repo), commits[0]["sha"], commits[-1]["sha"], spec=spec,
+                                 repeats=3, bench=BENCH, progress=False, env=())
+
+    assert diagnosis.beyond_noise, diagnosis.summary_text
+    top = diagnosis.reasons[0]
+    assert top.topic == "code" and "profile" in top.kinds, diagnosis.text()
+    assert any("git diff --name-only" in line for line in top.evidence)
+    proposal = diagnosis.proposal(1)
+    assert proposal is not None and proposal.call.startswith(f"tk.perf_bisect(host, {str(repo)!r}, "
+                                                             f"good={commits[0]['sha']!r}")

@@ -34,7 +34,8 @@ from toolkit.benchmark import BenchResult
 from toolkit.benchmark import bench as run_bench
 from toolkit.engines import ReleaseFlags, resolve_profile
 from toolkit.journal import Journal, StepRecorder
-from toolkit.moves.abtest import ABResult, compare
+from toolkit.moves.abtest import compare
+from toolkit.moves.abverdict import ab_verdict
 from toolkit.moves.diagnose.analyse import Side, SideEvidence, gather_differences, resolved_values
 from toolkit.moves.diagnose.environment import CodeRange
 from toolkit.moves.diagnose.gather import DEFAULT_ENV, SideGatherer
@@ -47,6 +48,7 @@ from toolkit.moves.profile import profile, with_profiling
 from toolkit.server.launch import launch
 from toolkit.server.server import Server
 from toolkit.server.spec import ServerSpec
+from toolkit.stats import compare_samples, metric_direction
 
 __all__ = ["diagnose", "diagnosis_dir", "PROFILE_BENCH"]
 
@@ -54,6 +56,7 @@ __all__ = ["diagnose", "diagnosis_dir", "PROFILE_BENCH"]
 PROFILE_BENCH: dict[str, Any] = {"num_prompts": 2, "max_concurrency": 1, "input_len": 64, "output_len": 32,
                                  "progress": False}
 _MIN_EFFECT = 0.02  # a gap under 2% of the fast side is noise for a diagnosis, whatever the interval says
+_MORE_ROUNDS = 2  # extra rounds when the gap looks large but its interval still includes zero
 
 
 def diagnosis_dir(journal: Journal) -> Path:
@@ -100,11 +103,7 @@ def diagnose(
                             spec=slow, host=hosts)
     try:
         with _timed(costs, "measure"):
-            ab = compare(hosts, specs["fast"], specs["slow"], repeats=repeats, bench=gatherer, journal=None,
-                         expect=None, metric=metric, label_a=labels["fast"], label_b=labels["slow"],
-                         min_effect=_MIN_EFFECT, timeout_s=timeout_s, progress=progress,
-                         title=f"diagnosis: {labels['slow']} vs {labels['fast']}")
-        gap = _gap(ab)
+            gap = _measure(hosts, specs, labels, gatherer, repeats, metric, timeout_s, progress)
         with _timed(costs, "record"):
             if step is not None:
                 recorded = True
@@ -151,10 +150,29 @@ class _Timer:
         self.costs[self.phase] = self.costs.get(self.phase, 0.0) + time.monotonic() - self.started
 
 
-def _gap(ab: ABResult) -> Gap:
-    c = ab.comparison
-    beyond = ab.verdict != "within_noise"  # the interval excludes zero and the effect is over _MIN_EFFECT
-    return Gap.from_throughput(ab.metric, c.mean_a, c.mean_b, (c.ci_low, c.ci_high), beyond_noise=beyond)
+def _measure(hosts: Hosts, specs: Mapping[Side, ServerSpec], labels: Mapping[Side, str], gatherer: SideGatherer,
+             repeats: int, metric: str, timeout_s: float, progress: bool) -> Gap:
+    """A B B A rounds of ``repeats`` per side until the gap is beyond noise, or surely not worth more rounds.
+
+    "Enough": a point estimate past ``_MIN_EFFECT`` whose interval still includes zero (a busy
+    machine's one slow run, with 2 runs a side) earns up to ``_MORE_ROUNDS`` more rounds; the
+    judgement pools every run of both sides (Welch's interval, :func:`toolkit.stats.compare_samples`).
+    """
+    for _ in range(1 + _MORE_ROUNDS):
+        compare(hosts, specs["fast"], specs["slow"], repeats=repeats, bench=gatherer, journal=None, expect=None,
+                metric=metric, label_a=labels["fast"], label_b=labels["slow"], min_effect=_MIN_EFFECT,
+                timeout_s=timeout_s, progress=progress, title=f"diagnosis: {labels['slow']} vs {labels['fast']}")
+        values = {side: [v for result, _ in gatherer.sides[side].runs
+                         if isinstance(v := result.summary.get(metric), int | float) and not math.isnan(v)]
+                  for side in ("fast", "slow")}
+        direction = metric_direction(metric)
+        comparison = compare_samples(values["fast"], values["slow"], higher_is_better=direction is not False)
+        verdict, _ = ab_verdict(comparison, _MIN_EFFECT)
+        large = not math.isnan(comparison.ratio) and abs(comparison.ratio - 1.0) >= _MIN_EFFECT
+        if verdict != "within_noise" or not large:
+            break
+    return Gap.from_throughput(metric, comparison.mean_a, comparison.mean_b, (comparison.ci_low, comparison.ci_high),
+                               beyond_noise=verdict != "within_noise")
 
 
 def _profile_side(hosts: Hosts, spec: ServerSpec, side: Side, bench: Mapping[str, Any], journal: Journal | None,
