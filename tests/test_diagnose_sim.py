@@ -118,6 +118,7 @@ def test_one_repeat_is_refused_before_any_launch() -> None:
         diagnose(Host.local(), _base(), _base(), repeats=1)
 
 
+@pytest.mark.timeout(900)  # two worktrees, up to three rounds, two profiled launches
 def test_two_commits_with_a_regression_blame_the_code_and_propose_a_bisection(tmp_path: Path) -> None:
     repo = tmp_path / "repo"
     made = subprocess.run([sys.executable, "-m", "toolkit.sim", "make-repo", str(repo), "--commits", "4",
@@ -126,7 +127,7 @@ def test_two_commits_with_a_regression_blame_the_code_and_propose_a_bisection(tm
     spec = _base().with_flags({"--source-dir": str(repo)})
 
     diagnosis = diagnose_commits(Host.local(), str(repo), commits[0]["sha"], commits[-1]["sha"], spec=spec,
-                                 repeats=3, bench=BENCH, progress=False, env=())
+                                 repeats=2, bench=BENCH, progress=False, env=())
 
     assert diagnosis.beyond_noise, diagnosis.summary_text
     top = diagnosis.reasons[0]
