@@ -13,7 +13,6 @@ from pathlib import Path
 
 import matplotlib
 import pytest
-
 import sim_process as testing
 
 matplotlib.use("Agg")

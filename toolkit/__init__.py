@@ -41,6 +41,8 @@ __all__ = [
     "greedy_outputs",
     "compare_outputs",
     "compare_profiles",
+    "diagnose",
+    "diagnose_commits",
     "validate_spec",
     "LogView",
     "ServerPanel",
@@ -105,6 +107,12 @@ def _observing() -> dict[str, Any]:
             "compare_outputs": compare_outputs, "compare_profiles": compare_profiles}
 
 
+def _diagnosing() -> dict[str, Any]:
+    from toolkit.moves.diagnose import diagnose, diagnose_commits
+
+    return {"diagnose": diagnose, "diagnose_commits": diagnose_commits}
+
+
 def _views() -> dict[str, Any]:
     from toolkit.views import plots
     from toolkit.views.widgets import LogView, ServerPanel, measure
@@ -139,6 +147,7 @@ _LOADER_OF: dict[str, Callable[[], dict[str, Any]]] = {
     **dict.fromkeys(("sweep", "compare", "compare_flag", "perf_bisect", "compare_commits", "env_report"), _moves),
     **dict.fromkeys(("profile", "observed", "agreement", "greedy_outputs", "compare_outputs",
                        "compare_profiles"), _observing),
+    **dict.fromkeys(("diagnose", "diagnose_commits"), _diagnosing),
     **dict.fromkeys(("LogView", "ServerPanel", "plots", "measure"), _views),
     **dict.fromkeys(("errors", "logs", "report", "ToolkitError"), _modules),
 }
@@ -160,6 +169,7 @@ if TYPE_CHECKING:
     from toolkit.moves import compare, compare_flag, sweep
     from toolkit.moves.agreement import agreement
     from toolkit.moves.bisect import compare_commits, perf_bisect
+    from toolkit.moves.diagnose import diagnose, diagnose_commits
     from toolkit.moves.envcheck import env_report
     from toolkit.moves.equivalence import compare_outputs, greedy_outputs
     from toolkit.moves.observe import observed

@@ -107,6 +107,22 @@ def test_postmortem_notebook_renders_any_journal(onboarding: tuple[nbformat.Note
     assert "attention_mode" in text_of(notebook)
 
 
+def test_onboarding_diagnoses_the_seed_before_any_suspect(onboarding: tuple[nbformat.NotebookNode, Path]) -> None:
+    """Issue 27: tk.diagnose, ahead of the hand-picked suspects, finds the verify outside CUDA graphs."""
+    _, out = onboarding
+    results = sqlite3.connect(out / "eagle3.sqlite")
+    kinds = [kind for (kind,) in results.execute("SELECT kind FROM steps ORDER BY id")]
+    assert kinds.index("diagnosis") < kinds.index("commit") < kinds.index("nccl_env"), kinds
+    (folder,) = (out / "eagle3.diagnoses").iterdir()
+    record = json.loads((folder / "diagnosis.json").read_text())
+    top = record["reasons"][0]
+    assert top["topic"] == "cuda_graphs" and {"log_metric", "profile"} <= set(top["kinds"]), top
+    assert record["proposals"][0]["flag"] == "--speculative-attention-mode"
+    assert {"environment", "code"} <= {r["topic"] for r in record["reasons"] if r["ruled_out"]}
+    postmortem = (out / "postmortem.md").read_text()
+    assert "## Diagnoses: why the slow side is slow" in postmortem and "- reason 1 tested in step #" in postmortem
+
+
 def ends_of(notebook: nbformat.NotebookNode) -> list[str]:
     """The text each ServerPanel and LogView left in the executed notebook (its final state, issue 14)."""
     return [line for line in text_of(notebook).splitlines() if line.startswith(("ServerPanel:", "LogView"))]

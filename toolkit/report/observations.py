@@ -25,6 +25,7 @@ from toolkit.moves.observe import cache_state
 from toolkit.moves.profile import profiles_dir
 from toolkit.moves.profile_result import Profile, load_profile
 from toolkit.report.capping import cap, left_out
+from toolkit.report.diagnosis import diagnosis_section
 from toolkit.report.document import Block, Bullets, Figure, Heading, Paragraph, Table
 from toolkit.views import plots
 
@@ -204,5 +205,6 @@ def observation_sections(journal: Journal, steps: pd.DataFrame, results: pd.Data
         blocks.append(_figure(plots.server_metrics_over_time(metrics), "server_prometheus",
                               "the server's /metrics over each run, with the log's metric lines", dpi))
     blocks += equivalence_section(results, metrics, baseline)
+    blocks += diagnosis_section(journal, steps, dpi)
     blocks += profile_section(journal, steps, dpi)
     return blocks

@@ -14,7 +14,8 @@ are Student-t confidence intervals of the mean over repeats (:func:`toolkit.stat
 - :mod:`.story`: ``timeline``, ``bisect``, ``env_matrix``;
 - :mod:`.results`: ``ab``, ``sweep``, ``bisection``, ``env`` (the toolkit's result objects);
 - :mod:`.observe`: ``telemetry``, ``server_metrics_over_time``, ``kernels``, ``profile_phases``,
-  ``profile_comparison`` (what a run saw besides its numbers, and profiles).
+  ``profile_comparison`` (what a run saw besides its numbers, and profiles);
+- :mod:`.diagnosis`: ``diagnosis`` (a diagnosis's ranked reasons and its profiles per output token).
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from __future__ import annotations
 from toolkit.benchmark.labels import metric_label
 from toolkit.views.plots._figure import VERDICT_COLORS
 from toolkit.views.plots.curves import concurrency_curves
+from toolkit.views.plots.diagnosis import diagnosis
 from toolkit.views.plots.observe import (
            kernels,
            profile_comparison,
@@ -35,4 +37,4 @@ from toolkit.views.plots.story import bisect, env_matrix, timeline
 
 __all__ = ["throughput", "latency_ecdf", "server_metrics", "timeline", "bisect", "env_matrix", "ab", "sweep",
            "bisection", "env", "metric_label", "VERDICT_COLORS", "telemetry", "server_metrics_over_time", "kernels",
-           "profile_phases", "profile_comparison", "concurrency_curves"]
+           "profile_phases", "profile_comparison", "concurrency_curves", "diagnosis"]

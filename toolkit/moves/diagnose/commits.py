@@ -1,0 +1,47 @@
+"""``tk.diagnose_commits``: the same configuration at two commits, diagnosed like two configurations.
+
+Each commit runs from its own temporary ``git worktree`` (as :func:`toolkit.moves.compare_commits`
+does: the user's checkout never moves), the files that changed between them become the code
+difference's evidence, and a code reason proposes the bisection of the range
+(:func:`toolkit.moves.bisect.perf_bisect`).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from toolkit.host.host import Host
+from toolkit.host.shell import quote_path
+from toolkit.moves.bisect.checkout import GitCheckout
+from toolkit.moves.bisect.worktrees import require_checkout_paths, spec_at_worktree
+from toolkit.moves.diagnose.environment import CodeRange
+from toolkit.moves.diagnose.move import diagnose
+from toolkit.moves.diagnose.result import Diagnosis
+from toolkit.server.spec import ServerSpec
+
+__all__ = ["diagnose_commits"]
+
+
+def diagnose_commits(host: Host, repo_dir: str, fast: str, slow: str, *, spec: ServerSpec, build: str | None = None,
+                     **options: Any) -> Diagnosis:
+    """Diagnose ``spec`` at commit ``slow`` against ``fast`` (both from ``repo_dir``); ``options`` go to :func:`diagnose`.
+
+    >>> tk.diagnose_commits(host, "/src/sglang", "v0.5.8", "main", spec=spec.with_source("/src/sglang"))  # doctest: +SKIP
+    """
+    checkout = GitCheckout(host, repo_dir)
+    shas = checkout.resolve(fast), checkout.resolve(slow)
+    require_checkout_paths(spec, repo_dir)
+    changed = checkout.git("diff", "--name-only", shas[0], shas[1]).stdout.split()
+    worktrees: list[str] = []
+    try:
+        specs = []
+        for sha in shas:
+            worktrees.append(checkout.add_worktree(sha))
+            built = build or spec.source_build()
+            if built:
+                host.run(f"cd {quote_path(worktrees[-1])} && {built}", timeout_s=3600)
+            specs.append(spec_at_worktree(spec, repo_dir, worktrees[-1], sha))
+        return diagnose(host, specs[0], specs[1], code=CodeRange(repo_dir, tuple(changed)), **options)
+    finally:
+        for path in worktrees:
+            checkout.remove_worktree(path)
