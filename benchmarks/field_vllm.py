@@ -15,6 +15,8 @@ post-mortem with its figures, kernel table, agreement table, executed notebook, 
 - ``profile``: a torch profile of a short run, and its kernel table;
 - ``fail``: a start that cannot fit its KV cache (``--gpu-memory-utilization 0.02``), timed to the error;
 - ``graphs``: CUDA graphs on vs ``--enforce-eager``, a recorded ``tk.compare``;
+- ``diagnose``: the same pair through ``tk.diagnose`` (issue 27): A B B A launches, a profile of each side,
+  the differences ranked (the comparison is recorded as the diagnosis step; it replaces ``graphs`` on the GPU);
 - ``notebook``: notebook 02 executed by papermill with vLLM parameters only.
 
 On the GPU machine (docs/real-gpu/vllm/README.md)::
@@ -44,7 +46,7 @@ sys.path.insert(0, str(REPO))
 
 import toolkit as tk  # noqa: E402
 
-STAGES = ("basics", "bench", "profile", "fail", "graphs", "notebook")
+STAGES = ("basics", "bench", "profile", "fail", "graphs", "diagnose", "notebook")
 SERVED = ("basics", "bench", "profile")  # these share one launch when run in one call
 ENV = {"VLLM_USE_FLASHINFER_SAMPLER": "0",  # FlashInfer is not carried to the GPU machine (../shared/gpu)
        "NCCL_NVLS_ENABLE": "0", "NCCL_ALGO": "Ring", "FIELD_MARKER": "issue-23",
@@ -96,7 +98,7 @@ class Field:
         with open(self.work / "commands.txt", "a", encoding="utf-8") as f:
             f.write("".join(f"{c}\n" for c in self.commands))
         for name in ("field.sqlite", "timings.json", "figures.json", "commands.txt", "kernels.csv", "agreement.csv",
-                     "prompts.jsonl"):
+                     "prompts.jsonl", "diagnosis.csv", "diagnosis.txt"):
             if (self.work / name).exists():
                 shutil.copy2(self.work / name, self.out / name)
         if (self.work / "notebook").exists():
@@ -232,6 +234,21 @@ def graphs(field: Field) -> None:
     field.keep("graphs", str(result).splitlines()[:6])
 
 
+def diagnose(field: Field) -> None:
+    spec = field.spec(field.args.port + 3)
+    eager = spec.with_flags({"--enforce-eager": True})
+    field.commands += [spec.command(), eager.command()]
+    with field.timed("diagnose"):
+        diagnosis = tk.diagnose(field.host, fast=spec, slow=eager, repeats=2, journal=field.journal, progress=False,
+                                bench={"num_prompts": 16, "max_concurrency": 8, "input_len": 256, "output_len": 128},
+                                profile_bench={"num_prompts": 4, "max_concurrency": 4, "input_len": 64,
+                                               "output_len": 64})
+    diagnosis.table().to_csv(field.work / "diagnosis.csv", index=False)
+    (field.work / "diagnosis.txt").write_text(diagnosis.text() + "\n")
+    field.keep("diagnosis", diagnosis.summary_text)
+    field.keep("diagnosis_costs_s", dict(diagnosis.costs_s))
+
+
 def notebook(field: Field) -> None:
     import papermill  # the notebook runner the project ships with (pyproject)
 
@@ -291,7 +308,7 @@ def main(argv: list[str] | None = None) -> int:
                 for stage in served:
                     with field.timed(stage + "_stage"):
                         steps[stage](field, server)
-        for stage, run in (("fail", fail), ("graphs", graphs), ("notebook", notebook)):
+        for stage, run in (("fail", fail), ("graphs", graphs), ("diagnose", diagnose), ("notebook", notebook)):
             if stage in stages:
                 with field.timed(stage + "_stage"):
                     run(field)
