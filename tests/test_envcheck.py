@@ -23,6 +23,7 @@ from dataclasses import dataclass
 import pytest
 
 from toolkit.engines import profile_for
+from toolkit.host.procs import parse_environ
 from toolkit.moves import envcheck as envcheck_module
 from toolkit.moves.envcheck import (
     KNOWN_OVERRIDES,
@@ -238,10 +239,31 @@ def test_workers_show_what_sglang_wrote_and_why() -> None:
 
 def test_status_rules_each_with_a_near_miss() -> None:
     env = {"A": "1", "B": "2", "C": ""}
-    proc = Proc("h", 1, 0, ("sglang::scheduler_TP0",), env)
+    proc = Proc("h", 1, 0, ("python3", "-m", "sglang.launch_server"), env)
     report = check_env([proc], {"A": "1", "B": "1", "C": None, "D": None, "E": "x"})
     assert report.frame["status"].tolist() == ["ok", "overridden", "ok", "missing", "missing"]
     assert report.frame["reason"].isna().all()  # B, C, D, E are no engine's business
+
+
+def test_a_renamed_process_shows_a_tail_of_its_environ_and_absence_there_is_no_evidence() -> None:
+    """As real vLLM 0.25.0's engine core on the H200 (issue 23): setproctitle overwrote the first 4,576 bytes
+    of its /proc environ with NUL bytes; the later variables survived; NCCL_ALGO, set early, did not.
+    The resource tracker beside it (same parent, not renamed) holds them all."""
+    early = {"NCCL_ALGO": "Ring", "FIELD_MARKER": "issue-23"}
+    late = {"LD_LIBRARY_PATH": "/opt/lib", "VLLM_SERVER_DEV_MODE": "1"}
+    raw = b"\0" * 4576 + b"".join(f"{k}={v}".encode() + b"\0" for k, v in late.items())
+    api = Proc("h", 10, 1, ("python3", "-c", "from vllm.entrypoints.cli.main import main", "serve", "/m"),
+               {**early, **late})
+    tracker = Proc("h", 11, 10, ("python3", "-B", "-c", "from multiprocessing.resource_tracker import main;main(45)"),
+                   {**early, **late})
+    core = Proc("h", 12, 10, ("VLLM::EngineCore",), parse_environ(raw))
+    expected = {"NCCL_ALGO": "Ring", "FIELD_MARKER": "issue-23", "VLLM_SERVER_DEV_MODE": "1", "NOT_SET": None}
+    frame = check_env([api, tracker, core], expected).frame
+    rows = frame[frame["pid"] == 12].set_index("variable")
+    assert rows.loc["NCCL_ALGO", ["status", "source"]].tolist() == ["ok", "sibling 11"]
+    assert rows.loc["FIELD_MARKER", ["status", "source"]].tolist() == ["ok", "sibling 11"]
+    assert rows.loc["VLLM_SERVER_DEV_MODE", ["status", "source"]].tolist() == ["ok", "proc"]  # in the tail
+    assert rows.loc["NOT_SET", ["status", "source"]].tolist() == ["missing", "sibling 11"]
 
 
 def test_a_zombie_is_unreadable_not_missing() -> None:

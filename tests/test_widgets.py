@@ -617,20 +617,21 @@ def test_results_table_is_bounded_escaped_and_thread_safe() -> None:
 def test_env_matrix_pivots_an_env_report_and_colours_by_status() -> None:
     workers = [
         ProcessInfo("gpu-a", 11, 10, ("sglang::scheduler_TP0",), {"NCCL_ALGO": "Ring"}, None),
-        # an empty environ of a titled process is its title's memory (issue 23): this one holds PATH only
+        # a titled process's environ is partly its title's memory (issue 23): TP5's absence is decided by its
+        # parent, which lacks NCCL_ALGO too
         ProcessInfo("gpu-a", 12, 10, ("sglang::scheduler_TP5",), {"PATH": "/usr/bin"}, None),
+        ProcessInfo("gpu-a", 10, 1, ("python3", "-m", "sglang.launch_server"), {"PATH": "/usr/bin"}, None),
     ]
     report = check_env(workers, {"NCCL_ALGO": "Ring"})
     matrix = EnvMatrix(report)
     value = matrix.matrix.value
-    assert "<th>variable</th><th>TP0 [11]</th><th>TP5 [12]</th>" in value
+    assert "<th>variable</th><th>server [10]</th><th>TP0 [11]</th><th>TP5 [12]</th>" in value
     assert '<td class="tk-cell-status tk-status-ok" data-status="ok"' in value
-    missing = re.search(
+    missing = re.findall(
         r'<td class="tk-cell-status tk-status-missing" data-status="missing" title="([^"]*)"', value
     )
-    assert missing is not None and missing.group(1).startswith(
-        "TP5 [12] NCCL_ALGO: missing; observed (unset); expected Ring"
-    )
+    assert len(missing) == 2 and missing[1].startswith("TP5 [12] NCCL_ALGO: missing; observed (unset); expected Ring")
+    assert "read from its parent 10" in missing[1]
     assert "background:#ffebee" in value
     assert repr(matrix).startswith(f"EnvMatrix: {report.summary()}")
 

@@ -237,12 +237,15 @@ def check_env(
         parent = by_key.get((info.host, info.ppid))
         renamed = overwritten(info, parent)
         survivor = surviving_environ(info, role, infos, roles, release) if renamed else None
-        source = "proc" if not renamed else survivor.source if survivor is not None else "none"
         for variable, want in expected.items():
-            if not renamed:
+            # a renamed process's /proc environ is partly its title's memory: a variable found there is
+            # evidence, one not found there is not (it may have stood in the part that was overwritten)
+            if not renamed or variable in (info.environ or {}):
                 actual, status, reason = _judge(info, role, variable, want, release)
+                source = "proc"
             else:
                 actual, status, reason = _judge_renamed(survivor, role, variable, want, release)
+                source = survivor.source if survivor is not None else "none"
             records.append(
                 {
                     "host": info.host,

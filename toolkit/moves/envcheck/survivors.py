@@ -38,10 +38,8 @@ from toolkit.moves.envcheck.roles import ProcessLike, ProcessRole, Role, is_titl
 __all__ = ["Surviving", "OVERWRITTEN", "overwritten", "surviving_environ"]
 
 #: What a row says when the process's /proc environment is the title's memory.
-OVERWRITTEN = ("its /proc/PID/environ was overwritten when the engine renamed the process with setproctitle, "
-               "so /proc cannot say what it holds")
-# A titled process whose environment is this much smaller than its parent's was overwritten in part.
-_SHRUNK_FRACTION = 4
+OVERWRITTEN = ("its /proc/PID/environ was partly overwritten when the engine renamed the process with setproctitle, "
+               "so a variable's absence there says nothing")
 # Roles whose processes the engine did not rename and that start from the parent's environment.
 _PLAIN_ROLES = frozenset({Role.HELPER, Role.OTHER})
 
@@ -55,18 +53,20 @@ class Surviving:
 
 
 def overwritten(info: ProcessLike, parent: ProcessLike | None) -> bool:
-    """Whether ``info``'s ``/proc`` environment is its process title's memory, not its environment.
+    """Whether ``info``'s ``/proc`` environment may be, in part, its process title's memory.
 
-    A titled process (``VLLM::EngineCore``, ``sglang::scheduler_TP0``) whose environment is empty
-    (NUL bytes parse as no variable: ``toolkit.host.procs.parse_environ``), or a fraction of
-    its parent's. An untitled process with an empty environment (``env -i``) is taken at its word.
+    Every titled process (``VLLM::EngineCore``, ``sglang::scheduler_TP0``): setproctitle writes the
+    title over argv and on into the environment, so what ``/proc`` shows is a *tail* of it. On real
+    vLLM 0.25.0 (the H200 field run, issue 23) the engine core's environ began with 4,576 NUL bytes
+    and then held the later variables intact: ``NCCL_ALGO`` and a marker, set early, were gone from
+    it while the resource tracker beside it had both. So a variable found there is evidence, and
+    one not found there is decided elsewhere (:func:`surviving_environ`). How much is overwritten
+    depends on the lengths of argv and of the environment, so no size rule can tell. ``parent`` is
+    kept for callers that judge a chain. An untitled process with an empty environment (``env -i``)
+    is taken at its word.
     """
-    if info.environ is None or not is_titled(info.cmdline):
-        return False
-    if not info.environ:
-        return True
-    theirs = parent.environ if parent is not None else None
-    return bool(theirs) and len(info.environ) * _SHRUNK_FRACTION < len(theirs or {})
+    del parent  # the title alone decides (see above)
+    return info.environ is not None and is_titled(info.cmdline)
 
 
 def surviving_environ(
