@@ -46,3 +46,25 @@ def test_joined_mid_run_it_numbers_lines_as_the_file_does(tmp_path: Path) -> Non
 def test_a_negative_backlog_is_refused(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="backlog_lines must be >= 0"):
         LogFollower(Host.local(), str(tmp_path / "x.log"), backlog_lines=-1)
+
+
+_ENGINE = "(EngineCore_DP0 pid=2) ERROR 01-04 04:31:09 [core.py:844] "
+DIES_IN_SILENCE = [
+    "(APIServer pid=1) INFO:     Application startup complete.",
+    _ENGINE + "Traceback (most recent call last):",
+    _ENGINE + '  File "/opt/vllm/v1/engine/core.py", line 701, in run_engine_core',
+    _ENGINE + "    engine_core.run_busy_loop()",
+]
+
+
+@pytest.mark.parametrize("server_died", [False, True])
+def test_an_engine_traceback_that_ends_a_dead_servers_log_is_its_death(tmp_path: Path, server_died: bool) -> None:
+    """Issue 24: the EngineCore's traceback is cut, the process writes nothing more. A quiet spell leaves it a
+    warning (it may still end); once wait_ready knows the server died, the log's last words are the death."""
+    log = tmp_path / "server.log"
+    log.write_text("".join(line + "\n" for line in DIES_IN_SILENCE))
+    with LogFollower(Host.local(), str(log), engine="vllm") as follower:
+        _wait_for(follower, len(DIES_IN_SILENCE))
+        follower.flush(server_died=server_died)
+        fatal = [(e.line_no, e.rule) for e in follower.events() if e.is_fatal]
+    assert fatal == ([(2, "traceback_ends_log")] if server_died else [])

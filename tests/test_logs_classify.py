@@ -699,3 +699,36 @@ def test_a_start_up_import_or_file_error_is_not_a_requests_not_found_error() -> 
                        ("FileNotFoundError: [Errno 2] No such file or directory: '/models/m/config.json'", "model_not_found")):
         summary = summarize(classify_lines([head, line]))
         assert (summary.state, summary.fatal_line, summary.fatal_rule) == ("failed", 2, rule)
+
+
+# -- issue 24, batches 9 and 10 ------------------------------------------------
+
+_RECEIVED = ("INFO 03-05 14:52:07 [logger.py:39] Received request chatcmpl-e589148985214a9e9c979bfca7c6ae87: "
+             "prompt: '', params: SamplingParams(n=1)")
+
+
+def test_a_named_request_proves_serving_only_before_start_up_and_failure() -> None:
+    attached = classify_lines([_RECEIVED])
+    assert [(e.verdict, e.rule, e.ready_evidence) for e in attached] == [(Verdict.READY, "request_named", "serving lines")]
+    starting = classify_lines(["INFO 03-05 14:50:00 [loader.py:1] Loading weights took 3.1 seconds", _RECEIVED],
+                              engine="vllm")
+    assert summarize(starting).ready_line is None  # after a start-up phase: the warm-up, no proof
+    dead = classify_lines(["ERROR 03-05 14:52:07 [async_llm.py:1] EngineDeadError: EngineCore encountered an issue.",
+                           "ERROR 03-05 14:52:07 [serving.py:1] Failed on request chatcmpl-869f7757a6a736c7: dead"],
+                          engine="vllm")
+    assert summarize(dead).ready_line is None  # a request failing because the server died proves nothing
+
+
+def test_an_error_line_naming_a_request_after_readiness_stays_a_warning() -> None:
+    events = classify_lines(["INFO:     Application startup complete.",
+                             "ERROR 11-19 10:12:21 [nixl_connector.py:1068] Potentially invalid KV blocks for "
+                             "unrecognized request chatcmpl-129a69c8-cd1a-40e0 were retrieved by a decode worker."],
+                            engine="vllm")
+    assert events[-1].verdict is Verdict.WARNING
+
+
+def test_an_indented_line_is_fatal_only_for_a_rule_that_asks_for_the_indent() -> None:
+    described = classify_lines(["      State:       Waiting", "        Reason:    CrashLoopBackOff"])
+    assert [e.rule for e in described if e.verdict is Verdict.FATAL] == ["kubernetes_container_failed"]
+    quoted = classify_lines(['  File "/x/core.py", line 9, in run', "    raise RuntimeError(\"CUDA error: bad\")"])
+    assert [e.line_no for e in quoted if e.verdict is Verdict.FATAL and e.rule == "cuda_error"] == []

@@ -39,6 +39,48 @@ CASES: list[tuple[str, str, str, str]] = [
         "\rLoading safetensors checkpoint shards:  50% Completed | 4/8 [00:03<00:03,  1.18it/s]",
         "Loading safetensors checkpoint shards is about to begin",
     ),
+    # issue 24, batches 9 and 10: kubectl describe's container state (380), torch's CUDA help line (422), ggml's and
+    # the ROCm runtime's words on ROCm (441), the resource tracker at interpreter exit (436), a named request (414, 463)
+    (
+        "kubernetes_container_failed",
+        "generic",
+        "        Reason:    CrashLoopBackOff",
+        "        Reason:    Completed",
+    ),
+    (
+        "cuda_error_report",
+        "generic",
+        "Search for `cudaErrorAssert' in https://docs.nvidia.com/cuda/cuda-runtime-api/group__CUDART__TYPES.html for more information.",
+        "INFO 01-12 10:00:00 [env.py:12] Search for `cuda' in the docs at https://docs.vllm.ai/ for more information.",
+    ),
+    (
+        "cuda_error",
+        "llamacpp",
+        " ROCm error: unspecified launch failure",
+        "llama_model_load: ROCm error reporting is verbose in this build",
+    ),
+    (
+        "rocm_queue_abort",
+        "llamacpp",
+        ":0:rocdevice.cpp            :3587: 1012355198 us:  Callback: Queue 0x7cb113a00000 aborting with error : "
+        "HSA_STATUS_ERROR_EXCEPTION: An HSAIL operation resulted in a hardware exception. code: 0x1016",
+        ":0:rocdevice.cpp            :3587: 1012355198 us:  Callback: Queue 0x7cb113a00000 aborting with error : none",
+    ),
+    (
+        "interpreter_shutdown_leaks",
+        "sglang",
+        "/usr/lib/python3.12/multiprocessing/resource_tracker.py:279: UserWarning: resource_tracker: There appear to be 1 "
+        "leaked semaphore objects to clean up at shutdown",
+        "/usr/lib/python3.12/multiprocessing/resource_tracker.py:254: UserWarning: resource_tracker: process died unexpectedly, "
+        "relaunching.  Some resources might leak.",
+    ),
+    (
+        "request_named",
+        "vllm",
+        "INFO 03-05 14:52:07 [logger.py:39] Received request chatcmpl-e589148985214a9e9c979bfca7c6ae87: prompt: '', params: "
+        "SamplingParams(n=1)",
+        "INFO 03-05 14:52:07 [serving.py:39] Using the chat template of deepseek-chat-0123abcd",
+    ),
     # issue 24: crash words in their bare forms, native frames, and the engines' missing phrasings
     (
         "slurm_job_ended",

@@ -38,7 +38,7 @@ from toolkit.logs.line import (
     parse_fields,
 )
 from toolkit.logs.metrics import MetricReader, MetricRow, metric_at, metric_reader, parse_metric
-from toolkit.logs.packs import SERVING_RULES
+from toolkit.logs.packs import REQUEST_NAMED, SERVING_RULES
 from toolkit.logs.rules import (
     CompiledRules,
     Match,
@@ -77,7 +77,7 @@ _STARTUP_PHASES = frozenset({Phase.SERVER_ARGS, Phase.WEIGHTS_LOADING, Phase.WEI
                              Phase.CUDA_GRAPH_CAPTURE_BEGIN, Phase.CUDA_GRAPH_CAPTURED, Phase.HTTP_UP, Phase.WARMUP})
 READY_LINE, SERVING_LINES = "ready line", "serving lines"
 _ERROR_LEVEL, _WARNING_LEVEL = Rule("error_level_unmatched", r"^$", Verdict.WARNING), Rule("warning_level", r"^$", Verdict.WARNING)
-_ERROR_LEVEL_NAME = _ERROR_LEVEL.name
+_ERROR_LEVEL_NAME, _REQUEST_NAMED = _ERROR_LEVEL.name, Match(REQUEST_NAMED, REQUEST_NAMED.verdict)
 
 
 # A digit shape of a line: its header's positions, the first digit-blind rule that decides it, the
@@ -312,10 +312,11 @@ class LogClassifier:
 
     def _single(self, raw: str, text: str, timestamp: datetime | None, rank: str | None, level: str | None,
                 match: Match | None, reader: MetricReader | None = None) -> LogEvent:
-        if match is not None and match.verdict is _FATAL and text[:2] == "  " and not text.startswith(TERMINATE_WHAT):
-            # a frame or source line quoted from a traceback whose header the excerpt lost:
-            # `    raise RuntimeError("Engine core initialization failed. "` states nothing yet
-            match = None
+        if match is not None and match.verdict is _FATAL and text[:2] == "  " and not match.rule.reads_indent:
+            # a frame or source line quoted from a cut traceback (`    raise RuntimeError("...`) states nothing yet
+            match = None if not text.startswith(TERMINATE_WHAT) else match
+        elif match is None and not (self.ready or self.startup_seen or self.failed) and REQUEST_NAMED.matches(text):
+            match = _REQUEST_NAMED  # a record about a request the server accepted: it serves
         n = self.line_no
         if self._end_candidate is not None and rank == self._end_candidate[1]:
             self._end_candidate = None  # the process lives on

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from toolkit.logs.rules import Phase, Rule, RulePack, Verdict
 
-__all__ = ["COMMON", "GENERIC", "SGLANG", "VLLM", "SERVING_RULES", "add_rule", "Hints"]
+__all__ = ["COMMON", "GENERIC", "SGLANG", "VLLM", "SERVING_RULES", "REQUEST_NAMED", "add_rule", "Hints"]
 
 B, F, W, P, R, M, INFO = (Verdict.BENIGN, Verdict.FATAL, Verdict.WARNING, Verdict.PROGRESS, Verdict.READY,
                        Verdict.METRIC, Verdict.INFO)
@@ -72,6 +72,13 @@ _GENERIC_BENIGN: tuple[Rule, ...] = (
     # (run with NCCL_DEBUG=WARN for details)" and must not be dimmed (seen on an H200, NCCL 2.28.9).
     Rule("torch_distributed_warning", r"torch\.distributed\S*.*\b\w*Warning\b|UserWarning: .*(?:barrier|process group|TypedStorage)",
          B, literal=("distributed", "UserWarning"), ignore_case=False),
+    # CPython's resource tracker when the processes it served have exited, leaving their semaphores
+    # (Lib/multiprocessing/resource_tracker.py, 3.8-3.14: "resource_tracker: There appear to be %d leaked %s objects
+    # to clean up at shutdown"): before readiness the server's interpreter is gone (issue 24: log 436, weights loading
+    # at 47/49 then this line, killed without a Python error); after it, a stop's echo (a warning). Before
+    # `python_warning`: the tracker says it as a UserWarning.
+    Rule("interpreter_shutdown_leaks", r"resource_tracker: There appear to be \d+ leaked \w+ objects to clean up at shutdown",
+         F, literal="resource_tracker: There appear", after_ready=W, hint=Hints.KILLED),
     Rule("python_warning", r"\b\w*Warning: ", W, literal="Warning: "),
 )
 
@@ -125,6 +132,13 @@ _GENERIC_FATAL: tuple[Rule, ...] = (
     Rule("native_backtrace", r"^(?:-{2,} ?|#\d+ +)?[\w:./<>-]+\([\w.:<>~]*\+0x[0-9a-fA-F]+\)(?: \[0x[0-9a-fA-F]+\])?"
          r"|^frame #\d+: .+ \+ 0x[0-9a-fA-F]+ \(0x[0-9a-fA-F]+ in \S+\)",
          F, literal=("+0x", "+ 0x"), hint=Hints.CRASH, after_ready=W, notice=True),
+    # Kubernetes' reasons for a container that is not running, as `kubectl describe pod` lays them out under
+    # "State:" / "Last State:" (kubectl describe.go describeContainerState: LEVEL_2 "Reason:\t%s"): kubelet's
+    # CrashLoopBackOff (pkg/kubelet/container/sync_result.go ErrCrashLoopBackOff), the runtime's Error and OOMKilled
+    # for a terminated one (containerd CRI container_status). Indented by kubectl itself, so the rule says so with
+    # `^\s+` (a quoted source line is never read fatal; a rule that asks for the indent reads it: issue 24, log 380).
+    Rule("kubernetes_container_failed", r"^\s+Reason:\s+(?:CrashLoopBackOff|Error|OOMKilled)\s*$", F,
+         literal="Reason:", after_ready=W, hint=Hints.EXITED),
     # Slurm's words for a job or step it ended (slurmstepd: "*** JOB 4945 ON node CANCELLED AT ... DUE TO TIME LIMIT ***";
     # srun: "Job step aborted: Waiting up to 47 seconds for job step to finish.")
     Rule("slurm_job_ended", r"\*\*\* (?:JOB|STEP) \S+ ON \S+ CANCELLED AT |^srun: Job step aborted", F,
@@ -133,14 +147,25 @@ _GENERIC_FATAL: tuple[Rule, ...] = (
          F, literal=("exit", "Exit"), hint=Hints.KILLED),
     Rule("exit_code_nonzero", r"(?i)exit(?:ed)?[ _]?(?:with )?(?:code|status)[ =:]*(?:-?[1-9]\d*)|exitcode[ =:]+-?[1-9]",
          F, literal=("exit", "Exit"), hint=Hints.EXITED),
-    Rule("cuda_error", r"CUDA error: |CUDA driver error|cudaErrorIllegalAddress|device-side assert triggered|no kernel image is available",
-         F, literal=("CUDA error", "CUDA driver error", "cudaError", "device-side assert", "no kernel image"), hint=Hints.CUDA),
+    # ggml's CUDA backend names its runtime (ggml-cuda/common.cuh GGML_CUDA_NAME: "CUDA", "ROCm" under HIP, "MUSA"):
+    # ggml_cuda_error prints "ROCm error: unspecified launch failure" before GGML_ABORT (issue 24: log 441)
+    Rule("cuda_error", r"CUDA error: |^ ?(?:ROCm|MUSA) error: |CUDA driver error|cudaErrorIllegalAddress|device-side assert triggered"
+         r"|no kernel image is available",
+         F, literal=("CUDA error", "ROCm error: ", "MUSA error: ", "CUDA driver error", "cudaError", "device-side assert",
+                     "no kernel image"), hint=Hints.CUDA),
+    # the ROCm runtime aborting the process on a device exception (ROCclr device/rocm/rocdevice.cpp Device::callbackQueue:
+    # "Callback: Queue %p aborting with error : %s code: 0x%x", then abort(); issue 24: log 441)
+    Rule("rocm_queue_abort", r"aborting with error : HSA_STATUS_ERROR", F, literal="aborting with error : ", hint=Hints.CUDA),
     # the tail of torch's CUDA error report (c10/cuda/CUDAException.cpp), when the log cut its "CUDA error: ..." head:
+    # the help line torch puts right under it (c10/cuda/CUDAMiscFunctions.cpp get_cuda_error_help: "Search for
+    # `cudaErrorAssert' in https://docs.nvidia.com/cuda/..." torch 2.8+, `hipError...` under ROCm; issue 24: log 422),
     # "CUDA kernel errors might be asynchronously reported ...", "For debugging consider passing CUDA_LAUNCH_BLOCKING=1",
     # "Exception raised from c10_cuda_check_implementation at ..." (TGI#2593: the NCCL watchdog's CUDA error)
-    Rule("cuda_error_report", r"^(?:CUDA kernel errors might be asynchronously reported|For debugging consider passing "
+    Rule("cuda_error_report", r"^(?:Search for `(?:cuda|hip)Error\w*' in https://docs\.nvidia\.com/cuda/"
+         r"|CUDA kernel errors might be asynchronously reported|For debugging consider passing "
          r"CUDA_LAUNCH_BLOCKING=1|Exception raised from c10_cuda_check_implementation )",
-         F, literal=("CUDA kernel errors", "CUDA_LAUNCH_BLOCKING", "c10_cuda_check"), hint=Hints.CUDA),
+         F, literal=("' in https://docs.nvidia.com/cuda/", "CUDA kernel errors", "CUDA_LAUNCH_BLOCKING", "c10_cuda_check"),
+         hint=Hints.CUDA),
     Rule("triton_error", r"Triton Error|triton\.compiler\.errors|CompilationError|PTXASError|error: .*\.ptx",
          F, literal=("Triton Error", "triton.compiler", "CompilationError", "PTXAS", ".ptx"), hint=Hints.TRITON),
     Rule("unsupported_arch", r"(?i)architectures? \[.*\] (?:is|are) not supported|only supports sm\d+|compute capability.*not supported|not supported on this (?:GPU|device)",
@@ -209,7 +234,14 @@ COMMON = RulePack("common", (
 # that shows them before any start-up phase is ready, though its ready line scrolled away long ago.
 # A request's own error (rejected as too long, its prompt failed to preprocess) proves the same: only a server
 # that serves reads requests.
-SERVING_RULES = frozenset({"sglang_metric", "vllm_throughput_metric", "vllm_specdecode_metric", "http_generate_ok",
+# A record that names one OpenAI-API request by the id the server gave it (vLLM's serving layer: "chatcmpl-" +
+# X-Request-Id or random_uuid(), entrypoints/openai/serving_chat.py; "cmpl-" serving_completion.py; "chat-" before
+# 0.6.4) is about a request the server accepted: the server serves (issue 24: `Received request chatcmpl-...`
+# alone, 463; a prefiller's request-level NIXL error, 414). Asked by the classifier of a line no rule decided,
+# before readiness and any start-up phase (toolkit.logs.classify), never as a pack rule: an ERROR line that names a
+# request after readiness keeps its warning.
+REQUEST_NAMED = Rule("request_named", r"(?<![\w-])(?:chatcmpl|cmpl|chat)-[0-9a-fA-F]{8}", INFO, literal="-")
+SERVING_RULES = frozenset({"request_named", "sglang_metric", "vllm_throughput_metric", "vllm_specdecode_metric", "http_generate_ok",
                            "llamacpp_serving", "request_validation_error", "vllm_request_error", "tgi_request_success",
                            "vllm_request_fields_ignored"})
 

@@ -146,6 +146,12 @@ class Rule:
         return self._regex is None or digit_blind(self._regex.pattern, self._regex.flags)
 
     @cached_property
+    def reads_indent(self) -> bool:
+        """Its pattern asks for indented text (``^\\s+...``, ``^[ \\t]+...``): a layout that its writer indents
+        (``kubectl describe``'s fields), never a source line quoted from a traceback, which stays unread as fatal."""
+        return self.pattern.startswith(("^\\s", "^[ \\t]"))
+
+    @cached_property
     def masked_literals(self) -> tuple[bytes, ...]:
         """Its literals' digit masks (:func:`~toolkit.logs.digits.digit_mask`)."""
         return tuple(digit_mask(literal) for literal in self._literals)

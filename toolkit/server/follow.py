@@ -213,10 +213,15 @@ class LogFollower:
             time.sleep(0.02)
         return True
 
-    def flush(self) -> None:
-        """Close what the classifier still holds open (a traceback cut short) and publish it."""
+    def flush(self, *, server_died: bool = False) -> None:
+        """Close what the classifier still holds open (a traceback cut short) and publish it.
+
+        ``server_died``: the server's process is gone (``wait_ready`` saw it exit), so nothing more can follow
+        what was read: the classifier's ``end_of_log`` decides, and an engine process's traceback after which that
+        process wrote nothing (or bare frames the log ends with before readiness) is the death
+        (``traceback_ends_log``), not a warning left open as after a quiet spell."""
         with self._lock:
-            pending = self._classifier.finish()
+            pending = self._classifier.end_of_log() if server_died else self._classifier.finish()
         self._publish(pending)
 
     @property

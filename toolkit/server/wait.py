@@ -246,7 +246,7 @@ def wait_ready(
                     progress = (read, now)
                 if (read >= lines_at_exit or now - max(progress[1], exited_at) >= _EXIT_QUIET_S
                         or now - exited_at >= _EXIT_CATCH_UP_S):
-                    watch.follower.flush()
+                    watch.follower.flush(server_died=True)  # what the log ends with is read as its last words
                     state.process_exited(None, now)
                     exit_decided = True
             status = state.tick(now, timeout_s=timeout_s, hang_after_s=hang_after_s)
