@@ -25,6 +25,8 @@ from toolkit.logs import (
     parse_metric,
     summarize,
 )
+from toolkit.server.hints import release_hint
+from toolkit.sim.faults import sglang_kv_budget_traceback
 
 # -- parsing -------------------------------------------------------------------
 
@@ -699,3 +701,16 @@ def test_a_start_up_import_or_file_error_is_not_a_requests_not_found_error() -> 
                        ("FileNotFoundError: [Errno 2] No such file or directory: '/models/m/config.json'", "model_not_found")):
         summary = summarize(classify_lines([head, line]))
         assert (summary.state, summary.fatal_line, summary.fatal_rule) == ("failed", 2, rule)
+
+
+@pytest.mark.parametrize("weights_fit", [False, True])
+def test_a_too_small_memory_fraction_says_raise_it_never_lower_it(weights_fit: bool) -> None:
+    """SGLang's KV-budget failure (as the simulator writes it) points the fraction up, as SGLang itself does."""
+    tb = sglang_kv_budget_traceback(0.3, 77.4, 138.5, weights_fit)
+    lines = ["[2026-12-02 03:10:57 TP0] Scheduler hit an exception: " + tb[0], *tb[1:]]
+    events = [e for e in classify_lines(lines, engine="sglang") if e.verdict is Verdict.FATAL]
+    assert [e.rule for e in events] == [
+        "sglang_not_enough_memory" if weights_fit else "sglang_weights_leave_no_kv_memory"
+    ]
+    for hint in (events[0].hint, release_hint(events[0].hint, "sglang", "0.5.23")):
+        assert "raise --mem-fraction-static" in (hint or "") and "lower --mem-fraction-static" not in (hint or "")
