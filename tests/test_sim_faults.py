@@ -53,7 +53,7 @@ STARTUP_FAULTS: dict[str, tuple[list[str], int, list[str]]] = {
         ["--model-path", "qwen3-32b", "--tp-size", "1", "--mem-fraction-static", "0.3"],
         KILLED,
         [
-            "TP0] Scheduler hit an exception: Traceback (most recent call last):",
+            "] Scheduler hit an exception: Traceback (most recent call last):",
             "ValueError: Loaded weights leave no GPU memory for the KV cache under --mem-fraction-static=0.3. "
             "Raise --mem-fraction-static above 0.442 (minimum viable = 1 - available/pre = 0.4411).",
             SIGQUIT_LINE,
