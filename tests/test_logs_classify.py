@@ -25,6 +25,8 @@ from toolkit.logs import (
     parse_metric,
     summarize,
 )
+from toolkit.server.hints import release_hint
+from toolkit.sim.faults import sglang_kv_budget_traceback
 
 # -- parsing -------------------------------------------------------------------
 
@@ -732,3 +734,16 @@ def test_an_indented_line_is_fatal_only_for_a_rule_that_asks_for_the_indent() ->
     assert [e.rule for e in described if e.verdict is Verdict.FATAL] == ["kubernetes_container_failed"]
     quoted = classify_lines(['  File "/x/core.py", line 9, in run', "    raise RuntimeError(\"CUDA error: bad\")"])
     assert [e.line_no for e in quoted if e.verdict is Verdict.FATAL and e.rule == "cuda_error"] == []
+
+
+@pytest.mark.parametrize("weights_fit", [False, True])
+def test_a_too_small_memory_fraction_says_raise_it_never_lower_it(weights_fit: bool) -> None:
+    """SGLang's KV-budget failure (as the simulator writes it) points the fraction up, as SGLang itself does."""
+    tb = sglang_kv_budget_traceback(0.3, 77.4, 138.5, weights_fit)
+    lines = ["[2026-12-02 03:10:57 TP0] Scheduler hit an exception: " + tb[0], *tb[1:]]
+    events = [e for e in classify_lines(lines, engine="sglang") if e.verdict is Verdict.FATAL]
+    assert [e.rule for e in events] == [
+        "sglang_not_enough_memory" if weights_fit else "sglang_weights_leave_no_kv_memory"
+    ]
+    for hint in (events[0].hint, release_hint(events[0].hint, "sglang", "0.5.23")):
+        assert "raise --mem-fraction-static" in (hint or "") and "lower --mem-fraction-static" not in (hint or "")

@@ -271,6 +271,13 @@ CASES: list[tuple[str, str, str, str]] = [
         "[2025-03-12 10:00:00] Not enough memory for the hierarchical cache, disabling it",
     ),
     (
+        "sglang_weights_leave_no_kv_memory",
+        "sglang",
+        "ValueError: Loaded weights leave no GPU memory for the KV cache under --mem-fraction-static=0.3. "
+        "Raise --mem-fraction-static above 0.523 (minimum viable = 1 - available/pre = 0.5228).",
+        "[2026-03-12 10:00:00 TP0] KV Cache is allocated. #tokens: 1200000, K size: 20.60 GB, V size: 20.60 GB",
+    ),
+    (
         "sglang_cuda_graph_failed",
         "sglang",
         "Exception: Capture cuda graph failed: CUDA error: out of memory",

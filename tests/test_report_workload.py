@@ -130,3 +130,14 @@ def test_an_ab_side_says_what_it_runs_on_top_of(tmp_path: Path) -> None:
     assert side["on_top_of"] == "--speculative-algorithm=EAGLE3" and change["on_top_of"] == ""
     markdown = report.write(journal, tmp_path / "out", dpi=40).markdown.read_text(encoding="utf-8")
     assert "\u201c--speculative-attention-mode=decode\u201d (on top of --speculative-algorithm=EAGLE3) gave" in markdown
+
+
+@pytest.mark.parametrize(("label", "varying", "name"), [
+    ("--cuda-graph-max-bs-decode=8, concurrency 32", "concurrency 32, 64 prompts",
+     "--cuda-graph-max-bs-decode=8, concurrency 32 · 64 prompts"),      # the title already says the concurrency
+    ("8", "concurrency 1, 2 prompts", "8 · concurrency 1, 2 prompts"),
+    ("baseline, concurrency 16", "concurrency 1, 2 prompts", "baseline, concurrency 16 · concurrency 1, 2 prompts"),
+    ("baseline, concurrency 4, 8 prompts", "concurrency 4, 8 prompts", "baseline, concurrency 4, 8 prompts"),
+])
+def test_a_configuration_name_says_each_workload_word_once(label: str, varying: str, name: str) -> None:
+    assert comparisons._named(label, varying) == name

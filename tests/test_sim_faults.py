@@ -48,6 +48,26 @@ STARTUP_FAULTS: dict[str, tuple[list[str], int, list[str]]] = {
             SIGQUIT_LINE,
         ],
     ),
+    # no --sim-fault: a fraction too small for the model fails by itself, with SGLang 0.5.23's messages
+    "sglang-fraction-below-weights": (  # 61 GB of Qwen weights on one 140 GB GPU, a budget of 0.3 * 140 GB
+        ["--model-path", "qwen3-32b", "--tp-size", "1", "--mem-fraction-static", "0.3"],
+        KILLED,
+        [
+            "] Scheduler hit an exception: Traceback (most recent call last):",
+            "ValueError: Loaded weights leave no GPU memory for the KV cache under --mem-fraction-static=0.3. "
+            "Raise --mem-fraction-static above 0.442 (minimum viable = 1 - available/pre = 0.4411).",
+            SIGQUIT_LINE,
+        ],
+    ),
+    "sglang-fraction-no-kv-token": (  # the weights fit (16 GB) and leave the KV cache under its reserve
+        ["--tp-size", "2", "--mem-fraction-static", "0.09"],
+        KILLED,
+        [
+            "RuntimeError: Not enough memory. Please try to increase --mem-fraction-static. Current value: "
+            "mem_fraction_static=0.09",
+            SIGQUIT_LINE,
+        ],
+    ),
     "port-in-use": (
         ["--sim-fault", "port-in-use"],
         1,
@@ -82,7 +102,7 @@ def startup_faults() -> Iterator[dict[str, SimProcess]]:
     """Every start-up fault launched at once; each test then reads its own result."""
     sims = {}
     for name, (flags, _, _) in STARTUP_FAULTS.items():
-        base = [] if "--engine" in flags else ["--model-path", "m"]
+        base = [] if "--engine" in flags or "--model-path" in flags else ["--model-path", "m"]
         sims[name] = SimProcess([*base, "--sim-startup-s", "0.5", *flags])
     for sim in sims.values():
         sim.wait_exit(timeout_s=30)

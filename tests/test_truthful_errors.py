@@ -17,7 +17,7 @@ import pytest
 from sim_process import free_port
 
 from toolkit.benchmark import bench
-from toolkit.errors import PortInUse
+from toolkit.errors import PortInUse, ServerDied
 from toolkit.host.host import Host
 from toolkit.journal import Journal
 from toolkit.server import port_owner
@@ -209,3 +209,17 @@ def test_logs_follow_follows_a_log_that_appears_while_it_waits(tmp_path: Path) -
         follower.send_signal(2)  # Ctrl-C: what a person does to stop following
         follower.communicate(timeout=30)
     assert follower.returncode in (0, 1)
+
+
+# -- a memory fraction too small fails the way SGLang does, and the hint points up --------------------
+
+
+def test_a_too_small_mem_fraction_static_says_raise_it(tmp_path: Path) -> None:
+    """Notebook 02's risky step with SGLang parameters (issue 28): the simulated 0.5.23 fails as SGLang does."""
+    spec = ServerSpec.simulator(tp=1, model="qwen3-32b", port=free_port(), host="127.0.0.1", sim_startup_s=0.5,
+                                mem_fraction_static=0.3)
+    with pytest.raises(ServerDied) as caught, launch(Host.local(), spec, log_dir=str(tmp_path)) as server:
+        server.wait_ready(timeout_s=60)
+    error = caught.value
+    assert "Loaded weights leave no GPU memory for the KV cache under --mem-fraction-static=0.3" in str(error)
+    assert "raise --mem-fraction-static" in (error.hint or "") and "lower --mem-fraction-static" not in (error.hint or "")

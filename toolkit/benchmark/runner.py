@@ -348,8 +348,8 @@ def _run_coroutine(factory: Callable[[], Coroutine[Any, Any, T]]) -> T:
     def work() -> None:
         with asyncio.Runner(loop_factory=loop_factory) as runner:
             box["loop"] = runner.get_loop()
-            task = box["task"] = runner.get_loop().create_task(factory())
-            try:
+            try:  # a wrong keyword fails in factory(): it too is the caller's error, not a lost thread
+                task = box["task"] = runner.get_loop().create_task(factory())
                 box["value"] = runner.run(_await(task))
             except BaseException as exc:  # handed to the caller's thread below
                 box["error"] = exc

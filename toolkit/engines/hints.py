@@ -51,6 +51,14 @@ RELEASE_HINTS: tuple[ReleaseHint, ...] = (
     ReleaseHint("sglang", "KV_TOO_SMALL", _ANY,
                 "the KV cache cannot hold one request of the configured length: lower --context-length, give the "
                 "cache more memory (--mem-fraction-static), or use more GPUs (--tp-size)", _SG_FLAGS),
+    ReleaseHint("sglang", "STATIC_TOO_SMALL", _ANY,
+                "--mem-fraction-static leaves the KV cache no room once the weights are loaded: raise "
+                "--mem-fraction-static (SGLang's own advice), or use more GPUs (--tp-size); check that no other "
+                "process holds GPU memory (nvidia-smi)", _SG_FLAGS),
+    ReleaseHint("vllm", "STATIC_TOO_SMALL", _ANY,
+                "--gpu-memory-utilization leaves the KV cache no room once the weights are loaded: raise "
+                "--gpu-memory-utilization, or use more GPUs (--tensor-parallel-size); check that no other process "
+                "holds GPU memory (nvidia-smi)", _VL_FLAGS),
     ReleaseHint("sglang", "CUDA_GRAPH", _SG_CG_OLD,
                 "CUDA graph capture failed: retry with --disable-cuda-graph to confirm, then lower "
                 "--cuda-graph-max-bs or raise memory headroom (lower --mem-fraction-static)", _SG_FLAGS),

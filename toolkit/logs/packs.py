@@ -25,6 +25,11 @@ class Hints:
     KV_TOO_SMALL = ("the KV cache cannot hold one request of the configured length: lower --max-model-len "
                     "(vLLM) / --context-length (SGLang), or give the cache more memory "
                     "(--gpu-memory-utilization / --mem-fraction-static), or use more GPUs (--tp)")
+    # SGLang 0.5.23 says "Not enough memory. Please try to increase --mem-fraction-static." when the static
+    # budget leaves the KV cache no token: the OOM hint ("lower --mem-fraction-static") pointed the wrong way.
+    STATIC_TOO_SMALL = ("the memory fraction leaves the KV cache no room once the weights are loaded: raise "
+                        "--mem-fraction-static (SGLang) / --gpu-memory-utilization (vLLM), or use more GPUs (--tp), "
+                        "and check that no other process holds GPU memory (nvidia-smi)")
     PORT = ("the port is already held: find the holder (ss -ltnp | grep :PORT, or Host.port_holder(port)) "
             "and stop it, or launch on another --port")
     NCCL = ("NCCL failed between ranks: rerun with NCCL_DEBUG=INFO and check the NCCL_* and *_SOCKET_IFNAME "
@@ -292,7 +297,12 @@ SGLANG = RulePack("sglang", (
     Rule("sglang_soft_watchdog", r"watchdog timeout \(self\.watchdog_timeout=[^,)]*, self\.soft=True\)", W,
          literal="self.soft=True"),
     Rule("sglang_watchdog_timeout", r"[Ww]atchdog timeout \(self\.watchdog_timeout=", F, literal="atchdog timeout (", hint=Hints.WATCHDOG),
-    Rule.text("sglang_not_enough_memory", "Not enough memory. Please try to increase --mem-fraction-static", F, hint=Hints.OOM),
+    # 0.5.23 model_executor/pool_configurator.py:96 (no KV token fits) and mem_cache/kv_cache_configurator.py:3049
+    # (the weights alone exceed the budget): both say to raise the fraction
+    Rule.text("sglang_not_enough_memory", "Not enough memory. Please try to increase --mem-fraction-static", F,
+              hint=Hints.STATIC_TOO_SMALL),
+    Rule.text("sglang_weights_leave_no_kv_memory", "Loaded weights leave no GPU memory for the KV cache", F,
+              hint=Hints.STATIC_TOO_SMALL),
     Rule("sglang_cuda_graph_failed", r"Capture cuda graph failed|cuda graph capture failed", F, literal="graph", ignore_case=True, hint=Hints.CUDA_GRAPH),
     Rule("sglang_warmup_failed", r"Initialization failed\. warmup error|warmup error:", F, literal="warmup error"),
     Rule("sglang_rank_dead", r"Rank \d+ scheduler is dead|scheduler is dead|Health check failed.*(?:dead|exit)", F,

@@ -10,6 +10,7 @@ of comparisons: :func:`curves` gives each label's points and where its throughpu
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -86,6 +87,13 @@ def _requests(runs: pd.DataFrame) -> int | None:
     return int(values.astype("int64").sum()) if len(values) else None
 
 
+
+def _named(label: str, varying: str) -> str:
+    """``label · varying``, without the words the label already says: a step titled "..., concurrency 32" is not
+    "..., concurrency 32 · concurrency 32, 64 prompts"."""
+    words = [w for w in varying.split(", ") if not re.search(rf"(?<![\w.]){re.escape(w)}(?![\w.])", label)]
+    return f"{label} · {', '.join(words)}" if words else label
+
 def configurations(results: pd.DataFrame, baseline: str | None) -> list[dict[str, Any]]:
     """One row per (label, workload): mean, sd, 95 % interval, requests, and the ratio to the same-workload baseline."""
     if results.empty or THROUGHPUT not in results.columns:
@@ -99,7 +107,7 @@ def configurations(results: pd.DataFrame, baseline: str | None) -> list[dict[str
     for label, workload, runs in groups:
         tok_s = runs[THROUGHPUT].dropna().astype("float64")
         mean, low, high = mean_interval(tok_s.tolist())
-        name = f"{label} · {varying_text(workload, varying)}" if varying else label
+        name = _named(label, varying_text(workload, varying)) if varying else label
         row: dict[str, Any] = {
             "label": label, "name": name, "workload": workload, "workload_text": describe(workload),
             "varying_text": varying_text(workload, varying) if varying else "",

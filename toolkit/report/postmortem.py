@@ -171,6 +171,7 @@ def _readiness_facts(readiness: dict[str, Any] | None) -> list[str]:
         return [f"Server ready{f' in {float(took):.0f} s' if took is not None else ''}."]
     failure = readiness.get("failure") or {}
     reason = failure.get("message") if isinstance(failure, dict) else None
+    reason = reason.rstrip(".") if reason else None  # an engine's message ends with its own full stop
     return [f"Server never became ready{f': {reason}' if reason else ''}."]
 
 

@@ -62,7 +62,7 @@ def summary(name: str, steps: pd.DataFrame, configs: list[dict[str, Any]], basel
     failed = int((steps["status"] == "failed").sum()) if len(steps) else 0
     judged = ", ".join(f"{counts[v]} {v}" for v in ("confirmed", "refuted", "inconclusive") if counts.get(v))
     sentences = [f"The investigation \u201c{name}\u201d took {len(steps)} steps"
-                 + (f"; their hypotheses were {judged}" if judged else "")
+                 + (f"; verdicts: {judged}" if judged else "")
                  + (f"; {failed} {'step' if failed == 1 else 'steps'} failed" if failed else "") + "."]
     if configs and not any(c["varying_text"] for c in configs):
         sentences.append(f"Every benchmark ran the same workload: {configs[0]['workload_text']}.")

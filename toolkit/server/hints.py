@@ -23,7 +23,7 @@ FAMILIES: dict[str, str] = {
     Hints.OOM: "OOM", Hints.KV_TOO_SMALL: "KV_TOO_SMALL", Hints.PORT: "PORT", Hints.NCCL: "NCCL",
     Hints.IMPORT: "IMPORT", Hints.CUDA: "CUDA", Hints.ARCH: "ARCH", Hints.MODEL: "MODEL", Hints.EXITED: "EXITED",
     Hints.KILLED: "KILLED", Hints.CRASH: "CRASH", Hints.WATCHDOG: "WATCHDOG", Hints.CUDA_GRAPH: "CUDA_GRAPH",
-    Hints.TRITON: "TRITON", Hints.ARGS: "ARGS",
+    Hints.TRITON: "TRITON", Hints.ARGS: "ARGS", Hints.STATIC_TOO_SMALL: "STATIC_TOO_SMALL",
 }
 
 

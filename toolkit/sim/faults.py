@@ -7,6 +7,7 @@ decide which process prints them and with which log prefix, exactly as the engin
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
 __all__ = [
@@ -89,6 +90,8 @@ def bind_error(host: str, port: int) -> str:
 
 _SCHED = "sglang/srt/managers/scheduler.py"
 _RUNNER = "sglang/srt/model_executor/model_runner.py"
+_KVC = "sglang/srt/mem_cache/kv_cache_configurator.py"
+_POOL = "sglang/srt/model_executor/pool_configurator.py"
 _SCHED_INIT: list[Frame] = [
     (_SCHED, 2962, "run_scheduler_process", "scheduler = Scheduler("),
     (_SCHED, 344, "__init__", "self.tp_worker = TpModelWorker("),
@@ -129,6 +132,41 @@ def sglang_init_traceback(kind: str, rank: int, pid: int) -> list[str]:
          "w13_weight = torch.empty_like(layer.w13_weight.data, dtype=torch.float8_e4m3fn)"),
     ]
     return traceback_lines(frames, [cuda_oom(rank, pid)])
+
+
+def sglang_kv_budget_traceback(mem_fraction_static: float, avail_gb: float, pre_load_gb: float,
+                               weights_fit: bool) -> list[str]:
+    """A scheduler traceback when ``--mem-fraction-static`` leaves the KV cache no room (SGLang 0.5.23).
+
+    The weights already exceed the static budget (``weights_fit`` False): ``_profile_available_bytes``
+    raises ValueError with the smallest fraction that would do (mem_cache/kv_cache_configurator.py:3049-3058,
+    minimum = 1 - available/pre-load). They fit but no KV token does: ``MemoryPoolConfig.__post_init__``
+    raises "Not enough memory. Please try to increase --mem-fraction-static." with the current value
+    (model_executor/pool_configurator.py:96-99).
+    """
+    head: list[Frame] = [
+        (_SCHED, 1090, "init_model_worker", "self.tp_worker.alloc_memory_pool("),
+        (_RUNNER, 982, "alloc_memory_pool", "result = self.kv_cache_configurator.configure("),
+        (_KVC, 476, "configure", "config = self._resolve_memory_pool_config(pre_model_load_memory)"),
+    ]
+    if not weights_fit:
+        minimum = 1 - avail_gb / pre_load_gb
+        return traceback_lines(head + [
+            (_KVC, 3182, "_resolve_memory_pool_config",
+             "available_bytes = self._profile_available_bytes(pre_model_load_memory)"),
+            (_KVC, 3049, "_profile_available_bytes", "raise ValueError("),
+        ], [f"ValueError: Loaded weights leave no GPU memory for the KV cache under --mem-fraction-static="
+            f"{mem_fraction_static}. Raise --mem-fraction-static above {math.ceil(minimum * 1000) / 1000:.3f} "
+            f"(minimum viable = 1 - available/pre = {minimum:.4f}). If using speculative decoding, draft weights "
+            "are now counted."])
+    return traceback_lines(head + [
+        (_KVC, 3183, "_resolve_memory_pool_config", "config = self.config_from_budget(available_bytes)"),
+        (_KVC, 3204, "config_from_budget", "config = configurator.calculate_pool_sizes("),
+        (_POOL, 647, "calculate_pool_sizes", "return MemoryPoolConfig(max_total_num_tokens=max_total_num_tokens)"),
+        ("<string>", 17, "__init__", ""),
+        (_POOL, 99, "__post_init__", "raise RuntimeError(msg)"),
+    ], ["RuntimeError: Not enough memory. Please try to increase --mem-fraction-static. Current value: "
+        f"mem_fraction_static={mem_fraction_static}"])
 
 
 def sglang_graph_capture_traceback(advice: Sequence[str] = ()) -> list[str]:

@@ -21,6 +21,7 @@ __all__ = [
 GLMASR_LINE = ("Ignore import error when loading sglang.srt.models.glmasr: cannot import name 'GlmAsrConfig' "
                f"from 'transformers' ({faults.SITE}/transformers/__init__.py)")
 TOTAL_GB = 139.81  # one H200, as torch reports it
+KV_RESERVE_GB = 4.0  # of the static budget, kept from the KV cache (activations, graphs): the simulator's guess
 
 
 @dataclass(frozen=True)
@@ -139,7 +140,7 @@ def sglang_worker_script(config: SimConfig, rank: int, pid: int) -> Script:
                       GLMASR_LINE, level="warning"))
     t += 0.04 * config.startup_s
     arch, weights_total = model_architecture(config.model_path)
-    avail = TOTAL_GB - 1.3 - 0.03 * (rank % 3)
+    avail = pre_load_gb = TOTAL_GB - 1.3 - 0.03 * (rank % 3)
     weights = weights_total / tp
     lines.append(Line(t + jitter, f"Load weight begin. avail mem={avail:.2f} GB"))
     span = ph.weights - 0.04 * config.startup_s
@@ -161,8 +162,20 @@ def sglang_worker_script(config: SimConfig, rank: int, pid: int) -> Script:
         avail -= 0.96
         lines.append(Line(t + jitter, f"Load weight end. elapsed={ph.draft:.2f} s, type=LlamaForCausalLMEagle3, "
                                       f"dtype=torch.bfloat16, avail mem={avail:.2f} GB, mem usage=0.96 GB."))
+    # What the static budget leaves the KV cache once the weights are in; too little fails as SGLang does
+    # (faults.sglang_kv_budget_traceback). The others wait in the next collective until killed.
+    rest_gb = avail - (1.0 - config.mem_fraction_static) * TOTAL_GB
+    if rest_gb <= KV_RESERVE_GB:
+        if not fail_here:
+            return Script(tuple(lines), "hang", t)
+        # before 0.5.23 (not read): only "Not enough memory. Please try to increase --mem-fraction-static."
+        weights_fit = rest_gb > 0 or not config.release.at_least("0.5.23")
+        tb = faults.sglang_kv_budget_traceback(config.mem_fraction_static, avail, pre_load_gb, weights_fit)
+        at = t + 0.5 * ph.kv
+        return Script(tuple(lines + [Line(at, "Scheduler hit an exception: " + "\n".join(tb), level="error")]),
+                      "fail", at)
     t += ph.kv
-    kv_gb = max(avail - (1.0 - config.mem_fraction_static) * TOTAL_GB - 4.0, 1.0) / 2
+    kv_gb = max(rest_gb - KV_RESERVE_GB, 1.0) / 2
     tokens = int(kv_gb * 1e9 / (61 * 128 * 2))
     if rank == 0:
         lines.append(Line(t - 0.5 * ph.kv, "Using KV cache dtype: torch.bfloat16"))
@@ -199,7 +212,7 @@ def max_total_tokens(config: SimConfig) -> int:
     """KV cache capacity in tokens (TP0's `max_total_num_tokens`), as the start-up lines report it."""
     _, weights_total = model_architecture(config.model_path)
     avail = TOTAL_GB - 1.3 - weights_total / config.tp_size - (0.96 if config.speculation else 0.0)
-    kv_gb = max(avail - (1.0 - config.mem_fraction_static) * TOTAL_GB - 4.0, 1.0) / 2
+    kv_gb = max(avail - (1.0 - config.mem_fraction_static) * TOTAL_GB - KV_RESERVE_GB, 1.0) / 2
     return int(kv_gb * 1e9 / (61 * 128 * 2))
 
 
