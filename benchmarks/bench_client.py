@@ -51,9 +51,10 @@ def http(method: str, url: str) -> Any:
 class FastServer:
     """fastserver.py on CPU 0, started from its own place; stopped (and waited for) on exit."""
 
-    def __init__(self, port: int, delay_ms: float, step: bool) -> None:
+    def __init__(self, port: int, delay_ms: float, step: bool, script: Path = FASTSERVER,
+                 python: str = sys.executable, prefix: tuple[str, ...] = ()) -> None:
         self.port, self.url = port, f"http://127.0.0.1:{port}"
-        server = ["taskset", "-c", SERVER_CPU, sys.executable, str(FASTSERVER.resolve())]
+        server = [*prefix, "taskset", "-c", SERVER_CPU, python, str(script.resolve())]
         args = server + f"--port {port} --delay-ms {delay_ms}{' --step' if step else ''}".split()
         self.proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)
 
@@ -185,7 +186,8 @@ def available_clients(peers: Path, wanted: list[str]) -> list[str]:
 
 
 def run_case(
-    client: str, server: FastServer, peers: Path, conc: int, num: int, out_len: int, endpoint: str, tmp: Path
+    client: str, server: FastServer, peers: Path, conc: int, num: int, out_len: int, endpoint: str, tmp: Path,
+    prefix: tuple[str, ...] = (),
 ) -> dict[str, Any]:
     res = tmp / f"{client}-c{conc}-{time.monotonic_ns()}.json"
     argv, cwd = client_command(client, peers, server.port, conc, num, out_len, res, endpoint)
@@ -198,7 +200,7 @@ def run_case(
     )
     http("POST", server.url + "/stats/reset")
     proc = subprocess.Popen(
-        ["taskset", "-c", CLIENT_CPU, *argv],
+        [*prefix, "taskset", "-c", CLIENT_CPU, *argv],
         cwd=cwd,
         env=env,
         stdout=subprocess.PIPE,
@@ -243,6 +245,7 @@ def run_case(
     t1 = max(truth["t_last_send"], t0 + (row["duration"] or 0.0))
     cpu = sampler.cpu_between(t0, t1)
     row["window_s"], row["cpu_window_s"] = t1 - t0, cpu
+    row["cpu_process_s"] = sampler.samples[-1][1] if sampler.samples else None
     row["cpu_per_1k_tokens_ms"] = None if cpu is None else cpu / truth["tokens"] * 1e6
     row["cpu_util"] = None if cpu is None else cpu / (t1 - t0)
     return row
