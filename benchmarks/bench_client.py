@@ -39,6 +39,9 @@ import psutil
 REPO = Path(__file__).resolve().parents[1]
 FASTSERVER = REPO / ".." / "shared" / "peers" / "fastserver.py"
 SERVER_CPU, CLIENT_CPU = "0", "1"
+#: where each toolkit client runs from: this checkout, plus any other tree a comparison adds
+#: (bench_vs_vllm.py --base-tree: e.g. `git worktree add` of the commit before a change)
+TOOLKIT_TREES: dict[str, Path] = {"toolkit": REPO}
 ACCURACY_NUM = {1: 4, 8: 32, 32: 64}  # x 512 tokens at 10 ms: about 20, 20 and 10 s per client
 
 
@@ -135,12 +138,12 @@ def client_command(
 ) -> tuple[list[str], Path]:
     """The command line of one client run, and the folder to run it in."""
     common = f"--host 127.0.0.1 --port {port} --model fake-model --num-prompts {num} --max-concurrency {conc}"
-    if client == "toolkit":
+    if client in TOOLKIT_TREES:
         flags = (
             f"--url http://127.0.0.1:{port} --model fake-model --endpoint {endpoint} --num-prompts {num} "
             f"--max-concurrency {conc} --input-len 32 --output-len {out_len} --no-progress --json"
         )
-        return [sys.executable, "-m", "toolkit", "bench", *flags.split()], REPO
+        return [sys.executable, "-m", "toolkit", "bench", *flags.split()], TOOLKIT_TREES[client]
     if client == "sglang":
         backend = "sglang-oai-chat" if endpoint == "chat" else "sglang-oai"
         flags = (
@@ -174,7 +177,7 @@ def available_clients(peers: Path, wanted: list[str]) -> list[str]:
     out = []
     for c in wanted:
         need = {
-            "toolkit": FASTSERVER,
+            **{name: tree / "toolkit" for name, tree in TOOLKIT_TREES.items()},
             "sglang": peers / "sgl/sglang/benchmark/serving.py",
             "vllm": peers / "venv-vllm/bin/python",
         }[c]
@@ -196,7 +199,7 @@ def run_case(
         HF_HUB_OFFLINE="1",
         TRANSFORMERS_OFFLINE="1",
         TOKENIZERS_PARALLELISM="false",
-        PYTHONPATH=str(REPO),
+        PYTHONPATH=str(TOOLKIT_TREES.get(client, REPO)),
     )
     http("POST", server.url + "/stats/reset")
     proc = subprocess.Popen(
@@ -221,7 +224,7 @@ def run_case(
             "suite": "accuracy" if truth.get("gap_count") else "ingest",
             "error": (err or out)[-600:],
         }
-    if client == "toolkit":
+    if client in TOOLKIT_TREES:
         rep = json.loads(out.strip().splitlines()[-1])
     elif client == "sglang":
         rep = json.loads(res.read_text().strip().splitlines()[-1])

@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from bench_client import FASTSERVER, FastServer, available_clients, run_case
+from bench_client import FASTSERVER, TOOLKIT_TREES, FastServer, available_clients, run_case
 
 
 @dataclass(frozen=True)
@@ -72,9 +72,9 @@ def errors(row: dict[str, Any]) -> dict[str, Any]:
 
 
 def run_case_rounds(case: Case, key: str, clients: list[str], peers: Path, port: int, out_len: int,
-                    rounds: int, fastserver: Path, python: str, tmp: Path, nice: int) -> list[dict[str, Any]]:
+                    rounds: int, fastserver: Path, python: str, tmp: Path, prefix: tuple[str, ...]
+                    ) -> list[dict[str, Any]]:
     rows = []
-    prefix = ("nice", "-n", str(nice)) if nice else ()
     with FastServer(port, case.step_ms, step=True, script=fastserver, python=python, prefix=prefix) as srv:
         for r in range(rounds):
             order = clients if r % 2 == 0 else clients[::-1]  # ABBA
@@ -102,7 +102,7 @@ def print_table(rows: list[dict[str, Any]]) -> None:
     print("\n| case | client | runs | " + " | ".join(h for _, h, _ in FIGURES) + " | tokens exact | load (1 min) |")
     print("|---" * (len(FIGURES) + 5) + "|")
     for key, case in CASES.items():
-        for client in ("toolkit", "vllm"):
+        for client in ("toolkit-base", "toolkit", "vllm"):
             rs = [r for r in rows if r.get("case") == key and r["client"] == client and "error" not in r]
             failed = sum(1 for r in rows if r.get("case") == key and r["client"] == client and "error" in r)
             if not rs and not failed:
@@ -125,9 +125,12 @@ def main() -> int:
     ap.add_argument("--rounds", type=int, default=None, help="rounds per case (default: 8, 4 for c256long)")
     ap.add_argument("--out-len", type=int, default=128, help="tokens per request")
     ap.add_argument("--port", type=int, default=18190)
-    ap.add_argument("--nice", type=int, default=0,
-                    help="run server and clients under `nice -n N` (N < 0 needs root): on a machine that others "
-                         "load, pinning alone leaves them a share of both cores")
+    ap.add_argument("--run-under", default="",
+                    help="a command prefix for server and clients, e.g. 'chrt -f 1' (real-time, needs root): on a "
+                         "machine that others load, pinning alone leaves them both cores, and 'nice -n -20' still "
+                         "let them delay a wake-up by several ms")
+    ap.add_argument("--base-tree", default=None, metavar="DIR",
+                    help="also run the toolkit client from this checkout, as client 'toolkit-base' (before/after)")
     ap.add_argument("--out", default=None, help="append every row as a JSON line here")
     ap.add_argument("--from-jsonl", nargs="+", default=None, metavar="FILE", help="print saved rows")
     a = ap.parse_args()
@@ -146,15 +149,17 @@ def main() -> int:
     python = a.server_python or str(peers / "venv-srv/bin/python")
     if not Path(python).exists():
         python = sys.executable
+    if a.base_tree:
+        TOOLKIT_TREES["toolkit-base"] = Path(a.base_tree).resolve()
     clients = available_clients(peers, a.clients.split(","))
     print(f"clients: {', '.join(clients)}; {os.cpu_count()} CPUs; load {os.getloadavg()[0]:.2f}; "
-          f"server {fastserver} on CPU 0 ({python}); nice {a.nice}", flush=True)
+          f"server {fastserver} on CPU 0 ({python}); run under {a.run_under or '-'}", flush=True)
     rows: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory() as tmp:
         for i, key in enumerate(a.cases.split(",")):
             case = CASES[key]
             rows += run_case_rounds(case, key, clients, peers, a.port + i, a.out_len, a.rounds or case.rounds,
-                                    fastserver, python, Path(tmp), a.nice)
+                                    fastserver, python, Path(tmp), tuple(a.run_under.split()))
             if a.out:
                 with open(a.out, "a") as f:
                     for r in rows:

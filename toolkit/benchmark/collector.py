@@ -3,9 +3,10 @@
 Measured against a server that records every token it sends (issue 29), the client's full
 collections took 60-80 ms about every 9 s under load: each one scans the whole heap (some 85,000
 objects once pandas, aiohttp and the toolkit are imported), and while it runs no chunk is
-timestamped, so its pause lands in the reported ITL p99 and TTFT. vLLM 0.33.0's client does
-``gc.collect(); gc.freeze()`` before its run (``vllm/benchmarks/serve.py``, ``main_async``:
-"Avoid GC processing 'static' data - reduce pause times"); its passes still took 13-23 ms.
+timestamped, so its pause lands in the reported ITL p99 and TTFT. vLLM 0.33.0's client collects and
+freezes its heap once before the benchmark (``vllm/benchmarks/serve.py:2265-2266`` calls
+``freeze_gc_heap``, ``vllm/utils/gc_utils.py:120-131``: ``gc.collect(0..2)``, ``gc.freeze()``) and
+leaves the collector on; its passes still took 13-23 ms.
 
 :func:`quiet_collector` goes one step further for the window itself: it collects and freezes the
 heap (the frozen objects are never scanned again), then disables automatic collection; at the end

@@ -1,14 +1,14 @@
 """Start requests in arrival order, at most ``limit`` at a time, from a pool that costs nothing per prompt.
 
-vLLM's client creates one task per request up front, each waiting on a semaphore; ours did the same.
+vLLM's client creates one task per request up front, each waiting on a semaphore
+(``vllm/benchmarks/serve.py:1001-1012`` and ``:1110-1118``, vLLM 0.33.0); ours did the same.
 Measured against a server that records what it sent (issue 29), creating 5,120 tasks took 19 ms and
 their first steps (each one trying the semaphore) about 33 ms more, all before the first request
 left and inside the measured duration: most of a -0.5 % output tok/s error. Here at most ``limit``
 workers exist; each takes the next request index when it is free, waits for that request's arrival
 time, and starts it. Request ``i`` therefore starts at ``max(arrival_i, the time a worker is free)``
-in index order, exactly what vLLM's FIFO semaphore gives (``vllm/benchmarks/serve.py``,
-``benchmark``: ``get_request`` releases on the schedule, ``limited_request_func`` waits on
-``semaphore``, vLLM 0.33.0). Workers are spawned when a request is taken and none is idle, so a
+in index order, exactly what vLLM's FIFO semaphore gives (``get_request``, serve.py:431, releases on
+the schedule; ``limited_request_func``, serve.py:1007, waits on the semaphore). Workers are spawned when a request is taken and none is idle, so a
 run at a finite rate holds only as many as were ever busy at once.
 
 Request starts go **one per turn of the event loop**, each after a turn in which the loop reads its
