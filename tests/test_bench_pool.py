@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -16,7 +17,7 @@ from toolkit.benchmark.client import ClientSettings
 from toolkit.benchmark.collector import collector_state, quiet_collector
 from toolkit.benchmark.dispatch import run_requests
 from toolkit.benchmark.pool import RequestPool
-from toolkit.benchmark.workload import make_workload
+from toolkit.benchmark.workload import arrival_offsets, make_workload
 
 
 @pytest.fixture(scope="module")
@@ -217,3 +218,21 @@ def test_the_collector_state_is_restored_after_an_error_and_a_frozen_heap_stays_
         if before.enabled:
             gc.enable()
     assert collector_state() == before
+
+
+def test_a_run_at_a_request_rate_sends_in_order_never_early_with_few_workers(server: Loopback):
+    workload = make_workload(num_prompts=12, input_len=4, output_len=3, range_ratio=0.0, dataset=None, seed=0)
+    offsets = arrival_offsets(12, 100.0, 1.0, 0)  # Poisson at 100 req/s, seeded
+
+    async def main() -> tuple[float, list[Any]]:
+        async with aiohttp.ClientSession() as session:
+            t0 = time.perf_counter()
+            records, _, stopped = await run_requests(session, settings(server.url, 64), workload.requests,
+                                                     offsets_s=offsets)
+        assert stopped is None and all(r.ok for r in records)
+        return t0, records
+
+    t0, records = asyncio.run(main())
+    sends = [r.send_time for r in records]
+    assert sends == sorted(sends)
+    assert all(s >= t0 + off for s, off in zip(sends, offsets, strict=True))
