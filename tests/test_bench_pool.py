@@ -16,7 +16,7 @@ from test_bench_client import Loopback
 from toolkit.benchmark.client import ClientSettings
 from toolkit.benchmark.collector import collector_state, quiet_collector
 from toolkit.benchmark.dispatch import run_requests
-from toolkit.benchmark.pool import RequestPool
+from toolkit.benchmark.pool import RequestPool, StartTurns
 from toolkit.benchmark.workload import arrival_offsets, make_workload
 
 
@@ -237,3 +237,16 @@ def test_a_run_at_a_request_rate_sends_in_order_never_early_with_few_workers(ser
     sends = [r.send_time for r in records]
     assert sends == sorted(sends)
     assert all(s >= t0 + off for s, off in zip(sends, offsets, strict=True))
+
+
+def test_starts_over_a_slice_budget_wait_for_the_next_release_and_keep_their_order(monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.setattr(StartTurns, "BUDGET_S", 1e-9)  # a slice holds one start: the re-wait path each time
+    started: list[int] = []
+
+    async def work(i: int) -> None:
+        started.append(i)
+        await asyncio.sleep(0)
+
+    pool = RequestPool(30, limit=10)
+    asyncio.run(pool.run(work))
+    assert started == list(range(30))
