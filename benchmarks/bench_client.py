@@ -39,6 +39,9 @@ import psutil
 REPO = Path(__file__).resolve().parents[1]
 FASTSERVER = REPO / ".." / "shared" / "peers" / "fastserver.py"
 SERVER_CPU, CLIENT_CPU = "0", "1"
+#: where each toolkit client runs from: this checkout, plus any other tree a comparison adds
+#: (bench_vs_vllm.py --base-tree: e.g. `git worktree add` of the commit before a change)
+TOOLKIT_TREES: dict[str, Path] = {"toolkit": REPO}
 ACCURACY_NUM = {1: 4, 8: 32, 32: 64}  # x 512 tokens at 10 ms: about 20, 20 and 10 s per client
 
 
@@ -51,9 +54,10 @@ def http(method: str, url: str) -> Any:
 class FastServer:
     """fastserver.py on CPU 0, started from its own place; stopped (and waited for) on exit."""
 
-    def __init__(self, port: int, delay_ms: float, step: bool) -> None:
+    def __init__(self, port: int, delay_ms: float, step: bool, script: Path = FASTSERVER,
+                 python: str = sys.executable, prefix: tuple[str, ...] = ()) -> None:
         self.port, self.url = port, f"http://127.0.0.1:{port}"
-        server = ["taskset", "-c", SERVER_CPU, sys.executable, str(FASTSERVER.resolve())]
+        server = [*prefix, "taskset", "-c", SERVER_CPU, python, str(script.resolve())]
         args = server + f"--port {port} --delay-ms {delay_ms}{' --step' if step else ''}".split()
         self.proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)
 
@@ -134,12 +138,12 @@ def client_command(
 ) -> tuple[list[str], Path]:
     """The command line of one client run, and the folder to run it in."""
     common = f"--host 127.0.0.1 --port {port} --model fake-model --num-prompts {num} --max-concurrency {conc}"
-    if client == "toolkit":
+    if client in TOOLKIT_TREES:
         flags = (
             f"--url http://127.0.0.1:{port} --model fake-model --endpoint {endpoint} --num-prompts {num} "
             f"--max-concurrency {conc} --input-len 32 --output-len {out_len} --no-progress --json"
         )
-        return [sys.executable, "-m", "toolkit", "bench", *flags.split()], REPO
+        return [sys.executable, "-m", "toolkit", "bench", *flags.split()], TOOLKIT_TREES[client]
     if client == "sglang":
         backend = "sglang-oai-chat" if endpoint == "chat" else "sglang-oai"
         flags = (
@@ -173,7 +177,7 @@ def available_clients(peers: Path, wanted: list[str]) -> list[str]:
     out = []
     for c in wanted:
         need = {
-            "toolkit": FASTSERVER,
+            **{name: tree / "toolkit" for name, tree in TOOLKIT_TREES.items()},
             "sglang": peers / "sgl/sglang/benchmark/serving.py",
             "vllm": peers / "venv-vllm/bin/python",
         }[c]
@@ -185,7 +189,8 @@ def available_clients(peers: Path, wanted: list[str]) -> list[str]:
 
 
 def run_case(
-    client: str, server: FastServer, peers: Path, conc: int, num: int, out_len: int, endpoint: str, tmp: Path
+    client: str, server: FastServer, peers: Path, conc: int, num: int, out_len: int, endpoint: str, tmp: Path,
+    prefix: tuple[str, ...] = (),
 ) -> dict[str, Any]:
     res = tmp / f"{client}-c{conc}-{time.monotonic_ns()}.json"
     argv, cwd = client_command(client, peers, server.port, conc, num, out_len, res, endpoint)
@@ -194,11 +199,11 @@ def run_case(
         HF_HUB_OFFLINE="1",
         TRANSFORMERS_OFFLINE="1",
         TOKENIZERS_PARALLELISM="false",
-        PYTHONPATH=str(REPO),
+        PYTHONPATH=str(TOOLKIT_TREES.get(client, REPO)),
     )
     http("POST", server.url + "/stats/reset")
     proc = subprocess.Popen(
-        ["taskset", "-c", CLIENT_CPU, *argv],
+        [*prefix, "taskset", "-c", CLIENT_CPU, *argv],
         cwd=cwd,
         env=env,
         stdout=subprocess.PIPE,
@@ -219,7 +224,7 @@ def run_case(
             "suite": "accuracy" if truth.get("gap_count") else "ingest",
             "error": (err or out)[-600:],
         }
-    if client == "toolkit":
+    if client in TOOLKIT_TREES:
         rep = json.loads(out.strip().splitlines()[-1])
     elif client == "sglang":
         rep = json.loads(res.read_text().strip().splitlines()[-1])
@@ -243,6 +248,7 @@ def run_case(
     t1 = max(truth["t_last_send"], t0 + (row["duration"] or 0.0))
     cpu = sampler.cpu_between(t0, t1)
     row["window_s"], row["cpu_window_s"] = t1 - t0, cpu
+    row["cpu_process_s"] = sampler.samples[-1][1] if sampler.samples else None
     row["cpu_per_1k_tokens_ms"] = None if cpu is None else cpu / truth["tokens"] * 1e6
     row["cpu_util"] = None if cpu is None else cpu / (t1 - t0)
     return row
