@@ -9,6 +9,7 @@ Stdlib only (subprocess, http.client), so a test needs no event loop:
 
 from __future__ import annotations
 
+import contextlib
 import http.client
 import json
 import os
@@ -18,6 +19,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -41,6 +43,38 @@ def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])
+
+
+LISTENER = (
+    "import socket, sys, time; s = socket.socket(); s.bind(('0.0.0.0', 0)); s.listen(); "
+    "print(s.getsockname()[1], flush=True); sys.stdin.read()"
+)
+
+
+@contextlib.contextmanager
+def listening_process() -> Iterator[tuple[int, int]]:
+    """(pid, port) of a separate plain ``python -c`` holding a listening TCP port until the block ends.
+
+    A port held by the test process itself names the pytest-xdist worker, which renames itself
+    ("[pytest-xdist running] tests/...") when setproctitle is installed; a child keeps its argv.
+    """
+    proc = subprocess.Popen([sys.executable, "-c", LISTENER], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout is not None
+        line = proc.stdout.readline()
+        if not line.strip():
+            raise RuntimeError(f"the listener exited before it listened (status {proc.wait(5)})")
+        yield proc.pid, int(line)
+    finally:
+        if proc.stdin is not None:
+            proc.stdin.close()  # the listener's stdin ends: it exits
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+        if proc.stdout is not None:
+            proc.stdout.close()
 
 
 class SimProcess:

@@ -15,6 +15,7 @@ from toolkit.errors import ServerDied
 from toolkit.host.host import Host
 from toolkit.journal import Journal
 from toolkit.moves import compare, compare_flag
+from toolkit.moves.envcheck import env_report
 from toolkit.server.server import Server
 from toolkit.server.spec import ServerSpec
 from toolkit.views import plots as tk_plots
@@ -90,10 +91,14 @@ def test_identical_specs_are_within_noise(local_host: Host, tmp_path: Path) -> N
 def test_compare_flag_on_an_environment_variable_reaches_every_rank(local_host: Host, tmp_path: Path) -> None:
     spec = _base(testing.free_port())
     seen: dict[str, set[str | None]] = {}
+    processes: dict[str, int] = {}
 
     def bench_and_look(server: Server) -> BenchResult:
-        tree = server.host.process_tree(server.pid)
-        seen[server.spec.describe()] = {(p.environ or {}).get("NCCL_ALGO") for p in tree}
+        # Read as the toolkit does: a renamed rank's /proc environ is its title's memory (setproctitle),
+        # so a variable's absence there is decided by env_report from a sibling, its parent or NCCL's echo.
+        frame = env_report(server, ["NCCL_ALGO"]).frame
+        seen[server.spec.describe()] = {a if isinstance(a, str) else None for a in frame["actual"]}
+        processes[server.spec.describe()] = frame["pid"].nunique()
         return bench(server, progress=False, **BENCH)
 
     ab = compare_flag(local_host, spec, "env:NCCL_ALGO", None, "Tree", repeats=1, bench=bench_and_look,
@@ -101,7 +106,8 @@ def test_compare_flag_on_an_environment_variable_reaches_every_rank(local_host: 
 
     assert (ab.label_a, ab.label_b) == ("without NCCL_ALGO", "NCCL_ALGO=Tree")
     assert dict(ab.spec_b.env) == {"NCCL_ALGO": "Tree"} and not dict(ab.spec_a.env)
-    assert sorted(seen.values(), key=len) == [{None}, {"Tree"}]  # the server and both TP workers
+    assert sorted(seen.values(), key=lambda values: None in values) == [{"Tree"}, {None}]
+    assert list(processes.values()) == [3, 3]  # the server and both TP workers, on each side
     assert ab.verdict == "within_noise" and "one run per side: noise unknown" in ab.summary_text
     assert ab.journal_verdict is None and ab.step_ids == (None, None)
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import importlib
 import json
+import select
 import socket
 import subprocess
 import sys
@@ -12,7 +13,7 @@ import textwrap
 import threading
 import time
 from collections.abc import Iterator
-from typing import Any
+from typing import IO, Any
 
 import pytest
 from aiohttp import web
@@ -432,23 +433,30 @@ SILENT = textwrap.dedent(
     while True:  # accept, read nothing, answer nothing: a server wedged after its port opened
         connection, _ = server.accept()
         held.append(connection)
+        print("accepted", flush=True)  # a client is waiting on it: what a test can wait for
     """
 )
 
 
 @pytest.fixture
-def silent_url(tmp_path: Any) -> Iterator[str]:
+def silent_server(tmp_path: Any) -> Iterator[tuple[str, IO[str]]]:
+    """The silent server's URL and its stdout, which says ``accepted`` for each connection."""
     script = tmp_path / "silent.py"
     script.write_text(SILENT)
     proc = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, text=True)
     try:
         assert proc.stdout is not None
-        yield f"http://127.0.0.1:{proc.stdout.readline().strip()}"
+        yield f"http://127.0.0.1:{proc.stdout.readline().strip()}", proc.stdout
     finally:
         proc.kill()
         proc.wait(10)
         if proc.stdout is not None:
             proc.stdout.close()
+
+
+@pytest.fixture
+def silent_url(silent_server: tuple[str, IO[str]]) -> str:
+    return silent_server[0]
 
 
 @pytest.mark.slow
@@ -463,13 +471,21 @@ def test_a_silent_server_fails_the_benchmark_within_its_timeout(silent_url: str)
 
 
 @pytest.mark.slow
-def test_ctrl_c_during_a_cli_benchmark_stops_cleanly(silent_url: str) -> None:
+def test_ctrl_c_during_a_cli_benchmark_stops_cleanly(silent_server: tuple[str, IO[str]]) -> None:
+    url, server_out = silent_server
     proc = subprocess.Popen(
-        [sys.executable, "-m", "toolkit", "bench", "--url", silent_url, "--model", "m", "--num-prompts", "4",
+        [sys.executable, "-m", "toolkit", "bench", "--url", url, "--model", "m", "--num-prompts", "4",
          "--tokenizer", "words", "--no-progress"],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )
-    time.sleep(3)  # the warm-up request is waiting on the silent server
+    # Wait until the benchmark's first request reaches the silent server (the CLI's imports can take
+    # seconds on a loaded machine), not a fixed time: then SIGINT lands inside the benchmark.
+    # (the server printed nothing since its port line, so nothing waits in the text buffer: select sees it all)
+    ready, _, _ = select.select([server_out], [], [], 120)
+    if not ready or server_out.readline().strip() != "accepted":
+        proc.kill()
+        _, err = proc.communicate(timeout=30)
+        raise AssertionError(f"the benchmark never reached the server: {err}")
     proc.send_signal(2)  # SIGINT, what Ctrl-C sends
     _, err = proc.communicate(timeout=30)
     assert proc.returncode == 130, err

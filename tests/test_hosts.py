@@ -129,6 +129,14 @@ def test_parse_process_tree_keeps_empty_argv_words_and_explains_failures() -> No
     assert "does not exist" in (infos[3].error or "")
 
 
+def test_a_renamed_process_reads_as_its_title_without_the_nul_padding() -> None:
+    # setproctitle writes the title over the argv area and NUL-pads the rest (vLLM, SGLang, the simulator)
+    titled, trailing = _b64(b"sglang::scheduler_TP0" + b"\0" * 15), _b64(b"prog\0a\0\0\0")
+    infos = procs.parse_process_tree(f"20\t1\tS\t{titled}\t-\n21\t1\tS\t{trailing}\t-", host="h")
+    assert [i.cmdline for i in infos] == [("sglang::scheduler_TP0",), ("prog", "a", "", "")]
+    assert procs.parse_port_holder(f"holder 20 {titled}\n") == (20, "sglang::scheduler_TP0")
+
+
 def test_parse_port_holder() -> None:
     cmd = _b64(b"python3\0-m\0http.server\0")
     assert procs.parse_port_holder("") is None

@@ -7,7 +7,6 @@ hosts, ssh_config, and processes outliving the session.
 
 from __future__ import annotations
 
-import os
 import random
 import socket
 import time
@@ -15,6 +14,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from sim_process import LISTENER, listening_process
 from system.sshd import LoopbackSshd
 
 from toolkit.errors import (
@@ -96,9 +96,11 @@ def test_a_child_forked_by_the_term_handler_is_stopped_too(any_host: Host, tmp_p
     # The signal and the wait for its targets travel in one round trip: a process that appears after
     # the signal (a shutdown hook's child, in the server's group) must still be found and signalled.
     marker = _marker()
-    script = f"trap '(exec sleep {marker}) & echo forked; exit 0' TERM\nwhile :; do sleep 0.05; done"
+    script = f"trap '(exec sleep {marker}) & echo forked; exit 0' TERM\necho trapped\nwhile :; do sleep 0.05; done"
     handle = any_host.start_detached(script, log_path=f"{tmp_path}/fork.log")
     assert any_host.is_alive(handle)
+    # A TERM that lands before bash has set its trap kills it silently: signal once the trap is set.
+    _wait_for(lambda: "trapped" in any_host.run(f"cat {tmp_path}/fork.log").stdout)
 
     report = any_host.stop(handle, grace_s=5.0)
 
@@ -166,17 +168,18 @@ def test_files_round_trip_bytes(any_host: Host, tmp_path: Path) -> None:
     data = bytes(range(256)) * 3
     any_host.write_file(f"{tmp_path}/new dir/blob.bin", data)
     assert any_host.read_file(f"{tmp_path}/new dir/blob.bin") == data
-    with pytest.raises(CommandFailed, match="exited with status 1"):
+    # read_file reads regular files only: a missing path and a directory are refused alike.
+    with pytest.raises(CommandFailed, match="exited with status 3(.|\\n)*not a regular file"):
         any_host.read_file(f"{tmp_path}/missing")
+    with pytest.raises(CommandFailed, match="not a regular file"):
+        any_host.read_file(f"{tmp_path}/new dir")
 
 
 def test_port_holder_names_the_listening_process(any_host: Host) -> None:
-    with socket.socket() as listener:
-        listener.bind(("0.0.0.0", 0))
-        listener.listen()
-        port = listener.getsockname()[1]
+    # The holder is a separate plain python: the xdist worker renames itself (setproctitle).
+    with listening_process() as (pid, port):
         holder = any_host.port_holder(port)
-    assert holder is not None and holder[0] == os.getpid() and "python" in holder[1]
+        assert holder is not None and holder[0] == pid and "python" in holder[1] and LISTENER[:20] in holder[1]
     assert any_host.port_holder(port) is None
 
 

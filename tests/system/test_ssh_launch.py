@@ -13,6 +13,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from sim_process import free_port as _free_port
+from sim_process import listening_process
 
 from toolkit.errors import PortInUse
 from toolkit.host.host import Host
@@ -73,15 +74,13 @@ def test_any_flag_and_env_value_reaches_the_process_exactly(
 @pytest.mark.ssh
 def test_port_in_use_over_ssh_names_the_holder_within_bounds(ssh_host: Host, tmp_path: Path) -> None:
     spec = ServerSpec.sglang("m", port=1, python=sys.executable)
-    with socket.socket() as held:
-        held.bind(("0.0.0.0", 0))
-        held.listen()
-        spec = spec.with_flags({"--port": held.getsockname()[1]})
+    with listening_process() as (pid, port):  # a separate python: the xdist worker renames itself
+        spec = spec.with_flags({"--port": port})
         started = time.monotonic()
         with pytest.raises(PortInUse) as info:
             launch(ssh_host, spec, log_dir=str(tmp_path))
         assert time.monotonic() - started < 5.0
-    assert info.value.pid is not None and "python" in (info.value.holder or "")
+    assert info.value.pid == pid and "python" in (info.value.holder or "")
     assert f"port {spec.port} on {ssh_host.name} is held by pid {info.value.pid} (" in str(info.value)
 
 

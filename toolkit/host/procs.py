@@ -227,12 +227,19 @@ def _decode(field: str) -> tuple[bytes | None, str | None]:
 
 
 def _split_cmdline(raw: bytes) -> tuple[str, ...]:
-    """Split ``/proc/PID/cmdline`` exactly: one NUL ends each word (so empty words survive)."""
+    """Split ``/proc/PID/cmdline`` exactly: one NUL ends each word (so empty words survive), but a title
+    (setproctitle) NUL-padded to the old argv's length reads as the title alone."""
     if not raw:
         return ()
     if raw.endswith(b"\0"):
         raw = raw[:-1]
-    return tuple(word.decode("utf-8", "replace") for word in raw.split(b"\0"))
+    words = tuple(word.decode("utf-8", "replace") for word in raw.split(b"\0"))
+    if len(words) >= 3 and words[0] and not any(words[1:]):
+        # A renamed process (setproctitle: vLLM's ``VLLM::EngineCore``, SGLang's ``sglang::scheduler_TP0``)
+        # writes its title over the argv area and NUL-pads the rest: the title is its whole cmdline.
+        # (A real argv of one word then only 2+ empty words reads the same; none is worth that confusion.)
+        return words[:1]
+    return words
 
 
 def _why(pid: int, what: str, reason: str) -> str:
