@@ -234,12 +234,8 @@ def _split_cmdline(raw: bytes) -> tuple[str, ...]:
     if raw.endswith(b"\0"):
         raw = raw[:-1]
     words = tuple(word.decode("utf-8", "replace") for word in raw.split(b"\0"))
-    if len(words) >= 3 and words[0] and not any(words[1:]):
-        # A renamed process (setproctitle: vLLM's ``VLLM::EngineCore``, SGLang's ``sglang::scheduler_TP0``)
-        # writes its title over the argv area and NUL-pads the rest: the title is its whole cmdline.
-        # (A real argv of one word then only 2+ empty words reads the same; none is worth that confusion.)
-        return words[:1]
-    return words
+    # setproctitle (``VLLM::EngineCore``) NUL-pads its title over the old argv: the title is the whole cmdline
+    return words[:1] if len(words) >= 3 and words[0] and not any(words[1:]) else words
 
 
 def _why(pid: int, what: str, reason: str) -> str:
@@ -256,11 +252,8 @@ def _why(pid: int, what: str, reason: str) -> str:
 def parse_environ(raw: bytes) -> dict[str, str]:
     """``/proc/PID/environ`` as a mapping; only well-formed ``KEY=VALUE`` entries count.
 
-    A process renamed with setproctitle (vLLM's ``VLLM::EngineCore``, SGLang's
-    ``sglang::scheduler_TP0``) has its environ memory overwritten: NUL bytes, or the tail of
-    its title. Neither is a variable, so both read as an empty mapping here, and
-    ``toolkit.moves.envcheck`` treats a titled process with an empty environment as
-    overwritten, never as one that lacks every variable.
+    A process renamed with setproctitle has the start of this memory overwritten (NUL bytes, its
+    title): no variable, so what is left is a tail (``toolkit.moves.envcheck.survivors``).
 
     >>> parse_environ(b"A=1\\0B=x=y\\0")
     {'A': '1', 'B': 'x=y'}
