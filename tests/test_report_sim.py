@@ -132,8 +132,13 @@ def test_labels_and_summary_name_the_flag_and_this_runs_numbers(rendered: tuple[
     assert "| prefill |" not in markdown and "| decode |" not in markdown
     summary = _section(markdown, "Summary")
     results = journal.results(wide=True)
-    decode = results[results["label"] == "--speculative-attention-mode=decode"]["output_throughput"].mean()
-    assert f"{decode:.1f} output tok/s" in summary
+    decode_runs = results[results["label"] == "--speculative-attention-mode=decode"]
+    decode = decode_runs["output_throughput"].mean()
+    # issue 28: the mean with its 95 % CI, and the runs and requests behind it (this run's, not the seed's)
+    requests = int(decode_runs["completed"].sum())
+    measured = (rf"{decode:.1f} ± \d+\.\d output tok/s "
+                rf"\(95 % CI over {len(decode_runs)} runs, {requests} requests\)")
+    assert len(decode_runs) >= 2 and re.search(measured, summary), (measured, summary)
     for jargon in ("noise unknown", "run(s)", "Baseline (", "59-61", "82-83"):
         assert jargon not in summary
     # A commit subject shortened in a title ends with a whole word of it, never mid-word ("source t").

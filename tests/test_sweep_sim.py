@@ -73,9 +73,13 @@ def test_attention_mode_sweep_over_ssh_records_every_step_and_plots(ssh_host: Ho
     metric_lines = journal.metric_lines()
     assert set(metric_lines["run_id"]) == set(runs["run_id"])
     assert "accept_len" in metric_lines.columns or "accept_length" in metric_lines.columns
-    benign = journal.log_lines()
+    lines = journal.log_lines()
+    benign = lines[lines["verdict"] == "benign"]
     assert benign["text"].str.contains("Ignore import error when loading sglang.srt.models.glmasr").any()
-    assert set(benign["verdict"]) == {"benign"}
+    # issue 23: each run's evidence also holds the line that made the server ready (benchmark/evidence.py)
+    assert set(lines["verdict"]) == {"benign", "ready"}
+    ready = lines[lines["verdict"] == "ready"]
+    assert set(ready["step_id"]) == set(steps["step_id"]), ready
 
     png = tmp_path / "sweep.png"
     tk_plots.sweep(result).savefig(png, dpi=72)

@@ -16,6 +16,7 @@ from typing import Any
 
 import nbformat
 import pytest
+from sim_process import free_port
 from system.sshd import LoopbackSshd
 
 REPO = Path(__file__).resolve().parents[2]
@@ -56,6 +57,7 @@ def onboarding(tmp_path_factory: pytest.TempPathFactory, sshd: LoopbackSshd) -> 
         "01_onboarding_eagle3.ipynb", out, out_dir=str(out), journal_path=str(out / "eagle3.sqlite"),
         ssh_host="127.0.0.1", ssh_port=sshd.port, ssh_user=sshd.user, ssh_key=str(sshd.client_key),
         known_hosts=str(sshd.known_hosts),
+        base_port=free_port(),  # not the notebook's 30000: another run on this machine may hold it (PortInUse)
     )
     return notebook, out
 
@@ -160,7 +162,7 @@ def test_investigation_template_with_vllm_parameters_concludes(tmp_path: Path) -
     small (with the hint that says so), and the last cell proposes a root cause from the confirmed steps."""
     notebook = execute("02_investigation_template.ipynb", tmp_path, journal_path=str(tmp_path / "j.sqlite"),
                        out_dir=str(tmp_path / "report"), engine="vllm", tp=2, repeats=2, num_prompts=2,
-                       output_len=32, port=30170, env={}, model_path="llama-3-8b",
+                       output_len=32, port=free_port(), env={}, model_path="llama-3-8b",
                        change_title="EAGLE-3", change_flags={"--speculative-config": {"method": "eagle3",
                                                                                      "num_speculative_tokens": 2}},
                        ab_flag="--enforce-eager", ab_values=[True, None], ab_hypothesis="CUDA graphs are faster",

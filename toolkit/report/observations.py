@@ -181,15 +181,17 @@ def profile_section(journal: Journal, steps: pd.DataFrame, dpi: int, *, top: int
     if profiles:
         blocks.append(_figure(plots.profile_phases({label: p.phases() for label, p in profiles}), "profile_phases",
                               "GPU time per phase of each profile, inside CUDA graphs or eager", dpi))
-    for n, (label, other) in enumerate(profiles[1:], start=2):
-        moved = compare_kernel_tables(profiles[0][1].kernels(), other.kernels(), label_a=profiles[0][0], label_b=label)
+    # each profile against the one before it: a diagnosis's fast and slow sides, then one change after another
+    # (against the first alone, a diagnosis's "fast side" hid what moved between two later profiles)
+    for n, ((before, first), (label, other)) in enumerate(zip(profiles, profiles[1:]), start=2):
+        moved = compare_kernel_tables(first.kernels(), other.kernels(), label_a=before, label_b=label)
         rows = tuple((r.phase, r.kernel, _num(r.total_ms_a, 2), _num(r.total_ms_b, 2), _num(r.delta_ms, 2), r.where_a,
                       r.where_b, r.moved) for r in moved.head(top).itertuples())
-        blocks += [Heading(f"What moved: {profiles[0][0]} → {label}", 3),
-                   Table(("phase", "kernel", f"GPU ms ({profiles[0][0]})", f"GPU ms ({label})", "change (ms)",
+        blocks += [Heading(f"What moved: {before} → {label}", 3),
+                   Table(("phase", "kernel", f"GPU ms ({before})", f"GPU ms ({label})", "change (ms)",
                           "where before", "where after", "moved"), rows),
                    _figure(plots.profile_comparison(moved), f"profile_comparison_{n}",
-                           f"kernels that moved from {profiles[0][0]} to {label}", dpi)]
+                           f"kernels that moved from {before} to {label}", dpi)]
     return blocks
 
 
