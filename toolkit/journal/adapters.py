@@ -113,7 +113,12 @@ def clone_url(url: str) -> str:
     url = url.strip()
     if not _SCHEME.match(url):
         return url
-    parts = urlsplit(url)
+    try:
+        parts = urlsplit(url)
+    except ValueError:  # not a URL urllib reads (an unmatched "[" in its host): cut any user part and query by hand
+        scheme, _, rest = url.partition("://")
+        authority, slash, path = rest.partition("/")
+        return f"{scheme}://{authority.rpartition('@')[2]}{slash}{path.partition('?')[0]}"
     userinfo, _, netloc = parts.netloc.rpartition("@")  # host[:port] as written
     login = userinfo.partition(":")[0]
     if login and parts.scheme.lower() in _LOGIN_SCHEMES:
