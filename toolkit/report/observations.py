@@ -18,6 +18,7 @@ from __future__ import annotations
 import io
 import math
 import re
+from itertools import pairwise
 from typing import TYPE_CHECKING, Any
 
 from toolkit.moves.kernels import compare_kernel_tables
@@ -183,7 +184,7 @@ def profile_section(journal: Journal, steps: pd.DataFrame, dpi: int, *, top: int
                               "GPU time per phase of each profile, inside CUDA graphs or eager", dpi))
     # each profile against the one before it: a diagnosis's fast and slow sides, then one change after another
     # (against the first alone, a diagnosis's "fast side" hid what moved between two later profiles)
-    for n, ((before, first), (label, other)) in enumerate(zip(profiles, profiles[1:]), start=2):
+    for n, ((before, first), (label, other)) in enumerate(pairwise(profiles), start=2):
         moved = compare_kernel_tables(first.kernels(), other.kernels(), label_a=before, label_b=label)
         rows = tuple((r.phase, r.kernel, _num(r.total_ms_a, 2), _num(r.total_ms_b, 2), _num(r.delta_ms, 2), r.where_a,
                       r.where_b, r.moved) for r in moved.head(top).itertuples())
