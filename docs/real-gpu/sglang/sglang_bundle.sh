@@ -2,13 +2,14 @@
 # Here (no GPU): download SGLang 0.5.17 (the newest release that pins torch==2.11.0, the GPU machine's torch), its
 # kernel wheel sglang-kernel 0.4.5 (a CUDA 13 build: libcudart.so.13, libcublas.so.13) and the packages the machine
 # lacks (sglang-0.5.17-deps.txt); trim the kernel wheel to what one H200 needs for a dense model served with
-# Triton attention; pack everything into chunks of at most 54 MiB under DEST (default .sw in the current repo,
-# which must be git-ignored). Each chunk travels in one device call (carry: [".sw/cN"]); see README.md here.
-# Prints the chunk count (3 when this was written: 151 MB in all, the largest chunk 54 MiB).
+# Triton attention; pack everything into chunks of at most CHUNK_MIB MiB (default 48) under DEST (default .sw in
+# the current repo, which must be git-ignored). Each chunk travels in one device call (carry: [".sw/cN"]) with
+# the project tree, and the two together must stay under the carry's 64 MiB: with the tree at 11 MiB (2026-12-02),
+# 54 MiB chunks no longer fit. Prints the chunk count (3 at 48 MiB: 151 MB in all); see README.md here.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 DEST=${1:-.sw}
-LIMIT=$((54 * 1024 * 1024))
+LIMIT=$((${CHUNK_MIB:-48} * 1024 * 1024))
 work=$(mktemp -d)
 P="--only-binary=:all: --python-version 3.12 --implementation cp --platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64
  --platform manylinux2014_x86_64 --platform manylinux_2_31_x86_64 --platform manylinux_2_27_x86_64 --platform manylinux_2_34_x86_64
@@ -31,7 +32,7 @@ for f in $(ls -S "$work"/w/*); do
     if ((used + s <= LIMIT)); then mv "$f" "$DEST/c$i/"; placed=1; break; fi
   done
   if [ -z "$placed" ]; then
-    ((s <= LIMIT)) || { echo "$(basename "$f") is over 54 MiB by itself"; exit 1; }
+    ((s <= LIMIT)) || { echo "$(basename "$f") is over ${CHUNK_MIB:-48} MiB by itself"; exit 1; }
     n=$((n + 1)); mkdir -p "$DEST/c$n"; mv "$f" "$DEST/c$n/"
   fi
 done
