@@ -27,9 +27,45 @@ on PYTHONPATH, the tokenizer from ../shared/peers/make_tokenizer.py in /tmp/peer
 
 from __future__ import annotations
 
+import subprocess
 import sys
 
-from field_vllm import Engine, main
+from field_vllm import PEERS, Engine, Field, main
+
+
+def sglang_client(field: Field) -> tuple[list[str], str | None]:
+    """``python -m sglang.bench_serving`` beside the engine (with ``--simulate``: the peers' layout of SGLang's
+    client), checked with ``--help`` first, and its tokenizer (None: the model's). sglang 0.5.17's client imports
+    Hugging Face ``datasets`` at load time (python/sglang/benchmark/datasets/__init__.py:11 -> mmmu.py:8) although
+    only MMMU reads with it, and the GPU machine's set does not carry ``datasets``: without it a stub that raises
+    on use goes on PYTHONPATH."""
+    args = field.args
+    tokenizer = args.tokenizer or (str(PEERS / "tok") if args.simulate else None)
+    if args.reference_bench:
+        words = args.reference_bench.split()
+    elif args.simulate:
+        words = ["env", f"PYTHONPATH={PEERS / 'sgl'}", str(PEERS / "venv-vllm" / "bin" / "python"),
+                 "-m", "sglang.bench_serving"]
+    else:
+        words = [args.python, "-m", "sglang.bench_serving"]
+    for _ in range(2):
+        ran = subprocess.run([*words, "--help"], capture_output=True, text=True, timeout=180, check=False)
+        if ran.returncode == 0:
+            return words, tokenizer
+        if "No module named 'datasets'" not in ran.stderr or "field-stub" in " ".join(words):
+            break
+        stub = field.work / "field-stub" / "datasets"
+        stub.mkdir(parents=True, exist_ok=True)
+        (stub / "__init__.py").write_text(
+            "def load_dataset(*args, **kwargs):\n    raise ImportError('Hugging Face datasets is not installed here: "
+            "a stub from benchmarks/field_sglang.py, enough for --dataset-name custom')\n")
+        if words[0] == "env" and words[1].startswith("PYTHONPATH="):
+            words = ["env", f"PYTHONPATH={stub.parent}:{words[1].split('=', 1)[1]}", *words[2:]]
+        else:
+            words = ["env", f"PYTHONPATH={stub.parent}", *words]
+        field.keep("reference_client_stub", f"{stub}: sglang.bench_serving needs the datasets module at import")
+    raise RuntimeError(f"{' '.join(words)} --help failed (exit {ran.returncode}): {ran.stderr.strip()[-600:]}")
+
 
 SGLANG = Engine(
     "sglang", "0.5.17",
@@ -44,6 +80,7 @@ SGLANG = Engine(
     stages=("basics", "bench", "profile", "fail", "graphs", "diagnose"),
     keep_going=True,
     sim_takes_flags=True,
+    reference_client=sglang_client,
 )
 
 if __name__ == "__main__":

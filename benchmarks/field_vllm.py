@@ -19,6 +19,10 @@ post-mortem with its figures, kernel table, agreement table, executed notebook, 
   the differences ranked (the comparison is recorded as the diagnosis step; it replaces ``graphs`` on the GPU);
 - ``notebook``: notebook 02 executed by papermill with vLLM parameters only.
 
+The engine's particulars (launch flags, environment, typo, failing start, CUDA graphs off, reference client)
+are one ``Engine`` value: ``VLLM`` here; ``benchmarks/field_sglang.py`` runs the same stages on SGLang 0.5.17
+with its own (and ``keep_going``: a failed stage is kept in ``figures.json`` and the next one runs).
+
 On the GPU machine (docs/real-gpu/vllm/README.md)::
 
     /tmp/vv/bin/python benchmarks/field_vllm.py --python /tmp/vv/bin/python --model /tmp/m --out $OUT --stage basics,bench,profile
@@ -75,6 +79,8 @@ class Engine:
     profile_at_launch: bool = False  # vLLM: the trace folder is a launch flag (--profiler-config)
     keep_going: bool = False  # a failed stage is kept in the figures and the next stage runs
     sim_takes_flags: bool = False  # the simulator is launched with the real flags too (its parser checks them)
+    # the engine's own bench client as words and its tokenizer, when not vLLM's (the Field is given)
+    reference_client: Callable[[Any], tuple[list[str], str | None]] | None = None
 
     @property
     def title(self) -> str:
@@ -200,47 +206,14 @@ def basics(field: Field, server: tk.Server) -> None:
 def reference_command(field: Field) -> tuple[list[str], str | None]:
     """The engine's own benchmark client as words, and the tokenizer to give it (None: the model's)."""
     args = field.args
-    if field.engine.name == "sglang":
-        return sglang_client(field), (args.tokenizer or (str(PEERS / "tok") if args.simulate else None))
+    if field.engine.reference_client is not None:
+        return field.engine.reference_client(field)
     if args.reference_bench:
         return args.reference_bench.split(), args.tokenizer
     if args.simulate:
         return [str(PEERS / "venv-vllm" / "bin" / "python"), str(REPO.parent / "shared" / "peers" /
                                                                 "vllm_bench_serve.py")], str(PEERS / "tok")
     return [str(Path(args.python).parent / "vllm"), "bench", "serve"], None
-
-
-def sglang_client(field: Field) -> list[str]:
-    """``python -m sglang.bench_serving`` beside the engine (here: the peers' layout of SGLang's client), checked
-    with ``--help`` first. sglang 0.5.17's client imports Hugging Face ``datasets`` at load time
-    (python/sglang/benchmark/datasets/__init__.py:11 -> mmmu.py:8) although only MMMU reads with it, and the
-    GPU machine's set does not carry ``datasets``: without it a stub that raises on use goes on PYTHONPATH."""
-    args = field.args
-    if args.reference_bench:
-        words = args.reference_bench.split()
-    elif args.simulate:
-        words = ["env", f"PYTHONPATH={PEERS / 'sgl'}", str(PEERS / "venv-vllm" / "bin" / "python"),
-                 "-m", "sglang.bench_serving"]
-    else:
-        words = [args.python, "-m", "sglang.bench_serving"]
-    for _ in range(2):
-        ran = subprocess.run([*words, "--help"], capture_output=True, text=True, timeout=180, check=False)
-        if ran.returncode == 0:
-            return words
-        missing = "No module named 'datasets'" in ran.stderr
-        if not missing or words[0] == "env" and "field-stub" in words[1]:
-            break
-        stub = field.work / "field-stub" / "datasets"
-        stub.mkdir(parents=True, exist_ok=True)
-        (stub / "__init__.py").write_text(
-            "def load_dataset(*args, **kwargs):\n    raise ImportError('Hugging Face datasets is not installed here: "
-            "a stub from benchmarks/field_vllm.py, enough for --dataset-name custom')\n")
-        if words[0] == "env" and words[1].startswith("PYTHONPATH="):
-            words = ["env", f"PYTHONPATH={stub.parent}:{words[1].split('=', 1)[1]}", *words[2:]]
-        else:
-            words = ["env", f"PYTHONPATH={stub.parent}", *words]
-        field.keep("reference_client_stub", f"{stub}: sglang.bench_serving needs the datasets module at import")
-    raise RuntimeError(f"{' '.join(words)} --help failed (exit {ran.returncode}): {ran.stderr.strip()[-600:]}")
 
 
 def bench(field: Field, server: tk.Server) -> None:
