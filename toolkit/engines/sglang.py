@@ -271,7 +271,7 @@ _V0519 = EngineProfile(
     api_key_open=("/health", "/metrics"),
     version_command=_VERSION_CMD,
     version_source="sglang 0.5.19 python/sglang/version.py:1-8 (literal up to 0.5.6)",
-    flag_releases=("0.5.4.post2", "0.5.9", "0.5.14", "0.5.16", "0.5.19"),
+    flag_releases=("0.5.4.post2", "0.5.9", "0.5.14", "0.5.16", "0.5.17", "0.5.19"),
     notes=(_VERSION_NOTE,
            "--cuda-graph-max-bs: a deprecated alias of --cuda-graph-max-bs-decode from 0.5.14 "
            "(python/sglang/srt/server_args.py:6359 in 0.5.14, :3929 in 0.5.19)",
