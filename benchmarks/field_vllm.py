@@ -222,6 +222,7 @@ def bench(field: Field, server: tk.Server) -> None:
     with field.journal.step("agreement", f"tk.bench vs {client} on one dataset file, AB/BA rounds",
                             spec=server.spec, host=field.host.name) as step:
         server.wait_ready(timeout_s=600)
+        command, tokenizer = reference_command(field)  # first: a client that cannot start fails the stage at once
         fitted = tk.bench(server, num_prompts=args.prompts, input_len=256, output_len=128,
                           max_concurrency=8, progress=False)  # prompts fitted to 256 tokens by the server's tokenizer
         dataset = field.work / "prompts.jsonl"
@@ -229,7 +230,6 @@ def bench(field: Field, server: tk.Server) -> None:
                  {"conversations": [{"role": "user", "content": r.prompt}, {"role": "assistant", "content": "ok"}]}
                  for r in fitted.workload.requests)  # each client's custom shape; tk.bench reads both
         dataset.write_text("".join(json.dumps(line) + "\n" for line in lines))
-        command, tokenizer = reference_command(field)
         reference = {"vllm_bench" if field.engine.name == "vllm" else "sglang_bench": command}
         with field.timed("agreement"):
             result = tk.agreement(server, str(dataset), rounds=args.rounds, num_prompts=args.prompts,
