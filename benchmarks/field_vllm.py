@@ -246,7 +246,8 @@ def profile(field: Field, server: tk.Server) -> None:
     with field.journal.step("profile", "a torch profile of a short run, and its kernel table", spec=server.spec,
                             host=field.host.name) as step:
         server.wait_ready(timeout_s=600)
-        with field.timed("profile"), tk.profile(server, label=f"{field.engine.name} {field.engine.release} decode", journal=field.journal, step=step,
+        label = f"{field.engine.name} {field.engine.release} decode"
+        with field.timed("profile"), tk.profile(server, label=label, journal=field.journal, step=step,
                                                 timeout_s=240) as capture:
             tk.bench(server, num_prompts=8, max_concurrency=4, input_len=256, output_len=64, progress=False)
         assert capture.result is not None
