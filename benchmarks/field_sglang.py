@@ -84,4 +84,4 @@ SGLANG = Engine(
 )
 
 if __name__ == "__main__":
-    raise SystemExit(main(sys.argv[1:], SGLANG))
+    raise SystemExit(main(sys.argv[1:], SGLANG, __doc__))

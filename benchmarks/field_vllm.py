@@ -358,8 +358,9 @@ def run_stage(field: Field, stage: str, run: Callable[[], None]) -> bool:
             return False
 
 
-def main(argv: list[str] | None = None, engine: Engine = VLLM) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+def main(argv: list[str] | None = None, engine: Engine = VLLM, description: str | None = None) -> int:
+    parser = argparse.ArgumentParser(description=description or __doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--stage", default="basics", help=f"comma-separated, of {', '.join(engine.stages)}, or all")
     parser.add_argument("--simulate", action="store_true", help=f"the simulator imitating {engine.title}, not it")
     parser.add_argument("--python", default=None, help=f"the engine's interpreter (the GPU machine: {engine.python_hint})")
