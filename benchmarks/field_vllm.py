@@ -289,7 +289,7 @@ def graphs(field: Field) -> None:
 
 def diagnose(field: Field) -> None:
     spec = field.spec(field.args.port + 3)
-    eager = spec.with_flags({"--enforce-eager": True})
+    eager = spec.with_flags(dict(field.engine.eager_flags))
     field.commands += [spec.command(), eager.command()]
     with field.timed("diagnose"):
         diagnosis = tk.diagnose(field.host, fast=spec, slow=eager, repeats=2, journal=field.journal, progress=False,
