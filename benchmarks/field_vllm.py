@@ -19,6 +19,10 @@ post-mortem with its figures, kernel table, agreement table, executed notebook, 
   the differences ranked (the comparison is recorded as the diagnosis step; it replaces ``graphs`` on the GPU);
 - ``notebook``: notebook 02 executed by papermill with vLLM parameters only.
 
+The engine's particulars (launch flags, environment, typo, failing start, CUDA graphs off, reference client)
+are one ``Engine`` value: ``VLLM`` here; ``benchmarks/field_sglang.py`` runs the same stages on SGLang 0.5.17
+with its own (and ``keep_going``: a failed stage is kept in ``figures.json`` and the next one runs).
+
 On the GPU machine (docs/real-gpu/vllm/README.md)::
 
     /tmp/vv/bin/python benchmarks/field_vllm.py --python /tmp/vv/bin/python --model /tmp/m --out $OUT --stage basics,bench,profile
@@ -36,8 +40,11 @@ import shutil
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator
+import traceback
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
+from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -55,29 +62,65 @@ EXPECTED = {"NCCL_ALGO": "Ring", "FIELD_MARKER": "issue-23"}
 PEERS = Path("/tmp/peers")  # built by ../shared/peers/setup_all.sh (the vLLM 0.33 client, its tokenizer)
 
 
+@dataclass(frozen=True)
+class Engine:
+    """What the battery needs to know of one engine release; the stages are the same for every engine."""
+
+    name: str  # "vllm" or "sglang": the ServerSpec constructor and the simulator's engine
+    release: str  # the release on the GPU machine, and the one the simulator imitates
+    env: Mapping[str, str]  # every launch's environment (NCCL_ALGO and the marker included)
+    flags: Mapping[str, object]  # every real launch's flags
+    typo: Mapping[str, object]  # a misspelled flag the flag check must catch
+    fail_flags: Mapping[str, object]  # a start that cannot fit its KV cache
+    sim_fail_flags: Mapping[str, object]  # the same start, as the simulator is told it
+    eager_flags: Mapping[str, object]  # CUDA graphs off
+    python_hint: str  # the engine's interpreter on the GPU machine
+    stages: tuple[str, ...] = STAGES
+    profile_at_launch: bool = False  # vLLM: the trace folder is a launch flag (--profiler-config)
+    keep_going: bool = False  # a failed stage is kept in the figures and the next stage runs
+    sim_takes_flags: bool = False  # the simulator is launched with the real flags too (its parser checks them)
+    # the engine's own bench client as words and its tokenizer, when not vLLM's (the Field is given)
+    reference_client: Callable[[Any], tuple[list[str], str | None]] | None = None
+
+    @property
+    def title(self) -> str:
+        return f"{'vLLM' if self.name == 'vllm' else 'SGLang'} {self.release}"
+
+
+VLLM = Engine("vllm", "0.25.0", {**ENV, "VLLM_LOG_STATS_INTERVAL": "1"},
+              {"--max-model-len": 2048, "--gpu-memory-utilization": 0.35}, {"--max-modle-len": 2048},
+              {"--gpu-memory-utilization": 0.02}, {"--sim-fault": "oom"}, {"--enforce-eager": True},
+              "/tmp/vv/bin/python", profile_at_launch=True)
+
+
 class Field:
     """The run's shared state: where things go, the journal, the timings and commands of this call."""
 
-    def __init__(self, args: argparse.Namespace) -> None:
+    def __init__(self, args: argparse.Namespace, engine: Engine = VLLM) -> None:
         self.args = args
+        self.engine = engine
         self.work = Path(args.work)
         self.out = Path(args.out)
         self.work.mkdir(parents=True, exist_ok=True)
         self.out.mkdir(parents=True, exist_ok=True)
-        self.journal = tk.Journal(self.work / "field.sqlite", investigation="vLLM 0.25.0 field test", resume=True)
+        self.journal = tk.Journal(self.work / "field.sqlite", investigation=f"{engine.title} field test", resume=True)
         self.host = tk.Host.local()
         self.timings: dict[str, Any] = _load(self.work / "timings.json")
         self.commands: list[str] = []
         self.figures: dict[str, Any] = _load(self.work / "figures.json")
 
     def spec(self, port: int, **flags: object) -> tk.ServerSpec:
+        engine, extra = self.engine, dict(self.args.flags)
         if self.args.simulate:
-            spec = tk.ServerSpec.simulator("vllm", tp=1, port=port, host="127.0.0.1", sim_engine_version="0.25.0",
-                                           sim_startup_s=2.0, sim_warmup_s=0.5, **flags)
-        else:
-            spec = tk.ServerSpec.vllm(self.args.model, python=self.args.python, port=port, host="127.0.0.1",
-                                      **{"--max-model-len": 2048, "--gpu-memory-utilization": 0.35, **flags})
-        return spec.with_env({**ENV, "VLLM_LOG_STATS_INTERVAL": "1"})
+            real = dict(engine.flags) if engine.sim_takes_flags else {}
+            spec = tk.ServerSpec.simulator(engine.name, tp=1, port=port, host="127.0.0.1",
+                                           sim_engine_version=engine.release, sim_startup_s=2.0, sim_warmup_s=0.5,
+                                           **{**real, **extra, **flags})
+            return spec.with_env(dict(engine.env))
+        make = tk.ServerSpec.vllm if engine.name == "vllm" else tk.ServerSpec.sglang
+        spec = make(self.args.model, python=self.args.python, port=port, host="127.0.0.1",
+                    **{**engine.flags, **extra, **flags})
+        return spec.with_env(dict(engine.env))
 
     @contextmanager
     def timed(self, name: str) -> Iterator[None]:
@@ -116,12 +159,12 @@ def flag_check(field: Field, spec: tk.ServerSpec) -> None:
                             spec=spec, host=field.host.name) as step:
         with field.timed("flag_check_typo"):
             try:
-                tk.validate_spec(field.host, spec.with_flags({"--max-modle-len": 2048}))
+                tk.validate_spec(field.host, spec.with_flags(dict(field.engine.typo)))
                 caught = "NOT caught"
             except tk.errors.InvalidFlag as exc:
                 caught = exc.message
         field.keep("typo", caught)
-        step.note(f"typo --max-modle-len: {caught}")
+        step.note(f"typo {' '.join(field.engine.typo)}: {caught}")
         code = ("import sys, time; sys.path.insert(0, sys.argv[1]); import toolkit as tk; import json; "
                 "spec = tk.ServerSpec.from_dict(json.loads(sys.argv[2])); t = time.monotonic(); "
                 "tk.validate_spec(tk.Host.local(), spec); print(f'{time.monotonic() - t:.3f}')")
@@ -160,29 +203,37 @@ def basics(field: Field, server: tk.Server) -> None:
 
 
 # ---- bench: agreement with vllm bench serve ----------------------------------------------------
-def vllm_bench_command(field: Field) -> tuple[list[str], str | None]:
-    if field.args.vllm_bench:
-        return field.args.vllm_bench.split(), field.args.tokenizer
-    if field.args.simulate:
+def reference_command(field: Field) -> tuple[list[str], str | None]:
+    """The engine's own benchmark client as words, and the tokenizer to give it (None: the model's)."""
+    args = field.args
+    if field.engine.reference_client is not None:
+        return field.engine.reference_client(field)
+    if args.reference_bench:
+        return args.reference_bench.split(), args.tokenizer
+    if args.simulate:
         return [str(PEERS / "venv-vllm" / "bin" / "python"), str(REPO.parent / "shared" / "peers" /
                                                                 "vllm_bench_serve.py")], str(PEERS / "tok")
-    return [str(Path(field.args.python).parent / "vllm"), "bench", "serve"], None
+    return [str(Path(args.python).parent / "vllm"), "bench", "serve"], None
 
 
 def bench(field: Field, server: tk.Server) -> None:
     args = field.args
-    with field.journal.step("agreement", "tk.bench vs vllm bench serve on one dataset file, AB/BA rounds",
+    client = "vllm bench serve" if field.engine.name == "vllm" else "sglang.bench_serving"
+    with field.journal.step("agreement", f"tk.bench vs {client} on one dataset file, AB/BA rounds",
                             spec=server.spec, host=field.host.name) as step:
         server.wait_ready(timeout_s=600)
+        command, tokenizer = reference_command(field)  # first: a client that cannot start fails the stage at once
         fitted = tk.bench(server, num_prompts=args.prompts, input_len=256, output_len=128,
                           max_concurrency=8, progress=False)  # prompts fitted to 256 tokens by the server's tokenizer
         dataset = field.work / "prompts.jsonl"
-        dataset.write_text("".join(json.dumps({"prompt": r.prompt, "output_tokens": r.output_len}) + "\n"
-                                   for r in fitted.workload.requests))
-        command, tokenizer = vllm_bench_command(field)
+        lines = ({"prompt": r.prompt, "output_tokens": r.output_len} if field.engine.name == "vllm" else
+                 {"conversations": [{"role": "user", "content": r.prompt}, {"role": "assistant", "content": "ok"}]}
+                 for r in fitted.workload.requests)  # each client's custom shape; tk.bench reads both
+        dataset.write_text("".join(json.dumps(line) + "\n" for line in lines))
+        reference = {"vllm_bench" if field.engine.name == "vllm" else "sglang_bench": command}
         with field.timed("agreement"):
-            result = tk.agreement(server, str(dataset), vllm_bench=command, rounds=args.rounds,
-                                  num_prompts=args.prompts, max_concurrency=8, output_len=128, tokenizer=tokenizer)
+            result = tk.agreement(server, str(dataset), rounds=args.rounds, num_prompts=args.prompts,
+                                  max_concurrency=8, output_len=128, tokenizer=tokenizer, **reference)
         field.commands += list(result.commands)
         result.ratios.to_csv(field.work / "agreement.csv", index=False)
         field.keep("agreement", result.ratios.to_dict("records"))
@@ -195,7 +246,8 @@ def profile(field: Field, server: tk.Server) -> None:
     with field.journal.step("profile", "a torch profile of a short run, and its kernel table", spec=server.spec,
                             host=field.host.name) as step:
         server.wait_ready(timeout_s=600)
-        with field.timed("profile"), tk.profile(server, label="vllm 0.25 decode", journal=field.journal, step=step,
+        label = f"{field.engine.name} {field.engine.release} decode"
+        with field.timed("profile"), tk.profile(server, label=label, journal=field.journal, step=step,
                                                 timeout_s=240) as capture:
             tk.bench(server, num_prompts=8, max_concurrency=4, input_len=256, output_len=64, progress=False)
         assert capture.result is not None
@@ -207,8 +259,8 @@ def profile(field: Field, server: tk.Server) -> None:
 
 # ---- fail, graphs, notebook ----------------------------------------------------------------------
 def fail(field: Field) -> None:
-    flags: dict[str, object] = {"--sim-fault": "oom"} if field.args.simulate else {"--gpu-memory-utilization": 0.02}
-    spec = field.spec(field.args.port + 1, **flags)
+    engine = field.engine
+    spec = field.spec(field.args.port + 1, **(engine.sim_fail_flags if field.args.simulate else engine.fail_flags))
     field.commands.append(spec.command())
     start = time.monotonic()
     try:
@@ -223,20 +275,21 @@ def fail(field: Field) -> None:
 
 def graphs(field: Field) -> None:
     spec = field.spec(field.args.port + 2)
-    eager = spec.with_flags({"--enforce-eager": True})
+    eager = spec.with_flags(dict(field.engine.eager_flags))
+    off = " ".join(field.engine.eager_flags)
     field.commands += [spec.command(), eager.command()]
     with field.timed("graphs"):
         result = tk.compare(field.host, spec, eager, repeats=field.args.rounds, reuse_launch=True,
                             bench={"num_prompts": field.args.prompts, "max_concurrency": 8, "input_len": 256,
                                    "output_len": 128}, journal=field.journal, kind="cuda_graphs",
-                            title="CUDA graphs on vs --enforce-eager", label_a="cuda graphs", label_b="eager",
+                            title=f"CUDA graphs on vs {off}", label_a="cuda graphs", label_b="eager",
                             expect="a_faster", progress=False)
     field.keep("graphs", str(result).splitlines()[:6])
 
 
 def diagnose(field: Field) -> None:
     spec = field.spec(field.args.port + 3)
-    eager = spec.with_flags({"--enforce-eager": True})
+    eager = spec.with_flags(dict(field.engine.eager_flags))
     field.commands += [spec.command(), eager.command()]
     with field.timed("diagnose"):
         diagnosis = tk.diagnose(field.host, fast=spec, slow=eager, repeats=2, journal=field.journal, progress=False,
@@ -272,49 +325,92 @@ def notebook(field: Field) -> None:
                                    cwd=str(REPO), progress_bar=False)
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--stage", default="basics", help=f"comma-separated, of {', '.join(STAGES)}, or all")
-    parser.add_argument("--simulate", action="store_true", help="the simulator imitating vLLM 0.25.0, not vLLM")
-    parser.add_argument("--python", default=None, help="the engine's interpreter (the GPU machine: /tmp/vv/bin/python)")
+def preflight(field: Field) -> None:
+    """What the machine lacks, said before minutes are spent: the engine's interpreter, a C compiler (Triton
+    builds its launcher stubs with one at the first kernel), nvcc (SGLang's JIT KV-store kernel; it falls back)."""
+    python = Path(field.args.python)
+    if not python.exists():
+        raise SystemExit(f"[field] {python} does not exist: run the engine's setup script first "
+                         f"(docs/real-gpu/{field.engine.name}/README.md)")
+    tools = {name: shutil.which(name) for name in ("gcc", "cc", "nvcc", "nvidia-smi")}
+    field.keep("machine_tools", tools)
+    if not (tools["gcc"] or tools["cc"]):
+        print("[field] WARNING: no gcc or cc on PATH: Triton cannot build its launcher; expect the engine to die at "
+              "its first kernel (set CC to a compiler)", flush=True)
+
+
+def run_stage(field: Field, stage: str, run: Callable[[], None]) -> bool:
+    """One stage, timed; with ``keep_going`` a failure is kept in the figures (its last lines) and the next stage
+    runs. True when it succeeded."""
+    with field.timed(stage + "_stage"):
+        if not field.engine.keep_going:
+            run()
+            return True
+        try:
+            run()
+            return True
+        except Exception as exc:  # noqa: BLE001 - a stage's failure is a finding; the later stages still run
+            message = exc.message if isinstance(exc, tk.ToolkitError) else str(exc)
+            evidence = list(exc.evidence)[-8:] if isinstance(exc, tk.ToolkitError) else []
+            field.keep(f"{stage}_failed", {"error": type(exc).__name__, "message": message[:800],
+                                           "evidence": evidence, "where": traceback.format_exc().splitlines()[-6:]})
+            print(f"[field] STAGE {stage} FAILED: {type(exc).__name__}: {message[:300]}", flush=True)
+            return False
+
+
+def main(argv: list[str] | None = None, engine: Engine = VLLM, description: str | None = None) -> int:
+    parser = argparse.ArgumentParser(description=description or __doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--stage", default="basics", help=f"comma-separated, of {', '.join(engine.stages)}, or all")
+    parser.add_argument("--simulate", action="store_true", help=f"the simulator imitating {engine.title}, not it")
+    parser.add_argument("--python", default=None, help=f"the engine's interpreter (the GPU machine: {engine.python_hint})")
     parser.add_argument("--model", default="/tmp/m")
-    parser.add_argument("--work", default="/tmp/field", help="the journal and work files, kept between calls")
+    parser.add_argument("--work", default=f"/tmp/field{'' if engine.name == 'vllm' else '-' + engine.name}",
+                        help="the journal and work files, kept between calls")
     parser.add_argument("--out", required=True, help="where this call's products are copied ($OUT)")
     parser.add_argument("--port", type=int, default=8123)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--prompts", type=int, default=64)
-    parser.add_argument("--vllm-bench", default=None, help="the vllm bench serve command (default: beside --python)")
-    parser.add_argument("--tokenizer", default=None, help="--tokenizer for vllm bench serve (default: the model)")
+    parser.add_argument("--flags", type=json.loads, default={},
+                        help='JSON of launch flags added to every launch, e.g. \'{"--disable-cuda-graph": true}\'')
+    parser.add_argument("--reference-bench", "--vllm-bench", default=None,
+                        help="the engine's own bench client command (default: beside --python)")
+    parser.add_argument("--tokenizer", default=None, help="--tokenizer for that client (default: the model)")
     args = parser.parse_args(argv)
-    stages = list(STAGES) if args.stage == "all" else [s.strip() for s in args.stage.split(",") if s.strip()]
-    unknown = [s for s in stages if s not in STAGES]
+    stages = list(engine.stages) if args.stage == "all" else [s.strip() for s in args.stage.split(",") if s.strip()]
+    unknown = [s for s in stages if s not in engine.stages]
     if unknown:
-        parser.error(f"unknown stage {', '.join(unknown)}; choose from {', '.join(STAGES)} or all")
+        parser.error(f"unknown stage {', '.join(unknown)}; choose from {', '.join(engine.stages)} or all")
     if not args.simulate and args.python is None:
-        parser.error("--python is required without --simulate (the GPU machine: /tmp/vv/bin/python)")
-    field = Field(args)
+        parser.error(f"--python is required without --simulate (the GPU machine: {engine.python_hint})")
+    field = Field(args, engine)
     field.commands.append(" ".join([sys.executable, *sys.argv]))
+    failed: list[str] = []
     try:
+        if engine.keep_going and not args.simulate:
+            preflight(field)
         served = [s for s in stages if s in SERVED]
         if served:
             spec = field.spec(args.port, **({"--profiler-config": json.dumps(
-                {"profiler": "torch", "torch_profiler_dir": str(field.work / "traces")})} if "profile" in served else {}))
+                {"profiler": "torch", "torch_profiler_dir": str(field.work / "traces")})}
+                if "profile" in served and engine.profile_at_launch else {}))
             field.commands.append(spec.command())
-            if "basics" in served:
-                flag_check(field, spec)
+            if "basics" in served and not run_stage(field, "flag_check", lambda: flag_check(field, spec)):
+                failed.append("flag_check")
             with field.timed("launch_to_stop"), tk.launch(field.host, spec) as server:
                 steps: dict[str, Callable[[Field, tk.Server], None]] = {"basics": basics, "bench": bench,
                                                                          "profile": profile}
                 for stage in served:
-                    with field.timed(stage + "_stage"):
-                        steps[stage](field, server)
+                    if not run_stage(field, stage, partial(steps[stage], field, server)):
+                        failed.append(stage)
         for stage, run in (("fail", fail), ("graphs", graphs), ("diagnose", diagnose), ("notebook", notebook)):
-            if stage in stages:
-                with field.timed(stage + "_stage"):
-                    run(field)
+            if stage in stages and not run_stage(field, stage, partial(run, field)):
+                failed.append(stage)
     finally:
         field.save()
-    return 0
+    if failed:
+        print(f"[field] failed stages: {', '.join(failed)} (figures.json says why)", flush=True)
+    return 1 if failed else 0
 
 
 if __name__ == "__main__":

@@ -1,4 +1,4 @@
-"""vLLM's custom dataset file, as both clients read it (issue 23, agreement with `vllm bench serve`)."""
+"""The custom dataset files of vLLM and SGLang, as the clients read them (issue 23, agreement with their clients)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,13 @@ from pathlib import Path
 import pytest
 
 from toolkit.benchmark import custom_dataset
-from toolkit.benchmark.custom_dataset import parse_custom_jsonl, vllm_dataset_args, write_custom_jsonl
+from toolkit.benchmark.custom_dataset import (
+    parse_custom_jsonl,
+    sglang_dataset_args,
+    vllm_dataset_args,
+    write_custom_jsonl,
+    write_sglang_custom_jsonl,
+)
 from toolkit.benchmark.workload import make_workload
 
 
@@ -50,3 +56,18 @@ def test_vllms_client_is_told_to_keep_the_order_and_the_text() -> None:
     args = vllm_dataset_args("/tmp/p.jsonl", 128)
     assert args[:4] == ["--dataset-name", "custom", "--dataset-path", "/tmp/p.jsonl"]
     assert {"--disable-shuffle", "--skip-chat-template"} <= set(args) and args[-2:] == ["--custom-output-len", "128"]
+
+
+def test_sglangs_custom_shape_is_read_too_and_its_client_gets_a_fixed_output_length(tmp_path: Path) -> None:
+    """sglang 0.5.17 python/sglang/benchmark/datasets/custom.py:80-90: the first turn of "conversations"."""
+    path = tmp_path / "prompts.jsonl"
+    path.write_text(write_sglang_custom_jsonl(["one two", "three four"]))
+    assert parse_custom_jsonl(path.read_text()) == [("one two", None), ("three four", None)]
+    workload = make_workload(num_prompts=2, output_len=128, dataset=str(path))
+    assert [(r.prompt, r.output_len) for r in workload.requests] == [("one two", 128), ("three four", 128)]
+    value_key = '{"conversation": [{"from": "human", "value": "hi there"}, {"from": "gpt", "value": "x"}]}\n'
+    assert parse_custom_jsonl(value_key) == [("hi there", None)]
+    with pytest.raises(ValueError, match='no "conversations" list of two turns'):
+        parse_custom_jsonl('{"conversations": [{"content": "alone"}]}\n')
+    assert sglang_dataset_args("/tmp/p.jsonl", 128) == ["--dataset-name", "custom", "--dataset-path", "/tmp/p.jsonl",
+                                                        "--sharegpt-output-len", "128"]

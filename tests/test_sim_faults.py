@@ -59,6 +59,15 @@ STARTUP_FAULTS: dict[str, tuple[list[str], int, list[str]]] = {
             SIGQUIT_LINE,
         ],
     ),
+    "sglang-0.5.17-fraction-below-weights": (  # the same message in 0.5.17 (kv_cache_configurator.py:1647-1655)
+        ["--sim-engine-version", "0.5.17", "--model-path", "qwen3-32b", "--tp-size", "1", "--mem-fraction-static",
+         "0.3"],
+        KILLED,
+        [
+            "ValueError: Loaded weights leave no GPU memory for the KV cache under --mem-fraction-static=0.3. ",
+            SIGQUIT_LINE,
+        ],
+    ),
     "sglang-fraction-no-kv-token": (  # the weights fit (16 GB) and leave the KV cache under its reserve
         ["--tp-size", "2", "--mem-fraction-static", "0.09"],
         KILLED,

@@ -38,3 +38,16 @@ def test_the_simulator_names_a_vllm_0_25_trace_as_that_release_does() -> None:
     front = trace_file_name("vllm", "0.25.0", 0, host="vm", pid=7, ns=123, kind="frontend")
     assert front == "vm_7.async_llm.123.pt.trace.json.gz" and is_frontend_trace("vllm", "0.25.0", front)
     assert trace_rank("sglang", "0.5.23", "prefill-1764640000.1-TP-2.trace.json.gz") == 2
+
+
+@pytest.mark.parametrize(("name", "rank"), [
+    # sglang 0.5.17 profiler_manager.py:320-337: [prefix-]profile_id-TP-r[-DP-d][-PP-p][-EP-e][-STAGE].trace.json.gz
+    ("1764640000.8720653-TP-0.trace.json.gz", 0),
+    ("decode-1764640000.8720653-TP-3.trace.json.gz", 3),
+    ("1764640000.8720653-TP-1-DP-1-EP-1.trace.json.gz", 1),
+    ("1764640000.8720653-TP-0-EXTEND.trace.json.gz", 0),
+    ("1764640000.8720653-TP-0-memory.pickle", None),  # the MEM activity's snapshot (:359-366): not a trace
+    ("rank0.1764640000123456789.pt.trace.json.gz", None),  # vLLM's name
+])
+def test_sglang_0_5_17_trace_names(name: str, rank: int | None) -> None:
+    assert trace_rank("sglang", "0.5.17", name) == rank

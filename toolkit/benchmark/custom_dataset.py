@@ -1,4 +1,4 @@
-"""vLLM's custom dataset file (``--dataset-name custom --dataset-path FILE.jsonl``), read and written, pure.
+"""The custom dataset files of vLLM and SGLang (``--dataset-name custom --dataset-path FILE.jsonl``), pure.
 
 Both clients reading one file is how the toolkit sends exactly the prompts ``vllm bench serve``
 sends (issue 23). The format, as vLLM 0.25.0 reads it (vllm/benchmarks/datasets/datasets.py:2482-2610,
@@ -8,6 +8,16 @@ unless ``--disable-shuffle`` (:2529-2530), applies the model's chat template to 
 ``--skip-chat-template`` (:2587-2592), and takes the first ``--num-prompts``. The toolkit reads the
 lines in file order and sends each prompt as it is: pass ``--disable-shuffle --skip-chat-template``
 to ``vllm bench serve`` (:func:`vllm_dataset_args`) for the same requests.
+
+SGLang's ``bench_serving`` reads another line shape under the same name (sglang 0.5.17
+python/sglang/benchmark/datasets/custom.py:60-143, ``sample_custom_requests``): a
+``"conversations"`` (or ``"conversation"``) list whose first turn's ``"content"`` (or ``"value"``)
+is the prompt and whose second turn sizes the output unless ``--sharegpt-output-len`` is given;
+lines with fewer than two turns or bad JSON are skipped silently, prompts of under 2 tokens dropped,
+the chat template applied only with ``--apply-chat-template``. It shuffles the rows
+(``random.shuffle`` after ``random.seed(--seed)``, python/sglang/benchmark/serving.py:1959), with no
+switch to keep the file's order: with as many lines as ``--num-prompts`` both clients send the same
+set of prompts, in another order. :func:`parse_custom_jsonl` reads both shapes.
 
 >>> text = write_custom_jsonl(["hello there", "a b c"], [4, 8])
 >>> parse_custom_jsonl(text)
@@ -19,11 +29,16 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 
-__all__ = ["parse_custom_jsonl", "write_custom_jsonl", "vllm_dataset_args"]
+__all__ = ["parse_custom_jsonl", "write_custom_jsonl", "vllm_dataset_args", "write_sglang_custom_jsonl",
+           "sglang_dataset_args"]
 
 
 def parse_custom_jsonl(text: str, *, source: str = "the custom dataset") -> list[tuple[str, int | None]]:
-    """``(prompt, output_tokens or None)`` per non-blank line; a bad line raises ``ValueError`` naming it."""
+    """``(prompt, output_tokens or None)`` per non-blank line; a bad line raises ``ValueError`` naming it.
+
+    A line in SGLang's shape (``"conversations"``) gives its first turn's text and ``None``: the
+    output length is then the caller's ``output_len`` (SGLang: ``--sharegpt-output-len``).
+    """
     rows: list[tuple[str, int | None]] = []
     for number, line in enumerate(text.splitlines(), start=1):
         if not line.strip():
@@ -33,8 +48,13 @@ def parse_custom_jsonl(text: str, *, source: str = "the custom dataset") -> list
         except json.JSONDecodeError as exc:
             raise ValueError(f"{source} line {number} is not JSON ({exc.msg}): vLLM's custom format is one "
                              '{"prompt": ..., "output_tokens": N} object per line') from None
+        sglang_prompt = _sglang_prompt(item)
+        if sglang_prompt is not None:
+            rows.append((sglang_prompt, None))
+            continue
         if not isinstance(item, dict) or not isinstance(item.get("prompt"), str):
-            raise ValueError(f'{source} line {number} has no "prompt" string: each line needs one')
+            raise ValueError(f'{source} line {number} has no "prompt" string (vLLM) and no "conversations" list of '
+                             "two turns (SGLang): each line needs one")
         tokens = item.get("output_tokens")
         if tokens is not None and (isinstance(tokens, bool) or not isinstance(tokens, int) or tokens < 1):
             raise ValueError(f'{source} line {number}: "output_tokens" must be a positive integer, got {tokens!r}')
@@ -56,3 +76,28 @@ def vllm_dataset_args(path: str, output_len: int | None) -> list[str]:
     """``vllm bench serve`` arguments that send the file's prompts as :func:`parse_custom_jsonl` reads them."""
     args = ["--dataset-name", "custom", "--dataset-path", path, "--disable-shuffle", "--skip-chat-template"]
     return args + (["--custom-output-len", str(int(output_len))] if output_len is not None else [])
+
+
+def _sglang_prompt(item: object) -> str | None:
+    """The first turn's text of an SGLang custom line (custom.py:84-90), or None when the line is not one."""
+    if not isinstance(item, dict):
+        return None
+    turns = item.get("conversations", item.get("conversation"))
+    if not isinstance(turns, list) or len(turns) < 2 or not isinstance(turns[0], dict):
+        return None
+    text = turns[0].get("content", turns[0].get("value"))
+    return text if isinstance(text, str) else None
+
+
+def write_sglang_custom_jsonl(prompts: Sequence[str]) -> str:
+    """SGLang's custom file: one two-turn ``"conversations"`` line per prompt, in order (the answer is a
+    placeholder: :func:`sglang_dataset_args` fixes the output length)."""
+    return "".join(json.dumps({"conversations": [{"role": "user", "content": p},
+                                                 {"role": "assistant", "content": "ok"}]}, ensure_ascii=False) + "\n"
+                   for p in prompts)
+
+
+def sglang_dataset_args(path: str, output_len: int) -> list[str]:
+    """``sglang.bench_serving`` arguments that read the file's prompts with a fixed output length and no chat
+    template (``--apply-chat-template`` is off by default, serving.py:2453); the order is SGLang's shuffle."""
+    return ["--dataset-name", "custom", "--dataset-path", path, "--sharegpt-output-len", str(int(output_len))]

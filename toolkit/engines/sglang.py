@@ -271,12 +271,18 @@ _V0519 = EngineProfile(
     api_key_open=("/health", "/metrics"),
     version_command=_VERSION_CMD,
     version_source="sglang 0.5.19 python/sglang/version.py:1-8 (literal up to 0.5.6)",
-    flag_releases=("0.5.4.post2", "0.5.9", "0.5.14", "0.5.16", "0.5.19"),
+    flag_releases=("0.5.4.post2", "0.5.9", "0.5.14", "0.5.16", "0.5.17", "0.5.19"),
     notes=(_VERSION_NOTE,
            "--cuda-graph-max-bs: a deprecated alias of --cuda-graph-max-bs-decode from 0.5.14 "
            "(python/sglang/srt/server_args.py:6359 in 0.5.14, :3929 in 0.5.19)",
            "bench_serving moved to python -m sglang.benchmark.serving in 0.5.15 (sglang.bench_serving "
-           "stays as a deprecated alias)"),
+           "stays as a deprecated alias)",
+           "read again in 0.5.17 (the release of the GPU field test, issue 23): ready line "
+           f"{_HTTP}:2355; /health and /health_generate :646-665; /flush_cache :946-961 takes ?timeout= and "
+           "answers 400 when it did not flush, as 0.5.23; /start_profile and /stop_profile :1137-1155; the "
+           "scheduler renames itself sglang::scheduler{prefix} (managers/scheduler.py:4859), the detokenizer "
+           "sglang::detokenizer (managers/detokenizer_manager.py:521); --disable-cuda-graph is a deprecated alias "
+           "that still turns both phases' graphs off (python/sglang/srt/server_args.py:8332-8337, :4297-4299)"),
 )
 
 _V0520 = EngineProfile(

@@ -66,12 +66,17 @@ TRACE_NAMES: tuple[TraceName, ...] = (
     TraceName("vllm", ReleaseRange(None, "0.25.0"), "rank",
               r".*_tp(?P<rank>\d+)_.*\.pt\.trace\.json" + _GZ, "dp0_pp0_tp{rank}_rank{rank}.{ms}.pt.trace.json.gz",
               "vllm < 0.25 UNVERIFIED: the toolkit's match before issue 23, no source line read"),
-    # SGLang: each TP rank writes [{prefix}-]{profile_id}-TP-{rank}.trace.json.gz
-    # (sglang 0.5.9 python/sglang/srt/managers/scheduler_profiler_mixin.py:268-293).
+    # SGLang: each TP rank writes [{prefix}-]{profile_id}-TP-{rank}[-DP-{d}][-PP-{p}][-EP-{e}][-{STAGE}].trace.json.gz,
+    # the DP/PP/EP parts only when that size is over 1, the stage with profile_by_stage; profile_id defaults to
+    # str(time.time()) (sglang 0.5.9 python/sglang/srt/managers/scheduler_profiler_mixin.py:268-293; the same in
+    # 0.5.17, moved to python/sglang/srt/managers/scheduler_components/profiler_manager.py:312-342, the id at
+    # python/sglang/srt/managers/tokenizer_control_mixin.py:384). 0.5.17 with SGLANG_PROFILE_V2=1 (default off,
+    # srt/environ.py:317) names its files elsewhere: not read.
     TraceName("sglang", ReleaseRange(None, None), "rank",
               r"(?:.+-)?[^-]+-TP-(?P<rank>\d+)(?:-[^.]*)?\.trace\.json" + _GZ,
               "{prefix}{ms}-TP-{rank}.trace.json.gz",
-              "sglang 0.5.9 python/sglang/srt/managers/scheduler_profiler_mixin.py:268-293"),
+              "sglang 0.5.9 python/sglang/srt/managers/scheduler_profiler_mixin.py:268-293; sglang 0.5.17 "
+              "python/sglang/srt/managers/scheduler_components/profiler_manager.py:312-342"),
 )
 
 

@@ -1,4 +1,4 @@
-"""Does ``tk.bench`` measure what ``vllm bench serve`` measures? Both clients, one dataset file, ABBA rounds.
+"""Does ``tk.bench`` measure what ``vllm bench serve`` (or SGLang's ``bench_serving``) measures? ABBA rounds.
 
 On the first real vLLM run (issue 23) the two clients differed by 4.7 % on output tok/s with
 ``--temperature 0`` and by 19 % with each client's defaults, with different prompts, and nothing
@@ -15,6 +15,13 @@ Defaults that differ between the clients and move numbers (docs/real-gpu/vllm/RE
 default sampling then applies), shuffles a custom dataset unless ``--disable-shuffle``, and wraps
 each prompt in the chat template unless ``--skip-chat-template``; ``tk.bench`` sends
 ``temperature=0`` and ``ignore_eos=True`` and warms up with one batch first.
+
+SGLang's client (``sglang_bench=``, ``python -m sglang.bench_serving``; sglang 0.5.17
+python/sglang/benchmark/serving.py) is run with ``--backend sglang-oai`` (``/v1/completions``, as
+``tk.bench``), and sends ``temperature=0`` and ``ignore_eos`` by default (:279-285, :2427-2437); it
+reads SGLang's custom file shape (``custom_dataset.write_sglang_custom_jsonl``, which ``tk.bench``
+reads too) and shuffles it, so with as many lines as prompts both send the same prompts in another
+order; it warms up with one request (``--warmup-requests 1``, :2575-2579).
 """
 
 from __future__ import annotations
@@ -28,32 +35,37 @@ from dataclasses import dataclass
 import pandas as pd
 
 from toolkit.benchmark import bench
-from toolkit.benchmark.custom_dataset import vllm_dataset_args
+from toolkit.benchmark.custom_dataset import sglang_dataset_args, vllm_dataset_args
 from toolkit.errors import ToolkitError
 from toolkit.host.shell import join, quote_path
 from toolkit.moves.observe import flush_prefix_cache
 from toolkit.server.server import Server
 from toolkit.stats import mean_interval
 
-__all__ = ["AGREEMENT_FIGURES", "Agreement", "agreement", "vllm_bench_words"]
+__all__ = ["AGREEMENT_FIGURES", "Agreement", "agreement", "vllm_bench_words", "sglang_bench_words"]
 
 #: The figures compared: vLLM's result-file keys, which ``tk.bench`` summaries share (benchmark/metrics.py).
 AGREEMENT_FIGURES = ("output_throughput", "request_throughput", "median_ttft_ms", "median_tpot_ms",
                      "median_itl_ms", "median_e2el_ms")
+#: SGLang's result keys that differ from vLLM's (toolkit/engines/bench_names.py; sglang 0.5.17 serving.py:1798).
+_SGLANG_KEYS = {"median_e2el_ms": "median_e2e_latency_ms"}
 
 
 @dataclass(frozen=True)
 class Agreement:
     """``runs``: one row per client run (round, position, client, figures); ``ratios``: per figure, the mean
-    ratio toolkit / vLLM over the rounds with its 95 % interval, and both clients' means."""
+    ratio toolkit / reference over the rounds with its 95 % interval, and both clients' means (the reference's
+    column is named ``vllm`` or ``sglang``)."""
 
     runs: pd.DataFrame
     ratios: pd.DataFrame
     commands: tuple[str, ...]
+    reference: str = "vllm"
 
     def summary(self) -> str:
         row = self.ratios.set_index("figure").loc["output_throughput"]
-        return (f"toolkit / vllm bench serve over {int(row['rounds'])} ABBA rounds: output tok/s ratio "
+        client = "vllm bench serve" if self.reference == "vllm" else "sglang.bench_serving"
+        return (f"toolkit / {client} over {int(row['rounds'])} ABBA rounds: output tok/s ratio "
                 f"{row['ratio']:.3f} (95 % interval {row['low']:.3f}-{row['high']:.3f})")
 
     def __str__(self) -> str:
@@ -73,15 +85,28 @@ def vllm_bench_words(vllm_bench: Sequence[str], server: Server, dataset: str, *,
     return words + (["--tokenizer", tokenizer] if tokenizer else [])
 
 
-def agreement(server: Server, dataset: str, *, vllm_bench: Sequence[str], rounds: int = 3, num_prompts: int = 64,
+def sglang_bench_words(sglang_bench: Sequence[str], server: Server, dataset: str, *, num_prompts: int,
+                       max_concurrency: int, output_len: int, output_file: str, tokenizer: str | None = None) -> list[str]:
+    """The ``sglang.bench_serving`` command (as words) that sends ``dataset``'s prompts greedily to ``/v1/completions``."""
+    words = [*sglang_bench, "--backend", "sglang-oai", "--base-url", server.url.rstrip("/"), "--model",
+             server.spec.model or "default", *sglang_dataset_args(dataset, output_len), "--num-prompts",
+             str(num_prompts), "--max-concurrency", str(max_concurrency), "--temperature", "0", "--seed", "0",
+             "--disable-tqdm", "--output-file", output_file]
+    return words + (["--tokenizer", tokenizer] if tokenizer else [])
+
+
+def agreement(server: Server, dataset: str, *, vllm_bench: Sequence[str] | None = None,
+              sglang_bench: Sequence[str] | None = None, rounds: int = 3, num_prompts: int = 64,
               max_concurrency: int = 8, output_len: int = 128, tokenizer: str | None = None,
               flush_cache: bool = True, before_run: Callable[[], object] | None = None,
               timeout_s: float = 600.0) -> Agreement:
     """Run ``rounds`` rounds of both clients against ``server`` (AB, then BA, ...) on one dataset file.
 
-    ``dataset`` is a vLLM custom ``.jsonl`` on the server's host *and* readable here (the same path
-    when the host is local; copy it otherwise). ``vllm_bench`` is the command that runs ``vllm bench
-    serve`` there (``["/tmp/vv/bin/vllm", "bench", "serve"]``). ``flush_cache`` flushes the prefix
+    ``dataset`` is a custom ``.jsonl`` on the server's host *and* readable here (the same path
+    when the host is local; copy it otherwise): vLLM's shape for ``vllm_bench``, SGLang's for
+    ``sglang_bench``. Give one reference client: ``vllm_bench``, the command that runs ``vllm bench
+    serve`` there (``["/tmp/vv/bin/vllm", "bench", "serve"]``), or ``sglang_bench``, the one that runs
+    SGLang's (``["/tmp/sv/bin/python", "-m", "sglang.bench_serving"]``). ``flush_cache`` flushes the prefix
     cache before every run and keeps its state in ``runs["cache"]`` (vLLM: only with
     ``VLLM_SERVER_DEV_MODE=1``, else ``unknown``); ``before_run`` runs before every run too. Raises :class:`~toolkit.errors.ToolkitError` quoting vLLM's client when it fails.
 
@@ -90,11 +115,15 @@ def agreement(server: Server, dataset: str, *, vllm_bench: Sequence[str], rounds
     """
     if rounds < 2:
         raise ValueError(f"rounds must be at least 2 for an interval, got {rounds}")
+    if (vllm_bench is None) == (sglang_bench is None):
+        raise ValueError("give one reference client: vllm_bench=[...] (vllm bench serve) or sglang_bench=[...] "
+                         "(python -m sglang.bench_serving)")
+    reference = "vllm" if vllm_bench is not None else "sglang"
     result_dir = f"/tmp/toolkit-agreement-{uuid.uuid4().hex[:10]}"
     server.host.run(f"mkdir -p {quote_path(result_dir)}", timeout_s=30)
     records, commands = [], []
     for k in range(rounds):
-        order = ("toolkit", "vllm") if k % 2 == 0 else ("vllm", "toolkit")
+        order = ("toolkit", reference) if k % 2 == 0 else (reference, "toolkit")
         for position, client in enumerate(order):
             cache = flush_prefix_cache(server, server.release().profile).state if flush_cache else "kept"
             if before_run is not None:
@@ -105,33 +134,50 @@ def agreement(server: Server, dataset: str, *, vllm_bench: Sequence[str], rounds
                                      tokenizer=None).summary)
             else:
                 name = f"round{k}.json"
-                words = vllm_bench_words(vllm_bench, server, dataset, num_prompts=num_prompts,
-                                         max_concurrency=max_concurrency, output_len=output_len,
-                                         result_dir=result_dir, result_name=name, tokenizer=tokenizer)
+                if vllm_bench is not None:
+                    words = vllm_bench_words(vllm_bench, server, dataset, num_prompts=num_prompts,
+                                             max_concurrency=max_concurrency, output_len=output_len,
+                                             result_dir=result_dir, result_name=name, tokenizer=tokenizer)
+                else:
+                    assert sglang_bench is not None
+                    words = sglang_bench_words(sglang_bench, server, dataset, num_prompts=num_prompts,
+                                               max_concurrency=max_concurrency, output_len=output_len,
+                                               output_file=f"{result_dir}/{name}l", tokenizer=tokenizer)
                 commands.append(join(words))
-                ran = server.host.run(join(words) + " 2>&1", check=False, timeout_s=timeout_s)
-                if not ran.ok:
-                    raise ToolkitError(f"vllm bench serve failed on {server.host.name} (exit {ran.exit_code})",
-                                       evidence=ran.stdout.splitlines()[-12:],
-                                       hint="run the command by hand there; is vllm_bench the right program?")
-                summary = json.loads(server.host.read_file(f"{result_dir}/{name}"))
+                summary = _reference_run(server, words, f"{result_dir}/{name}", reference, timeout_s)
             records.append({"round": k, "position": position, "client": client, "cache": cache,
                             **{f: _number(summary.get(f)) for f in AGREEMENT_FIGURES}})
     runs = pd.DataFrame(records)
-    return Agreement(runs, _ratios(runs), tuple(commands))
+    return Agreement(runs, _ratios(runs, reference), tuple(commands), reference)
+
+
+def _reference_run(server: Server, words: list[str], result: str, reference: str, timeout_s: float) -> dict[str, object]:
+    """One run of the reference client; its figures under vLLM's keys. SGLang appends one JSON line per run to
+    its ``--output-file`` (``.jsonl``)."""
+    ran = server.host.run(join(words) + " 2>&1", check=False, timeout_s=timeout_s)
+    client = "vllm bench serve" if reference == "vllm" else "sglang.bench_serving"
+    if not ran.ok:
+        raise ToolkitError(f"{client} failed on {server.host.name} (exit {ran.exit_code})",
+                           evidence=ran.stdout.splitlines()[-12:],
+                           hint=f"run the command by hand there; is {reference}_bench the right program?")
+    if reference == "vllm":
+        return dict(json.loads(server.host.read_file(result)))
+    lines = [line for line in server.host.read_file(result + "l").splitlines() if line.strip()]
+    found = dict(json.loads(lines[-1]))
+    return {key: found.get(_SGLANG_KEYS.get(key, key)) for key in AGREEMENT_FIGURES}
 
 
 def _number(value: object) -> float:
     return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else math.nan
 
 
-def _ratios(runs: pd.DataFrame) -> pd.DataFrame:
+def _ratios(runs: pd.DataFrame, reference: str = "vllm") -> pd.DataFrame:
     rows = []
     for figure in AGREEMENT_FIGURES:
         by_round = runs.pivot(index="round", columns="client", values=figure)
-        ratios = (by_round["toolkit"] / by_round["vllm"]).tolist()
+        ratios = (by_round["toolkit"] / by_round[reference]).tolist()
         ratio, low, high = mean_interval(ratios)
         rows.append({"figure": figure, "toolkit": float(by_round["toolkit"].mean()),
-                     "vllm": float(by_round["vllm"].mean()), "ratio": ratio, "low": low, "high": high,
+                     reference: float(by_round[reference].mean()), "ratio": ratio, "low": low, "high": high,
                      "rounds": len(ratios)})
     return pd.DataFrame(rows)

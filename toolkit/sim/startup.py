@@ -168,8 +168,9 @@ def sglang_worker_script(config: SimConfig, rank: int, pid: int) -> Script:
     if rest_gb <= KV_RESERVE_GB:
         if not fail_here:
             return Script(tuple(lines), "hang", t)
-        # before 0.5.23 (not read): only "Not enough memory. Please try to increase --mem-fraction-static."
-        weights_fit = rest_gb > 0 or not config.release.at_least("0.5.23")
+        # the ValueError for weights over the budget: read in 0.5.17 (mem_cache/kv_cache_configurator.py:1639-1655)
+        # and 0.5.23; before 0.5.17 (not read): only "Not enough memory. Please try to increase --mem-fraction-static."
+        weights_fit = rest_gb > 0 or not config.release.at_least("0.5.17")
         tb = faults.sglang_kv_budget_traceback(config.mem_fraction_static, avail, pre_load_gb, weights_fit)
         at = t + 0.5 * ph.kv
         return Script(tuple(lines + [Line(at, "Scheduler hit an exception: " + "\n".join(tb), level="error")]),
