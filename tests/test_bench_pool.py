@@ -196,6 +196,9 @@ def test_the_collector_is_quiet_inside_a_run_and_put_back_after(server: Loopback
 
 
 def test_the_collector_state_is_restored_after_an_error_and_a_frozen_heap_stays_frozen():
+    # Start from a heap nobody froze: an earlier test in this worker process may have left one frozen (a run
+    # that entered quiet_collector over someone else's freeze keeps its objects frozen, by design).
+    gc.unfreeze()
     before = collector_state()
     gc.set_threshold(1234, 11, 12)
     try:
