@@ -175,6 +175,7 @@ def is_real(item: pytest.Item) -> bool:
     return "sshd" in item.fixturenames or "ssh_host" in item.fixturenames
 
 
+@pytest.hookimpl(tryfirst=True)  # before xdist adds each group to the node id (its hook reads the markers)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     for item in items:
         group = _group(item)
