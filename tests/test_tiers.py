@@ -6,7 +6,7 @@ import ast
 from pathlib import Path
 
 import pytest
-from tiers import REAL_FILES
+from tiers import HEAVY_FILES, REAL_FILES, TIMING_FILES
 
 TESTS = Path(__file__).parent
 
@@ -25,3 +25,9 @@ def test_every_real_tier_entry_names_a_folder_a_file_or_a_test_that_exists(entry
         return
     assert where.is_file(), f"{entry}: no file tests/{path}"
     assert not test or test in _test_names(where), f"{entry}: no test {test} in tests/{path}"
+
+
+@pytest.mark.parametrize("path", sorted(TIMING_FILES | HEAVY_FILES))
+def test_every_timing_or_heavy_file_exists(path: str) -> None:
+    assert (TESTS / path).is_file(), f"tests/tiers.py names tests/{path}, which does not exist"
+    assert not TIMING_FILES & HEAVY_FILES
