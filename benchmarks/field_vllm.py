@@ -242,7 +242,8 @@ def diagnose(field: Field) -> None:
     field.commands += [spec.command(), eager.command()]
     with field.timed("diagnose"):
         diagnosis = tk.diagnose(field.host, fast=spec, slow=eager,
-                                profile_bench=tk.Load(num_prompts=4, max_concurrency=4, input_len=64, output_len=64),
+                                profile_bench=tk.Load(num_prompts=4, max_concurrency=4, input_len=64,
+                                                      output_len=64),
                                 plan=tk.Plan(repeats=2, journal=field.journal, progress=False,
                                              bench=tk.Load(num_prompts=16, max_concurrency=8, input_len=256,
                                                            output_len=128)))

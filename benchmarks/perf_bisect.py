@@ -57,7 +57,8 @@ def bisect_once(hosts: list[Host], commits: int, regression_at: int, args: argpa
     head = git(repo, "rev-parse", "HEAD")
     started = time.monotonic()
     result = perf_bisect(hosts, str(repo), good=history[0]["sha"], bad="main", spec=spec,
-                         plan=Plan(bench=BENCH, repeats=args.repeats, spec_for_host=adapt, log_dir=str(work / "logs"), progress=False, timeout_s=60))
+                         plan=Plan(bench=BENCH, repeats=args.repeats, spec_for_host=adapt,
+                                   log_dir=str(work / "logs"), progress=False, timeout_s=60))
     wall = time.monotonic() - started
     restored = git(repo, "rev-parse", "HEAD") == head and git(repo, "worktree", "list").count("\n") == 0
     return {"commits": commits, "hosts": len(hosts), "rounds": result.rounds,

@@ -84,7 +84,8 @@ def measure(
 ) -> dict[str, float]:
     """One cell through the toolkit's bench client; a failed request is an error here, not a data point."""
     result = bench(url,
-                   Load(num_prompts=num_prompts, max_concurrency=concurrency, input_len=input_len, output_len=output_len, ignore_eos=False),
+                   Load(num_prompts=num_prompts, max_concurrency=concurrency, input_len=input_len,
+                        output_len=output_len, ignore_eos=False),
                    progress=False)
     summary = {key: result.summary[key] for key in KEYS}
     if summary["failed"]:

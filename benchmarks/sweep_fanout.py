@@ -110,7 +110,8 @@ def run(hosts: list[Host], configs: int, workload: str, spin_ms: float, work: Pa
         busy0, t0 = machine_busy_s()
         cpu0 = driver_cpu_s()
         result = sweep(hosts, spec, vary={"--sim-seed": list(range(1, configs + 1))},
-                       plan=Plan(bench=timed_bench, journal=journal, spec_for_host=adapt, log_dir=str(work / f"logs-{workload}-{len(hosts)}"), progress=False))
+                       plan=Plan(bench=timed_bench, journal=journal, spec_for_host=adapt,
+                                 log_dir=str(work / f"logs-{workload}-{len(hosts)}"), progress=False))
         busy1, t1 = machine_busy_s()
         cpu1 = driver_cpu_s()
     frame, phases = result.frame, result.phases

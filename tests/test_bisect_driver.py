@@ -91,7 +91,8 @@ def test_finds_the_planted_regression_in_log2_probes(ssh_host: Host, tmp_path: P
     head = git(repo, "rev-parse", "HEAD")
     with Journal(tmp_path / "journal.sqlite") as journal:
         result = perf_bisect(ssh_host, str(repo), good=commits[0]["sha"], bad="main", spec=spec,
-                             plan=Plan(bench=BENCH, journal=journal, log_dir=str(tmp_path / "logs"), progress=True, timeout_s=60))
+                             plan=Plan(bench=BENCH, journal=journal, log_dir=str(tmp_path / "logs"),
+                                       progress=True, timeout_s=60))
         steps = journal.steps()
     print(f"\n16-commit bisect: {result.probe_count} probes in {result.wall_s:.1f} s\n{result}")
     assert result.first_bad == result.git_first_bad == commits[10]["sha"]
@@ -149,7 +150,8 @@ def test_a_failing_build_stops_the_bisect_and_restores_the_checkout(ssh_host: Ho
              '{ echo "error: sgl-kernel build failed" >&2; exit 3; }')
     with pytest.raises(CommandFailed, match="the build command failed") as failure:
         perf_bisect(ssh_host, str(repo), good=commits[0]["sha"], bad="main", spec=spec, build=build,
-                    plan=Plan(bench=BENCH, repeats=1, log_dir=str(tmp_path / "logs"), progress=False, timeout_s=60))
+                    plan=Plan(bench=BENCH, repeats=1, log_dir=str(tmp_path / "logs"), progress=False,
+                              timeout_s=60))
     assert "sgl-kernel build failed" in str(failure.value)
     assert_restored(repo, ssh_host, spec, head)
 
@@ -175,7 +177,8 @@ def test_an_interrupt_stops_the_server_and_restores_the_checkout(ssh_host: Host,
 
     with Journal(tmp_path / "journal.sqlite") as journal, pytest.raises(KeyboardInterrupt):
         perf_bisect(ssh_host, str(repo), good=commits[0]["sha"], bad="main", spec=spec,
-                    plan=Plan(bench=interrupted_bench, repeats=1, journal=journal, log_dir=str(tmp_path / "logs"), progress=False, timeout_s=60))
+                    plan=Plan(bench=interrupted_bench, repeats=1, journal=journal,
+                              log_dir=str(tmp_path / "logs"), progress=False, timeout_s=60))
     with Journal(tmp_path / "journal.sqlite", resume=True) as journal:
         assert journal.steps()["status"].tolist() == ["done", "done", "interrupted"]
     assert_restored(repo, ssh_host, spec, head)
@@ -229,7 +232,8 @@ def test_no_change_history_same_baseline_and_nothing_to_bisect(ssh_host: Host, t
     head = git(repo, "rev-parse", "HEAD")
     with Journal(tmp_path / "journal.sqlite") as journal:
         ab = compare_commits(ssh_host, str(repo), commits[0]["sha"], "main", spec=spec,
-                             plan=Plan(repeats=2, bench=BENCH, journal=journal, progress=False, log_dir=str(tmp_path / "logs"), timeout_s=60))
+                             plan=Plan(repeats=2, bench=BENCH, journal=journal, progress=False,
+                                       log_dir=str(tmp_path / "logs"), timeout_s=60))
         steps = journal.steps()
     assert ab.comparison.verdict == "within_noise", ab.summary_text
     assert set(steps["kind"]) == {"commit"}
@@ -239,7 +243,8 @@ def test_no_change_history_same_baseline_and_nothing_to_bisect(ssh_host: Host, t
     with Journal(tmp_path / "journal.sqlite") as journal:
         with pytest.raises(NothingToBisect, match="within noise") as nothing:
             perf_bisect(ssh_host, str(repo), good=commits[0]["sha"], bad="main", spec=spec,
-                        plan=Plan(bench=BENCH, journal=journal, progress=False, log_dir=str(tmp_path / "logs"), timeout_s=60))
+                        plan=Plan(bench=BENCH, journal=journal, progress=False,
+                                  log_dir=str(tmp_path / "logs"), timeout_s=60))
         last = journal.steps().iloc[-1]
     assert len(nothing.value.good_samples) == len(nothing.value.bad_samples) in (2, 8)  # 8: measured again
     assert (last["kind"], last["title"]) == ("note", "nothing to bisect") and "within noise" in last["notes"]

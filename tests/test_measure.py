@@ -87,6 +87,7 @@ def test_greedy_outputs_are_kept_and_a_later_configuration_is_checked_against_th
 def test_a_reference_and_another_length_are_refused_before_launching(tmp_path: Path) -> None:
     reference = GreedyOutputs("base", ("p",), (("a",),), "token", 24)
     with pytest.raises(ValueError, match="differs from the reference's 24 tokens"):
-        measure(tk.Host.local(), _spec(), reference=reference, greedy_tokens=12, plan=tk.Plan(bench=BENCH, progress=False))
+        measure(tk.Host.local(), _spec(), reference=reference, greedy_tokens=12, plan=tk.Plan(bench=BENCH,
+                                                                                              progress=False))
     with pytest.raises(ValueError, match="greedy_tokens must be >= 0"):
         measure(tk.Host.local(), _spec(), greedy_tokens=-1, plan=tk.Plan(bench=BENCH, progress=False))

@@ -64,7 +64,8 @@ if TYPE_CHECKING:
 Launches = Literal["interleaved", "in_blocks", "reused"]
 LAUNCHES: tuple[Launches, ...] = ("interleaved", "in_blocks", "reused")
 
-__all__ = ["Launches", "compare", "compare_flag", "ABResult", "ABVerdict", "schedule", "ab_verdict", "ab_sentence", "side_labels"]
+__all__ = ["Launches", "compare", "compare_flag", "ABResult", "ABVerdict", "schedule", "ab_verdict", "ab_sentence",
+           "side_labels"]
 
 
 @dataclass(frozen=True, eq=False)
@@ -124,7 +125,7 @@ def compare(
     confidence: float = 0.95,
     repo: SourceRepo | None = None,
 ) -> ABResult:
-    """Run A and B ``plan.repeats`` times each (default 3; a fresh launch per side-round, order A B B A ...) and judge B vs A.
+    """Run A and B ``plan.repeats`` times each (default 3), a fresh launch per side-round, A B B A ...; judge B vs A.
 
     ``plan`` (:class:`~toolkit.moves.plan.Plan`) holds the benchmark, the repeats, the journal and
     the metric judged (``plan.metric``; a relative difference under ``plan.min_effect`` counts as

@@ -3,8 +3,8 @@
 The notebooks each wrote this by hand (a ``measure()`` of a dozen lines: a journal step, a
 launch, a panel and a log view, wait_ready, bench, record). It is the trial every sweep and
 A/B test already runs (:func:`toolkit.moves.trial.run_launch`), called once with a
-:class:`~toolkit.moves.plan.Plan`, with a hook that shows the server while it runs (``tk.measure`` passes one that displays a ServerPanel and a
-LogView: :func:`toolkit.views.widgets.measure`).
+:class:`~toolkit.moves.plan.Plan`, with a hook that shows the server while it runs (``tk.measure``
+passes one that displays a ServerPanel and a LogView: :func:`toolkit.views.widgets.measure`).
 
 A start that fails is a finding, not a crash of the notebook: with ``check=False`` the step is
 stored as failed with its evidence (the readiness report, the fatal lines and their context)

@@ -1,4 +1,4 @@
-"""``Plan``: the knobs every move shares, in one frozen record, so that a move's signature says what is particular to it.
+"""``Plan``: the knobs every move shares, in one frozen record; a move's signature says what is its own.
 
 ``sweep``, ``compare``, ``compare_commits``, ``perf_bisect``, ``measure`` and ``diagnose`` each took
 the benchmark, the repeats, the readiness timeout, the log folder, the progress switch, the host
@@ -71,7 +71,8 @@ class Plan:
         if self.repeats is not None and self.repeats < 1:
             raise ValueError(f"repeats must be >= 1 (or None for the move's default), got {self.repeats}")
         if not self.timeout_s > 0:
-            raise ValueError(f"timeout_s (how long a launch may take to be ready) must be positive, got {self.timeout_s}")
+            raise ValueError(f"timeout_s (how long a launch may take to be ready) must be positive, "
+                             f"got {self.timeout_s}")
         if not 0 <= self.min_effect < 1:
             raise ValueError(f"min_effect is a relative difference in [0, 1), got {self.min_effect}")
 

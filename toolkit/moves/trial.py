@@ -29,8 +29,8 @@ from toolkit.server.logfile import count_lines
 from toolkit.server.server import Server
 from toolkit.server.spec import ServerSpec
 
-__all__ = ["RunOutcome", "LaunchPhases", "RunObserver", "TrialObserver", "run_launch", "make_bench_call", "metric_window",
-           "decisive_lines"]
+__all__ = ["RunOutcome", "LaunchPhases", "RunObserver", "TrialObserver", "run_launch", "make_bench_call",
+           "metric_window", "decisive_lines"]
 
 
 class RunObserver(abc.ABC):
@@ -108,7 +108,7 @@ class TrialObserver:
 
 def make_bench_call(bench: Load | Callable[[Server], BenchResult] | None, *,
                     progress: bool) -> Callable[[Server], BenchResult]:
-    """``bench`` as a function of the server: :func:`toolkit.benchmark.bench` with a Load (None: ``Load()``), or a callable.
+    """``bench`` as a function of the server: :func:`toolkit.benchmark.bench` with a Load (None: ``Load()``), or itself.
 
     The server's log follower goes to bench as ``server_log``, so the run's server view
     includes the log's metric lines (SGLang's ``accept len`` among them).
@@ -158,7 +158,8 @@ def _check_run(server: Server, result: BenchResult) -> None:
     if not result.ok:
         raise ToolkitError(f"no request of the benchmark completed: {where}; first error: {result.first_error}",
                            evidence=[f"{count} x {error}" for error, count in list(result.errors.items())[:5]],
-                           hint="check the plan's bench against the server (tk.Load(endpoint='chat'), ...), or read its log")
+                           hint="check the plan's bench against the server (tk.Load(endpoint='chat'), ...), "
+                                "or read its log")
 
 
 def run_launch(

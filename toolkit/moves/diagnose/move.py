@@ -157,9 +157,9 @@ def _measure(hosts: Hosts, specs: Mapping[Side, ServerSpec], labels: Mapping[Sid
     """
     metric = plan.metric
     for _ in range(1 + _MORE_ROUNDS):
-        compare(hosts, specs["fast"], specs["slow"], plan=plan.replace(bench=gatherer, journal=None, min_effect=_MIN_EFFECT),
-                expect=None, labels=(labels["fast"], labels["slow"]),
-                title=f"diagnosis: {labels['slow']} vs {labels['fast']}")
+        compare(hosts, specs["fast"], specs["slow"],
+                plan=plan.replace(bench=gatherer, journal=None, min_effect=_MIN_EFFECT), expect=None,
+                labels=(labels["fast"], labels["slow"]), title=f"diagnosis: {labels['slow']} vs {labels['fast']}")
         values = {side: [v for result, _ in gatherer.sides[side].runs
                          if isinstance(v := result.summary.get(metric), int | float) and not math.isnan(v)]
                   for side in ("fast", "slow")}
