@@ -51,12 +51,12 @@ def per_host() -> Any:
 
 
 def bisect(hosts: list[Host], repo: Path, good: str, tmp_path: Path, noise_pct: float = 0.0, seed: int = 0,
-           **options: Any) -> BisectResult:
+           journal: Journal | None = None, max_repeats: int = 8) -> BisectResult:
     spec = ServerSpec.simulator(tp=1, port=free_port(), host="127.0.0.1", sim_startup_s=0.3, source_dir=str(repo),
                                 sim_noise_pct=noise_pct, sim_seed=seed)
-    return perf_bisect(hosts, str(repo), good=good, bad="main", spec=spec, **options,
-                       plan=Plan(bench=BENCH, spec_for_host=per_host(), log_dir=str(tmp_path / "logs"),
-                                 progress=False, timeout_s=60))
+    plan = Plan(bench=BENCH, spec_for_host=per_host(), log_dir=str(tmp_path / "logs"), progress=False, timeout_s=60,
+                journal=journal)
+    return perf_bisect(hosts, str(repo), good=good, bad="main", spec=spec, plan=plan, max_repeats=max_repeats)
 
 
 def assert_nothing_left(repo: Path, hosts: list[Host], head: str, logs: Path) -> None:

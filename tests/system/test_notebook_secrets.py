@@ -40,11 +40,11 @@ spec = spec.with_flags({"--api-key": os.environ["NB_API_KEY"]}).with_env(
 spec""",
     "print(spec.describe())\nprint(spec)",
     """\
-ready = tk.measure(host, spec, journal=journal, bench=BENCH, title="with a key", log_dir=os.environ["NB_LOGS"])
+plan = tk.Plan(bench=BENCH, journal=journal, log_dir=os.environ["NB_LOGS"])
+ready = tk.measure(host, spec, plan=plan, title="with a key")
 ready""",
     """\
-oom = tk.measure(host, spec.with_flags({"--sim-fault": "oom"}), journal=journal, bench=BENCH, title="too big",
-                 log_dir=os.environ["NB_LOGS"], check=False)
+oom = tk.measure(host, spec.with_flags({"--sim-fault": "oom"}), plan=plan, title="too big", check=False)
 print(oom.error)
 oom.error""",
     "journal.results()",
