@@ -28,14 +28,16 @@ sys.path[:0] = [str(REPO), str(REPO / "tests")]
 
 from sim_process import free_port  # noqa: E402
 
+from toolkit.benchmark import Load  # noqa: E402
 from toolkit.host.host import Host  # noqa: E402
 from toolkit.journal import Journal  # noqa: E402
 from toolkit.moves import compare  # noqa: E402
 from toolkit.moves.diagnose import diagnose  # noqa: E402
 from toolkit.moves.observe import observed  # noqa: E402
+from toolkit.moves.plan import Plan  # noqa: E402
 from toolkit.server.spec import ServerSpec  # noqa: E402
 
-BENCH: dict[str, Any] = {"num_prompts": 3, "input_len": 16, "output_len": 32, "max_concurrency": 1}
+BENCH = Load(num_prompts=3, input_len=16, output_len=32, max_concurrency=1)
 EAGLE = {"--speculative-algorithm": "EAGLE3", "--speculative-num-steps": 2, "--speculative-eagle-topk": 1,
          "--speculative-num-draft-tokens": 3}
 
@@ -46,12 +48,13 @@ def one_round(host: Host, base: ServerSpec, eagle: ServerSpec, repeats: int, fol
     for what in order:
         started = time.monotonic()
         if what == "ab":
-            compare(host, base, eagle, repeats=repeats, bench=observed(BENCH, cache="flush"), expect=None,
-                    progress=False)
+            compare(host, base, eagle, expect=None,
+                    plan=Plan(repeats=repeats, bench=observed(BENCH, cache="flush"), progress=False))
             row["ab_s"] = time.monotonic() - started
         else:
             journal = Journal(folder / f"diagnose-{time.time_ns()}.sqlite", investigation="cost")
-            diagnosis = diagnose(host, base, eagle, repeats=repeats, bench=BENCH, journal=journal, progress=False)
+            diagnosis = diagnose(host, base, eagle,
+                                 plan=Plan(repeats=repeats, bench=BENCH, journal=journal, progress=False))
             row["diagnose_s"] = time.monotonic() - started
             row.update({f"{k}_s": v for k, v in diagnosis.costs_s.items()})
             row["top"] = diagnosis.top.topic if diagnosis.top else None

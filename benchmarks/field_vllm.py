@@ -190,8 +190,7 @@ def basics(field: Field, server: tk.Server) -> None:
         field.keep("env", rows.to_dict("records"))
         step.note(str(env) + "\n" + rows.to_string(index=False))
         reference = tk.greedy_outputs(server, max_tokens=32)
-        watch = tk.observed({"num_prompts": 16, "max_concurrency": 4, "input_len": 256, "output_len": 128,
-                             "progress": False}, cache="flush", telemetry="auto", metrics_interval_s=0.5,
+        watch = tk.observed(tk.Load(num_prompts=16, max_concurrency=4, input_len=256, output_len=128), cache="flush", telemetry="auto", metrics_interval_s=0.5,
                             reference=reference)
         with field.timed("observed_run"):
             result = watch(server)
@@ -223,8 +222,9 @@ def bench(field: Field, server: tk.Server) -> None:
                             spec=server.spec, host=field.host.name) as step:
         server.wait_ready(timeout_s=600)
         command, tokenizer = reference_command(field)  # first: a client that cannot start fails the stage at once
-        fitted = tk.bench(server, num_prompts=args.prompts, input_len=256, output_len=128,
-                          max_concurrency=8, progress=False)  # prompts fitted to 256 tokens by the server's tokenizer
+        fitted = tk.bench(server,
+                          tk.Load(num_prompts=args.prompts, input_len=256, output_len=128, max_concurrency=8),
+                          progress=False)  # prompts fitted to 256 tokens by the server's tokenizer
         dataset = field.work / "prompts.jsonl"
         lines = ({"prompt": r.prompt, "output_tokens": r.output_len} if field.engine.name == "vllm" else
                  {"conversations": [{"role": "user", "content": r.prompt}, {"role": "assistant", "content": "ok"}]}
@@ -249,7 +249,8 @@ def profile(field: Field, server: tk.Server) -> None:
         label = f"{field.engine.name} {field.engine.release} decode"
         with field.timed("profile"), tk.profile(server, label=label, journal=field.journal, step=step,
                                                 timeout_s=240) as capture:
-            tk.bench(server, num_prompts=8, max_concurrency=4, input_len=256, output_len=64, progress=False)
+            tk.bench(server, tk.Load(num_prompts=8, max_concurrency=4, input_len=256, output_len=64),
+                     progress=False)
         assert capture.result is not None
         kernels = capture.result.kernels(top=20)
         kernels.to_csv(field.work / "kernels.csv", index=False)
@@ -279,11 +280,12 @@ def graphs(field: Field) -> None:
     off = " ".join(field.engine.eager_flags)
     field.commands += [spec.command(), eager.command()]
     with field.timed("graphs"):
-        result = tk.compare(field.host, spec, eager, repeats=field.args.rounds, reuse_launch=True,
-                            bench={"num_prompts": field.args.prompts, "max_concurrency": 8, "input_len": 256,
-                                   "output_len": 128}, journal=field.journal, kind="cuda_graphs",
-                            title=f"CUDA graphs on vs {off}", label_a="cuda graphs", label_b="eager",
-                            expect="a_faster", progress=False)
+        result = tk.compare(field.host, spec, eager, launches="reused", kind="cuda_graphs",
+                            title=f"CUDA graphs on vs {off}", labels=("cuda graphs", "eager"),
+                            expect="a_faster",
+                            plan=tk.Plan(repeats=field.args.rounds, journal=field.journal, progress=False,
+                                         bench=tk.Load(num_prompts=field.args.prompts, max_concurrency=8,
+                                                       input_len=256, output_len=128)))
     field.keep("graphs", str(result).splitlines()[:6])
 
 
@@ -292,10 +294,12 @@ def diagnose(field: Field) -> None:
     eager = spec.with_flags(dict(field.engine.eager_flags))
     field.commands += [spec.command(), eager.command()]
     with field.timed("diagnose"):
-        diagnosis = tk.diagnose(field.host, fast=spec, slow=eager, repeats=2, journal=field.journal, progress=False,
-                                bench={"num_prompts": 16, "max_concurrency": 8, "input_len": 256, "output_len": 128},
-                                profile_bench={"num_prompts": 4, "max_concurrency": 4, "input_len": 64,
-                                               "output_len": 64})
+        diagnosis = tk.diagnose(field.host, fast=spec, slow=eager,
+                                profile_bench=tk.Load(num_prompts=4, max_concurrency=4, input_len=64,
+                                                      output_len=64),
+                                plan=tk.Plan(repeats=2, journal=field.journal, progress=False,
+                                             bench=tk.Load(num_prompts=16, max_concurrency=8, input_len=256,
+                                                           output_len=128)))
     diagnosis.table().to_csv(field.work / "diagnosis.csv", index=False)
     (field.work / "diagnosis.txt").write_text(diagnosis.text() + "\n")
     field.keep("diagnosis", diagnosis.summary_text)

@@ -23,7 +23,7 @@ import statistics
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -33,7 +33,7 @@ sys.path[:0] = [str(REPO), str(REPO / "tests")]
 from sim_process import free_port  # noqa: E402
 from tqdm.auto import tqdm  # noqa: E402
 
-from toolkit.benchmark import bench  # noqa: E402
+from toolkit.benchmark import BenchResult, Load, bench  # noqa: E402
 from toolkit.host.host import Host  # noqa: E402
 from toolkit.moves.profile import ProfileCapture  # noqa: E402
 from toolkit.server.launch import launch  # noqa: E402
@@ -43,7 +43,7 @@ from toolkit.server.telemetry import GpuTelemetry, simulated_telemetry_command  
 from toolkit.stats import mean_interval  # noqa: E402
 
 
-def telemetry_overhead(server: Server, make_sampler: Callable[[], GpuTelemetry], bench_kwargs: Mapping[str, Any],
+def telemetry_overhead(server: Server, make_sampler: Callable[[], GpuTelemetry], run: Callable[[Server], BenchResult],
                        *, rounds: int = 4) -> list[dict[str, Any]]:
     """``rounds`` pairs of runs in ABBA order; one row per run: round, sampling, output tok/s, samples."""
     rows = []
@@ -54,7 +54,7 @@ def telemetry_overhead(server: Server, make_sampler: Callable[[], GpuTelemetry],
             if sampler is not None:
                 sampler.start()
             try:
-                result = bench(server, **bench_kwargs)
+                result = run(server)
             finally:
                 samples = sampler.stop() if sampler is not None else []
             rows.append({"round": round_no, "sampling": sampling, "output_throughput":
@@ -86,14 +86,14 @@ def overhead_summary(rows: list[dict[str, Any]]) -> dict[str, float]:
             "run_to_run_cv_pct": 100.0 * spread, "rounds": len(on)}
 
 
-def profile_capture_times(server: Server, bench_kwargs: Mapping[str, Any], out_dir: Path, *, captures: int = 2,
+def profile_capture_times(server: Server, run: Callable[[Server], BenchResult], out_dir: Path, *, captures: int = 2,
                           **options: Any) -> list[dict[str, Any]]:
     """Capture ``captures`` profiles around one benchmark each; time to fetched-and-summarised traces."""
     rows = []
     for n in tqdm(range(captures), desc="profile captures", unit="capture"):
         with ProfileCapture(server, label=f"capture-{n}", out_dir=out_dir, **options) as capture:
             started = time.time()
-            bench(server, **bench_kwargs)
+            run(server)
             window = time.time() - started
         stopped_to_done = time.time() - started - window
         result = capture.result
@@ -124,16 +124,18 @@ def main(argv: list[str] | None = None) -> int:
     spec = ServerSpec.simulator(tp=args.tp, port=free_port(), host="127.0.0.1", sim_startup_s=0.5).with_flags({
         "--speculative-algorithm": "EAGLE3", "--speculative-num-steps": 2, "--speculative-eagle-topk": 1,
         "--speculative-num-draft-tokens": 3, "--speculative-attention-mode": "decode"})
-    bench_kwargs = {"num_prompts": args.num_prompts, "max_concurrency": args.concurrency, "input_len": 32,
-                    "output_len": args.output_len, "progress": False}
+    load = Load(num_prompts=args.num_prompts, max_concurrency=args.concurrency, input_len=32,
+                output_len=args.output_len)
     work = Path(tempfile.mkdtemp(prefix="observe-costs-"))
     with launch(host, spec, log_dir=str(work)) as server:
         server.wait_ready(timeout_s=120)
         command = simulated_telemetry_command(sys.executable, f"http://127.0.0.1:{spec.port}", args.interval_ms)
         rows = telemetry_overhead(server, lambda: GpuTelemetry(host, kind="simulated", command=command,
-                                                               interval_ms=args.interval_ms), bench_kwargs,
+                                                               interval_ms=args.interval_ms),
+                                  lambda server: bench(server, load, progress=False),
                                   rounds=args.rounds)
-        captures = profile_capture_times(server, {**bench_kwargs, "num_prompts": 1}, work / "profiles",
+        captures = profile_capture_times(server, lambda server: bench(server, load.replace(num_prompts=1), progress=False),
+                                         work / "profiles",
                                          captures=args.profiles, remote_dir=str(work / "remote"))
     summary = overhead_summary(rows)
     for row in rows:

@@ -28,7 +28,7 @@ sys.path[:0] = [str(REPO), str(REPO / "tests")]
 
 from sim_process import SimProcess  # noqa: E402
 
-from toolkit.benchmark import bench  # noqa: E402
+from toolkit.benchmark import Load, bench  # noqa: E402
 from toolkit.engines import peer_names  # noqa: E402
 
 PEERS_SCRIPTS = REPO.parent / "shared" / "peers"
@@ -121,19 +121,18 @@ def _pairs(tool: str, backend: str, peer: dict[str, float], ours: dict[str, obje
 def compare(root: Path, prompts: int = 8, output_len: int = 64) -> list[Pair]:
     """Every mapped pair of both peers, each against tk.bench on the same simulated server."""
     work = Path(tempfile.mkdtemp(prefix="peer-names-"))
-    ours_kw = {"num_prompts": prompts, "max_concurrency": 1, "input_len": 16, "output_len": output_len,
-               "progress": False, "tokenizer": None}
+    load = Load(num_prompts=prompts, max_concurrency=1, input_len=16, output_len=output_len)
     pairs: list[Pair] = []
     with SimProcess(["--model-path", "m", "--tp-size", "1", "--sim-startup-s", "0.5", *EAGLE]) as sim:
         sim.wait_for(READY, timeout_s=120)
         for backend in ("sglang", "sglang-oai"):
             peer = sglang_client(root, sim.port, backend, prompts, output_len, work)
-            ours = bench(f"http://127.0.0.1:{sim.port}", **ours_kw).summary  # type: ignore[arg-type]
+            ours = dict(bench(f"http://127.0.0.1:{sim.port}", load, progress=False, tokenizer=None).summary)
             pairs += _pairs("sglang.bench_serving", backend, peer, ours)
     with SimProcess(["--engine", "vllm", "m", "--sim-startup-s", "0.5", "--speculative-config", VLLM_EAGLE]) as sim:
         sim.wait_for("Application startup complete.", timeout_s=120)
         peer = vllm_client(root, sim.port, prompts, output_len, work)
-        ours = bench(f"http://127.0.0.1:{sim.port}", **ours_kw).summary  # type: ignore[arg-type]
+        ours = dict(bench(f"http://127.0.0.1:{sim.port}", load, progress=False, tokenizer=None).summary)
         pairs += _pairs("vllm bench serve", "vllm", peer, ours)
     return pairs
 

@@ -27,11 +27,13 @@ sys.path[:0] = [str(REPO), str(REPO / "tests")]
 from sim_process import free_port  # noqa: E402
 from system.sshd import ADDRESSES, LoopbackSshd, find_sshd  # noqa: E402
 
+from toolkit.benchmark import Load  # noqa: E402
 from toolkit.host.host import Host  # noqa: E402
 from toolkit.moves.bisect import expected_rounds, perf_bisect  # noqa: E402
+from toolkit.moves.plan import Plan  # noqa: E402
 from toolkit.server.spec import ServerSpec  # noqa: E402
 
-BENCH = {"num_prompts": 3, "max_concurrency": 1, "input_len": 8, "output_len": 16, "warmup": 0}
+BENCH = Load(num_prompts=3, max_concurrency=1, input_len=8, output_len=16, warmup=0)
 
 
 def git(repo: Path, *args: str) -> str:
@@ -54,9 +56,9 @@ def bisect_once(hosts: list[Host], commits: int, regression_at: int, args: argpa
                                 sim_noise_pct=args.noise_pct)
     head = git(repo, "rev-parse", "HEAD")
     started = time.monotonic()
-    result = perf_bisect(hosts, str(repo), good=history[0]["sha"], bad="main", spec=spec, bench=BENCH,
-                         repeats=args.repeats, spec_for_host=adapt, log_dir=str(work / "logs"), progress=False,
-                         timeout_s=60)
+    result = perf_bisect(hosts, str(repo), good=history[0]["sha"], bad="main", spec=spec,
+                         plan=Plan(bench=BENCH, repeats=args.repeats, spec_for_host=adapt,
+                                   log_dir=str(work / "logs"), progress=False, timeout_s=60))
     wall = time.monotonic() - started
     restored = git(repo, "rev-parse", "HEAD") == head and git(repo, "worktree", "list").count("\n") == 0
     return {"commits": commits, "hosts": len(hosts), "rounds": result.rounds,

@@ -33,6 +33,7 @@ import os
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -43,6 +44,7 @@ sys.path[:0] = [str(REPO / "benchmarks"), str(REPO / "tests")]
 from observe_costs import overhead_summary, telemetry_overhead  # noqa: E402
 from sim_process import free_port  # noqa: E402
 
+from toolkit.benchmark import BenchResult, Load, bench  # noqa: E402
 from toolkit.errors import ToolkitError  # noqa: E402
 from toolkit.host.host import Host  # noqa: E402
 from toolkit.journal import Journal  # noqa: E402
@@ -51,6 +53,7 @@ from toolkit.moves.profile import profile, with_profiling  # noqa: E402
 from toolkit.moves.trial import decisive_lines  # noqa: E402
 from toolkit.report.postmortem import write  # noqa: E402
 from toolkit.server.launch import launch  # noqa: E402
+from toolkit.server.server import Server  # noqa: E402
 from toolkit.server.spec import ServerSpec  # noqa: E402
 from toolkit.server.telemetry import GpuTelemetry  # noqa: E402
 from toolkit.testbeds.tiny_model import TinyModelConfig, config_args, is_cached  # noqa: E402
@@ -81,10 +84,12 @@ def base_spec(args: argparse.Namespace, model: Path, port: int) -> ServerSpec:
                             else "cuda", "--dtype": args.dtype, "--log-level": "info"}).with_env(env)
 
 
-def bench_kwargs(concurrency: int, args: argparse.Namespace) -> dict[str, Any]:
+def bench_call(concurrency: int, args: argparse.Namespace, output_len: int | None = None
+               ) -> Callable[[Server], BenchResult]:
     # transformers serve rejects unknown fields (422): no ignore_eos; the model has no EOS anyway (tiny_model.py)
-    return {"num_prompts": max(args.min_prompts, concurrency), "max_concurrency": concurrency, "input_len": 64,
-            "output_len": args.output_len, "ignore_eos": False, "progress": False, "tokenizer": None}
+    load = Load(num_prompts=max(args.min_prompts, concurrency), max_concurrency=concurrency, input_len=64,
+                output_len=output_len or args.output_len, ignore_eos=False)
+    return lambda server: bench(server, load, progress=False, tokenizer=None)
 
 
 # `--configs` words: ATTENTION:CB[+EXTRA], EXTRA graph (CB's CUDA graphs) or caps (the KV caps that killed the CB worker
@@ -133,7 +138,7 @@ def sweep(host: Host, journal: Journal, base: ServerSpec, args: argparse.Namespa
                     watch = observed(telemetry=telemetry, telemetry_interval_ms=args.interval_ms)
                     for concurrency in args.concurrency:
                         for repeat in range(args.repeats):
-                            result = watch.observe(server, bench_kwargs(concurrency, args))
+                            result = watch.observe(server, bench_call(concurrency, args))
                             run_id = step.record(result, run_label=f"{label} c={concurrency}", repeat=repeat)
                             watch.record(step, result, run_id)
                             _check(result, label, concurrency, server)
@@ -162,7 +167,7 @@ def profiled(host: Host, journal: Journal, base: ServerSpec, args: argparse.Name
                               host=host) as step, launch(host, spec, log_dir=args.log_dir) as server:
                 server.wait_ready(timeout_s=args.ready_timeout_s)
                 step.record(server.readiness)
-                watch = observed({**bench_kwargs(concurrency, args), "output_len": args.profile_tokens},
+                watch = observed(bench_call(concurrency, args, args.profile_tokens),
                                  telemetry="off" if args.device == "cpu" else "nvidia-smi",
                                  telemetry_interval_ms=args.interval_ms)
                 watch(server)  # warm: the first requests of a launch compile and allocate
@@ -191,7 +196,7 @@ def overhead(host: Host, journal: Journal, base: ServerSpec, args: argparse.Name
             launch(host, spec, log_dir=args.log_dir) as server:
         server.wait_ready(timeout_s=args.ready_timeout_s)
         rows = telemetry_overhead(server, lambda: GpuTelemetry(host, interval_ms=args.overhead_interval_ms),
-                                  bench_kwargs(1, args), rounds=args.overhead_rounds)
+                                  bench_call(1, args), rounds=args.overhead_rounds)
         summary = overhead_summary(rows)
         step.note("telemetry overhead (output tok/s, c=1, nvidia-smi every "
                   f"{args.overhead_interval_ms} ms): {json.dumps(rows)}\nsummary: {json.dumps(summary)}")

@@ -36,7 +36,7 @@ sys.path[:0] = [str(REPO), str(REPO / "tests")]
 
 from sim_process import free_port  # noqa: E402
 
-from toolkit.benchmark import bench  # noqa: E402
+from toolkit.benchmark import Load, bench  # noqa: E402
 from toolkit.testbeds.realserver import TinyModelConfig, ensure_tiny_model, serve_env, transformers_serve_argv  # noqa: E402
 
 
@@ -83,15 +83,10 @@ def measure(
     url: str, *, num_prompts: int, concurrency: int, input_len: int, output_len: int
 ) -> dict[str, float]:
     """One cell through the toolkit's bench client; a failed request is an error here, not a data point."""
-    result = bench(
-        url,
-        num_prompts=num_prompts,
-        max_concurrency=concurrency,
-        input_len=input_len,
-        output_len=output_len,
-        ignore_eos=False,
-        progress=False,
-    )
+    result = bench(url,
+                   Load(num_prompts=num_prompts, max_concurrency=concurrency, input_len=input_len,
+                        output_len=output_len, ignore_eos=False),
+                   progress=False)
     summary = {key: result.summary[key] for key in KEYS}
     if summary["failed"]:
         raise RuntimeError(f"{summary['failed']} requests failed: {result.errors}")

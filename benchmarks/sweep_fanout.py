@@ -43,19 +43,20 @@ sys.path[:0] = [str(REPO), str(REPO / "tests")]
 from sim_process import free_port  # noqa: E402
 from system.sshd import ADDRESSES, LoopbackSshd, find_sshd  # noqa: E402
 
-from toolkit.benchmark import BenchResult, bench  # noqa: E402
+from toolkit.benchmark import BenchResult, Load, bench  # noqa: E402
 from toolkit.host.host import Host  # noqa: E402
 from toolkit.journal import Journal  # noqa: E402
 from toolkit.moves import sweep  # noqa: E402
+from toolkit.moves.plan import Plan  # noqa: E402
 from toolkit.moves.trial import LaunchPhases  # noqa: E402
 from toolkit.server.preflight import DEFAULT_CACHE  # noqa: E402
 from toolkit.server.release import DEFAULT_RELEASES  # noqa: E402
 from toolkit.server.server import Server  # noqa: E402
 from toolkit.server.spec import ServerSpec  # noqa: E402
 
-WORKLOADS = {  # name: (simulator start-up s, bench keyword arguments)
-    "cpu": (1.0, {"num_prompts": 4, "max_concurrency": 1, "input_len": 16, "output_len": 48, "progress": False}),
-    "latency": (5.0, {"num_prompts": 4, "max_concurrency": 1, "input_len": 16, "output_len": 192, "progress": False}),
+WORKLOADS = {  # name: (simulator start-up s, what bench sends)
+    "cpu": (1.0, Load(num_prompts=4, max_concurrency=1, input_len=16, output_len=48)),
+    "latency": (5.0, Load(num_prompts=4, max_concurrency=1, input_len=16, output_len=192)),
 }
 
 
@@ -95,7 +96,7 @@ def run(hosts: list[Host], configs: int, workload: str, spin_ms: float, work: Pa
 
     def timed_bench(server: Server) -> BenchResult:
         started = time.monotonic()
-        result = bench(server, **bench_args)
+        result = bench(server, bench_args, progress=False)
         with lock:
             spent[server.host.name] += time.monotonic() - started
         return result
@@ -108,9 +109,9 @@ def run(hosts: list[Host], configs: int, workload: str, spin_ms: float, work: Pa
     with Journal(work / f"sweep-{workload}-{len(hosts)}.sqlite", investigation="fan-out benchmark") as journal:
         busy0, t0 = machine_busy_s()
         cpu0 = driver_cpu_s()
-        result = sweep(hosts, spec, vary={"--sim-seed": list(range(1, configs + 1))}, bench=timed_bench,
-                       journal=journal, spec_for_host=adapt, log_dir=str(work / f"logs-{workload}-{len(hosts)}"),
-                       progress=False)
+        result = sweep(hosts, spec, vary={"--sim-seed": list(range(1, configs + 1))},
+                       plan=Plan(bench=timed_bench, journal=journal, spec_for_host=adapt,
+                                 log_dir=str(work / f"logs-{workload}-{len(hosts)}"), progress=False))
         busy1, t1 = machine_busy_s()
         cpu1 = driver_cpu_s()
     frame, phases = result.frame, result.phases

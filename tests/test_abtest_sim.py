@@ -10,18 +10,19 @@ import pandas as pd
 import pytest
 import sim_process as testing  # noqa: E402
 
-from toolkit.benchmark import BenchResult, bench
+from toolkit.benchmark import BenchResult, Load, bench
 from toolkit.errors import ServerDied
 from toolkit.host.host import Host
 from toolkit.journal import Journal
 from toolkit.moves import compare, compare_flag
 from toolkit.moves.envcheck import env_report
+from toolkit.moves.plan import Plan
 from toolkit.server.server import Server
 from toolkit.server.spec import ServerSpec
 from toolkit.views import plots as tk_plots
 
 pytestmark = pytest.mark.timeout(90)
-BENCH: dict[str, Any] = {"num_prompts": 4, "input_len": 8, "output_len": 16, "max_concurrency": 1}
+BENCH = Load(num_prompts=4, input_len=8, output_len=16, max_concurrency=1)
 EAGLE = {"--speculative-algorithm": "EAGLE3", "--speculative-num-steps": 2, "--speculative-eagle-topk": 1,
          "--speculative-num-draft-tokens": 3}
 
@@ -40,9 +41,10 @@ def test_decode_vs_prefill_is_beyond_noise_and_confirms_the_hypothesis(ssh_host:
     eagle = _base(testing.free_port()).with_flags(EAGLE)
     journal = Journal(tmp_path / "ab.sqlite", investigation="attention mode")
 
-    ab = compare_flag(ssh_host, eagle, "--speculative-attention-mode", "prefill", "decode", repeats=2, bench=BENCH,
-                      journal=journal, kind="attention_mode", log_dir=str(tmp_path), progress=False,
-                      hypothesis="verify in extend mode without CUDA graphs is the bottleneck")
+    ab = compare_flag(ssh_host, eagle, "--speculative-attention-mode", "prefill", "decode",
+                      kind="attention_mode",
+                      hypothesis="verify in extend mode without CUDA graphs is the bottleneck",
+                      plan=Plan(repeats=2, bench=BENCH, journal=journal, log_dir=str(tmp_path), progress=False))
 
     prefill, decode = "--speculative-attention-mode=prefill", "--speculative-attention-mode=decode"
     assert (ab.label_a, ab.label_b, ab.verdict, ab.journal_verdict) == (prefill, decode, "b_faster", "confirmed")
@@ -74,8 +76,8 @@ def test_identical_specs_are_within_noise(local_host: Host, tmp_path: Path) -> N
     spec = _base(testing.free_port())
     journal = Journal(tmp_path / "same.sqlite", investigation="noise")
 
-    ab = compare(local_host, spec, spec, repeats=3, reuse_launch=True, bench=BENCH, journal=journal,
-                 log_dir=str(tmp_path), progress=False)
+    ab = compare(local_host, spec, spec, launches="reused",
+                 plan=Plan(repeats=3, bench=BENCH, journal=journal, log_dir=str(tmp_path), progress=False))
 
     assert (ab.label_a, ab.label_b, ab.verdict, ab.journal_verdict) == ("A", "B", "within_noise", "inconclusive")
     assert ": within noise (" in ab.summary_text and abs(ab.ratio - 1) < 0.05
@@ -84,8 +86,8 @@ def test_identical_specs_are_within_noise(local_host: Host, tmp_path: Path) -> N
     verdicts = journal.steps()["verdict"]
     assert pd.isna(verdicts.iloc[0]) and verdicts.iloc[1] == "inconclusive"
     assert _nothing_left(local_host, ab.frame["server_pid"])
-    with pytest.raises(ValueError, match="one server at a time holds the GPUs"):
-        compare(local_host, spec, spec, reuse_launch=True, interleave=True)
+    with pytest.raises(ValueError, match="launches must be one of 'interleaved', 'in_blocks', 'reused'"):
+        compare(local_host, spec, spec, launches="both")  # type: ignore[arg-type]
 
 
 def test_compare_flag_on_an_environment_variable_reaches_every_rank(local_host: Host, tmp_path: Path) -> None:
@@ -99,10 +101,10 @@ def test_compare_flag_on_an_environment_variable_reaches_every_rank(local_host: 
         frame = env_report(server, ["NCCL_ALGO"]).frame
         seen[server.spec.describe()] = {a if isinstance(a, str) else None for a in frame["actual"]}
         processes[server.spec.describe()] = frame["pid"].nunique()
-        return bench(server, progress=False, **BENCH)
+        return bench(server, BENCH, progress=False)
 
-    ab = compare_flag(local_host, spec, "env:NCCL_ALGO", None, "Tree", repeats=1, bench=bench_and_look,
-                      expect=None, log_dir=str(tmp_path), progress=False)
+    ab = compare_flag(local_host, spec, "env:NCCL_ALGO", None, "Tree", expect=None,
+                      plan=Plan(repeats=1, bench=bench_and_look, log_dir=str(tmp_path), progress=False))
 
     assert (ab.label_a, ab.label_b) == ("without NCCL_ALGO", "NCCL_ALGO=Tree")
     assert dict(ab.spec_b.env) == {"NCCL_ALGO": "Tree"} and not dict(ab.spec_a.env)
@@ -117,8 +119,8 @@ def test_a_side_that_fails_stops_the_comparison_and_both_steps_say_why(local_hos
     journal = Journal(tmp_path / "fail.sqlite", investigation="fail")
 
     with pytest.raises(ServerDied) as raised:
-        compare_flag(local_host, spec, "--sim-fault", None, "oom", repeats=2, bench=BENCH, journal=journal,
-                     log_dir=str(tmp_path), progress=False)
+        compare_flag(local_host, spec, "--sim-fault", None, "oom",
+                     plan=Plan(repeats=2, bench=BENCH, journal=journal, log_dir=str(tmp_path), progress=False))
 
     assert any("compare() stopped after 1+0 runs, at side B (--sim-fault=oom)" in note for note in raised.value.__notes__)
     a, b = journal.steps().itertuples()

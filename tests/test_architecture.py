@@ -158,3 +158,48 @@ def test_the_layers_are_written_down() -> None:
     text = (ROOT / "docs" / "architecture.md").read_text()
     missing = [part for part in ALLOWED if part not in ("__init__", "__main__") and f"`{part}" not in text]
     assert not missing, f"docs/architecture.md does not describe {missing}"
+
+
+# Records whose constructor takes each setting as a keyword: a Slurm job's or a container's settings.
+MANY_KNOBS_ALLOWED = {"toolkit/host/slurm.py:SlurmTarget.__init__", "toolkit/host/container.py:ContainerTarget.__init__"}
+MAX_PARAMETERS = 12
+
+
+def _public_functions(path: Path) -> Iterator[tuple[str, int, int]]:
+    """(qualified name, line, parameter count) of each public function and method; ``self``/``cls`` aside."""
+
+    def walk(node: ast.AST, prefix: str) -> Iterator[tuple[str, int, int]]:
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, ast.ClassDef) and not child.name.startswith("_"):
+                yield from walk(child, f"{prefix}{child.name}.")
+            elif isinstance(child, ast.FunctionDef | ast.AsyncFunctionDef) and (
+                    not child.name.startswith("_") or child.name == "__init__"):
+                args = child.args
+                names = [a.arg for a in (*args.posonlyargs, *args.args, *args.kwonlyargs)]
+                if prefix and names[:1] in (["self"], ["cls"]):
+                    names = names[1:]
+                count = len(names) + (args.vararg is not None) + (args.kwarg is not None)
+                yield f"{prefix}{child.name}", child.lineno, count
+
+    yield from walk(ast.parse(path.read_text(), filename=str(path)), "")
+
+
+def test_no_public_function_takes_more_than_12_parameters() -> None:
+    """A move says what is particular to it; the knobs every move shares travel in one Plan (STYLE.md rule 17)."""
+    found = []
+    for path in _modules():
+        relative = str(path.relative_to(ROOT))
+        for name, line, count in _public_functions(path):
+            if count > MAX_PARAMETERS and f"{relative}:{name}" not in MANY_KNOBS_ALLOWED:
+                found.append(f"{relative}:{line} {name} takes {count} parameters")
+    assert not found, (
+        f"more than {MAX_PARAMETERS} parameters: put the knobs moves share in toolkit.moves.plan.Plan, a benchmark's "
+        "in toolkit.benchmark.load.Load, what a trial reports in toolkit.moves.trial.TrialObserver:\n" + "\n".join(found)
+    )
+
+
+def test_the_parameter_count_sees_a_long_signature(tmp_path: Path) -> None:
+    path = tmp_path / "wide.py"
+    path.write_text("def wide(a, b, c, d, e, f, g, h, i, j, k, l, m): ...\n"
+                    "class C:\n    def ok(self, a, *args, **kw): ...\n    def _hidden(self, a): ...\n")
+    assert list(_public_functions(path)) == [("wide", 1, 13), ("C.ok", 3, 3)]

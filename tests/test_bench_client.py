@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import importlib
 import json
 import select
@@ -18,7 +19,7 @@ from typing import IO, Any
 import pytest
 from aiohttp import web
 
-from toolkit.benchmark import BenchResult
+from toolkit.benchmark import BenchResult, Load
 from toolkit.benchmark.runner import bench
 from toolkit.cli.bench import main as cli_main
 from toolkit.errors import BenchmarkFailed, ToolkitError
@@ -164,19 +165,15 @@ def server() -> Iterator[Loopback]:
         yield srv
 
 
+_LOAD_FIELDS = {f.name for f in dataclasses.fields(Load)}
+
+
 def run(server: Loopback, model: str, **kw: Any) -> BenchResult:
-    args: dict[str, Any] = dict(
-        model=model,
-        num_prompts=4,
-        max_concurrency=2,
-        input_len=5,
-        output_len=10,
-        warmup=0,
-        progress=False,
-        timeout_s=5.0,
-    )
-    args.update(kw)
-    return bench(server.url, **args)
+    """bench() with small defaults; ``kw`` may mix Load fields and bench() keywords."""
+    args: dict[str, Any] = dict(num_prompts=4, max_concurrency=2, input_len=5, output_len=10, warmup=0) | kw
+    load = Load(**{k: v for k, v in args.items() if k in _LOAD_FIELDS})
+    options = {"progress": False, "timeout_s": 5.0} | {k: v for k, v in args.items() if k not in _LOAD_FIELDS}
+    return bench(server.url, load, model=model, **options)
 
 
 def test_public_api_is_pinned():
@@ -184,6 +181,7 @@ def test_public_api_is_pinned():
     assert package.__all__ == [
         "bench",
         "bench_async",
+        "Load",
         "BenchResult",
         "ClientSettings",
         "Workload",
@@ -298,14 +296,15 @@ def test_refused_connection_and_the_cli_exit_status(capsys: pytest.CaptureFixtur
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         url = f"http://127.0.0.1:{s.getsockname()[1]}"
-    r = bench(url, model="m", num_prompts=3, warmup=0, progress=False, stop_after_failures=0, tokenizer=None)
+    r = bench(url, Load(num_prompts=3, warmup=0), model="m", progress=False, stop_after_failures=0,
+              tokenizer=None)
     assert r.summary["failed"] == 3 and "cannot connect to" in (r.first_error or "")
     assert r.server_view.unavailable
     with pytest.raises(BenchmarkFailed, match="the warm-up failed") as caught:
-        bench(url, model="m", num_prompts=3, warmup=1, progress=False, tokenizer=None)
+        bench(url, Load(num_prompts=3, warmup=1), model="m", progress=False, tokenizer=None)
     assert "cannot connect to" in str(caught.value)
     with pytest.raises(ToolkitError, match="pass model="):
-        bench(url, num_prompts=1, progress=False)
+        bench(url, Load(num_prompts=1), progress=False)
     assert cli_main(["--url", url, "--model", "m", "--num-prompts", "2", "--no-progress", "--json"]) == 1
     err = capsys.readouterr().err
     assert err.startswith("error: the warm-up failed") and "cannot connect to" in err
@@ -400,16 +399,8 @@ def test_a_server_that_dies_mid_run(tmp_path: Any):
     try:
         assert proc.stdout is not None and proc.stdout.readline().strip() == "up"
         t0 = time.monotonic()
-        r = bench(
-            f"http://127.0.0.1:{port}",
-            model="m",
-            num_prompts=6,
-            max_concurrency=3,
-            warmup=0,
-            progress=False,
-            timeout_s=10,
-            stop_after_failures=0,
-        )
+        r = bench(f"http://127.0.0.1:{port}", Load(num_prompts=6, max_concurrency=3, warmup=0), model="m",
+                  progress=False, timeout_s=10, stop_after_failures=0)
     finally:
         proc.kill()
         proc.wait(10)
@@ -464,7 +455,7 @@ def test_a_silent_server_fails_the_benchmark_within_its_timeout(silent_url: str)
     """Three requests at timeout 3 s once took 36 s (every request waited its own timeout)."""
     started = time.monotonic()
     with pytest.raises(BenchmarkFailed, match="the warm-up failed") as caught:
-        bench(silent_url, model="m", num_prompts=3, timeout_s=3, progress=False, tokenizer=None)
+        bench(silent_url, Load(num_prompts=3), model="m", timeout_s=3, progress=False, tokenizer=None)
     took = time.monotonic() - started
     assert "timed out after 3 s" in str(caught.value)
     assert took < 12, took  # the warm-up's one timeout, not one per request

@@ -8,6 +8,8 @@ from pathlib import Path
 import pytest
 import sim_process as testing  # noqa: E402
 
+from toolkit.benchmark import Load
+from toolkit.benchmark.load import Endpoint
 from toolkit.benchmark.runner import bench
 
 pytestmark = pytest.mark.timeout(60)
@@ -23,16 +25,9 @@ def sim_url() -> Iterator[str]:
 
 
 @pytest.mark.parametrize("endpoint", ["completions", "chat"])
-def test_speculative_chunks_and_the_servers_accept_length(sim_url: str, endpoint: str) -> None:
-    r = bench(
-        sim_url,
-        endpoint=endpoint,
-        num_prompts=4,
-        max_concurrency=2,
-        input_len=8,
-        output_len=30,
-        progress=False,
-    )
+def test_speculative_chunks_and_the_servers_accept_length(sim_url: str, endpoint: Endpoint) -> None:
+    r = bench(sim_url, Load(endpoint=endpoint, num_prompts=4, max_concurrency=2, input_len=8, output_len=30),
+              progress=False)
     s = r.summary
     assert (s["completed"], s["failed"], s["total_output_tokens"]) == (4, 0, 120)
     assert s["output_tokens_source"] == "usage" and r.settings.model == "m"  # from /v1/models
@@ -48,12 +43,12 @@ def test_input_len_is_counted_in_the_servers_tokens(sim_url: str) -> None:
     The simulator's tokenizer gives long words two tokens, so 48 words are ~55 tokens: a word
     count would be off by more than 10 %.
     """
-    r = bench(sim_url, num_prompts=6, input_len=48, output_len=4, range_ratio=0.5, progress=False)
+    r = bench(sim_url, Load(num_prompts=6, input_len=48, output_len=4, range_ratio=0.5), progress=False)
     assert r.workload.input_len_unit == "tokens (the server's /tokenize)"
     usage = [rec.prompt_tokens for rec in r.records]
     assert usage == [spec.prompt_len for spec in r.workload.requests]  # the server counts what we fitted
     assert all(24 <= n <= 72 for n in usage) and len(set(usage)) > 1
-    words = bench(sim_url, num_prompts=6, input_len=48, output_len=4, progress=False, tokenizer=None)
+    words = bench(sim_url, Load(num_prompts=6, input_len=48, output_len=4), progress=False, tokenizer=None)
     assert words.workload.input_len_unit == "words"
     assert all(spec.prompt_len == 48 for spec in words.workload.requests)
     assert [rec.prompt_tokens for rec in words.records] != [48] * 6  # words are not tokens
@@ -69,6 +64,7 @@ def test_a_local_tokenizer_file_counts_the_tokens(sim_url: str, tmp_path: Path) 
     tokenizer = Tokenizer(models.WordLevel(vocabulary, unk_token="[UNK]"))
     tokenizer.pre_tokenizer = pre_tokenizers.Whitespace()
     tokenizer.save(str(tmp_path / "tokenizer.json"))  # one token per word: lengths in words and tokens agree
-    r = bench(sim_url, num_prompts=3, input_len=20, output_len=4, progress=False, tokenizer=str(tmp_path))
+    r = bench(sim_url, Load(num_prompts=3, input_len=20, output_len=4), progress=False,
+              tokenizer=str(tmp_path))
     assert r.workload.input_len_unit == f"tokens (tokenizer.json in {tmp_path.name})"
     assert all(len(spec.prompt.split()) == 20 for spec in r.workload.requests)

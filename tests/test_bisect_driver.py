@@ -24,6 +24,7 @@ import pytest
 from matplotlib.figure import Figure
 from sim_process import free_port
 
+from toolkit.benchmark import Load
 from toolkit.errors import CommandFailed, InvalidFlag, ToolkitError
 from toolkit.host.host import Host
 from toolkit.journal import Journal
@@ -37,11 +38,12 @@ from toolkit.moves.bisect import (
 )
 from toolkit.moves.bisect.checkout import GitCheckout
 from toolkit.moves.bisect.references import check_references
+from toolkit.moves.plan import Plan
 from toolkit.server.spec import ServerSpec
 from toolkit.views import plots as tk_plots
 
 # Short runs keep a probe near 3 s on a 2-core machine; the regression is 20 %, noise ~0.5 %.
-BENCH = {"num_prompts": 3, "max_concurrency": 1, "input_len": 8, "output_len": 16, "warmup": 0}
+BENCH = Load(num_prompts=3, max_concurrency=1, input_len=8, output_len=16, warmup=0)
 
 
 @pytest.mark.parametrize(
@@ -88,8 +90,9 @@ def test_finds_the_planted_regression_in_log2_probes(ssh_host: Host, tmp_path: P
     repo, spec = tmp_path / "repo", sim_spec(tmp_path / "repo")
     head = git(repo, "rev-parse", "HEAD")
     with Journal(tmp_path / "journal.sqlite") as journal:
-        result = perf_bisect(ssh_host, str(repo), good=commits[0]["sha"], bad="main", spec=spec, bench=BENCH,
-                             journal=journal, log_dir=str(tmp_path / "logs"), progress=True, timeout_s=60)
+        result = perf_bisect(ssh_host, str(repo), good=commits[0]["sha"], bad="main", spec=spec,
+                             plan=Plan(bench=BENCH, journal=journal, log_dir=str(tmp_path / "logs"),
+                                       progress=True, timeout_s=60))
         steps = journal.steps()
     print(f"\n16-commit bisect: {result.probe_count} probes in {result.wall_s:.1f} s\n{result}")
     assert result.first_bad == result.git_first_bad == commits[10]["sha"]
@@ -119,8 +122,8 @@ def test_a_commit_that_fails_to_start_is_skipped(ssh_host: Host, tmp_path: Path)
     commits = make_repo(tmp_path / "repo", "--commits", "16", "--regression-at", "11", "--broken-at", "9")
     repo, spec = tmp_path / "repo", sim_spec(tmp_path / "repo")
     head = git(repo, "rev-parse", "HEAD")
-    result = perf_bisect(ssh_host, str(repo), good=commits[0]["sha"], bad="main", spec=spec, bench=BENCH,
-                         log_dir=str(tmp_path / "logs"), progress=False, timeout_s=60)
+    result = perf_bisect(ssh_host, str(repo), good=commits[0]["sha"], bad="main", spec=spec,
+                         plan=Plan(bench=BENCH, log_dir=str(tmp_path / "logs"), progress=False, timeout_s=60))
     # Once, on a busy machine, the old judge skipped commit 10 (its two runs straddled the threshold) and
     # the broken commit's skip left git with "one of 10, 11": first_bad None. Now commit 10 is measured again.
     print(f"\n{result}")
@@ -146,8 +149,9 @@ def test_a_failing_build_stops_the_bisect_and_restores_the_checkout(ssh_host: Ho
     build = (f'[ "$(git rev-parse HEAD)" != {commits[4]["sha"]} ] || '
              '{ echo "error: sgl-kernel build failed" >&2; exit 3; }')
     with pytest.raises(CommandFailed, match="the build command failed") as failure:
-        perf_bisect(ssh_host, str(repo), good=commits[0]["sha"], bad="main", spec=spec, bench=BENCH, repeats=1,
-                    build=build, log_dir=str(tmp_path / "logs"), progress=False, timeout_s=60)
+        perf_bisect(ssh_host, str(repo), good=commits[0]["sha"], bad="main", spec=spec, build=build,
+                    plan=Plan(bench=BENCH, repeats=1, log_dir=str(tmp_path / "logs"), progress=False,
+                              timeout_s=60))
     assert "sgl-kernel build failed" in str(failure.value)
     assert_restored(repo, ssh_host, spec, head)
 
@@ -169,11 +173,12 @@ def test_an_interrupt_stops_the_server_and_restores_the_checkout(ssh_host: Host,
             assert server.spec.commit == commits[4]["sha"] == git(worktree, "rev-parse", "HEAD")
             assert git(repo, "rev-parse", "HEAD") == head  # the person's checkout never moves
             raise KeyboardInterrupt
-        return bench(server, progress=False, **BENCH)
+        return bench(server, BENCH, progress=False)
 
     with Journal(tmp_path / "journal.sqlite") as journal, pytest.raises(KeyboardInterrupt):
-        perf_bisect(ssh_host, str(repo), good=commits[0]["sha"], bad="main", spec=spec, bench=interrupted_bench,
-                    repeats=1, journal=journal, log_dir=str(tmp_path / "logs"), progress=False, timeout_s=60)
+        perf_bisect(ssh_host, str(repo), good=commits[0]["sha"], bad="main", spec=spec,
+                    plan=Plan(bench=interrupted_bench, repeats=1, journal=journal,
+                              log_dir=str(tmp_path / "logs"), progress=False, timeout_s=60))
     with Journal(tmp_path / "journal.sqlite", resume=True) as journal:
         assert journal.steps()["status"].tolist() == ["done", "done", "interrupted"]
     assert_restored(repo, ssh_host, spec, head)
@@ -195,7 +200,7 @@ def test_a_bisect_left_by_a_dead_kernel_is_reset_first(local_host: Host, tmp_pat
     assert Path(left).is_dir() and left in git(repo, "worktree", "list")
     with pytest.warns(UserWarning) as warned, pytest.raises(CommandFailed, match="the build command failed"):
         perf_bisect(local_host, str(repo), good=commits[0]["sha"], bad="main", spec=spec, build="exit 7",
-                    bench=BENCH, progress=False)
+                    plan=Plan(bench=BENCH, progress=False))
     messages = [str(w.message) for w in warned]
     assert any(f"removed the probe worktree {left}" in m and "its kernel died" in m for m in messages), messages
     assert any(re.search("reset a bisection left over .* its kernel died", m) for m in messages), messages
@@ -210,8 +215,8 @@ def test_a_bisect_started_by_hand_and_a_dirty_checkout_are_left_alone(local_host
     git(repo, "bisect", "start", "main", commits[0]["sha"])
     moved_to = git(repo, "rev-parse", "HEAD")
     (repo / "README.md").write_text("edited\n")
-    result = perf_bisect(local_host, str(repo), good=commits[0]["sha"], bad="main", spec=spec, bench=BENCH,
-                         log_dir=str(tmp_path / "logs"), progress=False, timeout_s=60)
+    result = perf_bisect(local_host, str(repo), good=commits[0]["sha"], bad="main", spec=spec,
+                         plan=Plan(bench=BENCH, log_dir=str(tmp_path / "logs"), progress=False, timeout_s=60))
     assert result.first_bad == commits[2]["sha"]  # measured in worktrees: neither the edit nor git's move matter
     assert git(repo, "rev-parse", "HEAD") == moved_to  # the person's bisection is untouched
     assert "git bisect start 'main'" in git(repo, "bisect", "log")
@@ -226,8 +231,9 @@ def test_no_change_history_same_baseline_and_nothing_to_bisect(ssh_host: Host, t
     repo, spec = tmp_path / "repo", sim_spec(tmp_path / "repo")
     head = git(repo, "rev-parse", "HEAD")
     with Journal(tmp_path / "journal.sqlite") as journal:
-        ab = compare_commits(ssh_host, str(repo), commits[0]["sha"], "main", spec=spec, repeats=2, bench=BENCH,
-                             journal=journal, progress=False, log_dir=str(tmp_path / "logs"), timeout_s=60)
+        ab = compare_commits(ssh_host, str(repo), commits[0]["sha"], "main", spec=spec,
+                             plan=Plan(repeats=2, bench=BENCH, journal=journal, progress=False,
+                                       log_dir=str(tmp_path / "logs"), timeout_s=60))
         steps = journal.steps()
     assert ab.comparison.verdict == "within_noise", ab.summary_text
     assert set(steps["kind"]) == {"commit"}
@@ -236,8 +242,9 @@ def test_no_change_history_same_baseline_and_nothing_to_bisect(ssh_host: Host, t
     assert_restored(repo, ssh_host, spec, head)
     with Journal(tmp_path / "journal.sqlite") as journal:
         with pytest.raises(NothingToBisect, match="within noise") as nothing:
-            perf_bisect(ssh_host, str(repo), good=commits[0]["sha"], bad="main", spec=spec, bench=BENCH,
-                        journal=journal, progress=False, log_dir=str(tmp_path / "logs"), timeout_s=60)
+            perf_bisect(ssh_host, str(repo), good=commits[0]["sha"], bad="main", spec=spec,
+                        plan=Plan(bench=BENCH, journal=journal, progress=False,
+                                  log_dir=str(tmp_path / "logs"), timeout_s=60))
         last = journal.steps().iloc[-1]
     assert len(nothing.value.good_samples) == len(nothing.value.bad_samples) in (2, 8)  # 8: measured again
     assert (last["kind"], last["title"]) == ("note", "nothing to bisect") and "within noise" in last["notes"]

@@ -17,15 +17,17 @@ from typing import Any
 import pytest
 from sim_process import free_port
 
+from toolkit.benchmark import Load
 from toolkit.host.host import Host
 from toolkit.journal import Journal
 from toolkit.moves.bisect import BisectResult, NothingToBisect, expected_rounds, perf_bisect
+from toolkit.moves.plan import Plan
 from toolkit.server.spec import ServerSpec
 
 pytestmark = [pytest.mark.ssh, pytest.mark.slow, pytest.mark.timeout(600)]
 # Longer outputs than the other bisect tests: a stalled scheduler step on a busy machine then weighs little
 # beside the decode steps the regression slows (measured beside two CPU hogs: 1% spread per run, not 4%).
-BENCH = {"num_prompts": 2, "max_concurrency": 1, "input_len": 8, "output_len": 48, "warmup": 0}
+BENCH = Load(num_prompts=2, max_concurrency=1, input_len=8, output_len=48, warmup=0)
 
 
 def make_repo(path: Path, *args: str) -> list[dict[str, Any]]:
@@ -49,11 +51,12 @@ def per_host() -> Any:
 
 
 def bisect(hosts: list[Host], repo: Path, good: str, tmp_path: Path, noise_pct: float = 0.0, seed: int = 0,
-           **options: Any) -> BisectResult:
+           journal: Journal | None = None, max_repeats: int = 8) -> BisectResult:
     spec = ServerSpec.simulator(tp=1, port=free_port(), host="127.0.0.1", sim_startup_s=0.3, source_dir=str(repo),
                                 sim_noise_pct=noise_pct, sim_seed=seed, sim_spin_ms=0)  # three servers: no busy-wait
-    return perf_bisect(hosts, str(repo), good=good, bad="main", spec=spec, bench=BENCH, spec_for_host=per_host(),
-                       log_dir=str(tmp_path / "logs"), progress=False, timeout_s=60, **options)
+    plan = Plan(bench=BENCH, spec_for_host=per_host(), log_dir=str(tmp_path / "logs"), progress=False, timeout_s=60,
+                journal=journal)
+    return perf_bisect(hosts, str(repo), good=good, bad="main", spec=spec, plan=plan, max_repeats=max_repeats)
 
 
 def assert_nothing_left(repo: Path, hosts: list[Host], head: str, logs: Path) -> None:

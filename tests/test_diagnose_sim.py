@@ -6,21 +6,22 @@ import json
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any
 
 import pytest
 import sim_process as testing
 
+from toolkit.benchmark import Load
 from toolkit.errors import ServerDied
 from toolkit.host.host import Host
 from toolkit.journal import Journal
 from toolkit.moves import compare_flag
 from toolkit.moves.diagnose import diagnose, diagnose_commits, load_diagnosis
+from toolkit.moves.plan import Plan
 from toolkit.report import postmortem
 from toolkit.server.spec import ServerSpec
 
 pytestmark = [pytest.mark.timeout(300), pytest.mark.slow]
-BENCH: dict[str, Any] = {"num_prompts": 3, "input_len": 8, "output_len": 24, "max_concurrency": 1}
+BENCH = Load(num_prompts=3, input_len=8, output_len=24, max_concurrency=1)
 EAGLE = {"--speculative-algorithm": "EAGLE3", "--speculative-num-steps": 2, "--speculative-eagle-topk": 1,
          "--speculative-num-draft-tokens": 3}
 
@@ -35,8 +36,8 @@ def test_the_seed_top_reason_is_the_verify_outside_cuda_graphs(tmp_path: Path) -
     base = _base()
     eagle = base.with_flags(EAGLE)
 
-    diagnosis = diagnose(Host.local(), base, eagle, repeats=2, bench=BENCH, journal=journal, progress=False,
-                         env=("NCCL_ALGO", "NCCL_CUMEM_ENABLE"))
+    diagnosis = diagnose(Host.local(), base, eagle, env=("NCCL_ALGO", "NCCL_CUMEM_ENABLE"),
+                         plan=Plan(repeats=2, bench=BENCH, journal=journal, progress=False))
     print(f"\n{diagnosis.text()}")
 
     assert diagnosis.beyond_noise and diagnosis.gap.slow < diagnosis.gap.fast
@@ -63,8 +64,9 @@ def test_the_seed_top_reason_is_the_verify_outside_cuda_graphs(tmp_path: Path) -
     assert record["reasons"][0]["topic"] == "cuda_graphs"
 
     # the proposal tested by the existing move links back to the diagnosis, and the post-mortem says so
-    compare_flag(Host.local(), eagle, "--speculative-attention-mode", "prefill", "decode", repeats=2, bench=BENCH,
-                 journal=journal, progress=False, hypothesis=diagnosis.hypothesis(1))
+    compare_flag(Host.local(), eagle, "--speculative-attention-mode", "prefill", "decode",
+                 hypothesis=diagnosis.hypothesis(1),
+                 plan=Plan(repeats=2, bench=BENCH, journal=journal, progress=False))
     report = postmortem.write(journal, tmp_path / "report")
     text = report.markdown.read_text(encoding="utf-8")
     assert "## Diagnoses: why the slow side is slow" in text
@@ -76,7 +78,8 @@ def test_two_identical_configurations_give_no_difference_beyond_noise(tmp_path: 
     journal = Journal(tmp_path / "same.sqlite", investigation="identical")
     base = _base()
 
-    diagnosis = diagnose(Host.local(), base, base, repeats=3, bench=BENCH, journal=journal, progress=False, env=())
+    diagnosis = diagnose(Host.local(), base, base, env=(),
+                         plan=Plan(repeats=3, bench=BENCH, journal=journal, progress=False))
 
     assert not diagnosis.beyond_noise and diagnosis.reasons == () and diagnosis.proposals == ()
     assert diagnosis.summary_text.startswith("no difference beyond noise between fast: ")
@@ -88,8 +91,8 @@ def test_two_identical_configurations_give_no_difference_beyond_noise(tmp_path: 
 def test_vllm_enforce_eager_is_named_from_the_resolved_config_and_the_profile(tmp_path: Path) -> None:
     base = _base("vllm")
 
-    diagnosis = diagnose(Host.local(), base, base.with_flags({"--enforce-eager": True}), repeats=2, bench=BENCH,
-                         progress=False, env=())
+    diagnosis = diagnose(Host.local(), base, base.with_flags({"--enforce-eager": True}), env=(),
+                         plan=Plan(repeats=2, bench=BENCH, progress=False))
 
     top = diagnosis.reasons[0]
     assert top.topic == "cuda_graphs" and {"config", "profile"} <= set(top.kinds)
@@ -105,8 +108,8 @@ def test_a_side_that_dies_fails_the_diagnosis_step_with_its_evidence(tmp_path: P
     base = _base()
 
     with pytest.raises(ServerDied):
-        diagnose(Host.local(), base, base.with_flags({"--sim-fault": "oom"}), repeats=2, bench=BENCH,
-                 journal=journal, progress=False, env=())
+        diagnose(Host.local(), base, base.with_flags({"--sim-fault": "oom"}), env=(),
+                 plan=Plan(repeats=2, bench=BENCH, journal=journal, progress=False))
 
     step = journal.steps().iloc[0]
     assert (step["kind"], step["status"]) == ("diagnosis", "failed") and "ServerDied" in step["error"]
@@ -115,7 +118,7 @@ def test_a_side_that_dies_fails_the_diagnosis_step_with_its_evidence(tmp_path: P
 
 def test_one_repeat_is_refused_before_any_launch() -> None:
     with pytest.raises(ValueError, match="repeats must be >= 2: a diagnosis needs the noise of each side"):
-        diagnose(Host.local(), _base(), _base(), repeats=1)
+        diagnose(Host.local(), _base(), _base(), plan=Plan(repeats=1))
 
 
 @pytest.mark.timeout(900)  # two worktrees, up to three rounds, two profiled launches
@@ -127,7 +130,7 @@ def test_two_commits_with_a_regression_blame_the_code_and_propose_a_bisection(tm
     spec = _base().with_flags({"--source-dir": str(repo)})
 
     diagnosis = diagnose_commits(Host.local(), str(repo), commits[0]["sha"], commits[-1]["sha"], spec=spec,
-                                 repeats=2, bench=BENCH, progress=False, env=())
+                                 env=(), plan=Plan(repeats=2, bench=BENCH, progress=False))
 
     assert diagnosis.beyond_noise, diagnosis.summary_text
     top = diagnosis.reasons[0]

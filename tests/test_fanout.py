@@ -16,18 +16,19 @@ import pytest
 from matplotlib.figure import Figure
 from sim_process import free_port
 
-from toolkit.benchmark import BenchResult, bench
+from toolkit.benchmark import BenchResult, Load, bench
 from toolkit.host.group import HostGroup
 from toolkit.host.host import Host
 from toolkit.journal import Journal
 from toolkit.moves import compare_flag, sweep
+from toolkit.moves.plan import Plan
 from toolkit.moves.pool import HostPool
 from toolkit.server.server import Server
 from toolkit.server.spec import ServerSpec
 from toolkit.views import plots as tk_plots
 
 pytestmark = [pytest.mark.ssh, pytest.mark.timeout(240)]
-BENCH = {"num_prompts": 3, "input_len": 8, "output_len": 24, "max_concurrency": 1}
+BENCH = Load(num_prompts=3, input_len=8, output_len=24, max_concurrency=1)
 EAGLE = {"--speculative-algorithm": "EAGLE3", "--speculative-num-steps": 2, "--speculative-eagle-topk": 1,
          "--speculative-num-draft-tokens": 3}
 
@@ -69,8 +70,9 @@ def test_six_combinations_on_three_hosts_run_two_each_side_by_side_and_record_wh
     journal = Journal(tmp_path / "sweep.sqlite", investigation="fan-out")
     vary = {"--speculative-attention-mode": ["prefill", "decode"], "env:NCCL_ALGO": [None, "Ring", "Tree"]}
     adapt = PerHost()
-    result = sweep(ssh_hosts, base().with_flags(EAGLE), vary=vary, bench=BENCH, journal=journal,
-                   spec_for_host=adapt, log_dir=str(tmp_path / "logs"), progress=True)
+    result = sweep(ssh_hosts, base().with_flags(EAGLE), vary=vary,
+                   plan=Plan(bench=BENCH, journal=journal, spec_for_host=adapt,
+                             log_dir=str(tmp_path / "logs"), progress=True))
     print(f"\n{result}")
     frame = result.frame
     assert len(frame) == 6 and set(frame["status"]) == {"ok"} and list(frame["combination"]) == list(range(6))
@@ -98,9 +100,10 @@ def test_repeats_rotate_over_hosts_and_a_slow_node_is_named_not_blamed_on_a_comb
     ssh_hosts: list[Host], tmp_path: Path, slow_tree: Path
 ) -> None:
     slow = ssh_hosts[2]
-    result = sweep(ssh_hosts, base().with_flags(EAGLE), vary={"--speculative-attention-mode": ["prefill", "decode"]},
-                   repeats=6, relaunch_each_repeat=True, bench=BENCH, spec_for_host=PerHost(slow, slow_tree),
-                   log_dir=str(tmp_path / "logs"), progress=False)  # two launches per host and combination:
+    result = sweep(ssh_hosts, base().with_flags(EAGLE),
+                   vary={"--speculative-attention-mode": ["prefill", "decode"]}, relaunch_each_repeat=True,
+                   plan=Plan(repeats=6, bench=BENCH, spec_for_host=PerHost(slow, slow_tree),
+                             log_dir=str(tmp_path / "logs"), progress=False))  # two launches per host and combination:
     print(f"\n{result}")                                            # enough to tell a slow node on a busy machine
     frame = result.frame
     assert len(frame) == 12 and set(frame["status"]) == {"ok"}
@@ -123,9 +126,10 @@ def test_compare_over_three_hosts_pairs_by_host_so_a_slow_node_is_not_a_slow_fla
 ) -> None:
     slow = ssh_hosts[1]
     journal = Journal(tmp_path / "ab.sqlite", investigation="fan-out A/B")
-    ab = compare_flag(ssh_hosts, base(), "env:NCCL_ALGO", None, "Tree", repeats=3, bench=BENCH, journal=journal,
-                      expect=None, spec_for_host=PerHost(slow, slow_tree), log_dir=str(tmp_path / "logs"),
-                      progress=False)
+    ab = compare_flag(ssh_hosts, base(), "env:NCCL_ALGO", None, "Tree", expect=None,
+                      plan=Plan(repeats=3, bench=BENCH, journal=journal,
+                                spec_for_host=PerHost(slow, slow_tree), log_dir=str(tmp_path / "logs"),
+                                progress=False))
     print(f"\n{ab!r}")
     assert ab.verdict == "within_noise" and ab.comparison.method == "paired_t_by_block"
     assert "paired by host" in ab.summary_text and "3+3 runs" in ab.summary_text
@@ -144,8 +148,8 @@ def test_compare_over_three_hosts_pairs_by_host_so_a_slow_node_is_not_a_slow_fla
 
 def test_a_real_difference_survives_a_slow_node(ssh_hosts: list[Host], tmp_path: Path, slow_tree: Path) -> None:
     ab = compare_flag(ssh_hosts, base().with_flags(EAGLE), "--speculative-attention-mode", "prefill", "decode",
-                      repeats=5, bench=BENCH, spec_for_host=PerHost(ssh_hosts[0], slow_tree),
-                      log_dir=str(tmp_path / "logs"), progress=False)
+                      plan=Plan(repeats=5, bench=BENCH, spec_for_host=PerHost(ssh_hosts[0], slow_tree),
+                                log_dir=str(tmp_path / "logs"), progress=False))
     print(f"\n{ab!r}")
     assert ab.verdict == "b_faster" and ab.ratio > 1.5 and ab.comparison.ci_low > 0
     assert ab.host_effects is not None and ab.host_effects.of(ssh_hosts[0].name).ratio < 0.9  # type: ignore[union-attr]
@@ -162,12 +166,13 @@ def test_ctrl_c_on_one_host_stops_the_servers_on_every_host(ssh_hosts: list[Host
         started.wait()  # every host is serving now
         if server.host.name == ssh_hosts[1].name:
             raise KeyboardInterrupt
-        return bench(server, progress=False, num_prompts=1, input_len=8, output_len=4000)  # ~50 s unless cut
+        return bench(server, Load(num_prompts=1, input_len=8, output_len=4000), progress=False)  # ~50 s unless cut
 
     adapt = PerHost()
     with pytest.raises(KeyboardInterrupt) as raised:
-        sweep(ssh_hosts, base(), vary={"--sim-seed": [1, 2, 3, 4, 5, 6]}, bench=bench_or_interrupt, journal=journal,
-              spec_for_host=adapt, log_dir=str(tmp_path / "logs"), progress=False)
+        sweep(ssh_hosts, base(), vary={"--sim-seed": [1, 2, 3, 4, 5, 6]},
+              plan=Plan(bench=bench_or_interrupt, journal=journal, spec_for_host=adapt,
+                        log_dir=str(tmp_path / "logs"), progress=False))
     assert any("sweep interrupted at combination 2 of 6" in note for note in raised.value.__notes__)
     steps = journal.steps()
     assert list(steps["status"]) == ["interrupted"] * 3  # the other hosts' benchmarks were cut, not awaited

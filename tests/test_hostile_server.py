@@ -18,6 +18,7 @@ import pytest
 from aiohttp import web
 from aiohttp.test_utils import TestServer
 
+from toolkit.benchmark import Load
 from toolkit.benchmark.runner import bench
 from toolkit.benchmark.server_view import VllmSpecCounters, sglang_accept_length, vllm_spec_delta
 from toolkit.benchmark.side_reads import fetch_snapshot
@@ -81,10 +82,9 @@ def liar() -> Iterator[Liar]:
         yield server
 
 
-def _bench(url: str, **kw: Any) -> Any:
-    args: dict[str, Any] = dict(num_prompts=2, max_concurrency=1, input_len=5, output_len=2, warmup=0,
-                                progress=False, timeout_s=5.0)
-    return bench(url, **(args | kw))
+def _bench(url: str, *, input_len: int = 5, **kw: Any) -> Any:
+    load = Load(num_prompts=2, max_concurrency=1, input_len=input_len, output_len=2, warmup=0)
+    return bench(url, load, **({"progress": False, "timeout_s": 5.0} | kw))
 
 
 def test_a_token_count_of_one_for_any_text_is_refused_not_fitted(liar: Liar) -> None:

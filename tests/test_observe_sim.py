@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 import sim_process as testing
 
+from toolkit.benchmark import Load
 from toolkit.engines import profile_for
 from toolkit.errors import ToolkitError
 from toolkit.host.host import Host
@@ -22,6 +23,7 @@ from toolkit.journal import Journal
 from toolkit.moves import compare_flag
 from toolkit.moves.equivalence import compare_outputs, greedy_outputs
 from toolkit.moves.observe import ObservedBench, cache_state, flush_prefix_cache
+from toolkit.moves.plan import Plan
 from toolkit.moves.profile import ProfileCapture, profile, profiles_dir, with_profiling
 from toolkit.moves.profile_result import compare_profiles, load_profile
 from toolkit.report.postmortem import write
@@ -32,7 +34,7 @@ from toolkit.server.telemetry import GpuTelemetry
 pytestmark = [pytest.mark.timeout(180)]
 EAGLE = {"--speculative-algorithm": "EAGLE3", "--speculative-num-steps": 2, "--speculative-eagle-topk": 1,
          "--speculative-num-draft-tokens": 3}
-BENCH = {"num_prompts": 2, "input_len": 16, "output_len": 64, "max_concurrency": 1, "progress": False}
+BENCH = Load(num_prompts=2, input_len=16, output_len=64, max_concurrency=1)
 
 
 def _sglang(**flags: object) -> ServerSpec:
@@ -137,8 +139,9 @@ def test_observed_runs_through_the_trial_record_gpus_metrics_cache_and_outputs(a
     assert reference.unit == "token" and all(len(o) == 12 for o in reference.outputs)
     watch = ObservedBench(BENCH, cache="flush", telemetry_interval_ms=200, metrics_interval_s=0.3,
                           reference=reference)
-    compare_flag(any_host, base.with_flags(EAGLE), "--speculative-attention-mode", "prefill", "decode", repeats=1,
-                 bench=watch, journal=journal, kind="attention_mode", log_dir=str(tmp_path), progress=False)
+    compare_flag(any_host, base.with_flags(EAGLE), "--speculative-attention-mode", "prefill", "decode",
+                 kind="attention_mode",
+                 plan=Plan(repeats=1, bench=watch, journal=journal, log_dir=str(tmp_path), progress=False))
     metrics, results = journal.metric_lines(), journal.results(wide=True)
     for run_id in results["run_id"]:
         rows = metrics[metrics["run_id"] == run_id]

@@ -8,7 +8,7 @@ import sys
 import toolkit
 
 EXPECTED = {
-    "Host", "HostGroup", "SlurmTarget", "ContainerTarget", "ServerSpec", "Server", "launch", "launch_multinode", "leftovers", "Journal", "bench", "sweep",
+    "Host", "HostGroup", "SlurmTarget", "ContainerTarget", "ServerSpec", "Server", "launch", "launch_multinode", "leftovers", "Journal", "Load", "bench", "Plan", "sweep",
     "compare", "compare_flag", "perf_bisect", "compare_commits", "env_report", "profile", "observed", "agreement", "greedy_outputs",
     "compare_outputs", "compare_profiles", "diagnose", "diagnose_commits", "validate_spec", "LogView", "ServerPanel", "measure",
     "ToolkitError", "errors", "logs", "plots", "report",

@@ -35,9 +35,8 @@ def _on_this_machine(code: str, tmp_path: Path, port: int) -> str:
         '"journals/eagle3.sqlite"': repr(str(tmp_path / "eagle3.sqlite")),
         '"out/"': repr(str(tmp_path / "out")),
         "num_prompts=32, max_concurrency=1, input_len=1024, output_len=256": "num_prompts=3, input_len=8, output_len=8",
-        '{"num_prompts": 32}': '{"num_prompts": 3, "input_len": 8, "output_len": 8, "progress": False}',
         "timeout_s=900": "timeout_s=60",
-        "repeats=3,": "repeats=2, bench={'num_prompts': 3, 'input_len': 8, 'output_len': 8, 'progress': False},",
+        "plan.replace(repeats=3)": "plan.replace(repeats=2)",
     }
     for old, new in replacements.items():
         assert old in code, f"the README sample no longer has {old!r}: update this test's replacements"

@@ -70,7 +70,8 @@ def test_vllm_with_an_api_key_becomes_ready_and_bench_sends_the_key(local_host: 
             urllib.request.urlopen(f"{server.url}/v1/models", timeout=10)
         assert refused.value.code == 401 and refused.value.read() == b'{"error": "Unauthorized"}'
         with journal.step("baseline", "keyed vLLM", spec=spec, host=local_host) as step:
-            result = tk.bench(server, num_prompts=2, max_concurrency=1, input_len=8, output_len=4, progress=False)
+            result = tk.bench(server, tk.Load(num_prompts=2, max_concurrency=1, input_len=8, output_len=4),
+                              progress=False)
             step.record(result)
         assert result.summary["completed"] == 2
         assert server.release().version == "0.33.0"

@@ -12,11 +12,11 @@ from __future__ import annotations
 import re
 import subprocess
 import sys
-from typing import Any
 
 import pytest
 import sim_process as testing
 
+from toolkit.benchmark import Load
 from toolkit.errors import ToolkitError
 from toolkit.host.host import Host
 from toolkit.journal import Journal
@@ -25,6 +25,7 @@ from toolkit.logs.caused import is_toolkit_request
 from toolkit.logs.rules import Verdict
 from toolkit.moves import compare_flag
 from toolkit.moves.bisect.worktrees import compare_commits
+from toolkit.moves.plan import Plan
 from toolkit.moves.trial import make_bench_call, run_launch
 from toolkit.report import postmortem as report
 from toolkit.server.spec import ServerSpec
@@ -32,7 +33,7 @@ from toolkit.sim.repo import make_repo
 
 pytestmark = pytest.mark.timeout(240)
 FAKE_TOKEN = "fake0token0for0tests"
-BENCH: dict[str, Any] = {"num_prompts": 3, "input_len": 8, "output_len": 24, "max_concurrency": 1}
+BENCH = Load(num_prompts=3, input_len=8, output_len=24, max_concurrency=1)
 EAGLE = {"--speculative-algorithm": "EAGLE3", "--speculative-num-steps": 2, "--speculative-eagle-topk": 1,
          "--speculative-num-draft-tokens": 3}
 
@@ -48,15 +49,17 @@ def rendered(tmp_path_factory: pytest.TempPathFactory) -> tuple[Journal, str, li
     host = Host.local()
     journal = Journal(root / "sim.sqlite", investigation="EAGLE-3 verify mode (simulated)")
     base = _base(testing.free_port())
-    compare_flag(host, base.with_flags(EAGLE), "--speculative-attention-mode", "prefill", "decode", repeats=2,
-                 bench=BENCH, journal=journal, kind="attention_mode", log_dir=str(root), progress=False,
-                 hypothesis="verify in extend mode without CUDA graphs is the bottleneck")
+    compare_flag(host, base.with_flags(EAGLE), "--speculative-attention-mode", "prefill", "decode",
+                 kind="attention_mode",
+                 hypothesis="verify in extend mode without CUDA graphs is the bottleneck",
+                 plan=Plan(repeats=2, bench=BENCH, journal=journal, log_dir=str(root), progress=False))
     repo = root / "sim-source"
     commits = make_repo(repo, 3, None, no_change=True)
     subprocess.run(["git", "-C", str(repo), "remote", "add", "origin", f"https://ci-bot:{FAKE_TOKEN}@git.example/team/"
                     "sim-source.git"], check=True)  # a checkout cloned with a token keeps it in its origin
-    compare_commits(host, str(repo), commits[0].sha, commits[-1].sha, spec=base.with_flags({"--source-dir": str(repo)}),
-                    repeats=2, bench=BENCH, journal=journal, log_dir=str(root), progress=False)
+    compare_commits(host, str(repo), commits[0].sha, commits[-1].sha,
+                    spec=base.with_flags({"--source-dir": str(repo)}),
+                    plan=Plan(repeats=2, bench=BENCH, journal=journal, log_dir=str(root), progress=False))
     oom = base.with_flags({"--sim-fault": "oom"})
     with pytest.raises(ToolkitError), journal.step("flag_change", "start with an OOM", spec=oom, host=host,
                                                    hypothesis="the server starts") as step:

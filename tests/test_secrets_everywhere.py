@@ -30,7 +30,7 @@ from pathlib import Path
 import ipywidgets as widgets
 import pytest
 
-from toolkit.benchmark import bench
+from toolkit.benchmark import Load, bench
 from toolkit.errors import ToolkitError
 from toolkit.host.host import Host
 from toolkit.journal import Journal
@@ -128,7 +128,7 @@ def _run(journal: Journal, spec: ServerSpec, log_dir: Path, exits: Exits, name: 
             step.record(server.wait_ready(timeout_s=90))
             if benchmark:
                 # A short run label: the spec's own (six flags and variables) is too long for the figure's axis.
-                step.record(bench(server, num_prompts=4, max_concurrency=2, seed=1), run_label="sim")
+                step.record(bench(server, Load(num_prompts=4, max_concurrency=2, seed=1)), run_label="sim")
             exits.add(f"{name}: log_tail", "\n".join(server.log_tail(200)))
             server.follow().wait_for_lines(20)
             # A failure found elsewhere (a sweep, a probe) that quotes a value raw: the panel shows it redacted.

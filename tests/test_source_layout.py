@@ -16,10 +16,12 @@ from pathlib import Path
 import pytest
 from sim_process import free_port
 
+from toolkit.benchmark import Load
 from toolkit.errors import ExtensionMismatch
 from toolkit.host.host import Host
 from toolkit.moves.bisect import compare_commits
 from toolkit.moves.bisect.prober import FATAL_ERRORS as _FATAL_ERRORS
+from toolkit.moves.plan import Plan
 from toolkit.server import source as sources
 from toolkit.server.launch import launch
 from toolkit.server.preflight import check_source
@@ -27,7 +29,7 @@ from toolkit.server.spec import ServerSpec
 from toolkit.sim import make_repo
 
 pytestmark = pytest.mark.timeout(300)
-BENCH = {"num_prompts": 4, "max_concurrency": 1, "input_len": 16, "output_len": 48, "progress": False}
+BENCH = Load(num_prompts=4, max_concurrency=1, input_len=16, output_len=48)
 
 
 def sim(**flags: object) -> ServerSpec:
@@ -72,8 +74,8 @@ def test_compare_commits_runs_each_commits_code_on_sglangs_layout(local_host: Ho
     repo = tmp_path / "sglang"
     commits = make_repo(repo, commits=4, regression_at=3, regression_pct=40.0)
     spec = sim().with_source(str(repo))
-    ab = compare_commits(local_host, str(repo), commits[0].sha, commits[-1].sha, spec=spec, repeats=2,
-                         bench=BENCH, progress=False, log_dir=str(tmp_path))
+    ab = compare_commits(local_host, str(repo), commits[0].sha, commits[-1].sha, spec=spec,
+                         plan=Plan(repeats=2, bench=BENCH, progress=False, log_dir=str(tmp_path)))
     assert ab.spec_a.commit == commits[0].sha and ab.spec_b.commit == commits[-1].sha
     assert dict(ab.spec_a.env)["PYTHONPATH"].endswith("/python") and ab.spec_a.source != str(repo)
     assert ab.ratio < 0.85, ab.summary_text  # the later commit's code is ~30% slower per token

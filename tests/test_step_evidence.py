@@ -27,7 +27,7 @@ def test_the_readme_pattern_stores_log_lines_metric_lines_and_the_release(
     with journal.step("baseline", spec=spec, host=local_host.name) as step, \
             tk.launch(local_host, spec, log_dir=str(tmp_path)) as server:
         step.record(server.wait_ready(timeout_s=60))
-        step.record(tk.bench(server, num_prompts=24, max_concurrency=4, input_len=64, output_len=48,
+        step.record(tk.bench(server, tk.Load(num_prompts=24, max_concurrency=4, input_len=64, output_len=48),
                              progress=False))
     again = tk.Journal(path, resume=True)
     [row] = again.steps().to_dict("records")

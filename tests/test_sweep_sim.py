@@ -9,17 +9,18 @@ from pathlib import Path
 import pytest
 import sim_process as testing  # noqa: E402
 
-from toolkit.benchmark import BenchResult
+from toolkit.benchmark import BenchResult, Load
 from toolkit.errors import ServerDied
 from toolkit.host.host import Host
 from toolkit.journal import Journal
 from toolkit.moves import sweep
+from toolkit.moves.plan import Plan
 from toolkit.server.server import Server
 from toolkit.server.spec import ServerSpec
 from toolkit.views import plots as tk_plots
 
 pytestmark = [pytest.mark.ssh, pytest.mark.timeout(90)]
-BENCH = {"num_prompts": 4, "input_len": 8, "output_len": 24, "max_concurrency": 1}
+BENCH = Load(num_prompts=4, input_len=8, output_len=24, max_concurrency=1)
 EAGLE = {"--speculative-algorithm": "EAGLE3", "--speculative-num-steps": 2, "--speculative-eagle-topk": 1,
          "--speculative-num-draft-tokens": 3}
 
@@ -42,9 +43,9 @@ def test_attention_mode_sweep_over_ssh_records_every_step_and_plots(ssh_host: Ho
     eagle = _base(port).with_flags(EAGLE)
     journal = Journal(tmp_path / "sweep.sqlite", investigation="attention mode")
 
-    result = sweep(ssh_host, eagle, vary={"--speculative-attention-mode": ["prefill", "decode"]}, bench=BENCH,
-                   journal=journal, kind="attention_mode", hypothesis="extend-mode verify is the bottleneck",
-                   log_dir=str(tmp_path), progress=True)
+    result = sweep(ssh_host, eagle, vary={"--speculative-attention-mode": ["prefill", "decode"]},
+                   kind="attention_mode", hypothesis="extend-mode verify is the bottleneck",
+                   plan=Plan(bench=BENCH, journal=journal, log_dir=str(tmp_path), progress=True))
 
     frame = result.frame
     assert list(frame["label"]) == ["prefill", "decode"]
@@ -97,7 +98,8 @@ def test_a_failing_combination_is_recorded_with_evidence_and_the_sweep_goes_on(
 
     # The crash cuts the 4th generation request: 1-2 readiness probes and the warm-up come first.
     base = _base(port).with_flags({"--sim-crash-after-requests": 3})
-    result = sweep(ssh_host, base, vary=vary, bench=BENCH, journal=journal, log_dir=str(tmp_path), progress=False)
+    result = sweep(ssh_host, base, vary=vary,
+                   plan=Plan(bench=BENCH, journal=journal, log_dir=str(tmp_path), progress=False))
 
     frame = result.frame
     assert list(frame["label"]) == ["(absent)", "oom", "crash-while-serving", "crash-while-serving"]
@@ -130,8 +132,8 @@ def test_on_failure_stop_records_the_failure_then_reraises(ssh_host: Host, tmp_p
     broken, fine = _base(port).with_flags({"--sim-fault": "oom"}), _base(port)
 
     with pytest.raises(ServerDied) as raised:
-        sweep(ssh_host, fine, specs=[broken, fine], bench=BENCH, journal=journal, on_failure="stop",
-              log_dir=str(tmp_path), progress=False)
+        sweep(ssh_host, fine, specs=[broken, fine], on_failure="stop",
+              plan=Plan(bench=BENCH, journal=journal, log_dir=str(tmp_path), progress=False))
 
     assert any("on_failure='record' would record it" in note for note in raised.value.__notes__)
     steps = journal.steps()
@@ -151,8 +153,8 @@ def test_ctrl_c_stops_the_server_marks_the_step_interrupted_and_propagates(ssh_h
         raise KeyboardInterrupt
 
     with pytest.raises(KeyboardInterrupt) as raised:
-        sweep(ssh_host, _base(port), vary={"--sim-seed": [1, 2]}, bench=interrupted_bench, journal=journal,
-              log_dir=str(tmp_path), progress=False)
+        sweep(ssh_host, _base(port), vary={"--sim-seed": [1, 2]},
+              plan=Plan(bench=interrupted_bench, journal=journal, log_dir=str(tmp_path), progress=False))
 
     assert any("interrupted at combination 1 of 2 (--sim-seed=1)" in note for note in raised.value.__notes__)
     assert list(journal.steps()["status"]) == ["interrupted"] and len(pids) == 1

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 from sim_process import free_port
 
-from toolkit.benchmark import bench
+from toolkit.benchmark import Load, bench
 from toolkit.errors import PortInUse, ServerDied
 from toolkit.host.host import Host
 from toolkit.journal import Journal
@@ -119,8 +119,9 @@ def test_an_html_answer_is_reported_as_html_not_as_a_cut_stream() -> None:
     thread = threading.Thread(target=proxy.serve_forever, daemon=True)
     thread.start()
     try:
-        result = bench(f"http://127.0.0.1:{proxy.server_address[1]}", model="m", num_prompts=2, max_concurrency=1,
-                       input_len=5, output_len=4, warmup=0, progress=False, timeout_s=10.0, stop_after_failures=0)
+        result = bench(f"http://127.0.0.1:{proxy.server_address[1]}",
+                       Load(num_prompts=2, max_concurrency=1, input_len=5, output_len=4, warmup=0), model="m",
+                       progress=False, timeout_s=10.0, stop_after_failures=0)
     finally:
         proxy.shutdown()
         thread.join(10)

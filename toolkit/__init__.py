@@ -28,7 +28,9 @@ __all__ = [
     "launch_multinode",
     "leftovers",
     "Journal",
+    "Load",
     "bench",
+    "Plan",
     "sweep",
     "compare",
     "compare_flag",
@@ -82,17 +84,17 @@ def _journal() -> dict[str, Any]:
 
 
 def _benchmark() -> dict[str, Any]:
-    from toolkit.benchmark import bench
+    from toolkit.benchmark import Load, bench
 
-    return {"bench": bench}
+    return {"bench": bench, "Load": Load}
 
 
 def _moves() -> dict[str, Any]:
-    from toolkit.moves import compare, compare_flag, sweep
+    from toolkit.moves import Plan, compare, compare_flag, sweep
     from toolkit.moves.bisect import compare_commits, perf_bisect
     from toolkit.moves.envcheck import env_report
 
-    return {"sweep": sweep, "compare": compare, "compare_flag": compare_flag, "perf_bisect": perf_bisect,
+    return {"Plan": Plan, "sweep": sweep, "compare": compare, "compare_flag": compare_flag, "perf_bisect": perf_bisect,
             "compare_commits": compare_commits, "env_report": env_report}
 
 
@@ -143,8 +145,8 @@ _LOADER_OF: dict[str, Callable[[], dict[str, Any]]] = {
     **dict.fromkeys(("Host", "HostGroup", "SlurmTarget", "ContainerTarget"), _hosts),
     **dict.fromkeys(("ServerSpec", "Server", "launch", "launch_multinode", "validate_spec", "leftovers"), _servers),
     "Journal": _journal,
-    "bench": _benchmark,
-    **dict.fromkeys(("sweep", "compare", "compare_flag", "perf_bisect", "compare_commits", "env_report"), _moves),
+    **dict.fromkeys(("bench", "Load"), _benchmark),
+    **dict.fromkeys(("Plan", "sweep", "compare", "compare_flag", "perf_bisect", "compare_commits", "env_report"), _moves),
     **dict.fromkeys(("profile", "observed", "agreement", "greedy_outputs", "compare_outputs",
                        "compare_profiles"), _observing),
     **dict.fromkeys(("diagnose", "diagnose_commits"), _diagnosing),
@@ -159,14 +161,14 @@ def __dir__() -> list[str]:
 
 if TYPE_CHECKING:
     from toolkit import errors, logs, report
-    from toolkit.benchmark import bench
+    from toolkit.benchmark import Load, bench
     from toolkit.errors import ToolkitError
     from toolkit.host.container import ContainerTarget
     from toolkit.host.group import HostGroup
     from toolkit.host.host import Host
     from toolkit.host.slurm import SlurmTarget
     from toolkit.journal import Journal
-    from toolkit.moves import compare, compare_flag, sweep
+    from toolkit.moves import Plan, compare, compare_flag, sweep
     from toolkit.moves.agreement import agreement
     from toolkit.moves.bisect import compare_commits, perf_bisect
     from toolkit.moves.diagnose import diagnose, diagnose_commits

@@ -29,8 +29,9 @@ MEASURE_CELL = """\
 import toolkit as tk
 journal = tk.Journal("reopen.sqlite")
 spec = tk.ServerSpec.simulator(tp=1, port={port}, host="127.0.0.1", sim_startup_s=1, sim_warmup_s=0.2)
-baseline = tk.measure(tk.Host.local(), spec, journal=journal, title="baseline",
-                      bench={{"num_prompts": 3, "max_concurrency": 1, "input_len": 32, "output_len": 16}})
+baseline = tk.measure(tk.Host.local(), spec, title="baseline",
+                      plan=tk.Plan(bench=tk.Load(num_prompts=3, max_concurrency=1, input_len=32, output_len=16),
+                                   journal=journal))
 """
 
 SUMMARY_CELL = "print(baseline)"

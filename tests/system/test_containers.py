@@ -17,7 +17,7 @@ import pytest
 from sim_process import free_port
 from system.containers import LocalPodman
 
-from toolkit.benchmark import bench
+from toolkit.benchmark import Load, bench
 from toolkit.errors import HostError
 from toolkit.host.container import ContainerPlace, ContainerTarget
 from toolkit.host.host import Host
@@ -26,7 +26,7 @@ from toolkit.server.launch import launch
 from toolkit.server.spec import ServerSpec
 
 pytestmark = [pytest.mark.container, pytest.mark.timeout(240)]
-BENCH = {"num_prompts": 4, "input_len": 8, "output_len": 16, "max_concurrency": 1, "progress": False}
+BENCH = Load(num_prompts=4, input_len=8, output_len=16, max_concurrency=1)
 
 
 def _spec(port: int) -> ServerSpec:
@@ -78,7 +78,7 @@ def test_a_server_in_a_new_container_is_read_inside_and_removed_on_stop(
         assert placement.command.endswith(" bash -c " + shlex.quote(spec.command()))
         assert server.url == f"http://127.0.0.1:{spec.port}"
         server.wait_ready(timeout_s=90)
-        assert bench(server, **BENCH).summary["completed"] == 4
+        assert bench(server, BENCH, progress=False).summary["completed"] == 4
         assert "SIMULATED SGLang server" in Path(server.log_path).read_text()  # the container's output
         [init] = server.host.process_tree(1)[:1]
         assert init.cmdline[0] == "/run/podman-init" and server.pid != 1  # the server is init's child
@@ -109,7 +109,7 @@ def test_a_server_execd_into_a_running_container_stops_and_leaves_the_container(
         assert placement.command is not None and placement.command.startswith(
             f"podman --runtime runc exec -i {box} bash -c ")
         server.wait_ready(timeout_s=90)
-        assert bench(server, **BENCH).summary["completed"] == 4
+        assert bench(server, BENCH, progress=False).summary["completed"] == 4
         assert server.log_path.startswith("/tmp/toolkit-logs-")  # inside the container, per user
         assert "SIMULATED SGLang server" in server.host.run(f"cat {server.log_path}").stdout
         assert env_report(server, {"NCCL_ALGO": "Ring"}).ok

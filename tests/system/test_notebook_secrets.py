@@ -32,7 +32,7 @@ from sim_process import free_port
 
 host = tk.Host.local()
 journal = tk.Journal(os.environ["NB_JOURNAL"])
-BENCH = {"num_prompts": 4, "max_concurrency": 2, "input_len": 16, "output_len": 16}
+BENCH = tk.Load(num_prompts=4, max_concurrency=2, input_len=16, output_len=16)
 spec = tk.ServerSpec.simulator(tp=2, port=free_port(), host="127.0.0.1", sim_startup_s=0.5, sim_warmup_s=0.2,
                                sim_engine_version="0.5.18")
 spec = spec.with_flags({"--api-key": os.environ["NB_API_KEY"]}).with_env(
@@ -40,11 +40,11 @@ spec = spec.with_flags({"--api-key": os.environ["NB_API_KEY"]}).with_env(
 spec""",
     "print(spec.describe())\nprint(spec)",
     """\
-ready = tk.measure(host, spec, journal=journal, bench=BENCH, title="with a key", log_dir=os.environ["NB_LOGS"])
+plan = tk.Plan(bench=BENCH, journal=journal, log_dir=os.environ["NB_LOGS"])
+ready = tk.measure(host, spec, plan=plan, title="with a key")
 ready""",
     """\
-oom = tk.measure(host, spec.with_flags({"--sim-fault": "oom"}), journal=journal, bench=BENCH, title="too big",
-                 log_dir=os.environ["NB_LOGS"], check=False)
+oom = tk.measure(host, spec.with_flags({"--sim-fault": "oom"}), plan=plan, title="too big", check=False)
 print(oom.error)
 oom.error""",
     "journal.results()",

@@ -17,7 +17,7 @@ import pytest
 from sim_process import free_port
 from system.slurm import NODES, LoopbackSlurm
 
-from toolkit.benchmark import bench
+from toolkit.benchmark import Load, bench
 from toolkit.errors import InvalidFlag, JobNotStarted, ServerDied
 from toolkit.host.host import Host
 from toolkit.host.slurm import SlurmNode, SlurmTarget
@@ -25,12 +25,13 @@ from toolkit.journal import Journal
 from toolkit.moves import sweep
 from toolkit.moves.bisect import perf_bisect
 from toolkit.moves.envcheck import env_report
+from toolkit.moves.plan import Plan
 from toolkit.server.launch import launch, launch_multinode
 from toolkit.server.spec import ServerSpec
 
 pytestmark = [pytest.mark.slurm, pytest.mark.timeout(240)]
 ADDRESS = dict(NODES)
-BENCH = {"num_prompts": 4, "input_len": 8, "output_len": 16, "max_concurrency": 1, "progress": False}
+BENCH = Load(num_prompts=4, input_len=8, output_len=16, max_concurrency=1)
 
 
 def _spec(port: int, **flags: object) -> ServerSpec:
@@ -85,7 +86,7 @@ def test_a_simulator_job_serves_is_read_on_its_node_and_stops_without_a_trace(
         assert placement.command is not None and "sbatch --parsable" in placement.command
         assert "--partition=debug" in placement.command and "--time=10" in placement.command
         server.wait_ready(timeout_s=90)
-        result = bench(server, **BENCH)
+        result = bench(server, BENCH, progress=False)
         assert result.summary["completed"] == 4
         log = Path(server.log_path).read_text()  # the job's output file is the server log
         assert "SIMULATED SGLang server" in log and server.log_path.endswith(".log")
@@ -123,7 +124,7 @@ def test_a_two_node_job_gives_each_node_its_rank_and_the_first_nodes_address(
             assert node.log_path.endswith(f"-node{rank}.log")
             assert f"toolkit: node {rank} of 2 ({NODES[rank][0]})" in Path(node.log_path).read_text()
             pids.append(node.pid)
-        assert bench(cluster, **BENCH).summary["completed"] == 4
+        assert bench(cluster, BENCH, progress=False).summary["completed"] == 4
         reports = cluster.stop(grace_s=10)
     assert not all(report.already_stopped for report in reports)
     assert slurm.jobs() == [] and slurm.steps() == []
@@ -188,8 +189,8 @@ def test_a_port_held_on_the_node_is_refused_there_before_the_server_starts(
 def test_a_sweep_through_slurm_notes_where_each_launch_ran(slurm: LoopbackSlurm, tmp_path: Path) -> None:
     journal = Journal(tmp_path / "j.sqlite")
     target = _target(Host.local(), slurm)
-    result = sweep(target, _spec(free_port()), vary={"env:NCCL_ALGO": [None, "Ring"]}, bench=BENCH,
-                   journal=journal, log_dir=str(tmp_path), progress=False)
+    result = sweep(target, _spec(free_port()), vary={"env:NCCL_ALGO": [None, "Ring"]},
+                   plan=Plan(bench=BENCH, journal=journal, log_dir=str(tmp_path), progress=False))
     assert list(result.frame["status"]) == ["ok", "ok"]
     steps = journal.steps()
     assert list(steps["hosts"]) == ["slurm default via localhost"] * 2
@@ -215,10 +216,10 @@ def test_a_bisection_checks_out_on_the_login_host_and_launches_each_commit_as_a_
     spec = ServerSpec.simulator(tp=1, port=free_port(), python=sys.executable, sim_startup_s=0.3,
                                 source_dir=str(repo))
     with Journal(tmp_path / "j.sqlite") as journal:
-        result = perf_bisect(Host.local(), str(repo), good=commits[0]["sha"], bad="main", spec=spec,
-                             bench={"num_prompts": 4, "max_concurrency": 1, "input_len": 8, "output_len": 32,
-                                    "warmup": 0}, repeats=3,  # 2 samples an end were within noise on a busy machine
-                             journal=journal, log_dir=str(tmp_path / "logs"), progress=False, timeout_s=60,
+        plan = Plan(bench=Load(num_prompts=4, max_concurrency=1, input_len=8, output_len=32, warmup=0),
+                    repeats=3,  # 2 samples an end were within noise on a busy machine
+                    journal=journal, log_dir=str(tmp_path / "logs"), progress=False, timeout_s=60)
+        result = perf_bisect(Host.local(), str(repo), good=commits[0]["sha"], bad="main", spec=spec, plan=plan,
                              launch_on=_target(Host.local(), slurm))
         steps = journal.steps()
         notes = [str(text) for text in steps[steps["kind"] == "bisect_probe"]["notes"]]

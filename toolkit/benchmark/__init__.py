@@ -1,13 +1,14 @@
 """Benchmark an OpenAI-compatible server (SGLang, vLLM) with the engines' own definitions.
 
-``bench(url_or_server, ...)`` streams a workload and returns a :class:`BenchResult`: TTFT,
+``bench(url_or_server, Load(...))`` streams a workload and returns a :class:`BenchResult`: TTFT,
 TPOT, ITL (per chunk and per token), E2EL, throughputs and goodput as ``vllm bench serve``
 and SGLang's ``bench_serving`` define them (``docs/metrics.md``), plus the server's own
 view (speculative accept length). The layers, each importable on its own:
 
 - ``sse`` (pure): SSE framing under any chunk split.
 - ``metrics`` (pure): ``RequestRecord`` -> ``summarize`` with stable keys.
-- ``workload`` (pure): prompts, lengths, arrival schedule from a seed.
+- ``load`` (pure): ``Load``, what to send and how fast; ``workload`` (pure): the prompts, lengths and
+  arrival schedule it makes from a seed.
 - ``client``: the aiohttp streaming client; ``runner``: ``bench``; ``result``: ``BenchResult``.
 - ``server_view``: Prometheus / ``/server_info`` / log rows -> accept length.
 """
@@ -15,6 +16,7 @@ view (speculative accept length). The layers, each importable on its own:
 from __future__ import annotations
 
 from toolkit.benchmark.client import ClientSettings
+from toolkit.benchmark.load import Load
 from toolkit.benchmark.metrics import SUMMARY_KEYS, RequestRecord, summarize
 from toolkit.benchmark.result import BenchResult
 from toolkit.benchmark.runner import bench, bench_async
@@ -25,6 +27,7 @@ from toolkit.benchmark.workload import Workload, make_workload
 __all__ = [
     "bench",
     "bench_async",
+    "Load",
     "BenchResult",
     "ClientSettings",
     "Workload",

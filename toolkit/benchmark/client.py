@@ -31,10 +31,11 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
-from typing import Any, Literal
+from typing import Any
 
 import aiohttp
 
+from toolkit.benchmark.load import Endpoint
 from toolkit.benchmark.metrics import RequestRecord
 from toolkit.benchmark.sse import DONE, SSEDecoder
 from toolkit.benchmark.workload import RequestSpec
@@ -62,7 +63,6 @@ __all__ = [
     "DEFAULT_HEADERS",
 ]
 
-Endpoint = Literal["completions", "chat"]
 _PATHS = {"completions": "/v1/completions", "chat": "/v1/chat/completions"}
 DEFAULT_HEADERS: Mapping[str, str] = MappingProxyType(
     {"Content-Type": "application/json", "Accept": "text/event-stream"}

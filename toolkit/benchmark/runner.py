@@ -22,9 +22,10 @@ from typing import Any, ParamSpec, TypeVar
 import aiohttp
 import pandas as pd
 
-from toolkit.benchmark.client import DEFAULT_HEADERS, ClientSettings, Endpoint, make_session
+from toolkit.benchmark.client import DEFAULT_HEADERS, ClientSettings, make_session
 from toolkit.benchmark.dispatch import run_requests
 from toolkit.benchmark.evidence import collect_evidence, log_mark
+from toolkit.benchmark.load import Load
 from toolkit.benchmark.metrics import SUMMARY_KEYS, RequestRecord, parse_goodput_slos, summarize
 from toolkit.benchmark.result import BenchResult, requests_frame, spread_frame
 from toolkit.benchmark.server_view import LogMetricSource, build_server_view
@@ -40,7 +41,6 @@ __all__ = ["bench", "bench_async", "resolve_url"]
 
 T = TypeVar("T")
 P = ParamSpec("P")
-ENDPOINTS = ("completions", "chat")
 
 
 @dataclass(frozen=True)
@@ -64,65 +64,45 @@ def resolve_url(target: Server | MultiNodeServer | str) -> str:
 
 async def bench_async(
     target: Any,
+    load: Load | None = None,
     *,
     model: str | None = None,
-    endpoint: Endpoint = "completions",
-    num_prompts: int = 100,
-    max_concurrency: int | None = 1,
-    input_len: int | None = 1024,
-    output_len: int | None = 128,
-    range_ratio: float = 0.0,
-    request_rate: float = math.inf,
-    burstiness: float = 1.0,
-    warmup: int | None = None,
-    ignore_eos: bool = True,
-    timeout_s: float = 600.0,
-    dataset: str | None = None,
-    progress: bool = True,
     repeats: int = 1,
-    seed: int = 0,
-    goodput: str | Sequence[str] | Mapping[str, float] | None = None,
-    extra_body: Mapping[str, Any] | None = None,
-    temperature: float = 0.0,
-    server_log: LogMetricSource | None = None,
-    api_key: str | None = None,
-    tokenizer: str | None = "server",
+    progress: bool = True,
+    timeout_s: float = 600.0,
     deadline_s: float | None = None,
+    tokenizer: str | None = "server",
+    api_key: str | None = None,
+    server_log: LogMetricSource | None = None,
     stop_after_failures: int | None = None,
 ) -> BenchResult:
     """Benchmark an OpenAI-compatible server as ``vllm bench serve`` would; return a BenchResult.
 
     ``target`` is a URL or a toolkit ``Server`` (then the API key its spec carries is sent, and only
-    the endpoints its release serves are read); ``model=None`` takes the first id from ``/v1/models``. ``endpoint`` is ``"completions"`` or ``"chat"``. Lengths are in tokens:
-    ``input_len`` as counted by ``tokenizer`` (``"server"``: the server's ``/tokenize``, as SGLang
-    0.5 and vLLM serve it; a path: a ``tokenizer.json`` read locally; ``None``: words, no tokenizer;
-    when the server has no ``/tokenize`` the prompt stays in words and the result says so),
-    ``output_len`` is ``max_tokens`` (with ``ignore_eos``);
-    ``range_ratio`` follows vLLM (0 = fixed; SGLang's 0 would mean uniform in [1, N]).
-    ``request_rate`` (req/s, ``inf`` = all at once) with ``burstiness`` (gamma shape, 1 =
-    Poisson). ``warmup=None`` first sends a full batch (``max_concurrency`` requests of at
-    most 32 tokens, fresh prompts), outside the results. ``dataset``: a prompt file (one
-    per line) or ShareGPT ``.json``. ``repeats=N``: ``.runs`` and ``.spread`` (95 % t
-    intervals); ``summary`` is then the median. ``goodput="ttft:200 tpot:50"``: vLLM's
-    request goodput. ``server_log``: a callable ``(since, until) -> metric rows`` of the
-    server's log, read for the run's window. Failed requests are counted with their error
-    (``result.errors``). Every wait is bounded: ``timeout_s`` per request, ``deadline_s`` per run
-    (default: four times what the warm-up's speed predicts, plus a minute; a given ``deadline_s`` also covers
-    finding the model and fitting the prompts, and side answers wait at most ``timeout_s``); the run stops early
-    with :class:`~toolkit.errors.BenchmarkFailed` when every warm-up request fails or the first
+    the endpoints its release serves are read); ``load`` is what to send and how fast (a
+    :class:`~toolkit.benchmark.load.Load`; default ``Load()``: 100 prompts of 1024 tokens, 128 out,
+    one at a time); ``model=None`` takes the first id from ``/v1/models``. ``tokenizer`` counts
+    ``input_len`` (``"server"``: the server's ``/tokenize``, as SGLang 0.5 and vLLM serve it; a path:
+    a ``tokenizer.json`` read locally; ``None``: words, no tokenizer; when the server has no
+    ``/tokenize`` the prompt stays in words and the result says so). ``repeats=N``: ``.runs`` and
+    ``.spread`` (95 % t intervals); ``summary`` is then the median. ``server_log``: a callable
+    ``(since, until) -> metric rows`` of the server's log, read for the run's window. Failed
+    requests are counted with their error (``result.errors``). Every wait is bounded: ``timeout_s``
+    per request, ``deadline_s`` per run (default: four times what the warm-up's speed predicts, plus
+    a minute; a given ``deadline_s`` also covers finding the model and fitting the prompts, and side
+    answers wait at most ``timeout_s``); the run stops early with
+    :class:`~toolkit.errors.BenchmarkFailed` when every warm-up request fails or the first
     ``stop_after_failures`` requests (default: max(3, concurrency)) all fail. A response longer
     than ``max_tokens`` allows, or an SSE event over 8 MiB, is a failed request.
 
     Example (``bench`` is the blocking twin; ``await bench_async(...)`` in async code)::
 
-        r = bench("http://127.0.0.1:8000", num_prompts=64, max_concurrency=8,
-                  input_len=32, output_len=512, progress=False)
+        r = bench("http://127.0.0.1:8000", Load(num_prompts=64, max_concurrency=8, input_len=32,
+                                                 output_len=512), progress=False)
         r.summary["median_itl_ms"], r.requests.head()
     """
-    if endpoint not in ENDPOINTS:
-        raise ValueError(f"endpoint must be one of {', '.join(ENDPOINTS)}, got {endpoint!r}")
-    if max_concurrency is not None and max_concurrency < 1:
-        raise ValueError(f"max_concurrency must be >= 1 (or None for unlimited), got {max_concurrency}")
+    load = Load() if load is None else load
+    num_prompts, max_concurrency, request_rate = load.num_prompts, load.max_concurrency, load.request_rate
     if repeats < 1 or not timeout_s > 0:
         raise ValueError(
             f"repeats must be >= 1 and timeout_s > 0, got repeats={repeats}, timeout_s={timeout_s}"
@@ -136,18 +116,12 @@ async def bench_async(
     profile = server.release().profile if server is not None else None
     snapshot = (SnapshotPaths(metrics_route(server.spec, profile), profile.info_paths)
                 if server is not None and profile is not None else SnapshotPaths())
-    workload = make_workload(
-        num_prompts=num_prompts,
-        input_len=input_len,
-        output_len=output_len,
-        range_ratio=range_ratio,
-        dataset=dataset,
-        seed=seed,
-    )
-    offsets = arrival_offsets(num_prompts, request_rate, burstiness, seed)
-    slos = parse_goodput_slos(goodput)
+    workload = make_workload(num_prompts=num_prompts, input_len=load.input_len, output_len=load.output_len,
+                             range_ratio=load.range_ratio, dataset=load.dataset, seed=load.seed)
+    offsets = arrival_offsets(num_prompts, request_rate, load.burstiness, load.seed)
+    slos = parse_goodput_slos(load.goodput)
     headers = dict(DEFAULT_HEADERS, **({"Authorization": f"Bearer {api_key}"} if api_key else {}))
-    n_warm = (max_concurrency or min(num_prompts, 64)) if warmup is None else warmup
+    n_warm = (max_concurrency or min(num_prompts, 64)) if load.warmup is None else load.warmup
     side_timeout_s = min(timeout_s, 30.0)  # a side answer waits no longer than a request may
     prepared_at = time.monotonic()
     before_line = log_mark(server) if server is not None else 0
@@ -158,7 +132,7 @@ async def bench_async(
                     model = await first_model(aux, url, headers, side_timeout_s)
                 if tokenizer is not None and workload.kind == "random":
                     counter = await TokenCounter.open(tokenizer, aux, url, model, headers, side_timeout_s)
-                    workload = await fit_prompts(workload, counter, seed)
+                    workload = await fit_prompts(workload, counter, load.seed)
         except TimeoutError:
             if deadline_s is None or time.monotonic() - prepared_at < deadline_s:
                 raise
@@ -171,18 +145,18 @@ async def bench_async(
         settings = ClientSettings(
             url=url,
             model=model,
-            endpoint=endpoint,
+            endpoint=load.endpoint,
             max_concurrency=max_concurrency,
             request_rate=request_rate,
-            burstiness=burstiness,
+            burstiness=load.burstiness,
             warmup=n_warm,
-            ignore_eos=ignore_eos,
-            temperature=temperature,
+            ignore_eos=load.ignore_eos,
+            temperature=load.temperature,
             timeout_s=timeout_s,
-            extra_body=tuple((extra_body or {}).items()),
+            extra_body=tuple((load.extra_body or {}).items()),
             goodput_slos_ms=tuple(slos.items()),
             progress=progress,
-            seed=seed,
+            seed=load.seed,
             repeats=repeats,
         )
         warm = warmup_requests(workload, n_warm, output_len_cap=settings.warmup_output_len)

@@ -13,6 +13,7 @@ import math
 import os
 import sys
 
+from toolkit.benchmark.load import Load
 from toolkit.benchmark.runner import bench
 from toolkit.errors import ToolkitError
 
@@ -64,10 +65,7 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
-        result = bench(
-            args.url,
-            model=args.model,
-            endpoint=args.endpoint,
+        load = Load(
             num_prompts=args.num_prompts,
             max_concurrency=args.max_concurrency or None,
             input_len=args.input_len,
@@ -77,12 +75,18 @@ def main(argv: list[str] | None = None) -> int:
             burstiness=args.burstiness,
             warmup=args.warmup,
             ignore_eos=not args.no_ignore_eos,
-            timeout_s=args.timeout,
             dataset=args.dataset,
+            seed=args.seed,
+            endpoint=args.endpoint,
+            goodput=args.goodput,
+        )
+        result = bench(
+            args.url,
+            load,
+            model=args.model,
+            timeout_s=args.timeout,
             progress=not args.no_progress,
             repeats=args.repeats,
-            seed=args.seed,
-            goodput=args.goodput,
             api_key=args.api_key or os.environ.get("OPENAI_API_KEY"),
             tokenizer=None if args.tokenizer == "words" else args.tokenizer,
             deadline_s=args.deadline,

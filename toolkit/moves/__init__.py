@@ -8,6 +8,9 @@ decisive log lines, versions), stops every server it started whatever happens (e
 Ctrl-C), and returns a tidy DataFrame. ``compare``/``compare_flag`` answer the next
 question, "is B better than A beyond noise?", with a confidence interval and a verdict.
 
+Every move takes a :class:`~toolkit.moves.plan.Plan`: the benchmark, the repeats, the readiness
+timeout, the journal and the other knobs they share, so that its signature says what is its own.
+
 Repeats in a sweep: one launch per combination, ``repeats`` benchmark runs on it. On a
 real 8-GPU host a launch costs minutes (weights, CUDA graphs), and runs on one server
 measure the benchmark's own run-to-run noise. Launch-to-launch variance (NCCL algorithm
@@ -27,13 +30,13 @@ what, in which order), ``hostfactor`` (pure: host effects, A/B paired by host), 
 >>> import toolkit as tk  # doctest: +SKIP
 >>> eagle = tk.ServerSpec.simulator(tp=8, port=30000, speculative_algorithm="EAGLE3", speculative_num_steps=2)  # doctest: +SKIP
 >>> result = tk.sweep(tk.Host.local(), eagle, vary={"--speculative-attention-mode": ["prefill", "decode"]},
-...                   bench={"num_prompts": 8, "input_len": 16, "output_len": 32})  # doctest: +SKIP
+...                   plan=tk.Plan(bench=tk.Load(num_prompts=8, input_len=16, output_len=32)))  # doctest: +SKIP
 >>> result.frame[["label", "output_throughput"]]  # doctest: +SKIP
 """
 
 from __future__ import annotations
 
-from toolkit.moves.abtest import ABResult, ABVerdict, compare, compare_flag
+from toolkit.moves.abtest import ABResult, ABVerdict, Launches, compare, compare_flag
 from toolkit.moves.hostfactor import HostEffect, HostEffects
 from toolkit.moves.params import (
     ABSENT,
@@ -44,13 +47,17 @@ from toolkit.moves.params import (
     param_text,
     spec_differences,
 )
+from toolkit.moves.plan import Plan
 from toolkit.moves.pool import HostPool, Hosts, SpecForHost
 from toolkit.moves.schedule import Spread
 from toolkit.moves.sweep import OnFailure, sweep
 from toolkit.moves.sweep_result import SweepFailure, SweepResult
-from toolkit.moves.trial import RunOutcome, make_bench_call, run_launch
+from toolkit.moves.trial import RunOutcome, TrialObserver, make_bench_call, run_launch
 
 __all__ = [
+    "Plan",
+    "TrialObserver",
+    "Launches",
     "make_bench_call",
     "sweep",
     "compare",

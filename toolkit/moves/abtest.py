@@ -5,7 +5,7 @@ that matters is not only one benchmark's run-to-run spread but launch-to-launch 
 (NCCL algorithm choice, memory placement, CUDA-graph capture) and drift over the session
 (thermals, a neighbour's job). So by default every side-round is a fresh launch, and the
 order is counterbalanced, A B B A A B ..., so that a linear drift weighs on both sides
-equally. ``reuse_launch=True`` launches each side once and runs its repeats on it
+equally. ``launches="reused"`` launches each side once and runs its repeats on it
 (cheaper, but it only measures the benchmark's own noise).
 
 With several hosts the rounds are spread over them and run side by side
@@ -22,7 +22,7 @@ what differs; each run also records its host.
 >>> import toolkit as tk  # doctest: +SKIP
 >>> eagle = tk.ServerSpec.simulator(tp=8, port=30000, speculative_algorithm="EAGLE3", speculative_num_steps=2)  # doctest: +SKIP
 >>> ab = compare_flag(tk.Host.local(), eagle, "--speculative-attention-mode", "prefill", "decode",
-...                   repeats=3, bench={"num_prompts": 8, "output_len": 64})  # doctest: +SKIP
+...                   plan=tk.Plan(bench=tk.Load(num_prompts=8, output_len=64), repeats=3))  # doctest: +SKIP
 >>> ab.summary_text  # doctest: +SKIP
 'decode is 2.06x prefill on output tok/s (123.1 vs 59.8; 95% CI of the ratio 2.01x to 2.11x; 3+3 runs): beyond noise'
 """
@@ -31,9 +31,9 @@ from __future__ import annotations
 
 import math
 import threading
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from toolkit.moves.abverdict import (
     ABVerdict,
@@ -47,21 +47,25 @@ from toolkit.moves.abverdict import (
 )
 from toolkit.moves.hostfactor import HostEffects, host_effects, paired_comparison
 from toolkit.moves.params import ENV_PREFIX, apply_param, value_text
-from toolkit.moves.pool import Done, HostPool, Hosts, Lane, SpecForHost
+from toolkit.moves.plan import Plan
+from toolkit.moves.pool import Done, HostPool, Hosts, Lane
 from toolkit.moves.schedule import Side, Slot, ab_queues
 from toolkit.moves.sweep_result import outcome_row, runs_frame
-from toolkit.moves.trial import RunOutcome, make_bench_call, run_launch
-from toolkit.server.server import Server
+from toolkit.moves.trial import RunOutcome, TrialObserver, make_bench_call, run_launch
 from toolkit.server.spec import ServerSpec
-from toolkit.stats import Comparison, compare_samples, metric_direction
+from toolkit.stats import Comparison, compare_samples
 
 if TYPE_CHECKING:
     import pandas as pd
 
-    from toolkit.benchmark import BenchResult
-    from toolkit.journal import Journal, SourceRepo, StepVerdict
+    from toolkit.journal import SourceRepo, StepVerdict
 
-__all__ = ["compare", "compare_flag", "ABResult", "ABVerdict", "schedule", "ab_verdict", "ab_sentence", "side_labels"]
+#: How an A/B test launches its servers (see :func:`compare`).
+Launches = Literal["interleaved", "in_blocks", "reused"]
+LAUNCHES: tuple[Launches, ...] = ("interleaved", "in_blocks", "reused")
+
+__all__ = ["Launches", "compare", "compare_flag", "ABResult", "ABVerdict", "schedule", "ab_verdict", "ab_sentence",
+           "side_labels"]
 
 
 @dataclass(frozen=True, eq=False)
@@ -111,103 +115,93 @@ def compare(
     spec_a: ServerSpec,
     spec_b: ServerSpec,
     *,
-    repeats: int = 3,
-    bench: Mapping[str, Any] | Callable[[Server], BenchResult] | None = None,
-    journal: Journal | None = None,
+    plan: Plan | None = None,
     kind: str = "flag_change",
     title: str | None = None,
     hypothesis: str | None = None,
     expect: Expectation | None = "b_faster",
-    metric: str = "output_throughput",
-    higher_is_better: bool | None = None,
-    interleave: bool | None = None,
-    reuse_launch: bool = False,
-    label_a: str | None = None,
-    label_b: str | None = None,
+    launches: Launches = "interleaved",
+    labels: tuple[str, str] | None = None,
     confidence: float = 0.95,
-    min_effect: float = 0.01,
-    spec_for_host: SpecForHost | None = None,
-    timeout_s: float = 900,
-    progress: bool = True,
-    log_dir: str | None = None,
     repo: SourceRepo | None = None,
 ) -> ABResult:
-    """Run A and B ``repeats`` times each (a fresh launch per side-round, order A B B A ...) and judge B vs A.
+    """Run A and B ``plan.repeats`` times each (default 3), a fresh launch per side-round, A B B A ...; judge B vs A.
 
-    ``expect`` is what the hypothesis predicts (B, the change, better by default): the B
+    ``plan`` (:class:`~toolkit.moves.plan.Plan`) holds the benchmark, the repeats, the journal and
+    the metric judged (``plan.metric``; a relative difference under ``plan.min_effect`` counts as
+    within noise). ``expect`` is what the hypothesis predicts (B, the change, better by default): the B
     step's verdict is ``confirmed`` if that holds beyond noise, ``refuted`` if the opposite
-    does, ``inconclusive`` within noise; None records no verdict. A difference smaller than
-    ``min_effect`` (relative) counts as within noise. A failed launch stops the comparison
-    and raises, after both steps record it.
+    does, ``inconclusive`` within noise; None records no verdict. A failed launch stops the comparison
+    and raises, after both steps record it. ``launches``: ``"interleaved"`` (a fresh launch per
+    side-round, A B B A ...), ``"in_blocks"`` (a fresh launch per run, A's first, then B's) or
+    ``"reused"`` (one launch per side and host, its runs on it: cheaper, but it measures only the
+    benchmark's own noise). ``labels``: the sides' names (default: what differs between the specs).
 
     ``hosts``: a Host, a HostGroup or a list. With several, the rounds run side by side (one
     server per host at a time), B is judged from the per-round differences (paired by host)
-    and the result names a host that runs slower than the others. ``spec_for_host(host,
-    spec)`` adapts both sides' specs to a host (a port per address on one machine). ``repo``: the
-    checkout both sides' code came from, recorded with the steps (:func:`compare_commits` passes it).
+    and the result names a host that runs slower than the others. ``repo``: the checkout both
+    sides' code came from, recorded with the steps (:func:`compare_commits` passes it).
     """
-    if repeats < 1:
-        raise ValueError(f"repeats must be >= 1 (3 or more to see noise), got {repeats}")
+    plan = plan or Plan()
+    repeats, journal, metric = plan.repeats_or(3), plan.journal, plan.metric
     if expect not in ("a_faster", "b_faster", "changed", None):
         raise ValueError(f"expect must be 'b_faster', 'a_faster', 'changed' or None, got {expect!r}")
-    if reuse_launch and interleave:
-        raise ValueError("interleave=True needs a launch per side-round: one server at a time holds the GPUs, "
-                         "so reuse_launch=True runs A's repeats, then B's")
-    direction = higher_is_better if higher_is_better is not None else metric_direction(metric)
-    if direction is None:
-        raise ValueError(f"cannot tell whether more {metric!r} is better; pass higher_is_better=True or False")
-    pool = HostPool(hosts, spec_for_host=spec_for_host)
+    if launches not in LAUNCHES:
+        raise ValueError(f"launches must be one of {', '.join(map(repr, LAUNCHES))}, got {launches!r}")
+    direction = plan.higher_better()
+    pool = HostPool(hosts, spec_for_host=plan.spec_for_host)
     derived = side_labels(spec_a, spec_b)
-    labels: dict[Side, str] = {"a": label_a or derived[0], "b": label_b or derived[1]}
-    if labels["a"] == labels["b"]:
-        labels = {"a": f"A: {labels['a']}", "b": f"B: {labels['b']}"}
-    title = title or f"{labels['b']} vs {labels['a']}"
+    names: dict[Side, str] = {"a": (labels or derived)[0], "b": (labels or derived)[1]}
+    if names["a"] == names["b"]:
+        names = {"a": f"A: {names['a']}", "b": f"B: {names['b']}"}
+    title = title or f"{names['b']} vs {names['a']}"
     specs: dict[Side, ServerSpec] = {"a": spec_a, "b": spec_b}
-    queues = _number_launches(ab_queues(repeats, len(pool), interleave=interleave is not False,
-                                        reuse_launch=reuse_launch))
+    queues = _number_launches(ab_queues(repeats, len(pool), interleave=launches == "interleaved",
+                                        reuse_launch=launches == "reused"))
     used = [pool.hosts[i].name for i, q in enumerate(queues) if q]
     steps: dict[Side, Any] = {"a": None, "b": None}
     if journal is not None:
         for side in ("a", "b"):
-            steps[side] = journal.step(kind, f"{title} [{side.upper()}: {labels[side]}]", spec=specs[side], host=used,
+            steps[side] = journal.step(kind, f"{title} [{side.upper()}: {names[side]}]", spec=specs[side], host=used,
                                        hypothesis=hypothesis if side == "b" else None, repo=repo)
-    bench_call = make_bench_call(bench, progress=False)
+    bench_call = make_bench_call(plan.bench, progress=False)
     outcomes: dict[Side, list[tuple[int, RunOutcome]]] = {"a": [], "b": []}
     rows: list[dict[str, object]] = []
     lock = threading.Lock()
 
     def work(lane: Lane, job: tuple[Slot, int, int]) -> None:
         slot, launch_no, first_repeat = job
-        lane.status(f"{slot.side.upper()}: {labels[slot.side]}")
+        lane.status(f"{slot.side.upper()}: {names[slot.side]}")
 
         def on_run(outcome: RunOutcome) -> None:
             with lock:
                 outcomes[slot.side].append((slot.block, outcome))
-                rows.append(outcome_row(outcome, side=slot.side, label=labels[slot.side], host=lane.host.name,
+                rows.append(outcome_row(outcome, side=slot.side, label=names[slot.side], host=lane.host.name,
                                         block=slot.block))
             lane.advance(1)
 
         with lane.guard():
             run_launch(lane.host, lane.spec(specs[slot.side]), step=steps[slot.side], benches=slot.benches,
-                       bench_call=bench_call, timeout_s=timeout_s, log_dir=lane.log_dir(log_dir), run_label=labels[slot.side],
-                       first_repeat=first_repeat, launch_no=launch_no, on_run=on_run, on_server=lane.watch)
+                       bench_call=bench_call, timeout_s=plan.timeout_s, log_dir=lane.log_dir(plan.log_dir),
+                       run_label=names[slot.side], first_repeat=first_repeat, launch_no=launch_no,
+                       observer=TrialObserver(on_server=lane.watch, on_run=on_run))
 
-    done = pool.run(queues, work, units=lambda job: job[0].benches, desc=title[:40], progress=progress,
+    done = pool.run(queues, work, units=lambda job: job[0].benches, desc=title[:40], progress=plan.progress,
                     stop_on_error=True)
     failed = next((d for lane in done for d in lane if d.error is not None), None)
     try:
         if failed is not None:
             raise failed.error  # type: ignore[misc]
-        comparison, verdict, reason = _judge_runs(outcomes, metric, confidence, direction, min_effect, len(used) > 1)
+        comparison, verdict, reason = _judge_runs(outcomes, metric, confidence, direction, plan.min_effect, len(used) > 1)
     except BaseException as exc:
         stopped: Side | None = failed.job[0].side if failed is not None else None
-        _close_after_failure(steps, stopped, labels, exc)
+        _close_after_failure(steps, stopped, names, exc)
         exc.add_note(f"compare() stopped after {len(outcomes['a'])}+{len(outcomes['b'])} runs"
-                     + (f", at side {stopped.upper()} ({labels[stopped]}) on {_host_of(failed)}" if stopped else "")
+                     + (f", at side {stopped.upper()} ({names[stopped]}) on {_host_of(failed)}" if stopped else "")
                      + "; every server it started was stopped")
         raise
-    effects = _host_effects(outcomes, labels, metric, direction) if len(used) > 1 else None
-    text = ab_sentence(comparison, verdict, reason, labels["a"], labels["b"], metric)
+    effects = _host_effects(outcomes, names, metric, direction) if len(used) > 1 else None
+    text = ab_sentence(comparison, verdict, reason, names["a"], names["b"], metric)
     judged = journal_verdict(verdict, expect)
     if steps["a"] is not None and steps["b"] is not None:
         if judged is not None:
@@ -221,7 +215,7 @@ def compare(
         steps["b"].finish("done")
     frame = runs_frame(rows, ("side", "label", "host", "block"))
     frame = frame.sort_values("block", kind="stable").reset_index(drop=True)
-    return ABResult(labels["a"], labels["b"], spec_a, spec_b, metric, comparison, verdict, reason, text, frame, expect,
+    return ABResult(names["a"], names["b"], spec_a, spec_b, metric, comparison, verdict, reason, text, frame, expect,
                     judged, (steps["a"].id if steps["a"] is not None else None,
                              steps["b"].id if steps["b"] is not None else None), effects)
 
@@ -296,12 +290,11 @@ def compare_flag(hosts: Hosts, spec: ServerSpec, flag: str, a: object, b: object
     ``flag`` is a flag (``"--speculative-attention-mode"``) or a variable (``"env:NCCL_ALGO"``);
     a value of None means without it, True a switch. Other arguments go to :func:`compare`.
 
-    >>> compare_flag(host, eagle, "--speculative-attention-mode", "prefill", "decode", repeats=3,
-    ...              journal=journal, kind="attention_mode",
+    >>> compare_flag(host, eagle, "--speculative-attention-mode", "prefill", "decode",
+    ...              plan=tk.Plan(repeats=3, journal=journal), kind="attention_mode",
     ...              hypothesis="verify in extend mode without CUDA graphs is the bottleneck")  # doctest: +SKIP
     """
     spec_a, spec_b = apply_param(spec, flag, a), apply_param(spec, flag, b)
-    kwargs.setdefault("label_a", value_label(flag, a))
-    kwargs.setdefault("label_b", value_label(flag, b))
+    kwargs.setdefault("labels", (value_label(flag, a), value_label(flag, b)))
     kwargs.setdefault("title", f"{flag.removeprefix(ENV_PREFIX)}: {value_text(b)} vs {value_text(a)}")
     return compare(hosts, spec_a, spec_b, **kwargs)

@@ -34,7 +34,7 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from toolkit.benchmark import bench
+from toolkit.benchmark import Load, bench
 from toolkit.benchmark.custom_dataset import sglang_dataset_args, vllm_dataset_args
 from toolkit.errors import ToolkitError
 from toolkit.host.shell import join, quote_path
@@ -129,9 +129,9 @@ def agreement(server: Server, dataset: str, *, vllm_bench: Sequence[str] | None 
             if before_run is not None:
                 before_run()
             if client == "toolkit":
-                summary = dict(bench(server, dataset=dataset, num_prompts=num_prompts, max_concurrency=max_concurrency,
-                                     output_len=output_len, temperature=0.0, ignore_eos=True, progress=False,
-                                     tokenizer=None).summary)
+                load = Load(num_prompts=num_prompts, max_concurrency=max_concurrency, input_len=None,
+                            output_len=output_len, dataset=dataset, temperature=0.0, ignore_eos=True)
+                summary = dict(bench(server, load, progress=False, tokenizer=None).summary)
             else:
                 name = f"round{k}.json"
                 if vllm_bench is not None:

@@ -2,9 +2,9 @@
 
 The notebooks each wrote this by hand (a ``measure()`` of a dozen lines: a journal step, a
 launch, a panel and a log view, wait_ready, bench, record). It is the trial every sweep and
-A/B test already runs (:func:`toolkit.moves.trial.run_launch`), called once, with a hook that
-shows the server while it runs (``tk.measure`` passes one that displays a ServerPanel and a
-LogView: :func:`toolkit.views.widgets.measure`).
+A/B test already runs (:func:`toolkit.moves.trial.run_launch`), called once with a
+:class:`~toolkit.moves.plan.Plan`, with a hook that shows the server while it runs (``tk.measure``
+passes one that displays a ServerPanel and a LogView: :func:`toolkit.views.widgets.measure`).
 
 A start that fails is a finding, not a crash of the notebook: with ``check=False`` the step is
 stored as failed with its evidence (the readiness report, the fatal lines and their context)
@@ -19,7 +19,7 @@ step (:mod:`toolkit.moves.equivalence`).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -27,7 +27,7 @@ from toolkit.benchmark import BenchResult
 from toolkit.errors import ToolkitError
 from toolkit.host.place import Target
 from toolkit.host.placement import Placement
-from toolkit.journal import Journal, StepRecorder
+from toolkit.journal import StepRecorder
 from toolkit.moves.equivalence import (
     DEFAULT_PROMPTS,
     EquivalenceResult,
@@ -35,7 +35,8 @@ from toolkit.moves.equivalence import (
     compare_outputs,
     greedy_outputs,
 )
-from toolkit.moves.trial import RunOutcome, make_bench_call, run_launch
+from toolkit.moves.plan import Plan
+from toolkit.moves.trial import RunOutcome, TrialObserver, make_bench_call, run_launch
 from toolkit.server.server import Server
 from toolkit.server.spec import ServerSpec
 
@@ -102,28 +103,24 @@ def measure(
     host: Target,
     spec: ServerSpec,
     *,
-    journal: Journal | None = None,
-    bench: Mapping[str, Any] | Callable[[Server], BenchResult] | None = None,
+    plan: Plan | None = None,
     title: str | None = None,
     kind: str = "measure",
     hypothesis: str | None = None,
-    repeats: int = 1,
-    timeout_s: float = 900.0,
-    log_dir: str | None = None,
     check: bool = True,
-    progress: bool = True,
     watch: Callable[[Server], object] | None = None,
     greedy_tokens: int = 0,
     reference: GreedyOutputs | None = None,
 ) -> Measurement:
-    """Launch ``spec`` on ``host``, wait until ready, run ``repeats`` benchmarks, record them, stop.
+    """Launch ``spec`` on ``host``, wait until ready, run ``plan.repeats`` benchmarks (default 1), record them, stop.
 
-    ``bench`` is :func:`toolkit.bench` keyword arguments (or a callable of the server, such as
-    ``tk.observed(...)``); ``watch(server)`` runs once the server is launched (the notebook
-    form shows it live). With a ``journal`` the measurement is one step of kind ``kind``: spec,
-    host, readiness, each run with the server's metric lines, the decisive log lines. A failed
-    start raises (``ServerDied``, ``ReadinessTimeout``, ``InvalidFlag`` ...) after the step is
-    stored as failed; ``check=False`` returns it in ``Measurement.error`` instead.
+    ``plan`` (:class:`~toolkit.moves.plan.Plan`): the benchmark (a ``tk.Load``, or a callable of the
+    server such as ``tk.observed(...)``), the repeats, the readiness timeout, the journal;
+    ``watch(server)`` runs once the server is launched (the notebook form shows it live). With a
+    journal the measurement is one step of kind ``kind``: spec, host, readiness, each run with the
+    server's metric lines, the decisive log lines. A failed start raises (``ServerDied``,
+    ``ReadinessTimeout``, ``InvalidFlag`` ...) after the step is stored as failed; ``check=False``
+    returns it in ``Measurement.error`` instead.
 
     ``greedy_tokens > 0`` keeps the greedy completions of the default prompts (that many tokens
     each), asked after the last run while the server still runs, as ``Measurement.outputs``: the
@@ -131,14 +128,15 @@ def measure(
     measurement's ``outputs``) asks this server the same prompts at the same length, compares
     them prompt by prompt and records the verdict in the step (``Measurement.equivalence``).
 
-    >>> m = measure(tk.Host.local(), tk.ServerSpec.simulator(tp=2), journal=journal,
-    ...             bench={"num_prompts": 8, "max_concurrency": 4}, title="baseline", greedy_tokens=24)  # doctest: +SKIP
+    >>> plan = tk.Plan(bench=tk.Load(num_prompts=8, max_concurrency=4), journal=journal)  # doctest: +SKIP
+    >>> m = measure(tk.Host.local(), tk.ServerSpec.simulator(tp=2), plan=plan, title="baseline",
+    ...             greedy_tokens=24)  # doctest: +SKIP
     >>> m.summary["output_throughput"], m.outputs.texts()[0]  # doctest: +SKIP
-    >>> fast = measure(host, eagle, journal=journal, reference=m.outputs)  # doctest: +SKIP
+    >>> fast = measure(host, eagle, plan=plan, reference=m.outputs)  # doctest: +SKIP
     >>> fast.equivalence.holds  # doctest: +SKIP
     """
-    if repeats < 1:
-        raise ValueError(f"repeats must be >= 1, got {repeats}")
+    plan = plan or Plan()
+    journal = plan.journal
     if greedy_tokens < 0:
         raise ValueError(f"greedy_tokens must be >= 0 (0: keep no greedy outputs), got {greedy_tokens}")
     if reference is not None and greedy_tokens not in (0, reference.max_tokens):
@@ -146,7 +144,7 @@ def measure(
                          "outputs of different lengths cannot be compared; leave greedy_tokens out")
     title = title or spec.describe()
     outcomes: list[RunOutcome] = []
-    bench_call = make_bench_call(bench, progress=progress)
+    bench_call = make_bench_call(plan.bench, progress=plan.progress)
     seen = _Seen()
 
     def on_server(server: Server | None) -> None:
@@ -172,9 +170,9 @@ def measure(
         return after_runs
 
     def run(step: StepRecorder | None) -> None:
-        outcomes.extend(run_launch(host, spec, step=step, benches=repeats, bench_call=bench_call,
-                                   timeout_s=timeout_s, log_dir=log_dir, run_label=title, on_server=on_server,
-                                   after_runs=keep_outputs(step)))
+        outcomes.extend(run_launch(host, spec, step=step, benches=plan.repeats_or(1), bench_call=bench_call,
+                                   timeout_s=plan.timeout_s, log_dir=plan.log_dir, run_label=title,
+                                   observer=TrialObserver(on_server=on_server, after_runs=keep_outputs(step))))
 
     step: StepRecorder | None = None
     error: ToolkitError | None = None

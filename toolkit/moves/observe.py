@@ -6,11 +6,11 @@ scraped (:mod:`toolkit.server.scrape`); before it, the prefix cache is flushed o
 noted, so an A/B test never compares a cold cache with a warm one by accident
 (sgl-project/sglang#39651); after it, greedy outputs can be checked against a reference.
 
-``observed(bench={...})`` is a ``bench=`` callable: pass it to ``sweep``, ``compare``,
-``compare_flag`` or ``compare_commits`` and every run records its observations, because the
-trial hands it the journal step (:class:`toolkit.moves.trial.RunObserver`). By hand::
+``observed(tk.Load(...))`` is a benchmark callable: pass it as a plan's ``bench`` to ``sweep``,
+``compare``, ``compare_flag`` or ``compare_commits`` and every run records its observations,
+because the trial hands it the journal step (:class:`toolkit.moves.trial.RunObserver`). By hand::
 
-    watch = tk.observed(bench=BENCH, cache="flush")
+    watch = tk.observed(BENCH, cache="flush")
     result = watch(server)
     watch.record(step, result, step.record(result))
 
@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Literal
 
-from toolkit.benchmark import BenchResult
+from toolkit.benchmark import BenchResult, Load
 from toolkit.engines import EngineProfile, resolve_profile
 from toolkit.journal import StepRecorder
 from toolkit.logs import MetricRow
@@ -122,7 +122,7 @@ class Observation:
 
 
 class ObservedBench(RunObserver):
-    """``bench=`` that flushes (or notes) the cache, samples GPUs and scrapes ``/metrics`` around each run.
+    """A plan's ``bench`` that flushes (or notes) the cache, samples GPUs and scrapes ``/metrics`` around each run.
 
     ``telemetry``: ``auto`` (the simulator's stand-in for a simulated server, else nvidia-smi),
     ``nvidia-smi``, ``simulated``, ``off``, or a DCGM exporter URL. ``cache``: ``flush`` before
@@ -130,7 +130,7 @@ class ObservedBench(RunObserver):
     else ``unknown``). ``reference``: greedy outputs to compare this run's with.
     """
 
-    def __init__(self, bench: Mapping[str, Any] | Callable[[Server], BenchResult] | None = None, *,
+    def __init__(self, bench: Load | Callable[[Server], BenchResult] | None = None, *,
                  telemetry: str = "auto", telemetry_interval_ms: int = 500, metrics: bool = True,
                  metrics_interval_s: float = 1.0, cache: CachePolicy = "keep", reference: GreedyOutputs | None = None,
                  api_key: str | None = None, progress: bool = False) -> None:
@@ -161,7 +161,7 @@ class ObservedBench(RunObserver):
     def __call__(self, server: Server) -> BenchResult:
         return self.observe(server)
 
-    def observe(self, server: Server, bench: Mapping[str, Any] | Callable[[Server], BenchResult] | None = None
+    def observe(self, server: Server, bench: Load | Callable[[Server], BenchResult] | None = None
                 ) -> BenchResult:
         """One observed run; ``bench`` replaces this object's benchmark for it (another concurrency, say).
 
@@ -229,11 +229,12 @@ class ObservedBench(RunObserver):
         step.note(f"run {run_id}: {observation.note()}")
 
 
-def observed(bench: Mapping[str, Any] | Callable[[Server], BenchResult] | None = None, **options: Any) -> ObservedBench:
-    """A ``bench=`` that observes each run: see :class:`ObservedBench`.
+def observed(bench: Load | Callable[[Server], BenchResult] | None = None, **options: Any) -> ObservedBench:
+    """A benchmark that observes each run (a plan's ``bench``): see :class:`ObservedBench`.
 
-    >>> watch = observed({"num_prompts": 8, "output_len": 64}, cache="flush", telemetry="auto")  # doctest: +SKIP
-    >>> tk.compare_flag(host, spec, "--speculative-attention-mode", "prefill", "decode", bench=watch)  # doctest: +SKIP
+    >>> watch = observed(tk.Load(num_prompts=8, output_len=64), cache="flush", telemetry="auto")  # doctest: +SKIP
+    >>> tk.compare_flag(host, spec, "--speculative-attention-mode", "prefill", "decode",
+    ...                 plan=tk.Plan(bench=watch))  # doctest: +SKIP
     """
     return ObservedBench(bench, **options)
 

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Mapping, Sequence
-from typing import Any, Literal
+from collections.abc import Mapping, Sequence
+from typing import Literal
 
-from toolkit.benchmark import BenchResult
 from toolkit.journal import Journal, StepRecorder
 from toolkit.moves.params import Variant, expand
-from toolkit.moves.pool import HostPool, Hosts, Lane, SpecForHost
+from toolkit.moves.plan import Plan
+from toolkit.moves.pool import HostPool, Hosts, Lane
 from toolkit.moves.schedule import Spread, sweep_queues
 from toolkit.moves.sweep_result import (
     SweepFailure,
@@ -19,8 +19,7 @@ from toolkit.moves.sweep_result import (
     phases_frame,
     runs_frame,
 )
-from toolkit.moves.trial import LaunchPhases, RunOutcome, make_bench_call, run_launch
-from toolkit.server.server import Server
+from toolkit.moves.trial import LaunchPhases, RunOutcome, TrialObserver, make_bench_call, run_launch
 from toolkit.server.spec import ServerSpec
 
 __all__ = ["sweep", "OnFailure"]
@@ -78,25 +77,20 @@ def sweep(
     *,
     vary: Mapping[str, Sequence[object]] | None = None,
     specs: Sequence[ServerSpec] | None = None,
-    repeats: int = 1,
+    plan: Plan | None = None,
     relaunch_each_repeat: bool = False,
     spread: Spread = "alternate",
-    spec_for_host: SpecForHost | None = None,
-    bench: Mapping[str, Any] | Callable[[Server], BenchResult] | None = None,
-    journal: Journal | None = None,
     kind: str = "flag_change",
     title: str | None = None,
     hypothesis: str | None = None,
     on_failure: OnFailure = "record",
-    timeout_s: float = 900,
-    progress: bool = True,
-    log_dir: str | None = None,
 ) -> SweepResult:
-    """Run every combination (launch, wait_ready, bench ``repeats`` times, record, stop); return the runs.
+    """Run every combination (launch, wait_ready, bench ``plan.repeats`` times, record, stop); return the runs.
 
     ``vary`` maps flags (``"--speculative-attention-mode"``) or variables (``"env:NCCL_ALGO"``)
-    to values (None removes, True is a switch); or pass ``specs=[...]``. ``bench``: keyword
-    arguments for :func:`toolkit.benchmark.bench` or a ``callable(server) -> BenchResult``.
+    to values (None removes, True is a switch); or pass ``specs=[...]``. ``plan``
+    (:class:`~toolkit.moves.plan.Plan`): the benchmark, the repeats (default 1), the readiness
+    timeout, the journal and the rest that every move shares.
     ``on_failure="record"`` stores a failed combination (error, evidence, log lines) and
     goes on; ``"stop"`` stores it and re-raises. Servers are always stopped, Ctrl-C included.
 
@@ -105,20 +99,20 @@ def sweep(
     ``relaunch_each_repeat=True`` a combination's launches rotate over the hosts
     (``spread="alternate"``; ``"same"`` keeps each on one host), so that the result can tell
     a slow host from a slow combination (:attr:`SweepResult.host_effects`).
-    ``spec_for_host(host, spec)`` adapts a spec to a host (a port per address on one machine).
 
-    >>> result = sweep(tk.Host.local(), tk.ServerSpec.simulator(tp=2, port=30000), journal=journal,
-    ...                vary={"env:NCCL_ALGO": [None, "Ring"]}, bench={"num_prompts": 8, "output_len": 32})  # doctest: +SKIP
+    >>> result = sweep(tk.Host.local(), tk.ServerSpec.simulator(tp=2, port=30000),
+    ...                vary={"env:NCCL_ALGO": [None, "Ring"]},
+    ...                plan=tk.Plan(bench=tk.Load(num_prompts=8, output_len=32), journal=journal))  # doctest: +SKIP
     >>> tk.plots.sweep(result)  # doctest: +SKIP
     """
-    if repeats < 1:
-        raise ValueError(f"repeats must be >= 1, got {repeats}")
+    plan = plan or Plan()
+    repeats, journal, progress = plan.repeats_or(1), plan.journal, plan.progress
     if on_failure not in ("record", "stop"):
         raise ValueError(f"on_failure must be 'record' or 'stop', got {on_failure!r}")
-    pool = HostPool(hosts, spec_for_host=spec_for_host)
+    pool = HostPool(hosts, spec_for_host=plan.spec_for_host)
     variants = expand(base_spec, vary=vary, specs=specs)
     params = tuple(dict.fromkeys(n for v in variants for n in v.params))
-    bench_call = make_bench_call(bench, progress=progress and len(pool) == 1)
+    bench_call = make_bench_call(plan.bench, progress=progress and len(pool) == 1)
     launches, per_launch = (repeats, 1) if relaunch_each_repeat else (1, repeats)
     queues = sweep_queues(len(variants), launches, len(pool), spread)
     where = {v.index: [pool.hosts[h].name for h, q in enumerate(queues) if any(j[0] == v.index for j in q)]
@@ -152,9 +146,9 @@ def sweep(
             step = book.start()
             with lane.guard():
                 run_launch(lane.host, lane.spec(variant.spec), step=step, benches=per_launch, bench_call=bench_call,
-                           timeout_s=timeout_s, log_dir=lane.log_dir(log_dir), run_label=variant.label,
-                           first_repeat=launch_no * per_launch, launch_no=launch_no, on_run=on_run,
-                           on_server=lane.watch, on_phases=on_phases)
+                           timeout_s=plan.timeout_s, log_dir=lane.log_dir(plan.log_dir), run_label=variant.label,
+                           first_repeat=launch_no * per_launch, launch_no=launch_no,
+                           observer=TrialObserver(on_server=lane.watch, on_run=on_run, on_phases=on_phases))
         except BaseException as exc:
             runs = book.runs_done - done_before
             with rows_lock:

@@ -11,12 +11,12 @@ from __future__ import annotations
 import abc
 import contextlib
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from toolkit.benchmark import BenchResult
+from toolkit.benchmark import BenchResult, Load
 from toolkit.benchmark import bench as run_bench
 from toolkit.errors import ReadinessTimeout, ServerDied, ToolkitError
 from toolkit.host.place import Target
@@ -29,11 +29,12 @@ from toolkit.server.logfile import count_lines
 from toolkit.server.server import Server
 from toolkit.server.spec import ServerSpec
 
-__all__ = ["RunOutcome", "LaunchPhases", "RunObserver", "run_launch", "make_bench_call", "metric_window", "decisive_lines"]
+__all__ = ["RunOutcome", "LaunchPhases", "RunObserver", "TrialObserver", "run_launch", "make_bench_call",
+           "metric_window", "decisive_lines"]
 
 
 class RunObserver(abc.ABC):
-    """A ``bench=`` callable that also watches its runs (telemetry, metrics, cache state: moves/observe.py).
+    """A plan's ``bench`` callable that also watches its runs (telemetry, metrics, cache state: moves/observe.py).
 
     The trial calls it like any bench call, then hands it the journal step and the run's id,
     so that what it saw is stored with the run.
@@ -50,7 +51,7 @@ class RunObserver(abc.ABC):
 class RunOutcome:
     """One benchmark run on one launch, as sweeps and A/B tests tabulate it."""
 
-    result: Any  # a BenchResult, or whatever a bench= callable returned
+    result: Any  # a BenchResult, or whatever a plan's bench callable returned
     repeat: int
     launch: int
     server_pid: int
@@ -87,21 +88,34 @@ class LaunchPhases:
             self.seconds[phase] = self.seconds.get(phase, 0.0) + time.monotonic() - started
 
 
-def make_bench_call(
-    bench: Mapping[str, Any] | Callable[[Server], BenchResult] | None, *, progress: bool
-) -> Callable[[Server], BenchResult]:
-    """``bench=`` as a function of the server: :func:`toolkit.benchmark.bench` keyword arguments, or a callable.
+@dataclass(frozen=True)
+class TrialObserver:
+    """What one launch reports as it goes, to the move that runs it; every hook is optional.
+
+    ``on_server`` hears of the server once launched and of None once it is stopped (a host pool
+    stops it from outside on Ctrl-C); ``on_run`` of each run as it is recorded; ``more_runs``,
+    asked after the last run, says how many more to run on the same server (a noisy measurement
+    re-measured); ``after_runs`` gets the server after the last run, before it stops (greedy
+    outputs to keep); ``on_phases`` hears where the launch's time went once it stopped.
+    """
+
+    on_server: Callable[[Server | None], None] | None = None
+    on_run: Callable[[RunOutcome], None] | None = None
+    more_runs: Callable[[list[RunOutcome]], int] | None = None
+    after_runs: Callable[[Server], None] | None = None
+    on_phases: Callable[[LaunchPhases], None] | None = None
+
+
+def make_bench_call(bench: Load | Callable[[Server], BenchResult] | None, *,
+                    progress: bool) -> Callable[[Server], BenchResult]:
+    """``bench`` as a function of the server: :func:`toolkit.benchmark.bench` with a Load (None: ``Load()``), or itself.
 
     The server's log follower goes to bench as ``server_log``, so the run's server view
     includes the log's metric lines (SGLang's ``accept len`` among them).
     """
     if callable(bench):
         return bench
-    kwargs = dict(bench or {})
-    if kwargs.get("repeats", 1) != 1:
-        raise ValueError("pass repeats= to sweep()/compare(), not inside bench=...: each repeat is its own "
-                         "recorded run")
-    kwargs.setdefault("progress", progress)
+    load = bench
 
     def call(server: Server) -> BenchResult:
         follower = server.follow()
@@ -109,7 +123,7 @@ def make_bench_call(
         def log_rows(since: datetime, until: datetime) -> list[MetricRow]:
             return [e.metric for e in follower.events() if e.metric is not None]
 
-        return run_bench(server, **{"server_log": log_rows, **kwargs})
+        return run_bench(server, load, progress=progress, server_log=log_rows)
 
     return call
 
@@ -144,7 +158,8 @@ def _check_run(server: Server, result: BenchResult) -> None:
     if not result.ok:
         raise ToolkitError(f"no request of the benchmark completed: {where}; first error: {result.first_error}",
                            evidence=[f"{count} x {error}" for error, count in list(result.errors.items())[:5]],
-                           hint="check bench= against the server (model=..., endpoint='chat'), or read its log")
+                           hint="check the plan's bench against the server (tk.Load(endpoint='chat'), ...), "
+                                "or read its log")
 
 
 def run_launch(
@@ -159,34 +174,27 @@ def run_launch(
     run_label: str | None = None,
     first_repeat: int = 0,
     launch_no: int = 0,
-    on_run: Callable[[RunOutcome], None] | None = None,
-    on_server: Callable[[Server | None], None] | None = None,
-    more_runs: Callable[[list[RunOutcome]], int] | None = None,
-    after_runs: Callable[[Server], None] | None = None,
-    on_phases: Callable[[LaunchPhases], None] | None = None,
+    observer: TrialObserver | None = None,
 ) -> list[RunOutcome]:
     """Launch ``spec``, wait until ready, run ``benches`` benchmarks, record them in ``step``, stop the server.
 
     ``step`` is a journal StepRecorder or None. Each run is recorded with the server's metric
     lines over that run and the host's name; the decisive log lines are recorded however the
     launch ends, and a failed start-up's readiness report too. The server stops on every exit
-    (``with launch``). ``on_server`` hears of the server once launched and of None once it is
-    stopped (a host pool stops it from outside on Ctrl-C); ``more_runs``, asked after the last
-    run, says how many more to run on the same server (a noisy measurement re-measured);
-    ``after_runs`` gets the server after the last run, before it stops (greedy outputs to keep);
-    ``on_phases`` hears where the launch's time went (:class:`LaunchPhases`) once it stopped.
+    (``with launch``). ``observer`` hears what happens as it happens (:class:`TrialObserver`).
     """
+    seen = observer or TrialObserver()
     phases = LaunchPhases(host.name)
     started = time.monotonic()
     try:
         outcomes = _measure(host, spec, step, benches, bench_call, timeout_s, log_dir, run_label, first_repeat,
-                            launch_no, on_run, on_server, more_runs, after_runs, phases)
+                            launch_no, seen, phases)
     finally:
-        if on_server is not None:
-            on_server(None)
+        if seen.on_server is not None:
+            seen.on_server(None)
     phases.total = time.monotonic() - started
-    if on_phases is not None:
-        on_phases(phases)
+    if seen.on_phases is not None:
+        seen.on_phases(phases)
     return outcomes
 
 
@@ -201,10 +209,7 @@ def _measure(
     run_label: str | None,
     first_repeat: int,
     launch_no: int,
-    on_run: Callable[[RunOutcome], None] | None,
-    on_server: Callable[[Server | None], None] | None,
-    more_runs: Callable[[list[RunOutcome]], int] | None,
-    after_runs: Callable[[Server], None] | None,
+    seen: TrialObserver,
     phases: LaunchPhases,
 ) -> list[RunOutcome]:
     outcomes: list[RunOutcome] = []
@@ -215,8 +220,8 @@ def _measure(
         if step is not None and server.placement.kind != "host":  # a job id, nodes, a container: where it ran
             step.note(f"launch {launch_no + 1} ran in {server.placement.describe()}")
         try:
-            if on_server is not None:
-                on_server(server)
+            if seen.on_server is not None:
+                seen.on_server(server)
             with timed("ready"):
                 report = server.wait_ready(timeout_s=timeout_s)
             if step is not None:
@@ -254,15 +259,15 @@ def _measure(
                 outcome = RunOutcome(result, first_repeat + k, launch_no, server.pid, report.time_to_ready_s,
                                      None if step is None else step.id, run_id, len(rows), host.name)
                 outcomes.append(outcome)
-                if on_run is not None:
-                    on_run(outcome)
+                if seen.on_run is not None:
+                    seen.on_run(outcome)
                 with timed("log"):
                     _check_run(server, result)
                 k += 1
-                if k == planned and more_runs is not None:
-                    planned += max(more_runs(outcomes), 0)
-            if after_runs is not None:
-                after_runs(server)
+                if k == planned and seen.more_runs is not None:
+                    planned += max(seen.more_runs(outcomes), 0)
+            if seen.after_runs is not None:
+                seen.after_runs(server)
         except BaseException as exc:
             if step is not None:
                 try:  # never hide the launch's own error behind a journal write

@@ -21,10 +21,10 @@ import math
 import statistics
 import time
 import warnings
-from collections.abc import Callable, Mapping, Sequence
-from types import MappingProxyType
+from collections.abc import Callable, Sequence
 from typing import Any
 
+from toolkit.benchmark import Load
 from toolkit.errors import ToolkitError
 from toolkit.host.host import Host
 from toolkit.host.place import Target
@@ -38,18 +38,15 @@ from toolkit.moves.bisect.prober import Prober, record_verdict
 from toolkit.moves.bisect.references import References, check_references
 from toolkit.moves.bisect.result import BisectResult, NothingToBisect, Probe, ProbeRole
 from toolkit.moves.bisect.worktrees import compare_commits, require_checkout_paths
-from toolkit.moves.pool import HostPool, Hosts, Lane, SpecForHost
+from toolkit.moves.plan import Plan
+from toolkit.moves.pool import HostPool, Hosts, Lane
 from toolkit.moves.trial import make_bench_call
-from toolkit.server.server import Server
 from toolkit.server.spec import ServerSpec
-from toolkit.stats import metric_direction
 
 __all__ = ["perf_bisect", "compare_commits", "DEFAULT_BENCH"]
 
-#: The benchmark of each probe unless ``bench=`` says otherwise: the seed's single-stream decode rate.
-DEFAULT_BENCH: Mapping[str, Any] = MappingProxyType(
-    {"num_prompts": 8, "max_concurrency": 1, "input_len": 128, "output_len": 128}
-)
+#: The benchmark of each probe unless the plan says otherwise: the seed's single-stream decode rate.
+DEFAULT_BENCH = Load(num_prompts=8, max_concurrency=1, input_len=128, output_len=128)
 
 
 def perf_bisect(
@@ -59,36 +56,28 @@ def perf_bisect(
     good: str,
     bad: str,
     spec: ServerSpec,
-    metric: str = "output_throughput",
+    plan: Plan | None = None,
     threshold: float | None = None,
     relative_drop: float | None = None,
-    lower_is_better: bool | None = None,
-    min_effect: float = 0.01,
-    repeats: int = 2,
     max_repeats: int = 8,
     confidence: float = 0.99,
     build: str | None = None,
-    build_timeout_s: float | None = 3600.0,
-    bench: Mapping[str, Any] | Callable[[Server], Any] = DEFAULT_BENCH,
-    journal: Journal | None = None,
-    spec_for_host: SpecForHost | None = None,
-    timeout_s: float = 900.0,
-    progress: bool = True,
-    log_dir: str | None = None,
     launch_on: Target | None = None,
 ) -> BisectResult:
-    """Find the commit between ``good`` and ``bad`` that made ``metric`` regress, on one host or several at once.
+    """Find the commit between ``good`` and ``bad`` that made ``plan.metric`` regress, on one host or several at once.
 
     ``spec`` must reach the code through a path in ``repo_dir`` (``workdir=``,
     ``PYTHONPATH=<repo>/python``, the simulator's ``--source-dir``): each host runs it from
     its own worktree, with the path rewritten and ``commit`` set. ``repo_dir`` is the same
-    path on every host (a clone each, or a shared filesystem). ``spec_for_host(host, spec)``
+    path on every host (a clone each, or a shared filesystem). ``plan.spec_for_host(host, spec)``
     adapts it further (a port per address when the hosts are one machine). ``launch_on`` launches
     the servers elsewhere than the one host (a ``SlurmTarget`` from that login host, a
-    ``ContainerTarget``), reading its worktree through a file system both share.
+    ``ContainerTarget``), reading its worktree through a file system both share. ``plan``
+    (:class:`~toolkit.moves.plan.Plan`): the benchmark (default :data:`DEFAULT_BENCH`), the runs per
+    commit (``repeats``, default 2), the metric and its direction, the journal, the timeouts.
 
     First the good and bad ends are measured (side by side on two hosts); if they do not
-    differ beyond noise (Welch's interval, and at least ``min_effect`` relative) even after
+    differ beyond noise (Welch's interval, and at least ``plan.min_effect`` relative) even after
     measuring both again with ``max_repeats`` runs, :class:`~toolkit.moves.bisect.NothingToBisect`
     says so with the numbers. The threshold is ``threshold`` (metric units), else the good
     end degraded by ``relative_drop``, else halfway between the ends. Then rounds: each
@@ -107,15 +96,17 @@ def perf_bisect(
 
     >>> result = perf_bisect([gpu_a, gpu_b, gpu_c], "/src/sglang", good="v0.5.8", bad="main",  # doctest: +SKIP
     ...                      spec=ServerSpec.simulator(tp=8, source_dir="/src/sglang"),
-    ...                      bench={"num_prompts": 4, "output_len": 64})
+    ...                      plan=tk.Plan(bench=tk.Load(num_prompts=4, output_len=64)))
     >>> result.first_bad_subject, result.rounds, round(result.confidence, 3)  # doctest: +SKIP
     ('[Perf] Use NCCL all-reduce for small batches instead of the custom all-reduce kernel', 3, 0.998)
     """
-    if not 1 <= repeats <= max_repeats:
+    plan = plan or Plan()
+    repeats, metric, journal, progress = plan.repeats_or(2), plan.metric, plan.journal, plan.progress
+    if not repeats <= max_repeats:
         raise ValueError(f"need 1 <= repeats <= max_repeats, got repeats={repeats}, max_repeats={max_repeats}")
-    lower = _direction(metric, lower_is_better)
+    lower = not plan.higher_better()
     started = time.monotonic()
-    pool = HostPool(hosts, spec_for_host=spec_for_host)
+    pool = HostPool(hosts, spec_for_host=plan.spec_for_host)
     if launch_on is not None and len(pool.hosts) > 1:
         raise ValueError("launch_on= launches every probe on one target: pass one host (its login host) with it")
     require_checkout_paths(spec, repo_dir)
@@ -138,13 +129,13 @@ def perf_bisect(
     try:
         for checkout in checkouts:
             worktrees.append(GitCheckout(checkout.host, checkout.add_worktree(good_sha, owned=True)))
-        prober = Prober(spec, repo_dir, worktrees, metric, repeats, max_repeats, build, build_timeout_s,
-                        make_bench_call(bench, progress=False), journal, timeout_s, log_dir, subjects, order,
-                        launch_on=launch_on, repo=checkouts[0].source_repo())
+        prober = Prober(spec, repo_dir, worktrees, metric, repeats, max_repeats, build, plan.build_timeout_s,
+                        make_bench_call(plan.bench or DEFAULT_BENCH, progress=False), journal, plan.timeout_s,
+                        plan.log_dir, subjects, order, launch_on=launch_on, repo=checkouts[0].source_repo())
         run = _Rounds(pool, prober, commits, good_sha, bad_sha, progress)
         with pool.progress("bisect", unit="commit", enabled=progress):
             refs = run.ends(journal, threshold=threshold, relative_drop=relative_drop, lower_is_better=lower,
-                            min_effect=min_effect)
+                            min_effect=plan.min_effect)
 
             def judge(samples: list[float]) -> Judgement:
                 return assess(samples, good_ref=refs.good_ref, bad_ref=refs.bad_ref, threshold=threshold,
@@ -308,7 +299,7 @@ class _Rounds:
             return (f"the verdicts contradict each other even after measuring them again: {self.contradiction}: a "
                     "newer commit is fast while an older one is slow",
                     "the regression may come and go (a revert, a flaky kernel choice) or the noise is beyond the "
-                    "budget: raise max_repeats= or lengthen bench=, or bisect each side of the contradiction on its "
+                    "budget: raise max_repeats= or lengthen the plan's bench, or bisect each side of the contradiction on its "
                     "own with good=/bad= set to the commits above")
         skipped = [self.latest[c] for c in candidates if c in self.latest and self.latest[c].verdict == "skip"]
         errors = "; ".join(f"{p.commit[:10]}: {(p.error or p.reason)[:160]}" for p in skipped) or "no error recorded"
@@ -329,12 +320,3 @@ class _Rounds:
 def _median(probe: Probe) -> float:
     finite = [x for x in probe.samples if not math.isnan(x)]
     return statistics.median(finite) if finite else math.nan
-
-
-def _direction(metric: str, lower_is_better: bool | None) -> bool:
-    if lower_is_better is not None:
-        return lower_is_better
-    higher = metric_direction(metric)
-    if higher is None:
-        raise ValueError(f"cannot tell whether more {metric} is better; pass lower_is_better=True or False")
-    return not higher

@@ -37,7 +37,7 @@ from toolkit.moves.bisect.judgement import Judgement
 from toolkit.moves.bisect.result import Probe, ProbeRole
 from toolkit.moves.bisect.worktrees import spec_at_worktree
 from toolkit.moves.pool import Lane
-from toolkit.moves.trial import RunOutcome, run_launch
+from toolkit.moves.trial import RunOutcome, TrialObserver, run_launch
 from toolkit.server.server import Server
 from toolkit.server.spec import ServerSpec
 
@@ -114,7 +114,7 @@ class Prober:
                     run_launch(self.launch_on or lane.host, spec, step=step, benches=runs or self.repeats,
                                bench_call=self.bench_call,
                                timeout_s=self.timeout_s, log_dir=lane.log_dir(self.log_dir), run_label=sha[:8],
-                               on_run=on_run, on_server=lane.watch, more_runs=more)
+                               observer=TrialObserver(on_server=lane.watch, on_run=on_run, more_runs=more))
             except FATAL_ERRORS:
                 raise
             except ToolkitError as exc:  # ServerDied, ReadinessTimeout, no request completed, a build that says 125

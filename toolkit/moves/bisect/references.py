@@ -107,7 +107,7 @@ def check_references(
             f"({noise_text}): there is no regression to bisect",
             good_samples=good.samples, bad_samples=bad.samples, evidence=numbers, could_resolve=could_resolve,
             hint=(f"a regression of {min_effect:.0%} or more is still possible, but {len(good.samples)} runs a side "
-                  "cannot tell it from noise: raise max_repeats= (or repeats=), or lengthen bench= so that each "
+                  "cannot tell it from noise: raise max_repeats= (or the plan's repeats), or lengthen its bench so that each "
                   "run is steadier" if could_resolve else
                   "the slowdown is not in this commit range (the seed's 'old commit, same baseline'); "
                   "look at flags, environment or the workload instead, or raise repeats="),

@@ -13,17 +13,15 @@ the same code on both sides, so a spec that never mentions ``repo_dir`` is refus
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Mapping
-from typing import Any
 
 from toolkit.benchmark.labels import metric_label, shorten_words
 from toolkit.errors import InvalidFlag
 from toolkit.host.host import Host
 from toolkit.host.shell import quote_path
-from toolkit.journal import Journal
 from toolkit.moves.abtest import ABResult, compare
+from toolkit.moves.abverdict import Expectation
 from toolkit.moves.bisect.checkout import GitCheckout
-from toolkit.server.server import Server
+from toolkit.moves.plan import Plan
 from toolkit.server.spec import FlagValue, ServerSpec
 
 __all__ = ["compare_commits", "retarget", "require_checkout_paths"]
@@ -74,33 +72,30 @@ def compare_commits(
     b: str,
     *,
     spec: ServerSpec,
-    repeats: int = 3,
-    bench: Mapping[str, Any] | Callable[[Server], Any] | None = None,
-    journal: Journal | None = None,
+    plan: Plan | None = None,
     build: str | None = None,
-    build_timeout_s: float | None = 3600.0,
     kind: str = "commit",
     title: str | None = None,
     hypothesis: str | None = None,
-    metric: str = "output_throughput",
-    label_a: str | None = None,
-    label_b: str | None = None,
-    **compare_options: Any,
+    labels: tuple[str, str] | None = None,
+    expect: Expectation | None = "changed",
 ) -> ABResult:
     """A/B-test commit ``a`` (the reference, e.g. the old one) against ``b``, each from its own worktree.
 
     ``spec`` points at ``repo_dir`` (``workdir=``, ``PYTHONPATH=<repo>/python``, the
     simulator's ``--source-dir``); each side gets a copy pointing at a temporary worktree of
-    its commit, with ``commit=`` set. ``build`` runs in each worktree first. The comparison
-    itself is :func:`toolkit.moves.compare` (fresh launches, A B B A order, Welch interval,
-    ``within_noise`` under a 1 % effect); ``compare_options`` go to it. The worktrees are
-    removed on every way out; ``repo_dir`` itself is never checked out or modified.
+    its commit, with ``commit=`` set. ``build`` runs in each worktree first (at most
+    ``plan.build_timeout_s``). The comparison itself is :func:`toolkit.moves.compare` (fresh
+    launches, A B B A order, Welch interval, ``within_noise`` under ``plan.min_effect``), given
+    ``plan`` and the arguments of the same names. The worktrees are removed on every way out;
+    ``repo_dir`` itself is never checked out or modified.
 
     >>> ab = compare_commits(Host.local(), "/src/sglang", "v0.5.8", "main",  # doctest: +SKIP
-    ...                      spec=ServerSpec.simulator(tp=8, source_dir="/src/sglang"), repeats=3)
+    ...                      spec=ServerSpec.simulator(tp=8, source_dir="/src/sglang"), plan=tk.Plan(repeats=3))
     >>> ab.comparison.verdict  # doctest: +SKIP
     'within_noise'
     """
+    plan = plan or Plan()
     checkout = GitCheckout(host, repo_dir)
     shas = checkout.resolve(a), checkout.resolve(b)
     subjects = [checkout.subject(sha) for sha in shas]
@@ -112,15 +107,13 @@ def compare_commits(
             worktrees.append(checkout.add_worktree(sha))
             built = build or spec.source_build()  # with_source: its per-commit build (a venv), if any
             if built:
-                host.run(f"cd {quote_path(worktrees[-1])} && {built}", timeout_s=build_timeout_s)
+                host.run(f"cd {quote_path(worktrees[-1])} && {built}", timeout_s=plan.build_timeout_s)
             specs.append(spec_at_worktree(spec, repo_dir, worktrees[-1], sha))
-        labels = [f"{sha[:8]} {shorten_words(subject, 40)}" for sha, subject in zip(shas, subjects, strict=True)]
+        named = [f"{sha[:8]} {shorten_words(subject, 40)}" for sha, subject in zip(shas, subjects, strict=True)]
         return compare(
-            host, specs[0], specs[1], repeats=repeats, bench=bench, journal=journal, kind=kind,
-            title=title or f"commit {shas[1][:8]} vs {shas[0][:8]}",
-            hypothesis=hypothesis or f"{metric_label(metric)} changed between {shas[0][:8]} and {shas[1][:8]}",
-            metric=metric, label_a=label_a or labels[0], label_b=label_b or labels[1], repo=checkout.source_repo(),
-            **{"expect": "changed", **compare_options},
+            host, specs[0], specs[1], plan=plan, kind=kind, title=title or f"commit {shas[1][:8]} vs {shas[0][:8]}",
+            hypothesis=hypothesis or f"{metric_label(plan.metric)} changed between {shas[0][:8]} and {shas[1][:8]}",
+            expect=expect, labels=labels or (named[0], named[1]), repo=checkout.source_repo(),
         )
     finally:
         for path in worktrees:

@@ -6,7 +6,7 @@ telemetry, ``/metrics``), :mod:`.profiled` (profiles per output token: inside or
 graphs, idle gaps), :mod:`.environment` (environment per rank, code), :mod:`.analyse` (both
 sides' evidence -> every difference), :mod:`.ranking` (share of the gap, confidence),
 :mod:`.proposal` (the next experiment in the release's flags), :mod:`.result` (the
-:class:`Diagnosis` and its record). Shell: :mod:`.gather` (a ``bench=`` that watches),
+:class:`Diagnosis` and its record). Shell: :mod:`.gather` (a plan's bench that watches),
 :mod:`.move` (:func:`diagnose`), :mod:`.commits` (:func:`diagnose_commits`).
 """
 

@@ -1,7 +1,7 @@
-"""What each side of a diagnosis showed while it was measured: a ``bench=`` that watches as the A/B test runs.
+"""What each side of a diagnosis showed while it was measured: a plan's bench that watches as the A/B test runs.
 
 The A/B machinery (:func:`toolkit.moves.compare`) launches both sides alike, A B B A, and calls
-one ``bench=`` for every run. :class:`SideGatherer` is that ``bench=``: each run is an observed
+one bench for every run. :class:`SideGatherer` is that bench: each run is an observed
 one (:class:`toolkit.moves.observe.ObservedBench`: the prefix cache flushed, the GPUs and
 ``/metrics`` sampled), and on the way it keeps, per side, what the diagnosis compares:
 
@@ -19,9 +19,9 @@ from __future__ import annotations
 import threading
 import weakref
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, Literal
+from typing import Literal
 
-from toolkit.benchmark import BenchResult
+from toolkit.benchmark import BenchResult, Load
 from toolkit.journal import StepRecorder
 from toolkit.moves.diagnose.analyse import Side, SideEvidence
 from toolkit.moves.diagnose.environment import EnvRow
@@ -41,9 +41,9 @@ DEFAULT_ENV = ("NCCL_ALGO", "NCCL_PROTO", "NCCL_MIN_NCHANNELS", "NCCL_MAX_NCHANN
 
 
 class SideGatherer(RunObserver):
-    """A ``bench=`` for :func:`toolkit.moves.compare` that keeps each side's evidence (see the module)."""
+    """A plan's ``bench`` for :func:`toolkit.moves.compare` that keeps each side's evidence (see the module)."""
 
-    def __init__(self, bench: Mapping[str, Any] | Callable[[Server], BenchResult] | None, labels: Mapping[str, Side],
+    def __init__(self, bench: Load | Callable[[Server], BenchResult] | None, labels: Mapping[str, Side],
                  *, env: Sequence[str] = DEFAULT_ENV, cache: Literal["flush", "keep"] = "flush") -> None:
         self._watch = ObservedBench(bench, cache=cache)
         self._labels = dict(labels)

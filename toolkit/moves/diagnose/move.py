@@ -12,7 +12,7 @@
 4. **Record** one journal step (kind ``diagnosis``): both sides' runs, the profiles, the ranked
    table as a note, and ``diagnosis: <folder>`` pointing at the JSON record the post-mortem draws.
 
->>> diagnosis = tk.diagnose(host, fast=base, slow=eagle, repeats=3, journal=journal)  # doctest: +SKIP
+>>> diagnosis = tk.diagnose(host, fast=base, slow=eagle, plan=tk.Plan(repeats=3, journal=journal))  # doctest: +SKIP
 >>> diagnosis.top.title  # doctest: +SKIP
 'the speculative verify step runs outside CUDA graphs on the slow side (launch-bound)'
 >>> tk.compare_flag(host, eagle, "--speculative-attention-mode", "prefill", "decode",
@@ -26,11 +26,10 @@ import dataclasses
 import math
 import tempfile
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
 
-from toolkit.benchmark import BenchResult
+from toolkit.benchmark import Load
 from toolkit.benchmark import bench as run_bench
 from toolkit.engines import ReleaseFlags, resolve_profile
 from toolkit.journal import Journal, StepRecorder
@@ -43,18 +42,17 @@ from toolkit.moves.diagnose.profiled import ProfileDigest, digest_profile, profi
 from toolkit.moves.diagnose.proposal import propose
 from toolkit.moves.diagnose.ranking import Gap, rank
 from toolkit.moves.diagnose.result import Diagnosis
+from toolkit.moves.plan import Plan
 from toolkit.moves.pool import HostPool, Hosts
 from toolkit.moves.profile import profile, with_profiling
 from toolkit.server.launch import launch
-from toolkit.server.server import Server
 from toolkit.server.spec import ServerSpec
 from toolkit.stats import compare_samples, metric_direction
 
 __all__ = ["diagnose", "diagnosis_dir", "PROFILE_BENCH"]
 
 # The profiled benchmark: one stream, a fixed output length, the same on both sides.
-PROFILE_BENCH: dict[str, Any] = {"num_prompts": 2, "max_concurrency": 1, "input_len": 64, "output_len": 32,
-                                 "progress": False}
+PROFILE_BENCH = Load(num_prompts=2, max_concurrency=1, input_len=64, output_len=32)
 _MIN_EFFECT = 0.02  # a gap under 2% of the fast side is noise for a diagnosis, whatever the interval says
 _MORE_ROUNDS = 2  # extra rounds when the gap looks large but its interval still includes zero
 
@@ -69,24 +67,23 @@ def diagnose(
     fast: ServerSpec,
     slow: ServerSpec,
     *,
-    repeats: int = 3,
-    bench: Mapping[str, Any] | Callable[[Server], BenchResult] | None = None,
-    journal: Journal | None = None,
-    profile_bench: Mapping[str, Any] | None = PROFILE_BENCH,
+    plan: Plan | None = None,
+    profile_bench: Load | None = PROFILE_BENCH,
     env: Sequence[str] = DEFAULT_ENV,
-    metric: str = "output_throughput",
-    timeout_s: float = 900,
-    progress: bool = True,
     code: CodeRange | None = None,
 ) -> Diagnosis:
     """Measure ``fast`` and ``slow`` alike, gather every difference, rank them by the share of the gap, propose.
 
-    ``bench``: keyword arguments of :func:`toolkit.bench` (or a callable) for every measured run;
+    ``plan`` (:class:`~toolkit.moves.plan.Plan`): the benchmark of every measured run, the runs per
+    side and round (``repeats``, default 3, at least 2), the metric, the journal, the readiness
+    timeout; a gap under 2 % of the fast side is noise here, whatever ``plan.min_effect`` says.
     ``profile_bench``: the short benchmark run under the profiler on each side (None: no profile);
     ``env``: the variables read on every rank of both sides (NCCL's and CUDA's by default; the
     specs' own are always added). ``code``: the checkout both sides' commits come from and what
     changed between them (:func:`toolkit.moves.diagnose.diagnose_commits` passes it).
     """
+    plan = plan or Plan()
+    repeats, journal = plan.repeats_or(3), plan.journal
     if repeats < 2:
         raise ValueError(f"repeats must be >= 2: a diagnosis needs the noise of each side to tell a gap from it, "
                          f"got {repeats}")
@@ -95,7 +92,7 @@ def diagnose(
     specs: dict[Side, ServerSpec] = {"fast": dataclasses.replace(fast, label=labels["fast"]),
                                      "slow": dataclasses.replace(slow, label=labels["slow"])}
     names = tuple(dict.fromkeys([*env, *(n for s in (fast, slow) for n, _ in s.env)]))
-    gatherer = SideGatherer(bench, {label: side for side, label in labels.items()}, env=names)
+    gatherer = SideGatherer(plan.bench, {label: side for side, label in labels.items()}, env=names)
     costs: dict[str, float] = {}
     step, recorded = None, False
     if journal is not None:  # the step exists before the first launch: a failure is recorded with its evidence
@@ -103,7 +100,7 @@ def diagnose(
                             spec=slow, host=hosts)
     try:
         with _timed(costs, "measure"):
-            gap = _measure(hosts, specs, labels, gatherer, repeats, metric, timeout_s, progress)
+            gap = _measure(hosts, specs, labels, gatherer, plan.replace(repeats=repeats))
         with _timed(costs, "record"):
             if step is not None:
                 recorded = True
@@ -111,7 +108,7 @@ def diagnose(
         digests: list[ProfileDigest] = []
         if gap.beyond_noise and profile_bench is not None:
             with _timed(costs, "profile"):
-                digests = [_profile_side(hosts, specs[side], side, profile_bench, journal, step, timeout_s)
+                digests = [_profile_side(hosts, specs[side], side, profile_bench, journal, step, plan.timeout_s)
                            for side in ("fast", "slow")]
         sides = gatherer.sides
         with _timed(costs, "rank"):
@@ -151,17 +148,18 @@ class _Timer:
 
 
 def _measure(hosts: Hosts, specs: Mapping[Side, ServerSpec], labels: Mapping[Side, str], gatherer: SideGatherer,
-             repeats: int, metric: str, timeout_s: float, progress: bool) -> Gap:
+             plan: Plan) -> Gap:
     """A B B A rounds of ``repeats`` per side until the gap is beyond noise, or surely not worth more rounds.
 
     "Enough": a point estimate past ``_MIN_EFFECT`` whose interval still includes zero (a busy
     machine's one slow run, with 2 runs a side) earns up to ``_MORE_ROUNDS`` more rounds; the
     judgement pools every run of both sides (Welch's interval, :func:`toolkit.stats.compare_samples`).
     """
+    metric = plan.metric
     for _ in range(1 + _MORE_ROUNDS):
-        compare(hosts, specs["fast"], specs["slow"], repeats=repeats, bench=gatherer, journal=None, expect=None,
-                metric=metric, label_a=labels["fast"], label_b=labels["slow"], min_effect=_MIN_EFFECT,
-                timeout_s=timeout_s, progress=progress, title=f"diagnosis: {labels['slow']} vs {labels['fast']}")
+        compare(hosts, specs["fast"], specs["slow"],
+                plan=plan.replace(bench=gatherer, journal=None, min_effect=_MIN_EFFECT), expect=None,
+                labels=(labels["fast"], labels["slow"]), title=f"diagnosis: {labels['slow']} vs {labels['fast']}")
         values = {side: [v for result, _ in gatherer.sides[side].runs
                          if isinstance(v := result.summary.get(metric), int | float) and not math.isnan(v)]
                   for side in ("fast", "slow")}
@@ -175,7 +173,7 @@ def _measure(hosts: Hosts, specs: Mapping[Side, ServerSpec], labels: Mapping[Sid
                                beyond_noise=verdict != "within_noise")
 
 
-def _profile_side(hosts: Hosts, spec: ServerSpec, side: Side, bench: Mapping[str, Any], journal: Journal | None,
+def _profile_side(hosts: Hosts, spec: ServerSpec, side: Side, bench: Load, journal: Journal | None,
                   step: StepRecorder | None, timeout_s: float) -> ProfileDigest:
     """One launch of ``spec`` with a profile over ``bench``: its kernels per output token."""
     host = HostPool(hosts).hosts[0]
@@ -185,9 +183,9 @@ def _profile_side(hosts: Hosts, spec: ServerSpec, side: Side, bench: Mapping[str
         out_dir = None if journal is not None else stack.enter_context(tempfile.TemporaryDirectory(prefix="diagnose-"))
         with launch(host, launched) as server:
             server.wait_ready(timeout_s=timeout_s)
-            run_bench(server, **{**dict(bench), "num_prompts": 1, "progress": False})  # warm-up, outside the window
+            run_bench(server, bench.replace(num_prompts=1), progress=False)  # warm-up, outside the window
             with profile(server, label=f"{side} side", journal=journal, step=step, out_dir=out_dir) as capture:
-                result = run_bench(server, **dict(bench))
+                result = run_bench(server, bench, progress=False)
         if capture.result is None:
             raise RuntimeError(f"the {side} side's profile returned no result")
         tokens = result.summary.get("total_output_tokens")

@@ -59,7 +59,7 @@ def _value(text: str) -> object:
 
 
 def _compare_call(flag: str, a: object, b: object, rank: int) -> str:
-    return (f"tk.compare_flag(host, slow, {flag!r}, {a!r}, {b!r}, journal=journal, "
+    return (f"tk.compare_flag(host, slow, {flag!r}, {a!r}, {b!r}, plan=tk.Plan(journal=journal), "
             f"hypothesis=diagnosis.hypothesis({rank}))")
 
 
@@ -117,7 +117,8 @@ def propose(reason: Reason, *, engine: str, flags: ReleaseFlags | None, slow_con
     if reason.topic == "code" and commits[0] and commits[1]:
         where = repr(repo) if repo else "repo_dir"
         return Proposal(reason.rank, f"bisect the commits between {commits[0][:12]} (fast) and {commits[1][:12]} (slow)",
-                        f"tk.perf_bisect(host, {where}, good={commits[0]!r}, bad={commits[1]!r}, journal=journal)")
+                        f"tk.perf_bisect(host, {where}, good={commits[0]!r}, bad={commits[1]!r}, "
+                        "plan=tk.Plan(journal=journal))")
     if reason.topic == "cuda_graphs" and (found := _cuda_graphs(reason, engine, flags, slow_config)) is not None:
         return found
     found = _from_differences(reason, flags)

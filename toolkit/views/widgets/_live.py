@@ -7,23 +7,21 @@ draw their end (stopped, or failed with its evidence) before the call returns.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
-from typing import Any
+import functools
+from collections.abc import Callable
+from typing import ParamSpec
 
 from IPython.display import display
 
-from toolkit.benchmark import BenchResult
-from toolkit.host.place import Target
-from toolkit.journal import Journal
-from toolkit.moves.equivalence import GreedyOutputs
 from toolkit.moves.measure import Measurement
 from toolkit.moves.measure import measure as measure_move
 from toolkit.server.server import MultiNodeServer, Server
-from toolkit.server.spec import ServerSpec
 from toolkit.views.widgets._log_view import LogView
 from toolkit.views.widgets._server_panel import ServerPanel
 
 __all__ = ["show_live", "measure"]
+
+P = ParamSpec("P")
 
 
 def show_live(server: Server | MultiNodeServer) -> tuple[ServerPanel, LogView]:
@@ -33,33 +31,24 @@ def show_live(server: Server | MultiNodeServer) -> tuple[ServerPanel, LogView]:
     return panel, view
 
 
-def measure(
-    host: Target,
-    spec: ServerSpec,
-    *,
-    journal: Journal | None = None,
-    bench: Mapping[str, Any] | Callable[[Server], BenchResult] | None = None,
-    title: str | None = None,
-    kind: str = "measure",
-    hypothesis: str | None = None,
-    repeats: int = 1,
-    timeout_s: float = 900.0,
-    log_dir: str | None = None,
-    check: bool = True,
-    progress: bool = True,
-    greedy_tokens: int = 0,
-    reference: GreedyOutputs | None = None,
-) -> Measurement:
-    """Measure ``spec`` on ``host`` as one journal step, showing the server live (see
-    :func:`toolkit.moves.measure.measure` for every argument).
+def _shown_live(move: Callable[P, Measurement]) -> Callable[P, Measurement]:
+    """``move`` with ``watch=show_live``: the same parameters, declared once, in the move."""
 
-    >>> baseline = tk.measure(host, base, journal=journal, bench=BENCH, title="baseline",
-    ...                       greedy_tokens=24)                                            # doctest: +SKIP
-    >>> eagle = tk.measure(host, spec, journal=journal, bench=BENCH, reference=baseline.outputs)  # doctest: +SKIP
-    >>> eagle.equivalence.holds                                                            # doctest: +SKIP
-    >>> oom = tk.measure(host, too_big, journal=journal, bench=BENCH, check=False)          # doctest: +SKIP
-    >>> oom.error.evidence                                                                 # doctest: +SKIP
-    """
-    return measure_move(host, spec, journal=journal, bench=bench, title=title, kind=kind, hypothesis=hypothesis,
-                        repeats=repeats, timeout_s=timeout_s, log_dir=log_dir, check=check, progress=progress,
-                        watch=show_live, greedy_tokens=greedy_tokens, reference=reference)
+    @functools.wraps(move)
+    def run(*args: P.args, **kwargs: P.kwargs) -> Measurement:
+        kwargs.setdefault("watch", show_live)
+        return move(*args, **kwargs)
+
+    run.__doc__ = f"(tk.measure: the server's panel and live log are shown under the cell.) {move.__doc__ or ''}"
+    return run
+
+
+#: :func:`toolkit.moves.measure.measure`, showing the server live while it runs::
+#:
+#:     plan = tk.Plan(bench=BENCH, journal=journal)
+#:     baseline = tk.measure(host, base, plan=plan, title="baseline", greedy_tokens=24)
+#:     eagle = tk.measure(host, spec, plan=plan, reference=baseline.outputs)
+#:     eagle.equivalence.holds
+#:     oom = tk.measure(host, too_big, plan=plan, check=False)
+#:     oom.error.evidence
+measure = _shown_live(measure_move)

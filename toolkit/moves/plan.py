@@ -1,0 +1,95 @@
+"""``Plan``: the knobs every move shares, in one frozen record; a move's signature says what is its own.
+
+``sweep``, ``compare``, ``compare_commits``, ``perf_bisect``, ``measure`` and ``diagnose`` each took
+the benchmark, the repeats, the readiness timeout, the log folder, the progress switch, the host
+adaptation and the journal as keywords of their own (up to 23 parameters a call), and a notebook
+passed the same seven to each. A plan is made once and handed to every move; ``plan.replace(...)``
+changes one knob for one call::
+
+    plan = tk.Plan(bench=tk.Load(num_prompts=8, output_len=64), repeats=3, journal=journal)
+    tk.compare_flag(host, eagle, "--speculative-attention-mode", "prefill", "decode", plan=plan)
+    tk.sweep(host, eagle, vary={"env:NCCL_ALGO": [None, "Ring"]}, plan=plan.replace(repeats=1))
+
+A field left at None takes the move's own default, named in its docstring (``compare`` measures
+each side 3 times, a sweep each combination once; a bisection benchmarks a short single stream).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from toolkit.benchmark import BenchResult, Load
+from toolkit.journal import Journal
+from toolkit.moves.pool import SpecForHost
+from toolkit.server.server import Server
+from toolkit.stats import metric_direction
+
+__all__ = ["Plan", "BenchCall"]
+
+#: A benchmark as a function of the server (``tk.observed(...)``, or your own): what a move calls for each run.
+BenchCall = Callable[[Server], BenchResult]
+
+
+@dataclass(frozen=True)
+class Plan:
+    """How a move measures: the benchmark, how often, how long it waits, where logs go, what it records.
+
+    ``bench``: a :class:`~toolkit.benchmark.load.Load` (what to send) or a callable of the server
+    (``tk.observed(load, cache="flush")``); None: the move's default. ``repeats``: benchmark runs per
+    configuration (None: the move's default). ``timeout_s``: how long a launch may take to be ready;
+    ``build_timeout_s``: a commit's build (``compare_commits``, ``perf_bisect``). ``log_dir``: where
+    server logs go on the host (None: the launcher's default). ``progress``: progress bars.
+    ``spec_for_host(host, spec)``: adapts a spec to a host (a port per address on one machine).
+    ``journal``: where each step is recorded (None: nothing is). ``metric`` is what A/B tests,
+    bisections and diagnoses judge, better when higher unless ``higher_is_better`` says otherwise
+    (None: from the metric's name); a relative difference under ``min_effect`` counts as noise.
+
+    >>> plan = Plan(bench=Load(num_prompts=8), repeats=3, progress=False)
+    >>> plan.replace(repeats=5).repeats, plan.repeats_or(1), Plan().repeats_or(1)
+    (5, 3, 1)
+    """
+
+    bench: Load | BenchCall | None = None
+    repeats: int | None = None
+    timeout_s: float = 900.0
+    build_timeout_s: float | None = 3600.0
+    log_dir: str | None = None
+    progress: bool = True
+    spec_for_host: SpecForHost | None = None
+    journal: Journal | None = None
+    metric: str = "output_throughput"
+    higher_is_better: bool | None = None
+    min_effect: float = 0.01
+
+    def __post_init__(self) -> None:
+        if self.bench is not None and not isinstance(self.bench, Load) and not callable(self.bench):
+            raise TypeError(f"bench must be a tk.Load(...) or a callable of the server, got {self.bench!r}; "
+                            "write tk.Load(num_prompts=8, ...) for a dict of bench() keywords")
+        if self.repeats is not None and self.repeats < 1:
+            raise ValueError(f"repeats must be >= 1 (or None for the move's default), got {self.repeats}")
+        if not self.timeout_s > 0:
+            raise ValueError(f"timeout_s (how long a launch may take to be ready) must be positive, "
+                             f"got {self.timeout_s}")
+        if not 0 <= self.min_effect < 1:
+            raise ValueError(f"min_effect is a relative difference in [0, 1), got {self.min_effect}")
+
+    def replace(self, **changes: Any) -> Plan:
+        """This plan with some knobs changed (checked again): ``plan.replace(repeats=1, progress=False)``."""
+        return dataclasses.replace(self, **changes)
+
+    def repeats_or(self, default: int) -> int:
+        """``repeats``, or the move's ``default`` when the plan leaves it to the move."""
+        return default if self.repeats is None else self.repeats
+
+    def higher_better(self) -> bool:
+        """Whether more ``metric`` is better: ``higher_is_better``, else read from the metric's name."""
+        if self.higher_is_better is not None:
+            return self.higher_is_better
+        higher = metric_direction(self.metric)
+        if higher is None:
+            raise ValueError(f"cannot tell whether more {self.metric!r} is better; pass "
+                             "tk.Plan(higher_is_better=True or False)")
+        return higher
