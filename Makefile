@@ -10,7 +10,7 @@ PY     := $(VENV)/bin/python
 OUT    ?= out
 # pytest-xdist workers. The real tier mostly waits on processes it started (servers, sshd, notebooks),
 # so two workers fill two cores; `--dist loadgroup` keeps each group on one worker: the speed-measuring tests
-# on one, the heaviest on the other (tests/tiers.py, tests/conftest.py).
+# one after another, each costly shared set-up once (tests/tiers.py, tests/conftest.py).
 JOBS   ?= 2
 
 .PHONY: demo check test lab cpu-server lint typecheck clean

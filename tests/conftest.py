@@ -18,7 +18,7 @@ import pytest
 from system.containers import LocalPodman, find_podman, make_rootfs, probe
 from system.slurm import LoopbackSlurm, missing_parts
 from system.sshd import ADDRESSES, LoopbackSshd, find_sshd
-from tiers import HEAVY_FILES, REAL_FILES, TIMING_FILES
+from tiers import REAL_FILES, TIMING_FILES
 
 from toolkit.host.host import Host
 
@@ -139,25 +139,27 @@ def podman(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalPodman]:
 
 # -- tiers and parallel runs -------------------------------------------------------------------------------
 # `make check` runs the edit loop's tier (`-m "not real"`): the pure core and fast integration. `make test`
-# runs everything, in parallel through pytest-xdist with `--dist loadgroup` (tests/tiers.py): the tests that
-# measure speed are one group ("timing"), the tests that load the machine most and those that share a costly
-# session set-up (the Slurm cluster's munged, rootful podman, JupyterLab in Chromium) another ("heavy"), so
-# the two never run side by side and each set-up starts once per run; the tests of a file that shares a module
-# fixture (a simulator, a notebook run) stay on one worker, so it starts once. The loopback sshd may start once
-# per worker: each one binds its own free port with its own keys and known_hosts.
-_SHARED_PARTS = ("slurm", "podman", "chromium_path", "jupyter_lab")
-_SHARED_MARKERS = ("slurm", "container", "browser")
+# runs everything, in parallel through pytest-xdist with `--dist loadgroup` (xdist keeps a group on one worker):
+# the tests that measure speed are one group ("timing", tests/tiers.py), so no two of them run side by side; the
+# session fixtures that are costly or share machine-wide state (the Slurm cluster's munged, rootful podman,
+# JupyterLab in Chromium) are one group each, so they start once per run; the tests of a file that shares a
+# module fixture (a simulator, a notebook run) stay on one worker, so it starts once. The loopback sshd may start
+# once per worker: each one binds its own free port with its own keys and known_hosts.
+_SHARED_PARTS = {"slurm": "slurm", "podman": "podman", "chromium_path": "browser", "jupyter_lab": "browser"}
+_SHARED_MARKERS = {"slurm": "slurm", "container": "podman", "browser": "browser"}
 REAL_MARKERS = ("ssh", "browser", "slow", "realserver", "slurm", "container", "peers")
 
 
 def _group(item: pytest.Item) -> str | None:
     """The xdist group that keeps shared set-up on one worker; None lets the test go to any worker."""
-    path = item.nodeid.removeprefix("tests/").split("::", 1)[0]
-    if path in TIMING_FILES:
+    if item.nodeid.removeprefix("tests/").split("::", 1)[0] in TIMING_FILES:
         return "timing"
-    if (path in HEAVY_FILES or any(name in item.fixturenames for name in _SHARED_PARTS)
-            or any(item.get_closest_marker(marker) is not None for marker in _SHARED_MARKERS)):
-        return "heavy"
+    for name, group in _SHARED_PARTS.items():
+        if name in item.fixturenames:
+            return group
+    for marker, group in _SHARED_MARKERS.items():
+        if item.get_closest_marker(marker) is not None:
+            return group
     info = getattr(item, "_fixtureinfo", None)  # pytest's own record of the fixtures a test uses
     scopes = {d.scope for defs in (info.name2fixturedefs.values() if info else ()) for d in defs}
     if info is None or scopes & {"module", "class", "package"}:

@@ -31,18 +31,12 @@ REAL_FILES = frozenset({
     "test_journal_investigations.py::test_running_a_notebook_twice_gives_two_investigations_and_says_so",
 })
 
-# `make test` runs on two xdist workers. Tests whose verdict rests on measured speed (a bisection, an A/B, a
-# diagnosis, the bench client's timings) run one after another on one worker ("timing"), never beside the
-# tests that load the machine most: notebooks, JupyterLab in Chromium, the Slurm cluster, podman, the real CPU
-# inference server ("heavy", on the other worker, which also keeps each shared set-up once per run).
-# xdist hands the largest groups out first, one per worker (tests/test_tiers.py checks they are the largest).
+# `make test` runs on two xdist workers. The tests whose verdict rests on measured speed (a bisection, an A/B, a
+# diagnosis, the bench client's timings) are one xdist group ("timing"): they run one after another on one worker,
+# never two of them side by side (a bisection beside a bisection is six servers and six clients on two cores).
+# The other worker runs the rest meanwhile.
 TIMING_FILES = frozenset({
     "test_bisect_fanout.py", "test_bisect_driver.py", "test_abtest_sim.py", "test_diagnose_sim.py",
     "test_fanout.py", "test_bench_client.py", "test_bench_sim.py", "test_sweep_sim.py", "test_measure.py",
     "test_peers.py",
-})
-HEAVY_FILES = frozenset({
-    "system/test_notebooks.py", "system/test_browser.py", "system/test_browser_reopen.py",
-    "system/test_where_notebook.py", "system/test_notebook_secrets.py", "system/test_slurm.py",
-    "system/test_containers.py", "system/test_nccl_job.py", "test_realserver.py",
 })
