@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import errno
 import json
 import re
 import time
@@ -284,6 +285,9 @@ def _failure(exc: BaseException, url: str, timeout_s: float, n_chunks: int) -> s
         return f"the stream was cut mid-response after {n_chunks} token chunks: {exc}"
     if isinstance(exc, aiohttp.ServerDisconnectedError):
         return f"the server closed the connection after {n_chunks} token chunks: {exc}"
+    if isinstance(exc, aiohttp.ClientOSError) and exc.errno == errno.ECONNRESET:  # accepted, then the process died
+        return (f"the connection was reset after {n_chunks} token chunks: {exc.strerror} (the server's process "
+                f"died or closed its port while this request was connecting or waiting)")
     return f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
 
 
