@@ -20,10 +20,11 @@ from toolkit.sim.protocol import WordSource
 
 __all__ = ["Chunk", "Engine", "GenRequest", "Totals"]
 
-# A step that ends up to this late keeps the schedule: the next steps come sooner, as a GPU that never
-# waited for the busy host would have produced them. Stalls of a loaded test machine (tens to a few
-# hundred ms when two cores run a dozen processes) then cost no throughput; beyond it, give up.
-CATCH_UP_S = 0.5
+# A step that ends up to this late keeps the schedule: the next steps come sooner, as a GPU that never waited
+# for the busy host would have produced them. A loaded test machine stalls a process for seconds (a TP-8
+# simulator starting beside it is nine Python imports on two cores: runs of 1.2 s measured 3-4 s); within
+# this window such a stall costs no throughput, only a burst of chunks after it. Beyond it, give up.
+CATCH_UP_S = 5.0
 
 
 @dataclass(frozen=True)
