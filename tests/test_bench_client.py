@@ -467,10 +467,14 @@ def test_a_silent_server_fails_the_benchmark_within_its_timeout(silent_url: str)
 @pytest.mark.slow
 def test_ctrl_c_during_a_cli_benchmark_stops_cleanly(silent_server: tuple[str, IO[str]]) -> None:
     url, server_out = silent_server
-    proc = subprocess.Popen(  # -X faulthandler: a SIGABRT below prints where every thread of a stuck CLI is
+    # As a terminal starts it: SIGINT at its default. A test run started in the background of a script (`make test
+    # &`) has SIGINT ignored, and an ignored SIGINT stays ignored in every child (the CLI then rightly ignores Ctrl-C,
+    # as under nohup). -X faulthandler: a SIGABRT below prints where every thread of a stuck CLI is.
+    proc = subprocess.Popen(
         [sys.executable, "-X", "faulthandler", "-m", "toolkit", "bench", "--url", url, "--model", "m",
          "--num-prompts", "4", "--tokenizer", "words", "--no-progress"],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
     # Wait until the benchmark's first request reaches the silent server (the CLI's imports can take
     # seconds on a loaded machine), not a fixed time: then SIGINT lands inside the benchmark.
