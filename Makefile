@@ -9,8 +9,8 @@ CPU_VENV := .venv-cpu
 PY     := $(VENV)/bin/python
 OUT    ?= out
 # pytest-xdist workers. The real tier mostly waits on processes it started (servers, sshd, notebooks),
-# so two workers fill two cores; `--dist loadgroup` keeps each group on one worker: the speed-measuring tests
-# one after another, each costly shared set-up once (tests/tiers.py, tests/conftest.py).
+# so two workers fill two cores; `--dist loadgroup` keeps each group on one worker, so each costly shared set-up
+# starts once (tests/conftest.py).
 JOBS   ?= 2
 
 .PHONY: demo check test lab cpu-server lint typecheck clean
@@ -44,8 +44,10 @@ demo: $(VENV)/.installed
 check: $(VENV)/.installed
 	$(PY) -m pytest -m "not real" -n $(JOBS) --dist loadgroup
 
+# Every test but the speed-measuring ones in parallel, then those alone (tests/tiers.py says why); both always run.
 test: $(VENV)/.installed $(CPU_VENV)/.installed
-	$(PY) -m pytest -n $(JOBS) --dist loadgroup
+	@rc=0; $(PY) -m pytest -n $(JOBS) --dist loadgroup -m "not timing" || rc=$$?; \
+	$(PY) -m pytest -m timing || rc=$$?; exit $$rc
 
 lab: $(VENV)/.installed  # saves notebooks/ without outputs (scripts/jupyter_lab_config.py): they are tracked templates
 	$(VENV)/bin/jupyter lab --config=scripts/jupyter_lab_config.py notebooks/

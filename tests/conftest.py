@@ -139,12 +139,12 @@ def podman(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalPodman]:
 
 # -- tiers and parallel runs -------------------------------------------------------------------------------
 # `make check` runs the edit loop's tier (`-m "not real"`): the pure core and fast integration. `make test`
-# runs everything, in parallel through pytest-xdist with `--dist loadgroup` (xdist keeps a group on one worker):
-# the tests that measure speed are one group ("timing", tests/tiers.py), so no two of them run side by side; the
-# session fixtures that are costly or share machine-wide state (the Slurm cluster's munged, rootful podman,
-# JupyterLab in Chromium) are one group each, so they start once per run; the tests of a file that shares a
-# module fixture (a simulator, a notebook run) stay on one worker, so it starts once. The loopback sshd may start
-# once per worker: each one binds its own free port with its own keys and known_hosts.
+# runs every test but the speed-measuring ones (`timing`, tests/tiers.py) in parallel through pytest-xdist with
+# `--dist loadgroup` (xdist keeps a group on one worker), then those alone. The session fixtures that are costly or
+# share machine-wide state (the Slurm cluster's munged, rootful podman, JupyterLab in Chromium) are one group each,
+# so they start once per run; the tests of a file that shares a module fixture (a simulator, a notebook run) stay
+# on one worker, so it starts once. The loopback sshd may start once per worker: each one binds its own free port
+# with its own keys and known_hosts.
 _SHARED_PARTS = {"slurm": "slurm", "podman": "podman", "chromium_path": "browser", "jupyter_lab": "browser"}
 _SHARED_MARKERS = {"slurm": "slurm", "container": "podman", "browser": "browser"}
 REAL_MARKERS = ("ssh", "browser", "slow", "realserver", "slurm", "container", "peers")
@@ -152,8 +152,6 @@ REAL_MARKERS = ("ssh", "browser", "slow", "realserver", "slurm", "container", "p
 
 def _group(item: pytest.Item) -> str | None:
     """The xdist group that keeps shared set-up on one worker; None lets the test go to any worker."""
-    if item.nodeid.removeprefix("tests/").split("::", 1)[0] in TIMING_FILES:
-        return "timing"
     for name, group in _SHARED_PARTS.items():
         if name in item.fixturenames:
             return group
@@ -186,20 +184,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(pytest.mark.xdist_group(group))
         if is_real(item):
             item.add_marker(pytest.mark.real)
-
-
-# Under xdist, a worker that runs anything but the speed-measuring tests lowers its priority (nice 10) before the
-# test's fixtures start, and so do the servers, notebooks, browsers and sshd it starts from then on: on two cores
-# a TP-8 simulator starting or a notebook kernel at normal priority stalled a bisection's servers for seconds
-# (runs of 1.2 s measured 3-4 s). The timing group is the largest, so xdist gives it first to a worker of its own.
-NICE_BESIDE_TIMING = 10
-
-
-@pytest.hookimpl(tryfirst=True)
-def pytest_runtest_setup(item: pytest.Item) -> None:
-    if (os.environ.get("PYTEST_XDIST_WORKER") and os.getpriority(os.PRIO_PROCESS, 0) < NICE_BESIDE_TIMING
-            and _group(item) != "timing"):
-        os.setpriority(os.PRIO_PROCESS, 0, NICE_BESIDE_TIMING)
+        if item.nodeid.removeprefix("tests/").split("::", 1)[0] in TIMING_FILES:
+            item.add_marker(pytest.mark.timing)
 
 
 # Real parts a test needs, by words of its skip reason: what is missing, and the one command that brings it.

@@ -31,10 +31,11 @@ REAL_FILES = frozenset({
     "test_journal_investigations.py::test_running_a_notebook_twice_gives_two_investigations_and_says_so",
 })
 
-# `make test` runs on two xdist workers. The tests whose verdict rests on measured speed (a bisection, an A/B, a
-# diagnosis, the bench client's timings) are one xdist group ("timing"): they run one after another on one worker,
-# never two of them side by side (a bisection beside a bisection is six servers and six clients on two cores).
-# The other worker runs the rest meanwhile.
+# Tests whose verdict rests on measured speed (a bisection, an A/B, a diagnosis, the bench client's timings). On two
+# cores, anything beside them (a TP-8 simulator starting, a notebook kernel, Chromium, another bisection) stalls
+# their servers for seconds: runs of 1.2 s measured 3-4 s and bisections named the wrong commit, at nice 10 too.
+# tests/conftest.py marks them `timing`; `make test` runs every other test on two xdist workers first, then these
+# alone, one after another.
 TIMING_FILES = frozenset({
     "test_bisect_fanout.py", "test_bisect_driver.py", "test_abtest_sim.py", "test_diagnose_sim.py",
     "test_fanout.py", "test_bench_client.py", "test_bench_sim.py", "test_sweep_sim.py", "test_measure.py",
