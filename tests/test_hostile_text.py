@@ -53,8 +53,10 @@ def test_the_post_mortem_and_the_widgets_show_escapes_not_obey_them() -> None:
 def test_logs_follow_writes_no_escape_and_no_note_of_tail_as_a_log_line(tmp_path: Path) -> None:
     log = tmp_path / "server.log"
     log.write_text(f"INFO first\nERROR {HOSTILE}\nINFO END-ONE\n", encoding="utf-8")
+    # SIGINT at its default, as a terminal starts it (a run in a script's background has it ignored, and inherited)
     follower = subprocess.Popen([sys.executable, "-m", "toolkit", "logs", "follow", str(log), "--color", "never"],
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     assert follower.stdout is not None
     seen = b""
     try:
@@ -65,7 +67,12 @@ def test_logs_follow_writes_no_escape_and_no_note_of_tail_as_a_log_line(tmp_path
             seen += follower.stdout.readline()
     finally:
         follower.send_signal(signal.SIGINT)
-        rest, _ = follower.communicate(timeout=30)
+        try:
+            rest, _ = follower.communicate(timeout=30)
+        except subprocess.TimeoutExpired:
+            follower.kill()
+            follower.communicate(timeout=30)
+            raise
     seen += rest
     assert b"\x1b" not in seen and b"\x07" not in seen and "\u202e".encode() not in seen
     assert b"truncated" not in seen and b"tail:" not in seen

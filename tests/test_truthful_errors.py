@@ -6,6 +6,7 @@ from __future__ import annotations
 import http.server
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -199,7 +200,8 @@ def test_logs_follow_on_a_misspelt_path_says_so_and_gives_up_after_its_bound(tmp
 def test_logs_follow_follows_a_log_that_appears_while_it_waits(tmp_path: Path) -> None:
     log = tmp_path / "later.log"
     follower = subprocess.Popen([sys.executable, "-m", "toolkit", "logs", "follow", str(log), "--color", "never",
-                                 "--wait-s", "120"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                                 "--wait-s", "120"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))  # as a terminal
     try:
         assert follower.stderr is not None and follower.stdout is not None
         assert "does not exist on localhost (yet)" in follower.stderr.readline()  # it said so, and waits
@@ -208,7 +210,12 @@ def test_logs_follow_follows_a_log_that_appears_while_it_waits(tmp_path: Path) -
         assert "illegal memory access" in line and "HF_TOKEN=[REDACTED]" in line
     finally:
         follower.send_signal(2)  # Ctrl-C: what a person does to stop following
-        follower.communicate(timeout=30)
+        try:
+            follower.communicate(timeout=30)
+        except subprocess.TimeoutExpired:
+            follower.kill()
+            follower.communicate(timeout=30)
+            raise
     assert follower.returncode in (0, 1)
 
 
