@@ -163,8 +163,8 @@ def main() -> int:
                         help="cpu: short start-up and bench (fixed CPU costs dominate); latency: the time goes to "
                              "simulated loading and per-token latency, as on GPU nodes")
     parser.add_argument("--spin-ms", type=float, default=0.0,
-                        help="the simulator's --sim-spin-ms (0: it sleeps between steps, so three servers on two "
-                             "cores do not compete for the CPU the way three GPU nodes never would)")
+                        help="the simulator's --sim-spin-ms (the last M ms before each step are a blocking sleep; "
+                             "0: the loop's timers only, gaps quantised to whole ms)")
     args = parser.parse_args()
     if max(args.hosts) > len(ADDRESSES):
         raise SystemExit(f"at most {len(ADDRESSES)} loopback hosts")

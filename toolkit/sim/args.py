@@ -115,7 +115,8 @@ def _add_sim_flags(parser: argparse.ArgumentParser, release: SimRelease) -> None
     g.add_argument("--sim-drop-env-in-workers", default="", metavar="VAR,VAR",
                    help="start the TP worker processes without these environment variables")
     g.add_argument("--sim-spin-ms", type=float, default=2.0,
-                   help="busy-wait this long before each step deadline for exact step gaps (0: sleep only)")
+                   help="wait the last M ms before each step deadline with a precise blocking sleep, for "
+                        "step gaps exact to ~0.1 ms (0: the event loop's timers only, which wake on whole ms)")
     g.add_argument("--source-dir", default=None, metavar="DIR",
                    help="read performance parameters from DIR/sim_perf.json (see make-repo)")
 
