@@ -181,6 +181,25 @@ def test_timeout_names_the_phases_reached() -> None:
     assert "weights_loaded" in t.failure.message
 
 
+def test_a_timeout_after_the_log_said_ready_quotes_the_failing_probe() -> None:
+    t, c = ReadinessTracker(started_at=0.0, timeout_s=100.0, hang_after_s=1000.0), LogClassifier()
+    at = feed(t, c, [*SGLANG_START, FIRED_UP], 1.0)
+    t.probe(False, "GET http://localhost:30000/v1/models: connection refused", at=at)
+    assert t.tick(100.0) is ReadinessState.FAILED
+    assert t.failure is not None and t.failure.kind == "timeout"
+    assert "log says HTTP is up, but the last probe failed: GET http://localhost:30000/v1/models" in t.failure.message
+    assert "--host" in (t.failure.hint or "")
+
+
+def test_a_timeout_whose_last_probe_passed_does_not_blame_the_url() -> None:
+    t, c = ReadinessTracker(started_at=0.0, timeout_s=100.0, hang_after_s=1000.0), LogClassifier()
+    at = feed(t, c, SGLANG_START, 1.0)  # HTTP up, no ready line: warm-up never ended
+    t.probe(False, "connection refused", at=at)
+    t.probe(True, "GET /v1/models 200", at=at + 1)
+    assert t.tick(100.0) is ReadinessState.FAILED
+    assert t.failure is not None and "probe failed" not in t.failure.message
+
+
 def test_report_counts_warnings_and_keeps_last_lines_bounded() -> None:
     t, c = ReadinessTracker(started_at=0.0, keep_last_lines=3), LogClassifier(engine="vllm")
     feed(t, c, ["WARNING 08-01 23:19:56 [vllm.py:1648] max_num_scheduled_tokens is set to 1600"] * 5, 1.0)

@@ -38,6 +38,13 @@ def test_healthy_start_with_benign_tp5_line_is_ready(any_host: Host, tmp_path: A
         assert "Ignore import error when loading sglang.srt.models.glmasr" in log
 
 
+def test_a_server_bound_to_another_loopback_address_is_probed_there(local_host: Host, tmp_path: Any) -> None:
+    """`--host 127.0.0.2` on this machine listens there only: probing localhost timed out after the log said ready."""
+    with launch(local_host, _spec().with_flags({"--host": "127.0.0.2"}), log_dir=str(tmp_path)) as server:
+        assert server.url.startswith("http://127.0.0.2:")
+        assert server.wait_ready(timeout_s=60).ready
+
+
 def test_the_wait_loop_ticks_without_spinning(local_host: Host, tmp_path: Any) -> None:
     """The loop's own tick announces a state change; waking on it made the loop spin a core for the
     whole start-up (thousands of ticks a second). It ticks every 0.05 s or on another thread's news."""

@@ -43,8 +43,16 @@ __all__ = ["launch", "launch_multinode", "DEFAULT_LOG_DIR"]
 DEFAULT_LOG_DIR = logs.DEFAULT_LOG_DIR
 
 
-def _url(address: str, port: int) -> str:
-    return f"http://[{address}]:{port}" if ":" in address else f"http://{address}:{port}"
+def _url(address: str, spec: ServerSpec) -> str:
+    """Where the server answers: the host's address, or the loopback address it binds when the host is this machine.
+
+    ``--host 127.0.0.2`` on this machine listens on 127.0.0.2 only; ``localhost`` would be refused and the
+    wait would end in a timeout after the log said ready.
+    """
+    bind = spec.flag("--host")
+    if isinstance(bind, str) and bind.startswith("127.") and (address == "localhost" or address.startswith("127.")):
+        address = bind
+    return f"http://[{address}]:{spec.port}" if ":" in address else f"http://{address}:{spec.port}"
 
 
 def _log_name(spec: ServerSpec, suffix: str = "") -> str:
@@ -96,7 +104,7 @@ def _start(target: Target, spec: ServerSpec, log_dir: str | None, *, check_port:
     placed = target.start_server(spec.command(), log_path=log_path, port=spec.port, check_port=check_port,
                                  env={launches.LAUNCH_MARKER: marker})
     placement = placed.placement
-    server = Server(placed.place, spec, placed, _url(placement.address, spec.port), placed.log_path, placement)
+    server = Server(placed.place, spec, placed, _url(placement.address, spec), placed.log_path, placement)
     records = target.registry_host
     if records is not None:  # recorded on its host, stopped when this driver ends (issue 20)
         server.marker = marker
@@ -197,5 +205,5 @@ def _multinode_job(target: SlurmTarget, spec: ServerSpec, flags: NodeFlags, *, l
     handles = target.start_job(node_spec.command(), log_path=_log_path(target, spec, log_dir),
                                port=spec.port if check_port else None, node_flags=flags)
     return MultiNodeServer(tuple(
-        Server(h.place, node_spec, h, _url(h.placement.address, spec.port), h.log_path, h.placement) for h in handles
+        Server(h.place, node_spec, h, _url(h.placement.address, node_spec), h.log_path, h.placement) for h in handles
     ))

@@ -169,6 +169,7 @@ class ReadinessTracker:
         self._warnings = 0
         self._last_lines: deque[str] = deque(maxlen=keep_last_lines)
         self._probes = 0
+        self._failed_probe: str | None = None  # the last probe's failure, while it is the last probe
         self._exited = False
         self._now = started_at
 
@@ -199,6 +200,7 @@ class ReadinessTracker:
         """Feed one HTTP probe result."""
         self._now = max(self._now, at)
         self._probes += 1
+        self._failed_probe = None if ok else detail
         if ok:
             result = ProbeResult(ok, detail, proves_generation, at)
             if proves_generation or self._passing_probe is None:
@@ -263,10 +265,14 @@ class ReadinessTracker:
             return self.state
         if self.timeout_s is not None and now - self.started_at >= self.timeout_s:
             seen = ", ".join(self._phases) or "no start-up phase"
-            self.failure = Failure("timeout", f"the server was not ready within {self.timeout_s:g} s (reached: {seen})",
-                                   now, None, None, tuple(self._last_lines),
-                                   "raise timeout_s if the phases are still advancing (large models load for many minutes); "
-                                   "otherwise read the last lines")
+            message = f"the server was not ready within {self.timeout_s:g} s (reached: {seen})"
+            hint = ("raise timeout_s if the phases are still advancing (large models load for many minutes); "
+                    "otherwise read the last lines")
+            if self._failed_probe and {"http_up", "ready"} & set(self._phases):
+                message += f"; its log says HTTP is up, but the last probe failed: {self._failed_probe}"
+                hint = ("the log and the probe disagree: the probed URL is not where the server listens (its --host "
+                        "binds another address) or something between refuses it; open the URL from here by hand")
+            self.failure = Failure("timeout", message, now, None, None, tuple(self._last_lines), hint)
             self.state = ReadinessState.FAILED
         elif now - self._last_output_at >= self.hang_after_s:
             if self.state is not ReadinessState.HUNG:
