@@ -118,7 +118,7 @@ def agreement(server: Server, dataset: str, *, vllm_bench: Sequence[str] | None 
     if (vllm_bench is None) == (sglang_bench is None):
         raise ValueError("give one reference client: vllm_bench=[...] (vllm bench serve) or sglang_bench=[...] "
                          "(python -m sglang.bench_serving)")
-    reference = "vllm" if vllm_bench is not None else "sglang"
+    reference, command = ("vllm", list(vllm_bench)) if vllm_bench is not None else ("sglang", list(sglang_bench or ()))
     result_dir = f"/tmp/toolkit-agreement-{uuid.uuid4().hex[:10]}"
     server.host.run(f"mkdir -p {quote_path(result_dir)}", timeout_s=30)
     records, commands = [], []
@@ -134,13 +134,12 @@ def agreement(server: Server, dataset: str, *, vllm_bench: Sequence[str] | None 
                 summary = dict(bench(server, load, progress=False, tokenizer=None).summary)
             else:
                 name = f"round{k}.json"
-                if vllm_bench is not None:
-                    words = vllm_bench_words(vllm_bench, server, dataset, num_prompts=num_prompts,
+                if reference == "vllm":
+                    words = vllm_bench_words(command, server, dataset, num_prompts=num_prompts,
                                              max_concurrency=max_concurrency, output_len=output_len,
                                              result_dir=result_dir, result_name=name, tokenizer=tokenizer)
                 else:
-                    assert sglang_bench is not None
-                    words = sglang_bench_words(sglang_bench, server, dataset, num_prompts=num_prompts,
+                    words = sglang_bench_words(command, server, dataset, num_prompts=num_prompts,
                                                max_concurrency=max_concurrency, output_len=output_len,
                                                output_file=f"{result_dir}/{name}l", tokenizer=tokenizer)
                 commands.append(join(words))
