@@ -293,6 +293,7 @@ def test_env_and_code_reasons_propose_the_fast_sides_value_or_a_bisection() -> N
     code, = rank([Difference("code", "code", "commit", "aaa", "bbb")], SEED_GAP)
     bisect = propose(code, engine="sglang", flags=None, slow_config={}, commits=("aaa111", "bbb222"), repo="/src")
     assert bisect is not None and bisect.call.startswith("tk.perf_bisect(host, '/src', good='aaa111', bad='bbb222'")
+    assert "spec=slow" in bisect.call  # perf_bisect's spec is required: a pasted call without it is a TypeError
     assert propose(rank([ALIKE_ENV], SEED_GAP)[0], engine="sglang", flags=None, slow_config={}) is None
 
 

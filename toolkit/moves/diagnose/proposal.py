@@ -118,7 +118,7 @@ def propose(reason: Reason, *, engine: str, flags: ReleaseFlags | None, slow_con
         where = repr(repo) if repo else "repo_dir"
         return Proposal(reason.rank, f"bisect the commits between {commits[0][:12]} (fast) and {commits[1][:12]} (slow)",
                         f"tk.perf_bisect(host, {where}, good={commits[0]!r}, bad={commits[1]!r}, "
-                        "plan=tk.Plan(journal=journal))")
+                        "spec=slow, plan=tk.Plan(journal=journal))")
     if reason.topic == "cuda_graphs" and (found := _cuda_graphs(reason, engine, flags, slow_config)) is not None:
         return found
     found = _from_differences(reason, flags)
