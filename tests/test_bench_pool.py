@@ -215,7 +215,9 @@ def test_the_collector_state_is_restored_after_an_error_and_a_frozen_heap_stays_
         frozen = gc.get_freeze_count()
         with quiet_collector():
             pass
-        assert gc.get_freeze_count() >= frozen  # someone else's freeze is not undone
+        # someone else's freeze is not undone (an unfreeze leaves 0); a frozen object that another thread of this
+        # worker frees meanwhile leaves the permanent generation, so the count may drop by a few (518,411 -> 518,401)
+        assert gc.get_freeze_count() > frozen * 0.99
     finally:
         gc.unfreeze()
         gc.set_threshold(*before.thresholds)

@@ -28,7 +28,11 @@ from toolkit.server.spec import ServerSpec
 from toolkit.views import plots as tk_plots
 
 pytestmark = [pytest.mark.ssh, pytest.mark.timeout(240)]
-BENCH = Load(num_prompts=3, input_len=8, output_len=24, max_concurrency=1)
+# What these tests measure: the three lanes' clients share this process, and their output tok/s picks up each
+# other's stalls (a paired A/B of no change read 0.32x to 1.69x in a full run); the median ITL of one batch of
+# three requests is the decode step itself (docs/fan-out.md)
+STEADY = Load(num_prompts=3, input_len=8, output_len=24, max_concurrency=3)
+ITL = "median_itl_ms"
 EAGLE = {"--speculative-algorithm": "EAGLE3", "--speculative-num-steps": 2, "--speculative-eagle-topk": 1,
          "--speculative-num-draft-tokens": 3}
 
@@ -71,16 +75,16 @@ def test_six_combinations_on_three_hosts_run_two_each_side_by_side_and_record_wh
     vary = {"--speculative-attention-mode": ["prefill", "decode"], "env:NCCL_ALGO": [None, "Ring", "Tree"]}
     adapt = PerHost()
     result = sweep(ssh_hosts, base().with_flags(EAGLE), vary=vary,
-                   plan=Plan(bench=BENCH, journal=journal, spec_for_host=adapt,
+                   plan=Plan(bench=STEADY, journal=journal, spec_for_host=adapt, metric=ITL,
                              log_dir=str(tmp_path / "logs"), progress=True))
     print(f"\n{result}")
     frame = result.frame
     assert len(frame) == 6 and set(frame["status"]) == {"ok"} and list(frame["combination"]) == list(range(6))
     assert frame.groupby("host").size().to_dict() == {h.name: 2 for h in ssh_hosts}
     assert list(frame["host"]) == [ssh_hosts[i % 3].name for i in range(6)]  # combination v on host v % 3
-    decode = frame[frame["--speculative-attention-mode"] == "decode"]["output_throughput"]
-    prefill = frame[frame["--speculative-attention-mode"] == "prefill"]["output_throughput"]
-    assert decode.min() > 1.4 * prefill.max()
+    decode = frame[frame["--speculative-attention-mode"] == "decode"][ITL]
+    prefill = frame[frame["--speculative-attention-mode"] == "prefill"][ITL]
+    assert 1.4 * decode.max() < prefill.min()  # the verify step in decode mode: ~21 ms, in prefill mode ~38
     assert result.hosts == tuple(h.name for h in ssh_hosts)
     assert "each configuration ran on one host only" in repr(result)  # one launch each: hosts and configs alike
 
@@ -102,17 +106,17 @@ def test_repeats_rotate_over_hosts_and_a_slow_node_is_named_not_blamed_on_a_comb
     slow = ssh_hosts[2]
     result = sweep(ssh_hosts, base().with_flags(EAGLE),
                    vary={"--speculative-attention-mode": ["prefill", "decode"]}, relaunch_each_repeat=True,
-                   plan=Plan(repeats=6, bench=BENCH, spec_for_host=PerHost(slow, slow_tree),
+                   plan=Plan(repeats=6, bench=STEADY, spec_for_host=PerHost(slow, slow_tree), metric=ITL,
                              log_dir=str(tmp_path / "logs"), progress=False))  # two launches per host and combination:
     print(f"\n{result}")                                            # enough to tell a slow node on a busy machine
     frame = result.frame
     assert len(frame) == 12 and set(frame["status"]) == {"ok"}
     for _, runs in frame.groupby("combination"):  # each combination's six launches: two on each host
         assert sorted(runs["host"]) == sorted(h.name for h in ssh_hosts for _ in range(2))
-    effects = result.host_effects()
+    effects = result.host_effects(ITL)
     assert effects is not None and effects.identifiable
     flagged = [e for e in effects.effects if e.beyond_noise]
-    assert [e.host for e in flagged] == [slow.name] and flagged[0].ratio < 0.8
+    assert [e.host for e in flagged] == [slow.name] and flagged[0].ratio > 1.25  # a step twice as long
     assert f"{slow.name} runs at" in effects.text and "a slow node" in effects.text
     table = result.table()
     assert table["ratio"].iloc[1] > 1.4  # decode still beats prefill on every host, the slow one included
@@ -127,7 +131,7 @@ def test_compare_over_three_hosts_pairs_by_host_so_a_slow_node_is_not_a_slow_fla
     slow = ssh_hosts[1]
     journal = Journal(tmp_path / "ab.sqlite", investigation="fan-out A/B")
     ab = compare_flag(ssh_hosts, base(), "env:NCCL_ALGO", None, "Tree", expect=None,
-                      plan=Plan(repeats=3, bench=BENCH, journal=journal,
+                      plan=Plan(repeats=3, bench=STEADY, journal=journal, metric=ITL,
                                 spec_for_host=PerHost(slow, slow_tree), log_dir=str(tmp_path / "logs"),
                                 progress=False))
     print(f"\n{ab!r}")
@@ -148,11 +152,11 @@ def test_compare_over_three_hosts_pairs_by_host_so_a_slow_node_is_not_a_slow_fla
 
 def test_a_real_difference_survives_a_slow_node(ssh_hosts: list[Host], tmp_path: Path, slow_tree: Path) -> None:
     ab = compare_flag(ssh_hosts, base().with_flags(EAGLE), "--speculative-attention-mode", "prefill", "decode",
-                      plan=Plan(repeats=5, bench=BENCH, spec_for_host=PerHost(ssh_hosts[0], slow_tree),
+                      plan=Plan(repeats=5, bench=STEADY, spec_for_host=PerHost(ssh_hosts[0], slow_tree), metric=ITL,
                                 log_dir=str(tmp_path / "logs"), progress=False))
     print(f"\n{ab!r}")
-    assert ab.verdict == "b_faster" and ab.ratio > 1.5 and ab.comparison.ci_low > 0
-    assert ab.host_effects is not None and ab.host_effects.of(ssh_hosts[0].name).ratio < 0.9  # type: ignore[union-attr]
+    assert ab.verdict == "b_faster" and ab.ratio < 1 / 1.5 and ab.comparison.ci_high < 0  # decode's step: shorter
+    assert ab.host_effects is not None and ab.host_effects.of(ssh_hosts[0].name).ratio > 1.1  # type: ignore[union-attr]
     assert isinstance(tk_plots.ab(ab, by_host=True), Figure)
 
 

@@ -60,6 +60,11 @@ def _wait_gone(pids: list[int], timeout_s: float = 60.0) -> list[int]:
     return [p for p in pids if _alive(p)]
 
 
+def _default_signals() -> None:
+    for signum in (signal.SIGHUP, signal.SIGINT, signal.SIGTERM):
+        signal.signal(signum, signal.SIG_DFL)
+
+
 class Driver:
     """A driver process that launched the simulator; ``tree`` are the server's pids (launcher and TP ranks)."""
 
@@ -67,8 +72,10 @@ class Driver:
         self.cache = tmp_path / "cache"
         self.env = {**os.environ, "XDG_CACHE_HOME": str(self.cache)}
         args = {"ssh": ssh, "port": free_port(), "log_dir": str(tmp_path / "logs"), "outlive": outlive}
+        # the signals at their defaults, as a terminal starts it: under nohup (or a script's background) SIGHUP or
+        # SIGINT arrive ignored and inherited, and the driver rightly keeps ignoring them
         self.proc = subprocess.Popen([sys.executable, "-c", DRIVER, json.dumps(args)], stdout=subprocess.PIPE,
-                                     stderr=subprocess.PIPE, text=True, env=self.env)
+                                     stderr=subprocess.PIPE, text=True, env=self.env, preexec_fn=_default_signals)
         assert self.proc.stdout is not None
         line = self.proc.stdout.readline()
         if not line:

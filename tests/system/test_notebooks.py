@@ -60,6 +60,7 @@ def onboarding(tmp_path_factory: pytest.TempPathFactory, sshd: LoopbackSshd) -> 
         ssh_host="127.0.0.1", ssh_port=sshd.port, ssh_user=sshd.user, ssh_key=str(sshd.client_key),
         known_hosts=str(sshd.known_hosts),
         base_port=free_port(),  # not the notebook's 30000: another run on this machine may hold it (PortInUse)
+        startup_s=0.5, output_len=48,  # its ~20 launches and ~30 benchmarks, shorter: what it shows holds the same
     )
     return notebook, out
 
