@@ -235,7 +235,9 @@ def test_no_change_history_same_baseline_and_nothing_to_bisect(ssh_host: Host, t
                              plan=Plan(repeats=2, bench=BENCH, journal=journal, progress=False,
                                        log_dir=str(tmp_path / "logs"), timeout_s=60))
         steps = journal.steps()
-    assert ab.comparison.verdict == "within_noise", ab.summary_text
+    # the verdict, not the raw statistics: two identical builds can differ by 0.1% with an interval that
+    # excludes zero once the simulator's steps are exact to 0.1 ms; under min_effect that is noise
+    assert ab.verdict == "within_noise", ab.summary_text
     assert set(steps["kind"]) == {"commit"}
     assert set(steps["commit"]) == {commits[0]["sha"], commits[-1]["sha"]}
     assert git(repo, "worktree", "list").count("\n") == 0  # only the main worktree is left

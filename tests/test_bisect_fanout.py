@@ -64,7 +64,7 @@ def bisect(hosts: list[Host], repo: Path, good: str, tmp_path: Path, noise_pct: 
     spec = ServerSpec.simulator(tp=1, port=free_port(), host="127.0.0.1", sim_startup_s=0.3, source_dir=str(repo),
                                 sim_noise_pct=noise_pct, sim_seed=seed)
     plan = Plan(bench=BENCH, spec_for_host=per_host(), log_dir=str(tmp_path / "logs"), progress=False, timeout_s=60,
-                journal=journal, metric="median_itl_ms")
+                journal=journal, metric="median_itl_ms", bench_alone=True)
     return perf_bisect(hosts, str(repo), good=good, bad="main", spec=spec, plan=plan, max_repeats=max_repeats)
 
 

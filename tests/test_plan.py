@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import inspect
+import threading
+import time
 
 import pytest
 
@@ -10,6 +12,7 @@ import toolkit as tk
 from toolkit.benchmark import Load
 from toolkit.moves.measure import measure as measure_move
 from toolkit.moves.plan import Plan
+from toolkit.moves.trial import make_bench_call
 
 
 def test_a_plan_leaves_unset_knobs_to_the_move_and_changes_one_knob_at_a_time() -> None:
@@ -62,3 +65,25 @@ def test_the_notebook_measure_has_the_moves_signature_declared_once() -> None:
     assert inspect.signature(tk.measure) == inspect.signature(measure_move)
     assert "plan" in inspect.signature(tk.measure).parameters
     assert tk.measure.__doc__ is not None and "shown under the cell" in tk.measure.__doc__
+
+
+@pytest.mark.parametrize("alone", [True, False])
+def test_bench_alone_keeps_the_lanes_runs_from_overlapping(alone: bool) -> None:
+    """Three lanes' threads measure at once; with bench_alone their windows never overlap (they did without)."""
+    windows: list[tuple[float, float]] = []
+
+    def run(server: object) -> object:
+        start = time.perf_counter()
+        time.sleep(0.05)
+        windows.append((start, time.perf_counter()))
+        return server
+
+    call = make_bench_call(run, progress=False, alone=Plan(bench_alone=alone).bench_alone)
+    lanes = [threading.Thread(target=call, args=(None,)) for _ in range(3)]
+    for lane in lanes:
+        lane.start()
+    for lane in lanes:
+        lane.join()
+    windows.sort()
+    overlapping = any(later[0] < earlier[1] for earlier, later in zip(windows, windows[1:], strict=False))
+    assert overlapping is not alone

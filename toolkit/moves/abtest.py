@@ -164,7 +164,7 @@ def compare(
         for side in ("a", "b"):
             steps[side] = journal.step(kind, f"{title} [{side.upper()}: {names[side]}]", spec=specs[side], host=used,
                                        hypothesis=hypothesis if side == "b" else None, repo=repo)
-    bench_call = make_bench_call(plan.bench, progress=False)
+    bench_call = make_bench_call(plan.bench, progress=False, alone=plan.bench_alone)
     outcomes: dict[Side, list[tuple[int, RunOutcome]]] = {"a": [], "b": []}
     rows: list[dict[str, object]] = []
     lock = threading.Lock()

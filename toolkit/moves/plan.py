@@ -46,6 +46,10 @@ class Plan:
     ``journal``: where each step is recorded (None: nothing is). ``metric`` is what A/B tests,
     bisections and diagnoses judge, better when higher unless ``higher_is_better`` says otherwise
     (None: from the metric's name); a relative difference under ``min_effect`` counts as noise.
+    ``bench_alone``: the lanes of a fan-out launch and wait side by side but benchmark one at a time.
+    Their clients share this process: when this machine is busy (or also runs the servers), clients
+    side by side stall each other and read a no-change A/B anywhere from 0.3x to 1.7x
+    (docs/fan-out.md); alone, each reads as a lone client does.
 
     >>> plan = Plan(bench=Load(num_prompts=8), repeats=3, progress=False)
     >>> plan.replace(repeats=5).repeats, plan.repeats_or(1), Plan().repeats_or(1)
@@ -63,6 +67,7 @@ class Plan:
     metric: str = "output_throughput"
     higher_is_better: bool | None = None
     min_effect: float = 0.01
+    bench_alone: bool = False
 
     def __post_init__(self) -> None:
         if self.bench is not None and not isinstance(self.bench, Load) and not callable(self.bench):

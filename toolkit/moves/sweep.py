@@ -112,7 +112,7 @@ def sweep(
     pool = HostPool(hosts, spec_for_host=plan.spec_for_host)
     variants = expand(base_spec, vary=vary, specs=specs)
     params = tuple(dict.fromkeys(n for v in variants for n in v.params))
-    bench_call = make_bench_call(plan.bench, progress=progress and len(pool) == 1)
+    bench_call = make_bench_call(plan.bench, progress=progress and len(pool) == 1, alone=plan.bench_alone)
     launches, per_launch = (repeats, 1) if relaunch_each_repeat else (1, repeats)
     queues = sweep_queues(len(variants), launches, len(pool), spread)
     where = {v.index: [pool.hosts[h].name for h, q in enumerate(queues) if any(j[0] == v.index for j in q)]

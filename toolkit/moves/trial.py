@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import abc
 import contextlib
+import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -106,13 +107,30 @@ class TrialObserver:
     on_phases: Callable[[LaunchPhases], None] | None = None
 
 
+#: Held through each benchmark run of a plan with ``bench_alone=True``: such runs never overlap in this process.
+_ALONE = threading.Lock()
+
+
 def make_bench_call(bench: Load | Callable[[Server], BenchResult] | None, *,
-                    progress: bool) -> Callable[[Server], BenchResult]:
+                    progress: bool, alone: bool = False) -> Callable[[Server], BenchResult]:
     """``bench`` as a function of the server: :func:`toolkit.benchmark.bench` with a Load (None: ``Load()``), or itself.
 
     The server's log follower goes to bench as ``server_log``, so the run's server view
-    includes the log's metric lines (SGLang's ``accept len`` among them).
+    includes the log's metric lines (SGLang's ``accept len`` among them). ``alone``: the run waits
+    until no other such run is measuring in this process (``Plan(bench_alone=True)``).
     """
+    call = _bench_call(bench, progress)
+    if not alone:
+        return call
+
+    def call_alone(server: Server) -> BenchResult:
+        with _ALONE:
+            return call(server)
+
+    return call_alone
+
+
+def _bench_call(bench: Load | Callable[[Server], BenchResult] | None, progress: bool) -> Callable[[Server], BenchResult]:
     if callable(bench):
         return bench
     load = bench

@@ -129,9 +129,10 @@ def perf_bisect(
     try:
         for checkout in checkouts:
             worktrees.append(GitCheckout(checkout.host, checkout.add_worktree(good_sha, owned=True)))
+        bench_call = make_bench_call(plan.bench or DEFAULT_BENCH, progress=False, alone=plan.bench_alone)
         prober = Prober(spec, repo_dir, worktrees, metric, repeats, max_repeats, build, plan.build_timeout_s,
-                        make_bench_call(plan.bench or DEFAULT_BENCH, progress=False), journal, plan.timeout_s,
-                        plan.log_dir, subjects, order, launch_on=launch_on, repo=checkouts[0].source_repo())
+                        bench_call, journal, plan.timeout_s, plan.log_dir, subjects, order, launch_on=launch_on,
+                        repo=checkouts[0].source_repo())
         run = _Rounds(pool, prober, commits, good_sha, bad_sha, progress)
         with pool.progress("bisect", unit="commit", enabled=progress):
             refs = run.ends(journal, threshold=threshold, relative_drop=relative_drop, lower_is_better=lower,
