@@ -38,6 +38,16 @@ EAGLE3_ARGS = (
 )
 
 
+def terminal_signals() -> None:
+    """``preexec_fn`` for a child started as a terminal starts it: SIGHUP, SIGINT and SIGTERM at their defaults.
+
+    Under nohup, or in a script's background, pytest runs with SIGHUP or SIGINT ignored, every child inherits
+    that, and a CLI or driver rightly keeps ignoring them; a test that sends one must undo that first.
+    """
+    for signum in (signal.SIGHUP, signal.SIGINT, signal.SIGTERM):
+        signal.signal(signum, signal.SIG_DFL)
+
+
 def free_port() -> int:
     """An ephemeral loopback port that was free a moment ago."""
     with socket.socket() as sock:

@@ -19,6 +19,7 @@ from typing import IO, Any
 
 import pytest
 from aiohttp import web
+from sim_process import terminal_signals
 
 from toolkit.benchmark import BenchResult, Load
 from toolkit.benchmark.runner import bench
@@ -474,7 +475,7 @@ def test_ctrl_c_during_a_cli_benchmark_stops_cleanly(silent_server: tuple[str, I
         [sys.executable, "-X", "faulthandler", "-m", "toolkit", "bench", "--url", url, "--model", "m",
          "--num-prompts", "4", "--tokenizer", "words", "--no-progress"],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+        preexec_fn=terminal_signals,
     )
     # Wait until the benchmark's first request reaches the silent server (the CLI's imports can take
     # seconds on a loaded machine), not a fixed time: then SIGINT lands inside the benchmark.

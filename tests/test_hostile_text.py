@@ -10,6 +10,7 @@ import time
 from pathlib import Path
 
 from journal_data import bench_result
+from sim_process import terminal_signals
 
 from toolkit.__main__ import main as toolkit_main
 from toolkit.host.host import Host
@@ -56,7 +57,7 @@ def test_logs_follow_writes_no_escape_and_no_note_of_tail_as_a_log_line(tmp_path
     # SIGINT at its default, as a terminal starts it (a run in a script's background has it ignored, and inherited)
     follower = subprocess.Popen([sys.executable, "-m", "toolkit", "logs", "follow", str(log), "--color", "never"],
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+                                preexec_fn=terminal_signals)
     assert follower.stdout is not None
     seen = b""
     try:

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from sim_process import free_port
+from sim_process import free_port, terminal_signals
 
 from toolkit.errors import PortInUse
 from toolkit.host.host import Host
@@ -60,11 +60,6 @@ def _wait_gone(pids: list[int], timeout_s: float = 60.0) -> list[int]:
     return [p for p in pids if _alive(p)]
 
 
-def _default_signals() -> None:
-    for signum in (signal.SIGHUP, signal.SIGINT, signal.SIGTERM):
-        signal.signal(signum, signal.SIG_DFL)
-
-
 class Driver:
     """A driver process that launched the simulator; ``tree`` are the server's pids (launcher and TP ranks)."""
 
@@ -75,7 +70,7 @@ class Driver:
         # the signals at their defaults, as a terminal starts it: under nohup (or a script's background) SIGHUP or
         # SIGINT arrive ignored and inherited, and the driver rightly keeps ignoring them
         self.proc = subprocess.Popen([sys.executable, "-c", DRIVER, json.dumps(args)], stdout=subprocess.PIPE,
-                                     stderr=subprocess.PIPE, text=True, env=self.env, preexec_fn=_default_signals)
+                                     stderr=subprocess.PIPE, text=True, env=self.env, preexec_fn=terminal_signals)
         assert self.proc.stdout is not None
         line = self.proc.stdout.readline()
         if not line:

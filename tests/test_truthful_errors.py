@@ -6,7 +6,6 @@ from __future__ import annotations
 import http.server
 import os
 import shutil
-import signal
 import socket
 import subprocess
 import sys
@@ -15,7 +14,7 @@ import time
 from pathlib import Path
 
 import pytest
-from sim_process import free_port
+from sim_process import free_port, terminal_signals
 
 from toolkit.benchmark import Load, bench
 from toolkit.errors import PortInUse, ServerDied
@@ -201,7 +200,7 @@ def test_logs_follow_follows_a_log_that_appears_while_it_waits(tmp_path: Path) -
     log = tmp_path / "later.log"
     follower = subprocess.Popen([sys.executable, "-m", "toolkit", "logs", "follow", str(log), "--color", "never",
                                  "--wait-s", "120"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                                preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))  # as a terminal
+                                preexec_fn=terminal_signals)  # as a terminal
     try:
         assert follower.stderr is not None and follower.stdout is not None
         assert "does not exist on localhost (yet)" in follower.stderr.readline()  # it said so, and waits
