@@ -36,10 +36,10 @@ from tqdm.auto import tqdm  # noqa: E402
 from toolkit.benchmark import BenchResult, Load, bench  # noqa: E402
 from toolkit.host.host import Host  # noqa: E402
 from toolkit.moves.profile import ProfileCapture  # noqa: E402
+from toolkit.observe.telemetry import GpuTelemetry, simulated_telemetry_command  # noqa: E402
 from toolkit.server.launch import launch  # noqa: E402
 from toolkit.server.server import Server  # noqa: E402
 from toolkit.server.spec import ServerSpec  # noqa: E402
-from toolkit.server.telemetry import GpuTelemetry, simulated_telemetry_command  # noqa: E402
 from toolkit.stats import mean_interval  # noqa: E402
 
 

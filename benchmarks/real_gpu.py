@@ -51,11 +51,11 @@ from toolkit.journal import Journal  # noqa: E402
 from toolkit.moves.observe import observed  # noqa: E402
 from toolkit.moves.profile import profile, with_profiling  # noqa: E402
 from toolkit.moves.trial import decisive_lines  # noqa: E402
+from toolkit.observe.telemetry import GpuTelemetry  # noqa: E402
 from toolkit.report.postmortem import write  # noqa: E402
 from toolkit.server.launch import launch  # noqa: E402
 from toolkit.server.server import Server  # noqa: E402
 from toolkit.server.spec import ServerSpec  # noqa: E402
-from toolkit.server.telemetry import GpuTelemetry  # noqa: E402
 from toolkit.testbeds.tiny_model import TinyModelConfig, config_args, is_cached  # noqa: E402
 
 

@@ -26,10 +26,10 @@ from toolkit.moves.observe import ObservedBench, cache_state, flush_prefix_cache
 from toolkit.moves.plan import Plan
 from toolkit.moves.profile import ProfileCapture, profile, profiles_dir, with_profiling
 from toolkit.moves.profile_result import compare_profiles, load_profile
+from toolkit.observe.telemetry import GpuTelemetry
 from toolkit.report.postmortem import write
 from toolkit.server.launch import launch
 from toolkit.server.spec import ServerSpec
-from toolkit.server.telemetry import GpuTelemetry
 
 pytestmark = [pytest.mark.timeout(180)]
 EAGLE = {"--speculative-algorithm": "EAGLE3", "--speculative-num-steps": 2, "--speculative-eagle-topk": 1,

@@ -24,9 +24,9 @@ from toolkit.host.host import Host
 from toolkit.journal import Journal
 from toolkit.moves.profile import PROFILED_WRAPPER, profile, with_profiling
 from toolkit.moves.trace import load_trace
+from toolkit.observe.telemetry import GpuTelemetry
 from toolkit.server.http import complete_greedy
 from toolkit.server.launch import launch
-from toolkit.server.telemetry import GpuTelemetry
 from toolkit.testbeds.realserver import ensure_tiny_model, tiny_server_spec
 
 REPO = Path(__file__).resolve().parents[1]

@@ -34,7 +34,7 @@ from toolkit.benchmark.tokens import TokenCounter, fit_prompts
 from toolkit.benchmark.workload import Workload, arrival_offsets, make_workload, warmup_requests
 from toolkit.errors import BenchmarkFailed
 from toolkit.progress import progress_bar
-from toolkit.server.scrape import metrics_route
+from toolkit.server.http import metrics_route
 from toolkit.server.server import MultiNodeServer, Server
 
 __all__ = ["bench", "bench_async", "resolve_url"]

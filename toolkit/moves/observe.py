@@ -1,8 +1,8 @@
 """A benchmark run that also watches: GPU telemetry, the server's Prometheus metrics, the prefix cache, outputs.
 
 What AIPerf and GuideLLM users ask for, tied to the journal: while a run is measured, the
-host's GPUs are sampled (:mod:`toolkit.server.telemetry`) and the engine's ``/metrics`` is
-scraped (:mod:`toolkit.server.scrape`); before it, the prefix cache is flushed or its state
+host's GPUs are sampled (:mod:`toolkit.observe.telemetry`) and the engine's ``/metrics`` is
+scraped (:mod:`toolkit.observe.scrape`); before it, the prefix cache is flushed or its state
 noted, so an A/B test never compares a cold cache with a warm one by accident
 (sgl-project/sglang#39651); after it, greedy outputs can be checked against a reference.
 
@@ -35,10 +35,10 @@ from toolkit.journal import StepRecorder
 from toolkit.logs import MetricRow
 from toolkit.moves.equivalence import EquivalenceResult, GreedyOutputs, compare_outputs, greedy_outputs
 from toolkit.moves.trial import RunObserver, make_bench_call
-from toolkit.server.http import engine_versions, flush_cache
-from toolkit.server.scrape import MetricsScraper, metrics_route
+from toolkit.observe.scrape import MetricsScraper
+from toolkit.observe.telemetry import GpuTelemetry, simulated_telemetry_command
+from toolkit.server.http import engine_versions, flush_cache, metrics_route
 from toolkit.server.server import Server
-from toolkit.server.telemetry import GpuTelemetry, simulated_telemetry_command
 
 __all__ = ["CachePolicy", "CacheState", "CacheRecord", "Observation", "ObservedBench", "observed", "cache_state",
            "flush_prefix_cache"]

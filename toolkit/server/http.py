@@ -1,14 +1,14 @@
-"""Every HTTP call the toolkit makes to a server outside a benchmark run, in one place.
+"""HTTP calls to a server outside a benchmark run: `request`, which each one goes through, and a server's own.
 
 Synchronous and short (urllib, a timeout on each call), because they run from `wait_ready`'s
 prober thread and from the drivers between runs. The benchmark's own streaming traffic is
-`toolkit.benchmark.client` (aiohttp). None of these raises for an HTTP or network failure:
-a refused connection is an answer too (the server is not up yet).
+`toolkit.benchmark.client` (aiohttp); the sensors' calls live with them (`toolkit.observe`).
+None of these raises for an HTTP or network failure: a refused connection is an answer too.
 
 Only endpoints the engine serves are asked (the release profile names them: SGLang's
-``/health_generate``, vLLM's and transformers' ``/health``; ``/server_info`` only of SGLang),
-and the API key the spec carries goes along (``Authorization: Bearer KEY``), because vLLM
-guards ``/v1`` with it: a probe without it sees 401 forever.
+``/health_generate``, vLLM's and transformers' ``/health``; ``/server_info`` only of SGLang;
+:func:`metrics_route`), and the API key the spec carries goes along (``Authorization: Bearer KEY``),
+because vLLM guards ``/v1`` with it: a probe without it sees 401 forever.
 """
 
 from __future__ import annotations
@@ -21,9 +21,10 @@ from dataclasses import dataclass
 
 from toolkit.engines import EngineProfile, resolve_profile
 from toolkit.server.health import ProbeOutcome, judge_answer, quote_body
+from toolkit.server.spec import MISSING, ServerSpec
 
 __all__ = ["HttpAnswer", "request", "auth_headers", "ProbeOutcome", "probe_server",
-           "engine_versions", "start_profile", "stop_profile", "flush_cache", "scrape_metrics", "served_model",
+           "engine_versions", "metrics_route", "start_profile", "stop_profile", "flush_cache", "served_model",
            "complete_greedy"]
 
 
@@ -170,6 +171,24 @@ def engine_versions(url: str, engine: str, *, timeout_s: float = 2.0, profile: E
     return {}
 
 
+def metrics_route(spec: ServerSpec, profile: EngineProfile | None) -> str | None:
+    """The Prometheus path a server launched from ``spec`` serves, or None: none in the profile, or the
+    flag that mounts it (SGLang's ``--enable-metrics``) is not in the spec. Asking anyway only fills the
+    server's log with the toolkit's own ``GET /metrics 404`` lines (issue 14).
+
+    >>> from toolkit.engines import profile_for
+    >>> metrics_route(ServerSpec.sglang(model="m"), profile_for("sglang", "0.5.9"))
+    >>> metrics_route(ServerSpec.sglang(model="m").with_flags({"--enable-metrics": None}), profile_for("sglang", "0.5.9"))
+    '/metrics'
+    """
+    if profile is None or profile.metrics_path is None:
+        return None
+    enabled_by = profile.metrics.enabled_by if profile.metrics is not None else None
+    if enabled_by is not None and enabled_by.startswith("--") and spec.flag(enabled_by) is MISSING:
+        return None
+    return profile.metrics_path
+
+
 # ---- the performance engineer's moves: profiles, the prefix cache, Prometheus metrics ------------------------
 
 
@@ -194,12 +213,6 @@ def flush_cache(url: str, path: str = "/flush_cache", *, timeout_s: float = 30.0
                 api_key: str | None = None) -> HttpAnswer:
     """``POST {path}`` (SGLang ``/flush_cache``, vLLM ``/reset_prefix_cache``); the caller reads the answer."""
     return request(url.rstrip("/") + path, method="POST", timeout_s=timeout_s, api_key=api_key)
-
-
-def scrape_metrics(url: str, path: str = "/metrics", *, timeout_s: float = 2.0,
-                   max_bytes: int = 8 << 20) -> HttpAnswer:
-    """``GET {path}``: the Prometheus text page (open without an API key on both engines)."""
-    return request(url.rstrip("/") + path, timeout_s=timeout_s, max_bytes=max_bytes)
 
 
 def served_model(url: str, *, timeout_s: float = 5.0, api_key: str | None = None) -> str | None:

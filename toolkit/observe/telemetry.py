@@ -21,7 +21,7 @@ from collections import deque
 from typing import TYPE_CHECKING, Literal
 
 from toolkit.errors import ToolkitError
-from toolkit.server.gpu_samples import (
+from toolkit.observe.gpu_samples import (
     HOST_DATE_COMMAND,
     GpuSample,
     HostClock,
@@ -29,8 +29,8 @@ from toolkit.server.gpu_samples import (
     nvidia_smi_command,
     parse_nvidia_smi_line,
 )
-from toolkit.server.http import scrape_metrics
-from toolkit.server.prometheus import parse_prometheus
+from toolkit.observe.prometheus import parse_prometheus
+from toolkit.observe.scrape import scrape_metrics
 
 if TYPE_CHECKING:
     from toolkit.host.place import Place

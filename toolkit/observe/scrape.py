@@ -3,7 +3,7 @@
 vLLM mounts ``/metrics`` always; SGLang only with ``--enable-metrics`` (sglang 0.5.9
 entrypoints/http_server.py; :attr:`toolkit.engines.MetricNames.enabled_by`), so a 404 there
 ends the scraping with a note that says which flag is missing. Each scrape becomes one
-row of the toolkit's names (:data:`toolkit.server.prometheus.SERVER_METRIC_KEYS`) with the
+row of the toolkit's names (:data:`toolkit.observe.prometheus.SERVER_METRIC_KEYS`) with the
 time it was taken on this machine's clock.
 
 >>> with MetricsScraper(server.url, profile_for("vllm", "0.33.0").metrics, interval_s=1.0) as scraper:  # doctest: +SKIP
@@ -18,31 +18,18 @@ import time
 from collections import deque
 from datetime import datetime
 
-from toolkit.engines import EngineProfile, MetricNames
+from toolkit.engines import MetricNames
 from toolkit.logs import MetricRow
-from toolkit.server.http import scrape_metrics
-from toolkit.server.prometheus import parse_prometheus, server_metric_values
-from toolkit.server.spec import MISSING, ServerSpec
+from toolkit.observe.prometheus import parse_prometheus, server_metric_values
+from toolkit.server.http import HttpAnswer, request
 
-__all__ = ["MetricsScraper", "metrics_route"]
+__all__ = ["MetricsScraper", "scrape_metrics"]
 
 
-def metrics_route(spec: ServerSpec, profile: EngineProfile | None) -> str | None:
-    """The Prometheus path a server launched from ``spec`` serves, or None: none in the profile, or the
-    flag that mounts it (SGLang's ``--enable-metrics``) is not in the spec. Asking anyway only fills the
-    server's log with the toolkit's own ``GET /metrics 404`` lines (issue 14).
-
-    >>> from toolkit.engines import profile_for
-    >>> metrics_route(ServerSpec.sglang(model="m"), profile_for("sglang", "0.5.9"))
-    >>> metrics_route(ServerSpec.sglang(model="m").with_flags({"--enable-metrics": None}), profile_for("sglang", "0.5.9"))
-    '/metrics'
-    """
-    if profile is None or profile.metrics_path is None:
-        return None
-    enabled_by = profile.metrics.enabled_by if profile.metrics is not None else None
-    if enabled_by is not None and enabled_by.startswith("--") and spec.flag(enabled_by) is MISSING:
-        return None
-    return profile.metrics_path
+def scrape_metrics(url: str, path: str = "/metrics", *, timeout_s: float = 2.0,
+                   max_bytes: int = 8 << 20) -> HttpAnswer:
+    """``GET {path}``: the Prometheus text page (open without an API key on both engines)."""
+    return request(url.rstrip("/") + path, timeout_s=timeout_s, max_bytes=max_bytes)
 
 
 class MetricsScraper:

@@ -1,0 +1,2 @@
+"""Sensors: what is measured around a run besides the benchmark (docs/observe.md). `prometheus` and
+`gpu_samples` (pure), `telemetry` (`GpuTelemetry`), `scrape` (`MetricsScraper`)."""
