@@ -30,7 +30,7 @@ from toolkit.moves.diagnose.series import (
     server_metric_differences,
     telemetry_differences,
 )
-from toolkit.moves.trace import KernelCall
+from toolkit.observe.trace import KernelCall
 from toolkit.sim.release import release_from_argv
 from toolkit.sim.release_logs import server_args_line
 

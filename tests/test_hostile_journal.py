@@ -15,7 +15,7 @@ from toolkit.cli.report import main as report_main
 from toolkit.errors import JournalError
 from toolkit.journal import Journal
 from toolkit.moves.profile import profiles_dir
-from toolkit.moves.profile_result import PHASES_CSV, load_profile
+from toolkit.observe.torch_profile import PHASES_CSV, load_profile
 from toolkit.report import postmortem as report
 
 

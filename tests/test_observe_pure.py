@@ -17,11 +17,11 @@ from hypothesis import strategies as st
 
 from toolkit.engines import profile_for
 from toolkit.moves.equivalence import GreedyOutputs, compare_outputs
-from toolkit.moves.kernels import compare_kernel_tables, kernel_table, phase_table, where_label
 from toolkit.moves.observe import CacheRecord, cache_state
-from toolkit.moves.trace import KernelCall, kernel_calls, load_trace, short_kernel_name, stage_of_filename
 from toolkit.observe.gpu_samples import HostClock, dcgm_samples, nvidia_smi_command, parse_nvidia_smi_line
+from toolkit.observe.kernels import compare_kernel_tables, kernel_table, phase_table, where_label
 from toolkit.observe.prometheus import parse_prometheus, server_metric_values
+from toolkit.observe.trace import KernelCall, kernel_calls, load_trace, short_kernel_name, stage_of_filename
 from toolkit.sim.outputs import DIVERGENCE_FAULT, add_logprobs, greedy_words
 from toolkit.sim.telemetry import csv_lines
 from toolkit.sim.trace import StepRecord, TraceShape, build_trace, dumps, trace_json_for_rank

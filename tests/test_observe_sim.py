@@ -25,8 +25,8 @@ from toolkit.moves.equivalence import compare_outputs, greedy_outputs
 from toolkit.moves.observe import ObservedBench, cache_state, flush_prefix_cache
 from toolkit.moves.plan import Plan
 from toolkit.moves.profile import ProfileCapture, profile, profiles_dir, with_profiling
-from toolkit.moves.profile_result import compare_profiles, load_profile
 from toolkit.observe.telemetry import GpuTelemetry
+from toolkit.observe.torch_profile import compare_profiles, load_profile
 from toolkit.report.postmortem import write
 from toolkit.server.launch import launch
 from toolkit.server.spec import ServerSpec

@@ -103,7 +103,7 @@ def _observing() -> dict[str, Any]:
     from toolkit.moves.equivalence import compare_outputs, greedy_outputs
     from toolkit.moves.observe import observed
     from toolkit.moves.profile import profile
-    from toolkit.moves.profile_result import compare_profiles
+    from toolkit.observe.torch_profile import compare_profiles
 
     return {"profile": profile, "observed": observed, "agreement": agreement, "greedy_outputs": greedy_outputs,
             "compare_outputs": compare_outputs, "compare_profiles": compare_profiles}
@@ -176,7 +176,7 @@ if TYPE_CHECKING:
     from toolkit.moves.equivalence import compare_outputs, greedy_outputs
     from toolkit.moves.observe import observed
     from toolkit.moves.profile import profile
-    from toolkit.moves.profile_result import compare_profiles
+    from toolkit.observe.torch_profile import compare_profiles
     from toolkit.server.launch import launch, launch_multinode
     from toolkit.server.preflight import validate_spec
     from toolkit.server.registry import leftovers

@@ -41,8 +41,8 @@ from toolkit.engines.traces import is_frontend_trace, trace_rank
 from toolkit.errors import HostError, ToolkitError
 from toolkit.host.shell import quote_path
 from toolkit.journal import Journal, StepRecorder
-from toolkit.moves.profile_result import Profile, TraceFile, slug
-from toolkit.server.http import engine_versions, start_profile, stop_profile
+from toolkit.observe.torch_profile import Profile, TraceFile, slug, start_profile, stop_profile
+from toolkit.server.http import engine_versions
 from toolkit.server.server import Server
 from toolkit.server.spec import ServerSpec
 
@@ -109,7 +109,7 @@ def _launch_dir(spec: ServerSpec) -> str | None:
 class ProfileCapture:
     """A context manager: starts the server's profiler on enter; on exit stops it, fetches and stores the traces.
 
-    ``result`` holds the :class:`~toolkit.moves.profile_result.Profile` after a clean exit.
+    ``result`` holds the :class:`~toolkit.observe.torch_profile.Profile` after a clean exit.
     ``num_steps`` (SGLang, vLLM 0.33 ``max_iterations``) bounds the window in scheduler steps;
     otherwise the window is the ``with`` block. ``ranks`` picks the TP ranks whose files are fetched
     (SGLang and vLLM write one per rank; an 8-rank trace set is 8 times the bytes).

@@ -21,10 +21,10 @@ import re
 from itertools import pairwise
 from typing import TYPE_CHECKING, Any
 
-from toolkit.moves.kernels import compare_kernel_tables
 from toolkit.moves.observe import cache_state
 from toolkit.moves.profile import profiles_dir
-from toolkit.moves.profile_result import Profile, load_profile
+from toolkit.observe.kernels import compare_kernel_tables
+from toolkit.observe.torch_profile import Profile, load_profile
 from toolkit.report.capping import cap, left_out
 from toolkit.report.diagnosis import diagnosis_section
 from toolkit.report.document import Block, Bullets, Figure, Heading, Paragraph, Table

@@ -24,7 +24,7 @@ from toolkit.server.health import ProbeOutcome, judge_answer, quote_body
 from toolkit.server.spec import MISSING, ServerSpec
 
 __all__ = ["HttpAnswer", "request", "auth_headers", "ProbeOutcome", "probe_server",
-           "engine_versions", "metrics_route", "start_profile", "stop_profile", "flush_cache", "served_model",
+           "engine_versions", "metrics_route", "flush_cache", "served_model",
            "complete_greedy"]
 
 
@@ -189,24 +189,7 @@ def metrics_route(spec: ServerSpec, profile: EngineProfile | None) -> str | None
     return profile.metrics_path
 
 
-# ---- the performance engineer's moves: profiles, the prefix cache, Prometheus metrics ------------------------
-
-
-def start_profile(url: str, path: str = "/start_profile", *, body: dict[str, object] | None = None,
-                  timeout_s: float = 30.0, api_key: str | None = None) -> HttpAnswer:
-    """``POST {path}`` with the engine's profiler request (SGLang ``ProfileReqInput``; vLLM 0.33 start body).
-
-    SGLang answers ``Start profiling.`` (200) once every rank's profiler runs (sglang 0.5.9
-    entrypoints/http_server.py:832-854); vLLM registers the route only when profiling was
-    configured at launch, else 404.
-    """
-    return request(url.rstrip("/") + path, body=body, method="POST", timeout_s=timeout_s, api_key=api_key)
-
-
-def stop_profile(url: str, path: str = "/stop_profile", *, timeout_s: float = 300.0,
-                 api_key: str | None = None) -> HttpAnswer:
-    """``POST {path}``: the engine stops and exports its traces; this may take minutes on a big trace."""
-    return request(url.rstrip("/") + path, method="POST", timeout_s=timeout_s, api_key=api_key)
+# ---- the performance engineer's moves: the prefix cache ------------------------
 
 
 def flush_cache(url: str, path: str = "/flush_cache", *, timeout_s: float = 30.0,

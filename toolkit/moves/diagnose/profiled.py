@@ -12,7 +12,7 @@ outside CUDA graphs pays a launch from the CPU per kernel: the GPU idles between
 Gaps longer than ``gap_cap_us`` (the client's think time, the scheduler waiting for a
 request) are not launch overhead and are left out.
 
->>> from toolkit.moves.trace import KernelCall
+>>> from toolkit.observe.trace import KernelCall
 >>> calls = [KernelCall("gemm", 0, 100.0, False, "verify"), KernelCall("gemm", 150, 100.0, False, "verify")]
 >>> d = digest_profile("slow", calls, output_tokens=1)
 >>> d.groups["forward"].busy_ms, d.groups["forward"].idle_ms, d.groups["forward"].eager_pct
@@ -25,11 +25,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from toolkit.moves.diagnose.difference import Difference, same_record
-from toolkit.moves.trace import KernelCall
+from toolkit.observe.trace import KernelCall
 
 __all__ = ["GroupTime", "ProfileDigest", "digest_profile", "profile_differences", "profiled_gap_ms", "DRAFT_PHASES"]
 
-DRAFT_PHASES = frozenset({"draft", "draft_extend"})  # toolkit.moves.trace.PHASE_RULES' names for the draft model
+DRAFT_PHASES = frozenset({"draft", "draft_extend"})  # toolkit.observe.trace.PHASE_RULES' names for the draft model
 _GROUP_TOPIC = {"forward": "cuda_graphs", "draft": "speculation"}
 
 

@@ -5,7 +5,7 @@ calls, the GPU time, its share of the profile's kernel time, and the share of ca
 inside a CUDA graph. Comparing two tables (prefill-mode verify against decode-mode verify)
 shows which kernels moved: into or out of CUDA graphs, slower, faster, new or gone.
 
->>> from toolkit.moves.trace import KernelCall
+>>> from toolkit.observe.trace import KernelCall
 >>> calls = [KernelCall("void gemm<1>()", 0, 30.0, True, "decode"), KernelCall("void attn()", 40, 10.0, False, "verify")]
 >>> kernel_table(calls)[["phase", "kernel", "calls", "share_pct", "where"]].to_dict("records")[0]
 {'phase': 'decode', 'kernel': 'gemm', 'calls': 1, 'share_pct': 75.0, 'where': 'CUDA graph'}
@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from toolkit.moves.trace import KernelCall
+from toolkit.observe.trace import KernelCall
 
 if TYPE_CHECKING:
     import pandas as pd

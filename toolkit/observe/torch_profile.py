@@ -1,4 +1,4 @@
-"""A captured profile on this machine: its trace files, its kernel table, and a page that opens it in Perfetto.
+"""A torch profile: the calls that start and stop one; a captured one's files, kernel table and Perfetto page.
 
 The traces are stored beside the journal (``eagle3.profiles/step-7-prefill-mode/``) with
 ``kernels.csv`` (the whole kernel table, so a post-mortem needs no re-parse) and
@@ -16,25 +16,43 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from toolkit.moves.kernels import (
+from toolkit.observe.kernels import (
     KERNEL_COLUMNS,
     PHASE_COLUMNS,
     compare_kernel_tables,
     kernel_table,
     phase_table,
 )
-from toolkit.moves.trace import KernelCall, kernel_calls, load_trace, stage_of_filename, trace_marks
+from toolkit.observe.trace import KernelCall, kernel_calls, load_trace, stage_of_filename, trace_marks
+from toolkit.server.http import HttpAnswer, request
 
 if TYPE_CHECKING:
     import pandas as pd
 
-__all__ = ["TraceFile", "Profile", "load_profile", "compare_profiles", "PROFILE_META", "KERNELS_CSV", "PHASES_CSV",
-           "PERFETTO_PAGE"]
+__all__ = ["start_profile", "stop_profile", "TraceFile", "Profile", "load_profile", "compare_profiles", "PROFILE_META",
+           "KERNELS_CSV", "PHASES_CSV", "PERFETTO_PAGE"]
 
 PROFILE_META = "profile.json"
 KERNELS_CSV = "kernels.csv"
 PHASES_CSV = "phases.csv"
 PERFETTO_PAGE = "perfetto.html"
+
+
+def start_profile(url: str, path: str = "/start_profile", *, body: dict[str, object] | None = None,
+                  timeout_s: float = 30.0, api_key: str | None = None) -> HttpAnswer:
+    """``POST {path}`` with the engine's profiler request (SGLang ``ProfileReqInput``; vLLM 0.33 start body).
+
+    SGLang answers ``Start profiling.`` (200) once every rank's profiler runs (sglang 0.5.9
+    entrypoints/http_server.py:832-854); vLLM registers the route only when profiling was
+    configured at launch, else 404.
+    """
+    return request(url.rstrip("/") + path, body=body, method="POST", timeout_s=timeout_s, api_key=api_key)
+
+
+def stop_profile(url: str, path: str = "/stop_profile", *, timeout_s: float = 300.0,
+                 api_key: str | None = None) -> HttpAnswer:
+    """``POST {path}``: the engine stops and exports its traces; this may take minutes on a big trace."""
+    return request(url.rstrip("/") + path, method="POST", timeout_s=timeout_s, api_key=api_key)
 
 
 @dataclass(frozen=True)
@@ -174,7 +192,7 @@ def _table(path: Path, columns: list[str], numbers: tuple[str, ...]) -> pd.DataF
 
 
 def compare_profiles(a: Profile, b: Profile) -> pd.DataFrame:
-    """Which kernels moved from ``a`` to ``b`` (see :func:`toolkit.moves.kernels.compare_kernel_tables`)."""
+    """Which kernels moved from ``a`` to ``b`` (see :func:`toolkit.observe.kernels.compare_kernel_tables`)."""
     return compare_kernel_tables(a.kernels(), b.kernels(), label_a=a.label, label_b=b.label)
 
 
