@@ -9,7 +9,7 @@ wait_ready, observed benchmarks, a profile, the journal, the post-mortem):
    KV caps that once killed the CB worker here, one launch each, benchmarked at two
    concurrencies with GPU telemetry from the real nvidia-smi; a configuration that fails is
    recorded with its evidence and the sweep goes on;
-3. launch configurations under the profiler (`toolkit.testbeds.profiled`: transformers has no
+3. launch configurations under the profiler (`toolkit.observe.profiled`: transformers has no
    profile endpoint) and profile a short benchmark each: CB without and with its CUDA graphs
    (``--cb-use-cuda-graph``), and one request at a time: kernels, CUDA graphs or not;
 4. measure what sampling costs the server (`benchmarks/observe_costs.py`, ABBA rounds);

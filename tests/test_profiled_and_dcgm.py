@@ -1,6 +1,6 @@
 """Real programs for the engines without a profile endpoint, and for a DCGM exporter.
 
-- ``toolkit.testbeds.profiled`` runs the real CPU server (``transformers serve`` of the tiny
+- ``toolkit.observe.profiled`` runs the real CPU server (``transformers serve`` of the tiny
   model, in ``.venv-cpu``) under torch.profiler; ``tk.profile`` signals it, waits for the trace,
   fetches it and reads it (CPU only here: Python frames, no kernels). Without the CPU venv the
   test skips on a workstation and fails under ``CI=true``, as tests/test_realserver.py does.

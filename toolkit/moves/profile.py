@@ -13,7 +13,7 @@ the verify step's kernels launched one by one outside CUDA graphs. One call does
   ``--profiler-config`` from 0.14: :func:`with_profiling` sets the right one); the routes
   exist only then (404 otherwise, which is said so).
 - **an engine without endpoints** (``transformers serve``): the server runs under
-  :mod:`toolkit.testbeds.profiled` (:func:`with_profiling` wraps its launcher), which starts
+  :mod:`toolkit.observe.profiled` (:func:`with_profiling` wraps its launcher), which starts
   the profiler on SIGUSR1 and writes the trace on SIGUSR2.
 
 The new trace files are fetched over the host's connection, at most ``max_bytes`` in all
@@ -41,6 +41,7 @@ from toolkit.engines.traces import is_frontend_trace, trace_rank
 from toolkit.errors import HostError, ToolkitError
 from toolkit.host.shell import quote_path
 from toolkit.journal import Journal, StepRecorder
+from toolkit.observe import profiled
 from toolkit.observe.torch_profile import Profile, TraceFile, slug, start_profile, stop_profile
 from toolkit.server.http import engine_versions
 from toolkit.server.server import Server
@@ -48,7 +49,7 @@ from toolkit.server.spec import ServerSpec
 
 __all__ = ["ProfileCapture", "profile", "with_profiling", "profiles_dir", "PROFILED_WRAPPER", "DEFAULT_REMOTE_DIR"]
 
-PROFILED_WRAPPER = "toolkit.testbeds.profiled"
+PROFILED_WRAPPER = profiled.__name__  # run on the host as `python -m toolkit.observe.profiled`: named by the module
 DEFAULT_REMOTE_DIR = "~/.cache/toolkit/profiles"
 _POLL_S = 0.5
 
@@ -70,7 +71,7 @@ def with_profiling(spec: ServerSpec, remote_dir: str = DEFAULT_REMOTE_DIR, *, ve
 
     SGLang needs nothing (each capture names its folder) but gets ``SGLANG_TORCH_PROFILER_DIR``
     as the default folder; vLLM gets ``--profiler-config`` (0.14+) or ``VLLM_TORCH_PROFILER_DIR``;
-    any other engine runs under :mod:`toolkit.testbeds.profiled` with ``spec.python``.
+    any other engine runs under :mod:`toolkit.observe.profiled` with ``spec.python``.
     """
     if spec.engine == "sglang":
         return spec.with_env({"SGLANG_TORCH_PROFILER_DIR": remote_dir})

@@ -73,7 +73,7 @@ class Profile:
     directory: Path
     files: tuple[TraceFile, ...]
     capture_s: float  # from the start request to the traces fetched and summarised here
-    method: str  # "endpoint /start_profile" or "signal (toolkit.testbeds.profiled)"
+    method: str  # "endpoint /start_profile" or "signal (toolkit.observe.profiled)"
     engine: str
     _calls: list[KernelCall] | None = field(default=None, repr=False)
     _simulated: bool = False

@@ -1,6 +1,6 @@
 """Run a Python server under torch.profiler, started and stopped by signals: for engines with no profile endpoint.
 
-    python -m toolkit.testbeds.profiled --trace-dir DIR -- transformers serve MODEL --port 8000
+    python -m toolkit.observe.profiled --trace-dir DIR -- transformers serve MODEL --port 8000
 
 runs the console program ``transformers`` *in this process* (its ``console_scripts`` entry
 point, or ``python -m MODULE``, or a ``.py`` file), so that the profiler sees its CUDA kernels
@@ -43,7 +43,7 @@ def program_runner(argv: list[str]) -> Callable[[], Any]:
         if point.name == head:
             sys.argv = [argv[0], *argv[1:]]
             return point.load()
-    raise SystemExit(f"toolkit.testbeds.profiled: {argv[0]!r} is no console script, `python -m MODULE` or .py file")
+    raise SystemExit(f"toolkit.observe.profiled: {argv[0]!r} is no console script, `python -m MODULE` or .py file")
 
 
 class SignalProfiler:
@@ -57,7 +57,7 @@ class SignalProfiler:
         self.started = 0.0
 
     def say(self, text: str) -> None:
-        print(f"toolkit.testbeds.profiled[{os.getpid()}]: {text}", file=sys.stderr, flush=True)
+        print(f"toolkit.observe.profiled[{os.getpid()}]: {text}", file=sys.stderr, flush=True)
 
     def start(self, *_: object) -> None:
         if self.active is not None:
@@ -95,9 +95,9 @@ class SignalProfiler:
 def main(argv: list[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
     if "--" not in args:
-        raise SystemExit("usage: python -m toolkit.testbeds.profiled --trace-dir DIR [--no-stack] -- PROGRAM ARGS...")
+        raise SystemExit("usage: python -m toolkit.observe.profiled --trace-dir DIR [--no-stack] -- PROGRAM ARGS...")
     cut = args.index("--")
-    parser = argparse.ArgumentParser(prog="python -m toolkit.testbeds.profiled", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m toolkit.observe.profiled", description=__doc__.splitlines()[0])
     parser.add_argument("--trace-dir", required=True, help="where traces are written")
     parser.add_argument("--no-stack", action="store_true", help="do not record Python frames (smaller traces)")
     options = parser.parse_args(args[:cut])
