@@ -9,8 +9,8 @@ from sim_process import free_port
 
 import toolkit as tk
 from toolkit.errors import ServerDied
-from toolkit.moves.equivalence import GreedyOutputs
 from toolkit.moves.measure import measure
+from toolkit.observe.equivalence import GreedyOutputs
 
 BENCH = tk.Load(num_prompts=4, max_concurrency=2, input_len=16, output_len=16)
 

@@ -23,9 +23,9 @@ from sim_process import free_port
 from toolkit.host.host import Host
 from toolkit.journal import Journal
 from toolkit.moves.profile import PROFILED_WRAPPER, profile, with_profiling
+from toolkit.observe.equivalence import complete_greedy
 from toolkit.observe.telemetry import GpuTelemetry
 from toolkit.observe.trace import load_trace
-from toolkit.server.http import complete_greedy
 from toolkit.server.launch import launch
 from toolkit.testbeds.realserver import ensure_tiny_model, tiny_server_spec
 

@@ -100,9 +100,9 @@ def _moves() -> dict[str, Any]:
 
 def _observing() -> dict[str, Any]:
     from toolkit.moves.agreement import agreement
-    from toolkit.moves.equivalence import compare_outputs, greedy_outputs
     from toolkit.moves.observe import observed
     from toolkit.moves.profile import profile
+    from toolkit.observe.equivalence import compare_outputs, greedy_outputs
     from toolkit.observe.torch_profile import compare_profiles
 
     return {"profile": profile, "observed": observed, "agreement": agreement, "greedy_outputs": greedy_outputs,
@@ -173,9 +173,9 @@ if TYPE_CHECKING:
     from toolkit.moves.bisect import compare_commits, perf_bisect
     from toolkit.moves.diagnose import diagnose, diagnose_commits
     from toolkit.moves.envcheck import env_report
-    from toolkit.moves.equivalence import compare_outputs, greedy_outputs
     from toolkit.moves.observe import observed
     from toolkit.moves.profile import profile
+    from toolkit.observe.equivalence import compare_outputs, greedy_outputs
     from toolkit.observe.torch_profile import compare_profiles
     from toolkit.server.launch import launch, launch_multinode
     from toolkit.server.preflight import validate_spec

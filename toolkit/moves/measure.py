@@ -14,7 +14,7 @@ A change that should only make the server faster (speculative decoding, another 
 mode, a kernel flag) must not change a token of a greedy answer. The hand-written versions kept
 the baseline's greedy outputs while its server still ran; ``greedy_tokens=`` does that here,
 and ``reference=`` checks a later configuration against them and records the verdict in its
-step (:mod:`toolkit.moves.equivalence`).
+step (the outputs and their comparison: :mod:`toolkit.observe.equivalence`).
 """
 
 from __future__ import annotations
@@ -28,19 +28,20 @@ from toolkit.errors import ToolkitError
 from toolkit.host.place import Target
 from toolkit.host.placement import Placement
 from toolkit.journal import StepRecorder
-from toolkit.moves.equivalence import (
+from toolkit.moves.plan import Plan
+from toolkit.moves.trial import RunOutcome, TrialObserver, make_bench_call, run_launch
+from toolkit.observe.equivalence import (
     DEFAULT_PROMPTS,
     EquivalenceResult,
     GreedyOutputs,
     compare_outputs,
     greedy_outputs,
 )
-from toolkit.moves.plan import Plan
-from toolkit.moves.trial import RunOutcome, TrialObserver, make_bench_call, run_launch
 from toolkit.server.server import Server
 from toolkit.server.spec import ServerSpec
 
 __all__ = ["Measurement", "measure"]
+
 
 
 @dataclass(frozen=True)
@@ -165,7 +166,7 @@ def measure(
             if reference is not None:
                 seen.equivalence = compare_outputs(reference, seen.outputs)
                 if step is not None:
-                    seen.equivalence.record(step)
+                    _record_equivalence(step, seen.equivalence)
 
         return after_runs
 
@@ -189,3 +190,13 @@ def measure(
     return Measurement(spec, title, tuple(o.result for o in outcomes), None if step is None else step.id,
                        outcomes[0].time_to_ready_s if outcomes and error is None else None, error, step,
                        seen.placement, seen.outputs, seen.equivalence)
+
+
+def _record_equivalence(step: StepRecorder, result: EquivalenceResult) -> None:
+    """Store the verdict as a metric row of the step and a note with each divergence."""
+    step.record_metrics([result.metric_row()])
+    lines = [f"output equivalence: {result.summary()}"]
+    lines += [f"  prompt {c.index}: diverges at {result.unit} {c.first_divergence}: "
+              f"{c.reference_next!r} (reference) vs {c.candidate_next!r}"
+              for c in result.comparisons if c.first_divergence is not None][:5]
+    step.note("\n".join(lines))

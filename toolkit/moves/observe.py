@@ -33,8 +33,8 @@ from toolkit.benchmark import BenchResult, Load
 from toolkit.engines import EngineProfile, resolve_profile
 from toolkit.journal import StepRecorder
 from toolkit.logs import MetricRow
-from toolkit.moves.equivalence import EquivalenceResult, GreedyOutputs, compare_outputs, greedy_outputs
 from toolkit.moves.trial import RunObserver, make_bench_call
+from toolkit.observe.equivalence import EquivalenceResult, GreedyOutputs, compare_outputs, greedy_outputs
 from toolkit.observe.scrape import MetricsScraper
 from toolkit.observe.telemetry import GpuTelemetry, simulated_telemetry_command
 from toolkit.server.http import engine_versions, flush_cache, metrics_route

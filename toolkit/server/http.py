@@ -24,8 +24,7 @@ from toolkit.server.health import ProbeOutcome, judge_answer, quote_body
 from toolkit.server.spec import MISSING, ServerSpec
 
 __all__ = ["HttpAnswer", "request", "auth_headers", "ProbeOutcome", "probe_server",
-           "engine_versions", "metrics_route", "flush_cache", "served_model",
-           "complete_greedy"]
+           "engine_versions", "metrics_route", "flush_cache", "served_model"]
 
 
 @dataclass(frozen=True)
@@ -207,25 +206,3 @@ def served_model(url: str, *, timeout_s: float = 5.0, api_key: str | None = None
         return str(models[0]["id"]) if models else None
     except (ValueError, KeyError, TypeError, IndexError):
         return None
-
-
-def complete_greedy(url: str, prompt: str, *, model: str | None, max_tokens: int, chat: bool = False,
-                    logprobs: bool = True, timeout_s: float = 120.0, api_key: str | None = None) -> HttpAnswer:
-    """One non-streamed greedy completion (``temperature: 0``), with per-token texts when ``logprobs``.
-
-    Completions ask ``logprobs: 1`` (the answer's ``choices[0].logprobs.tokens``), chat asks
-    ``logprobs: true`` (``choices[0].logprobs.content[i].token``). A server that rejects the
-    field (``transformers serve`` answers 422 to unknown fields) is asked again by the caller
-    without it.
-    """
-    body: dict[str, object] = {"max_tokens": max_tokens, "temperature": 0, "stream": False}
-    if model is not None:
-        body["model"] = model
-    if chat:
-        body["messages"] = [{"role": "user", "content": prompt}]
-    else:
-        body["prompt"] = prompt
-    if logprobs:
-        body["logprobs"] = True if chat else 1
-    path = "/v1/chat/completions" if chat else "/v1/completions"
-    return request(url.rstrip("/") + path, body=body, timeout_s=timeout_s, api_key=api_key)

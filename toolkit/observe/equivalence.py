@@ -5,7 +5,8 @@ speed: with greedy sampling (``temperature: 0``) each must produce the same toke
 same prompts. :func:`greedy_outputs` asks a server for them (per-token texts through
 ``logprobs`` where the server gives them, else the text, compared character by character);
 :func:`compare_outputs` compares two such sets prompt by prompt and says how many were
-identical and where the first divergence was. ``record(step)`` stores that in the journal.
+identical and where the first divergence was. Storing that in a journal step is the move's
+(:mod:`toolkit.moves.measure`).
 
 >>> a = GreedyOutputs("base", ("p",), ((" a", " b", " c"),), "token", 3)
 >>> b = GreedyOutputs("eagle", ("p",), ((" a", " x", " c"),), "token", 3)
@@ -21,9 +22,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Literal
 
-from toolkit.journal import StepRecorder
 from toolkit.logs import MetricRow
-from toolkit.server.http import HttpAnswer, complete_greedy, served_model
+from toolkit.server.http import HttpAnswer, request, served_model
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -31,7 +31,7 @@ if TYPE_CHECKING:
     from toolkit.server.server import Server
 
 __all__ = ["DEFAULT_PROMPTS", "GreedyOutputs", "PromptComparison", "EquivalenceResult", "greedy_outputs",
-           "compare_outputs"]
+           "compare_outputs", "complete_greedy"]
 
 Unit = Literal["token", "character"]
 
@@ -58,6 +58,28 @@ class GreedyOutputs:
 
     def texts(self) -> list[str]:
         return ["".join(o) for o in self.outputs]
+
+
+def complete_greedy(url: str, prompt: str, *, model: str | None, max_tokens: int, chat: bool = False,
+                    logprobs: bool = True, timeout_s: float = 120.0, api_key: str | None = None) -> HttpAnswer:
+    """One non-streamed greedy completion (``temperature: 0``), with per-token texts when ``logprobs``.
+
+    Completions ask ``logprobs: 1`` (the answer's ``choices[0].logprobs.tokens``), chat asks
+    ``logprobs: true`` (``choices[0].logprobs.content[i].token``). A server that rejects the
+    field (``transformers serve`` answers 422 to unknown fields) is asked again by the caller
+    without it.
+    """
+    body: dict[str, object] = {"max_tokens": max_tokens, "temperature": 0, "stream": False}
+    if model is not None:
+        body["model"] = model
+    if chat:
+        body["messages"] = [{"role": "user", "content": prompt}]
+    else:
+        body["prompt"] = prompt
+    if logprobs:
+        body["logprobs"] = True if chat else 1
+    path = "/v1/chat/completions" if chat else "/v1/completions"
+    return request(url.rstrip("/") + path, body=body, timeout_s=timeout_s, api_key=api_key)
 
 
 def _pieces(answer: HttpAnswer, chat: bool) -> tuple[tuple[str, ...], Unit]:
@@ -173,15 +195,6 @@ class EquivalenceResult:
             values["first_divergence"] = first.first_divergence
             values["first_divergence_prompt"] = first.index
         return MetricRow("equivalence", values, datetime.now(), None, 0)
-
-    def record(self, step: StepRecorder, *, run_id: int | None = None) -> None:
-        """Store the verdict as a metric row of the run (or the step) and a note with each divergence."""
-        step.record_metrics([self.metric_row()], run_id=run_id)
-        lines = [f"output equivalence: {self.summary()}"]
-        lines += [f"  prompt {c.index}: diverges at {self.unit} {c.first_divergence}: "
-                  f"{c.reference_next!r} (reference) vs {c.candidate_next!r}"
-                  for c in self.comparisons if c.first_divergence is not None][:5]
-        step.note("\n".join(lines))
 
 
 def _divergence(a: Sequence[str], b: Sequence[str]) -> int | None:
