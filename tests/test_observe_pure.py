@@ -16,7 +16,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from toolkit.engines import profile_for
-from toolkit.moves.observe import CacheRecord, cache_state
+from toolkit.observe.cache import CacheRecord, cache_state
 from toolkit.observe.equivalence import GreedyOutputs, compare_outputs
 from toolkit.observe.gpu_samples import HostClock, dcgm_samples, nvidia_smi_command, parse_nvidia_smi_line
 from toolkit.observe.kernels import compare_kernel_tables, kernel_table, phase_table, where_label

@@ -21,9 +21,10 @@ from toolkit.errors import ToolkitError
 from toolkit.host.host import Host
 from toolkit.journal import Journal
 from toolkit.moves import compare_flag
-from toolkit.moves.observe import ObservedBench, cache_state, flush_prefix_cache
+from toolkit.moves.observe import ObservedBench
 from toolkit.moves.plan import Plan
 from toolkit.moves.profile import ProfileCapture, profile, profiles_dir, with_profiling
+from toolkit.observe.cache import cache_state, flush_prefix_cache
 from toolkit.observe.equivalence import compare_outputs, greedy_outputs
 from toolkit.observe.telemetry import GpuTelemetry
 from toolkit.observe.torch_profile import compare_profiles, load_profile

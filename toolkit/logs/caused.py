@@ -15,7 +15,7 @@ access line holds. uvicorn's access format is ``%(levelprefix)s %(client_addr)s 
 (``[2026-08-01 23:43:44] INFO:     127.0.0.1:34498 - "GET /model_info HTTP/1.1" 200 OK`` in the real
 SGLang 0.5.x logs of ../shared/real-logs) and vLLM under its process tag: no User-Agent, so a
 distinctive one would never reach the log. The paths are the ones
-:mod:`toolkit.server.http` and :mod:`toolkit.observe.scrape` ask (the engine profiles name
+:mod:`toolkit.server.http` and the sensors of :mod:`toolkit.observe` ask (the engine profiles name
 them; ``tests/test_logs_caused.py`` checks that every profile's path is here). A person who
 also polls ``/health`` from a script sees those lines counted as the toolkit's: the view shows
 them with one click. The one-token completion that proves generation (vLLM, transformers
@@ -49,9 +49,9 @@ TOOLKIT_REQUESTS: frozenset[tuple[str, str]] = frozenset({
     ("GET", "/version"),           # engine version (vLLM): http.engine_versions
     ("GET", "/metrics"),           # Prometheus scrape while a run is measured: observe/scrape.MetricsScraper
     ("GET", "/sim/gpu"),           # the simulator's stand-in for nvidia-smi, sampled by observe/telemetry.GpuTelemetry
-    ("POST", "/flush_cache"),      # SGLang's prefix cache flushed before a measured run: moves/observe.py
+    ("POST", "/flush_cache"),      # SGLang's prefix cache flushed before a measured run: observe/cache.py
     ("GET", "/flush_cache"),       # (SGLang accepts both methods, 0.5.9 http_server.py)
-    ("POST", "/reset_prefix_cache"),  # vLLM's (with VLLM_SERVER_DEV_MODE=1): moves/observe.py
+    ("POST", "/reset_prefix_cache"),  # vLLM's (with VLLM_SERVER_DEV_MODE=1): observe/cache.py
     ("POST", "/tokenize"),         # prompt lengths counted in the server's tokens: benchmark/tokens.py (vLLM
                                    # 0.x api_server.py `@router.post("/tokenize")`, SGLang 0.5.x http_server.py)
     ("POST", "/start_profile"),    # a profile's window: moves/profile.py (SGLang, vLLM)

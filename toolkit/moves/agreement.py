@@ -38,7 +38,7 @@ from toolkit.benchmark import Load, bench
 from toolkit.benchmark.custom_dataset import sglang_dataset_args, vllm_dataset_args
 from toolkit.errors import ToolkitError
 from toolkit.host.shell import join, quote_path
-from toolkit.moves.observe import flush_prefix_cache
+from toolkit.observe.cache import flush_prefix_cache
 from toolkit.server.server import Server
 from toolkit.stats import mean_interval
 

@@ -21,8 +21,8 @@ import re
 from itertools import pairwise
 from typing import TYPE_CHECKING, Any
 
-from toolkit.moves.observe import cache_state
 from toolkit.moves.profile import profiles_dir
+from toolkit.observe.cache import cache_state
 from toolkit.observe.kernels import compare_kernel_tables
 from toolkit.observe.torch_profile import Profile, load_profile
 from toolkit.report.capping import cap, left_out

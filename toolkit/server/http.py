@@ -24,7 +24,7 @@ from toolkit.server.health import ProbeOutcome, judge_answer, quote_body
 from toolkit.server.spec import MISSING, ServerSpec
 
 __all__ = ["HttpAnswer", "request", "auth_headers", "ProbeOutcome", "probe_server",
-           "engine_versions", "metrics_route", "flush_cache", "served_model"]
+           "engine_versions", "metrics_route", "served_model"]
 
 
 @dataclass(frozen=True)
@@ -186,15 +186,6 @@ def metrics_route(spec: ServerSpec, profile: EngineProfile | None) -> str | None
     if enabled_by is not None and enabled_by.startswith("--") and spec.flag(enabled_by) is MISSING:
         return None
     return profile.metrics_path
-
-
-# ---- the performance engineer's moves: the prefix cache ------------------------
-
-
-def flush_cache(url: str, path: str = "/flush_cache", *, timeout_s: float = 30.0,
-                api_key: str | None = None) -> HttpAnswer:
-    """``POST {path}`` (SGLang ``/flush_cache``, vLLM ``/reset_prefix_cache``); the caller reads the answer."""
-    return request(url.rstrip("/") + path, method="POST", timeout_s=timeout_s, api_key=api_key)
 
 
 def served_model(url: str, *, timeout_s: float = 5.0, api_key: str | None = None) -> str | None:
