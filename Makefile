@@ -44,10 +44,12 @@ demo: $(VENV)/.installed
 check: $(VENV)/.installed
 	$(PY) -m pytest -m "not real" -n $(JOBS) --dist loadgroup
 
-# Every test but the speed-measuring ones in parallel, then those alone (tests/tiers.py says why); both always run.
+# Every test but the speed-measuring ones on REAL_JOBS workers (they mostly wait on processes they started:
+# servers, sshd, notebooks, Chromium), and beside them the speed-measuring ones at real-time priority
+# (scripts/test_tiers.sh and tests/tiers.py say why); both always run.
+REAL_JOBS ?= 4
 test: $(VENV)/.installed $(CPU_VENV)/.installed
-	@rc=0; $(PY) -m pytest -n $(JOBS) --dist loadgroup -m "not timing" || rc=$$?; \
-	$(PY) -m pytest -m timing || rc=$$?; exit $$rc
+	@scripts/test_tiers.sh $(PY) $(REAL_JOBS)
 
 lab: $(VENV)/.installed  # saves notebooks/ without outputs (scripts/jupyter_lab_config.py): they are tracked templates
 	$(VENV)/bin/jupyter lab --config=scripts/jupyter_lab_config.py notebooks/

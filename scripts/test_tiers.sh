@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# `make test`: every test but the speed-measuring ones (`timing`, tests/tiers.py) on pytest-xdist workers, and
+# the speed-measuring ones beside them in one process at real-time priority (`chrt -f 1`, inherited by the
+# servers, clients and the sshd they start), so that the rest of the suite cannot stall a server or a client
+# between two tokens. Where real-time priority is refused (not root, no CAP_SYS_NICE), they run alone afterwards.
+# Usage: scripts/test_tiers.sh PYTHON JOBS. Exit status: the worse of the two runs.
+set -u
+python=$1 jobs=$2
+rest=("$python" -m pytest -n "$jobs" --dist loadgroup -m "not timing")
+timing=("$python" -m pytest -m timing -p no:cacheprovider)
+
+if ! chrt -f 1 true 2>/dev/null; then
+  echo "test_tiers: real-time priority is refused here: the timing tests run after the others, alone"
+  "${rest[@]}"; rc=$?
+  "${timing[@]}" || rc=$?
+  exit "$rc"
+fi
+
+log=$(mktemp "${TMPDIR:-/tmp}/timing-tier.XXXXXX.log")
+chrt -f 1 "${timing[@]}" >"$log" 2>&1 &
+timing_pid=$!
+# Ctrl-C or a kill of make ends both runs (pytest tears down on SIGINT: its servers stop).
+trap 'kill -INT "$timing_pid" 2>/dev/null; wait "$timing_pid"; cat "$log"; exit 130' INT TERM
+echo "test_tiers: the timing tests run beside these, at real-time priority; their output follows (live: $log)"
+"${rest[@]}"; rc=$?
+wait "$timing_pid"; timing_rc=$?
+trap - INT TERM
+echo; echo "test_tiers: the timing tests, run beside the others (chrt -f 1):"
+cat "$log"
+rm -f "$log"
+[ "$rc" -ne 0 ] || rc=$timing_rc
+exit "$rc"
