@@ -44,12 +44,11 @@ demo: $(VENV)/.installed
 check: $(VENV)/.installed
 	$(PY) -m pytest -m "not real" -n $(JOBS) --dist loadgroup
 
-# Every test but the speed-measuring ones on REAL_JOBS workers (they mostly wait on processes they started:
-# servers, sshd, notebooks, Chromium), and beside them the speed-measuring ones at real-time priority
-# (scripts/test_tiers.sh and tests/tiers.py say why); both always run.
-REAL_JOBS ?= 4
+# Every test but the speed-measuring ones on JOBS workers, and beside them the speed-measuring ones on
+# TIMING_JOBS workers at real-time priority (scripts/test_tiers.sh and tests/tiers.py say why); both always run.
+TIMING_JOBS ?= 2
 test: $(VENV)/.installed $(CPU_VENV)/.installed
-	@scripts/test_tiers.sh $(PY) $(REAL_JOBS)
+	@scripts/test_tiers.sh $(PY) $(JOBS) $(TIMING_JOBS)
 
 lab: $(VENV)/.installed  # saves notebooks/ without outputs (scripts/jupyter_lab_config.py): they are tracked templates
 	$(VENV)/bin/jupyter lab --config=scripts/jupyter_lab_config.py notebooks/
