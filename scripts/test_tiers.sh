@@ -3,8 +3,8 @@
 # the speed-measuring ones beside them in one process at real-time priority (`chrt -f 1`, inherited by the
 # servers, clients and the sshd they start), so that the rest of the suite cannot stall a server or a client
 # between two tokens. Where real-time priority is refused (not root, no CAP_SYS_NICE), they run alone afterwards.
-# At real-time priority they run on two workers of their own, a file to each (they mostly wait on their servers'
-# decode steps; what would stall one, a CPU-bound neighbour, is below them now).
+# TIMING_JOBS > 1 runs them on that many xdist workers of their own, a file to each: faster, but two real-time
+# trees at once can take both cores from the rest, whose own measured figures (a notebook's tok/s) then sag.
 # Usage: scripts/test_tiers.sh PYTHON JOBS TIMING_JOBS. Exit status: the worse of the two runs.
 set -u
 python=$1 jobs=$2 timing_jobs=$3
@@ -19,7 +19,8 @@ if ! chrt -f 1 true 2>/dev/null; then
 fi
 
 log=$(mktemp "${TMPDIR:-/tmp}/timing-tier.XXXXXX.log")
-chrt -f 1 "${timing[@]}" -n "$timing_jobs" --dist loadfile >"$log" 2>&1 &
+[ "$timing_jobs" -gt 1 ] && timing+=(-n "$timing_jobs" --dist loadfile)
+chrt -f 1 "${timing[@]}" >"$log" 2>&1 &
 timing_pid=$!
 # Ctrl-C or a kill of make ends both runs (pytest tears down on SIGINT: its servers stop).
 trap 'kill -INT "$timing_pid" 2>/dev/null; wait "$timing_pid"; cat "$log"; exit 130' INT TERM

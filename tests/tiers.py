@@ -42,5 +42,5 @@ REAL_FILES = frozenset({
 TIMING_FILES = frozenset({
     "test_bisect_fanout.py", "test_bisect_driver.py", "test_abtest_sim.py", "test_diagnose_sim.py",
     "test_fanout.py", "test_bench_client.py", "test_bench_sim.py", "test_sweep_sim.py", "test_measure.py",
-    "test_peers.py",
+    "test_peers.py", "test_sim_server.py",
 })
