@@ -140,7 +140,8 @@ def podman(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalPodman]:
 # -- tiers and parallel runs -------------------------------------------------------------------------------
 # `make check` runs the edit loop's tier (`-m "not real"`): the pure core and fast integration. `make test`
 # runs every test but the speed-measuring ones (`timing`, tests/tiers.py) in parallel through pytest-xdist with
-# `--dist loadgroup` (xdist keeps a group on one worker), then those alone. The session fixtures that are costly or
+# `--dist loadgroup` (xdist keeps a group on one worker), and those beside them at real-time priority
+# (scripts/test_tiers.sh). The session fixtures that are costly or
 # share machine-wide state (the Slurm cluster's munged, rootful podman, JupyterLab in Chromium) are one group each,
 # so they start once per run; the tests of a file that shares a module fixture (a simulator, a notebook run) stay
 # on one worker, so it starts once. The loopback sshd may start once per worker: each one binds its own free port

@@ -31,14 +31,15 @@ REAL_FILES = frozenset({
     "test_journal_investigations.py::test_running_a_notebook_twice_gives_two_investigations_and_says_so",
 })
 
-# Tests whose verdict rests on measured speed (a bisection, an A/B, a diagnosis, the bench client's timings). On two
-# cores, anything beside them (a TP-8 simulator starting, a notebook kernel, Chromium, another bisection) stalls
-# their servers for seconds: runs of 1.2 s measured 3-4 s and bisections named the wrong commit, at nice 10 too.
-# tests/conftest.py marks them `timing`; `make test` runs every other test on two xdist workers first, then these
-# alone, one after another. The fan-out tests (three lanes' clients in this one process) judge the median ITL of a
-# batch now, which an idle run reads exactly (a slow node at 2.00x, 95% CI 1.96-2.04x); beside four CPU hogs the
-# fan-out bisections still held but a paired A/B read every host's median ITL at the client's own wake-up cadence
-# (8.55 ms for steps of 12.8 and 25.7 ms): they stay here (docs/fan-out.md).
+# Tests whose verdict rests on measured speed (a bisection, an A/B, a diagnosis, the bench client's timings, the
+# simulator's own rates). On two cores, anything beside them at the same priority (a TP-8 simulator starting, a
+# notebook kernel, Chromium, another bisection) stalls their servers or clients: runs of 1.2 s measured 3-4 s and
+# bisections named the wrong commit, at nice 10 too. tests/conftest.py marks them `timing`; `make test`
+# (scripts/test_tiers.sh) runs them beside the rest in one process at real-time priority (`chrt -f 1`, which their
+# servers and sshd inherit): a real-time task that wakes takes a core at once, so the rest of the suite cannot stall
+# them (every one passed beside the rest in three full runs); where real-time priority is refused they run after the
+# rest, alone. The fan-out tests (three lanes' clients in this one process) judge the median ITL of a batch, which an
+# idle run reads exactly (a slow node at 2.00x, 95% CI 1.96-2.04x) (docs/fan-out.md).
 TIMING_FILES = frozenset({
     "test_bisect_fanout.py", "test_bisect_driver.py", "test_abtest_sim.py", "test_diagnose_sim.py",
     "test_fanout.py", "test_bench_client.py", "test_bench_sim.py", "test_sweep_sim.py", "test_measure.py",

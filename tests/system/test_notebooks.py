@@ -73,8 +73,15 @@ def test_onboarding_replays_the_seed_over_ssh(onboarding: tuple[nbformat.Noteboo
     results = sqlite3.connect(out / "eagle3.sqlite")
     rows = dict(results.execute(
         "SELECT r.label, avg(json_extract(r.summary_json, '$.output_throughput')) FROM runs r GROUP BY r.label"))
+    steps_ms = dict(results.execute(
+        "SELECT r.label, avg(json_extract(r.summary_json, '$.median_itl_ms')) FROM runs r GROUP BY r.label"))
     baseline, eagle = rows["baseline (plain decode)"], rows["EAGLE-3, 2 steps"]
-    assert 70 < baseline < 90 and 50 < eagle < 66, rows          # ≈82 vs ≈60 tok/s, as in the seed
+    # the seed's story in the steps the client timed: a ~12 ms decode step (≈82 tok/s) against a ~29 ms verify of
+    # 3 tokens in extend mode; the median gap is the step itself, which a stall of the kernel now and then does not
+    # move (idle: 12.10 and 31.35 ms). Output tok/s, one run or two at concurrency 1, sags when the kernel waits for
+    # a core (idle: 79.4 and 57.7; 66-70 for the baseline beside the timing tier in `make test`)
+    assert 11.5 < steps_ms["baseline (plain decode)"] < 13.0 and 29.0 < steps_ms["EAGLE-3, 2 steps"] < 34.0, steps_ms
+    assert 55 < baseline < 90 and 40 < eagle < 66 and eagle < baseline, rows  # ≈82 vs ≈60 tok/s, as in the seed
     decode, prefill = rows["--speculative-attention-mode=decode"], rows["--speculative-attention-mode=prefill"]
     assert decode > baseline > prefill, rows                      # decode mode beats the baseline (labels name the flag)
     assert "within noise" in text                                 # the old commit: same baseline
