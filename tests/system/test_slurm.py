@@ -227,5 +227,7 @@ def test_a_bisection_checks_out_on_the_login_host_and_launches_each_commit_as_a_
         steps = journal.steps()
         notes = [str(text) for text in steps[steps["kind"] == "bisect_probe"]["notes"]]
     assert result.first_bad == commits[4]["sha"]
-    assert len(notes) == len(result.probes) and all("launch 1 ran in slurm job " in text for text in notes)
+    # one step a probe; ends that looked alike are measured again in new steps, and the journal keeps the first ones
+    assert len(notes) >= len(result.probes), (notes, result.probes)
+    assert all("launch 1 ran in slurm job " in text for text in notes), notes
     assert slurm.jobs() == []
