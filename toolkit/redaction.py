@@ -114,7 +114,9 @@ _FLAG_SPACE = re.compile(r"(?<![A-Za-z0-9_-])(?P<name>--[A-Za-z][A-Za-z0-9_-]*)(
 # A name starts after a dot too (``config.api_key: x``), but only the first start of a run is tried.
 _COLON = re.compile(_first_start(r"[A-Za-z0-9_.-]", r"(?<![A-Za-z0-9_-])(?=[A-Za-z_])")
                     + r"(?P<name>[A-Za-z_][A-Za-z0-9_.-]*)(?P<sep>[\"']?\s*:\s*[\"']?)(?!//)(?P<value>" + _VALUE + ")")
-_ENTROPY_CANDIDATE = re.compile(r"(?<![A-Za-z0-9+/=_-])[A-Za-z0-9+/=_-]{32,}(?![A-Za-z0-9+/=_-])")
+# `=` only as base64's padding at a token's end: elsewhere it joins a name and a value, and a long dull one on
+# either side (`00000000000000000000000=<secret>`) must not dilute the secret's entropy below the bar.
+_ENTROPY_CANDIDATE = re.compile(r"(?<![A-Za-z0-9+/_-])[A-Za-z0-9+/_-]{32,}={0,2}(?![A-Za-z0-9+/_-])")
 
 
 def _words(name: str) -> list[str]:
