@@ -210,3 +210,11 @@ def test_a_commit_step_is_reproduced_from_the_checkout_it_came_from(tmp_path: Pa
         for file in [*tmp_path.glob("j.sqlite*"), *(tmp_path / "out").iterdir()]:
             data = file.read_bytes()
             assert _FAKE_TOKEN.encode() not in data and b"ci-bot" not in data, file.name
+
+
+def test_a_gap_under_one_percent_beyond_noise_is_not_called_the_same():
+    from toolkit.report.summary import _against_baseline
+
+    said = _against_baseline({"ratio": 1.002, "ratio_ci": (1.001, 1.003), "runs": 2, "verdict_code": "beyond_noise"})
+    assert said.startswith("0.2% faster than the baseline") and "beyond run-to-run noise" in said
+    assert _against_baseline({"ratio": 1.0001, "runs": 2}).startswith("the same as the baseline")

@@ -43,8 +43,10 @@ def _measured(config: dict[str, Any]) -> str:
 def _against_baseline(config: dict[str, Any]) -> str:
     """``27% slower than the baseline (0.73x, 95 % CI 0.71-0.75x)``, with what the noise allows one to say."""
     ratio = float(config["ratio"])
-    size = (f"{abs(ratio - 1):.0%} {'faster' if ratio > 1 else 'slower'} than the baseline"
-            if round(abs(ratio - 1), 2) else "the same as the baseline")
+    gap = abs(ratio - 1)  # under 1 %, to a tenth: "the same" would contradict "beyond noise" below
+    size = (f"{gap:.0%} {'faster' if ratio > 1 else 'slower'} than the baseline" if round(gap, 2) else
+            f"{gap:.1%} {'faster' if ratio > 1 else 'slower'} than the baseline" if round(gap, 3) else
+            "the same as the baseline")
     low, high = config.get("ratio_ci") or (None, None)
     size += f" ({ratio:.2f}x, 95 % CI {low:.2f}-{high:.2f}x)" if low is not None else f" ({ratio:.2f}x)"
     if config.get("single"):
