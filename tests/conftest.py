@@ -166,11 +166,16 @@ def _group(item: pytest.Item) -> str | None:
     return None
 
 
-def is_real(item: pytest.Item) -> bool:
-    """Whether a test belongs to the real tier (`make test` only) rather than `make check`."""
+def _listed(item: pytest.Item, entries: frozenset[str]) -> bool:
+    """Whether a tier list (tests/tiers.py) names the test: its folder, its file, or the test itself."""
     path, _, rest = item.nodeid.removeprefix("tests/").partition("::")
     test = f"{path}::{rest.split('[', 1)[0]}"
-    if path in REAL_FILES or test in REAL_FILES or any(path.startswith(n) for n in REAL_FILES if n.endswith("/")):
+    return path in entries or test in entries or any(path.startswith(n) for n in entries if n.endswith("/"))
+
+
+def is_real(item: pytest.Item) -> bool:
+    """Whether a test belongs to the real tier (`make test` only) rather than `make check`."""
+    if _listed(item, REAL_FILES):
         return True
     if any(item.get_closest_marker(marker) is not None for marker in REAL_MARKERS):
         return True
@@ -185,7 +190,10 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(pytest.mark.xdist_group(group))
         if is_real(item):
             item.add_marker(pytest.mark.real)
-        if item.nodeid.removeprefix("tests/").split("::", 1)[0] in TIMING_FILES:
+        if _listed(item, TIMING_FILES):
+            if not is_real(item):  # `make check` runs `not real`: it would run there, beside anything
+                raise pytest.UsageError(f"{item.nodeid} is a timing test outside the real tier: add it to REAL_FILES "
+                                        "in tests/tiers.py (or mark it slow)")
             item.add_marker(pytest.mark.timing)
 
 

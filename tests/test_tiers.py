@@ -19,8 +19,8 @@ def _test_names(path: Path) -> set[str]:
     return {node.name for node in ast.walk(tree) if isinstance(node, ast.FunctionDef) and node.name.startswith("test")}
 
 
-@pytest.mark.parametrize("entry", sorted(REAL_FILES))
-def test_every_real_tier_entry_names_a_folder_a_file_or_a_test_that_exists(entry: str) -> None:
+@pytest.mark.parametrize("entry", sorted(REAL_FILES | TIMING_FILES))
+def test_every_tier_entry_names_a_folder_a_file_or_a_test_that_exists(entry: str) -> None:
     path, _, test = entry.partition("::")
     where = TESTS / path
     if path.endswith("/"):
@@ -28,11 +28,6 @@ def test_every_real_tier_entry_names_a_folder_a_file_or_a_test_that_exists(entry
         return
     assert where.is_file(), f"{entry}: no file tests/{path}"
     assert not test or test in _test_names(where), f"{entry}: no test {test} in tests/{path}"
-
-
-@pytest.mark.parametrize("path", sorted(TIMING_FILES))
-def test_every_timing_file_exists(path: str) -> None:
-    assert (TESTS / path).is_file(), f"tests/tiers.py names tests/{path}, which does not exist"
 
 
 def test_xdist_groups_hold_with_the_installed_pytest(tmp_path: Path) -> None:
