@@ -15,6 +15,7 @@ from toolkit.moves.abtest import ABResult
 from toolkit.moves.bisect.result import BisectResult
 from toolkit.moves.envcheck.report import EnvReport
 from toolkit.moves.sweep_result import SweepResult
+from toolkit.views.plots._figure import short
 from toolkit.views.plots.runs import throughput
 from toolkit.views.plots.story import bisect, env_matrix
 
@@ -49,7 +50,7 @@ def bisection(result: BisectResult, *, title: str | None = None) -> Figure:
     """The metric per probed commit (oldest left), good/bad/skip coloured, threshold dashed."""
     data = result.frame.rename(columns={"median": result.metric})
     if title is None and result.first_bad:
-        title = f"Bisection: first bad {result.first_bad[:8]} {result.first_bad_subject or ''}".strip()
+        title = f"Bisection: first bad {result.first_bad[:8]} {short(result.first_bad_subject, 60)}".strip()
     return bisect(data, result.threshold, y=result.metric, status="verdict", title=title)
 
 
