@@ -36,8 +36,12 @@ def test_every_word_reaches_the_engine_as_written(image: str, mounts: list[str],
     argv = run_argv(run, engine=engine, name="sv", command=command, port=30000)  # type: ignore[arg-type]
     assert shlex.split(join(argv)) == argv
     assert argv[-5:] == ["--entrypoint=", image, "bash", "-c", command]
-    for mount in mounts:
-        assert argv[argv.index(mount) - 1] == "-v"
+    # each mount follows its own -v, in order (a mount spelt like a flag, "-p" or "-v", is read as a value)
+    words, given_mounts = iter(argv[:-5]), []
+    for word in words:
+        if word == "-v":
+            given_mounts.append(next(words))
+    assert given_mounts == mounts
     for name, value in env.items():
         assert f"{name}={value}" in argv
 
