@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from toolkit.host.host import Host
+from toolkit.logs.window import LogLedger
 from toolkit.server.follow import LogFollower
 
 SERVING = ("[2026-02-26 20:40:01 TP0] Decode batch. #running-req: 1, #token: 512, token usage: 0.01, "
@@ -68,3 +69,23 @@ def test_an_engine_traceback_that_ends_a_dead_servers_log_is_its_death(tmp_path:
         follower.flush(server_died=server_died)
         fatal = [(e.line_no, e.rule) for e in follower.events() if e.is_fatal]
     assert fatal == ([(2, "traceback_ends_log")] if server_died else [])
+
+
+def test_a_ledger_keeps_what_the_followers_ring_buffer_dropped(tmp_path: Path) -> None:
+    """A long, chatty run: the start-up's benign line and the first run's metric rows leave a small ring buffer,
+    never the ledger that heard them (what a journal step stores)."""
+    log = tmp_path / "server.log"
+    benign = ("[2026-02-26 20:26:06 TP5] Ignore import error when loading sglang.srt.models.glmasr: cannot import "
+              "name 'GlmAsrConfig' from 'transformers'")
+    access = '[2026-02-26 20:40:02] INFO:     127.0.0.1:51234 - "POST /v1/completions HTTP/1.1" 200 OK'
+    log.write_text(benign + "\n" + "".join(SERVING.format(n=i) + "\n" for i in range(5))
+                   + (access + "\n") * 200)
+    ledger = LogLedger()
+    follower = LogFollower(Host.local(), str(log), engine="sglang", capacity=50)
+    follower.subscribe(ledger)
+    with follower:
+        _wait_for(follower, 206)
+        events = follower.events()
+    assert follower.stats.dropped_from_buffer > 0 and events[0].line_no > 6  # the ring holds the access lines only
+    assert [r.line_no for r in ledger.metric_rows(1, 6)] == [2, 3, 4, 5, 6]
+    assert [e.line_no for e in ledger.decisive()] == [1]

@@ -240,7 +240,7 @@ def test_pasted_lines_and_host_names_stay_plain_text(journal: Journal, local_hos
     assert journal.steps()["hosts"].tolist() == ["localhost"]
     logs = journal.log_lines()
     assert logs["text"].tolist() == ["a line pasted from a terminal", READY]
-    assert pd.isna(logs["verdict"].iloc[0]) and logs["verdict"].iloc[1] == "ready"
+    assert logs["verdict"].tolist() == ["info", "ready"]  # a pasted line is judged as it is recorded
     with journal.step("note", host=["gpu-a", local_host]):
         pass
     assert journal.steps()["hosts"].tolist()[1] == "gpu-a, localhost"
@@ -266,7 +266,7 @@ def test_not_a_journal_is_explained(tmp_path: Path) -> None:
 def test_file_is_wal_and_schema_is_versioned(journal: Journal) -> None:
     with sqlite3.connect(journal.path) as conn:
         assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
-        assert conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()[0] == "2"
+        assert conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()[0] == "3"
     conn.close()
 
 

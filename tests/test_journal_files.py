@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import hashlib
+import json
 import os
 import sqlite3
 import subprocess
@@ -23,6 +24,10 @@ from journal_data import bench_result
 
 from toolkit.errors import JournalError
 from toolkit.journal import Journal, SourceRepo
+from toolkit.logs import classify_lines
+from toolkit.report.document import to_markdown
+from toolkit.report.postmortem import build
+from toolkit.server.spec import ServerSpec
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -131,7 +136,7 @@ def test_a_foreign_sqlite_file_is_refused_and_left_unchanged(tmp_path: Path) -> 
 @pytest.mark.parametrize(("value", "message", "hint"), [
     ("abc", "schema version 'abc', which no toolkit writes", "new path"),
     ("0", "schema version '0'", "new path"),
-    ("99", r"newer toolkit \(schema 99; this toolkit reads 2\)", "upgrade the toolkit"),
+    ("99", r"newer toolkit \(schema 99; this toolkit reads 3\)", "upgrade the toolkit"),
 ])
 def test_a_schema_version_it_cannot_read_says_what_to_do(tmp_path: Path, value: str, message: str, hint: str) -> None:
     path = tmp_path / "j.sqlite"
@@ -237,8 +242,20 @@ def test_a_write_the_file_system_refuses_is_a_journal_error(tmp_path: Path) -> N
     check.close()
 
 
+def _as_schema_2(path: Path) -> None:
+    """The file as a toolkit of schema 2 wrote it: log lines without `caused`, start-ups without their ready line."""
+    with sqlite3.connect(path) as conn:
+        conn.execute("ALTER TABLE log_lines DROP COLUMN caused")
+        for step_id, readiness in conn.execute("SELECT id, readiness_json FROM steps WHERE readiness_json IS NOT NULL"):
+            old = {k: v for k, v in json.loads(readiness).items() if k != "ready_line"}
+            conn.execute("UPDATE steps SET readiness_json = ? WHERE id = ?", (json.dumps(old), step_id))
+        conn.execute("UPDATE meta SET value = '2' WHERE key = 'schema_version'")
+    conn.close()
+
+
 def _as_schema_1(path: Path) -> None:
     """The file as a toolkit of schema 1 wrote it: no checkout columns, version 1."""
+    _as_schema_2(path)
     with sqlite3.connect(path) as conn:
         conn.execute("ALTER TABLE steps DROP COLUMN repo_dir")
         conn.execute("ALTER TABLE steps DROP COLUMN repo_origin")
@@ -259,7 +276,7 @@ def test_a_journal_of_schema_1_is_read_as_it_is_and_migrated_when_opened_for_wri
 
     journal = Journal(path, resume=True)
     with sqlite3.connect(path) as conn:
-        assert conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()[0] == "2"
+        assert conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()[0] == "3"
         columns = [row[1] for row in conn.execute("PRAGMA table_info(steps)")]
     conn.close()
     assert columns[-2:] == ["repo_dir", "repo_origin"]
@@ -272,3 +289,30 @@ def test_a_journal_of_schema_1_is_read_as_it_is_and_migrated_when_opened_for_wri
     assert journal.results()["runs"].tolist() == [1]
     journal.close()
     Journal(path, resume=True).close()  # opening it again changes nothing more
+
+
+def test_a_journal_of_schema_2_has_its_lines_judged_once_when_opened_for_writing(tmp_path: Path) -> None:
+    """Schema 3 stores whether the toolkit caused a line and a start-up's ready line: the report reads them and
+    classifies nothing. An older journal's lines are judged once, by the migration (a pasted line too)."""
+    path = tmp_path / "old.sqlite"
+    probe = '[2026-02-26 20:26:08] INFO:     127.0.0.1:40330 - "GET /health_generate HTTP/1.1" 503 Service Unavailable'
+    ready = "[2026-02-26 20:26:09] The server is fired up and ready to roll!"
+    pasted = ("[2026-02-26 20:26:06 TP5] Ignore import error when loading sglang.srt.models.glmasr: cannot import "
+              "name 'GlmAsrConfig' from 'transformers'")
+    with Journal(path, investigation="before") as journal, journal.step("baseline", "kept") as step:
+        step.set_spec(ServerSpec.sglang("m", tp=1, port=30000))
+        step.record_log_lines([*classify_lines([probe], engine="sglang"), pasted])
+    with sqlite3.connect(path) as conn:  # as schema 2 stored them: a verdict for the event, none for the paste
+        conn.execute("UPDATE log_lines SET verdict = NULL, rule = NULL, rank = NULL WHERE text = ?", (pasted,))
+        readiness = {"ready": True, "state": "ready", "last_lines": [probe, ready], "ready_line": None}
+        conn.execute("UPDATE steps SET readiness_json = ?", (json.dumps(readiness),))
+    conn.close()
+    _as_schema_2(path)
+    journal = Journal(path, resume=True)
+    lines = journal.log_lines().set_index("text")
+    assert lines.loc[probe, "caused"] == "request" and lines.loc[probe, "verdict"] == "warning"
+    assert lines.loc[pasted, "verdict"] == "benign" and lines.loc[pasted, "rank"] == "TP5"
+    assert journal.steps()["readiness"].iloc[0]["ready_line"]["raw"] == ready
+    report = to_markdown(build(journal, dpi=40)[1])
+    assert ready in report and "GET /health_generate" not in report and "1 access line of the toolkit" in report
+    journal.close()

@@ -9,9 +9,9 @@ import pytest
 
 from toolkit.errors import InvalidFlag
 from toolkit.logs import classify_lines
+from toolkit.logs.window import LogLedger, metric_window
 from toolkit.moves import ABSENT, apply_param, expand, spec_differences
 from toolkit.moves.abtest import ab_sentence, ab_verdict, schedule, side_labels
-from toolkit.moves.trial import decisive_lines, metric_window
 from toolkit.server.spec import ServerSpec
 from toolkit.stats import compare_samples
 
@@ -135,9 +135,29 @@ def test_metric_window_is_bounded_by_line_numbers_and_drops_the_warmup_by_time()
     assert [r.line_no for r in metric_window(events, 2, 5, far_clock)] == [3, 4, 5]
 
 
-def test_decisive_lines_are_the_benign_and_the_fatal_ones() -> None:
-    events = classify_lines([*LOG[:2], "[2026-02-26 20:27:00 TP3] Scheduler hit an exception: Traceback (most "
+def test_the_ledger_keeps_the_benign_and_the_fatal_lines_and_the_ready_one_on_request() -> None:
+    events = classify_lines([*LOG, "[2026-02-26 20:27:00 TP3] Scheduler hit an exception: Traceback (most "
                              "recent call last):", "torch.OutOfMemoryError: CUDA out of memory."], engine="sglang")
-    chosen = decisive_lines(events)
+    ledger = LogLedger()
+    ledger(events[:3])
+    ledger(events[3:])
+    chosen = ledger.decisive()
     assert [e.verdict.value for e in chosen] == ["benign", "fatal"]
     assert "GlmAsrConfig" in chosen[0].text and math.isfinite(chosen[1].line_no)
+    assert [e.verdict.value for e in ledger.decisive(ready=True)] == ["benign", "ready", "fatal"]
+    assert [r.line_no for r in ledger.metric_rows(2, 5)] == [3, 4, 5]  # the same cut as metric_window
+    assert ledger.last_line == max(e.line_no for e in events)
+
+
+def test_the_ledger_keeps_the_first_benign_lines_and_the_last_fatal_ones() -> None:
+    benign = LOG[0]
+    fatal = "[2026-02-26 20:27:00 TP3] torch.OutOfMemoryError: CUDA out of memory. ({n})"
+    events = classify_lines([benign] * 150 + [fatal.format(n=n) for n in range(30)], engine="sglang")
+    ledger = LogLedger()
+    for event in events:
+        ledger([event])
+    chosen = ledger.decisive()
+    kept_benign = [e for e in chosen if e.verdict.value == "benign"]
+    kept_fatal = [e for e in chosen if e.verdict.value == "fatal"]
+    assert [e.line_no for e in kept_benign] == list(range(1, 101))
+    assert [e.line_no for e in kept_fatal] == list(range(161, 181)) and "(29)" in kept_fatal[-1].text

@@ -4,7 +4,7 @@ The README's notebook pattern (``with journal.step(...) as step, tk.launch(host,
 step.record(server.wait_ready(...)); step.record(tk.bench(server, ...))``) stored 0 log lines and
 0 metric lines on the first real vLLM run (issue 23): only the trial recorded them. ``tk.bench`` on a
 ``Server`` now brings them in its result (:attr:`BenchResult.evidence`) and ``step.record`` stores
-them: the metric lines of the run's window, the decisive lines the follower has classified so far
+them: the metric lines of the run's window, the decisive lines the server's ledger heard so far
 (the ready line, benign error-looking lines and fatal ones), and the release with how it was read.
 """
 
@@ -13,8 +13,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from toolkit.logs import LogEvent, MetricRow, Verdict
-from toolkit.logs.window import decisive_lines, metric_window
+from toolkit.logs import LogEvent, MetricRow
 from toolkit.server.logfile import count_lines
 from toolkit.server.server import Server
 
@@ -39,11 +38,9 @@ def log_mark(server: Server) -> int:
 def collect_evidence(server: Server, before_line: int, since: float | None) -> ServerEvidence:
     """The evidence of a run that started after log line ``before_line`` (at ``since``, epoch s)."""
     after = log_mark(server)
-    follower = server.follow()
-    follower.wait_for_lines(after)
-    events = follower.events()
-    rows = metric_window(events, before_line, after, since)
-    ready = [e for e in events if e.verdict is Verdict.READY][:1]  # the line that made the server ready
-    chosen = sorted([*ready, *decisive_lines(events)], key=lambda e: e.line_no)
+    server.follow().wait_for_lines(after)
+    ledger = server.ledger
+    rows = ledger.metric_rows(before_line, after, since)
+    chosen = ledger.decisive(ready=True)  # with the line that made the server ready
     release = server.release()
     return ServerEvidence(tuple(rows), tuple(chosen), release.provenance(), release.problem())

@@ -211,15 +211,13 @@ def metric_lines_frame(
 
 
 def log_lines_frame(store: Store, investigation_id: int | None, step_id: int | None = None) -> pd.DataFrame:
-    sql = (
-        "SELECT l.step_id, l.run_id, l.line_no, l.rank, l.level, l.verdict, l.rule, l.timestamp, l.text"
-        " FROM log_lines l JOIN steps s ON s.id = l.step_id WHERE s.investigation_id = ?"
-    )
+    sql = "SELECT l.* FROM log_lines l JOIN steps s ON s.id = l.step_id WHERE s.investigation_id = ?"
     params: list[Any] = [investigation_id]
     if step_id is not None:
         sql += " AND l.step_id = ?"
         params.append(step_id)
-    columns = ["step_id", "run_id", "line_no", "rank", "level", "verdict", "rule", "timestamp", "text"]
-    frame = pd.DataFrame([dict(r) for r in store.read(sql + " ORDER BY l.id", params)], columns=columns)
+    columns = ["step_id", "run_id", "line_no", "rank", "level", "verdict", "rule", "timestamp", "text", "caused"]
+    rows = [dict(r) for r in store.read(sql + " ORDER BY l.id", params)]  # `caused` is None before schema 3
+    frame = pd.DataFrame([{c: r.get(c) for c in columns} for r in rows], columns=columns)
     _times(frame, "timestamp")
     return frame

@@ -164,7 +164,9 @@ class StepRecorder:
             (Json(readiness_row(report)), time.time(), self.id), doing=f"the start-up report of step {self.id}",
         )
         decisive = report.failure.decisive if report.failure is not None else None
-        self.record_log_lines([*report.benign, *([decisive] if decisive is not None else [])])
+        chosen: list[LogEvent] = [*report.benign, *(e for e in (report.ready_line, decisive) if e is not None)]
+        chosen.sort(key=lambda e: e.line_no)
+        self.record_log_lines(chosen)
 
     def record_metrics(self, rows: Iterable[MetricRow], *, run_id: int | None = None) -> int:
         """Store the server's metric lines; they join the latest run by default."""
@@ -185,18 +187,19 @@ class StepRecorder:
         return len(stored)
 
     def record_log_lines(self, events: Iterable[LogEvent | str], *, run_id: int | None = None) -> int:
-        """Store the decisive log lines (``LogEvent``s, or lines pasted as text), redacted."""
+        """Store the decisive log lines (``LogEvent``s, or lines pasted as text and judged now), redacted, each with
+        its verdict and whether the toolkit caused it."""
         run = run_id if run_id is not None else self._last_run_id
         stored = [log_line_row(event) for event in events]
         prepared = [(self.id, run, e.line_no, clean(e.rank), clean(e.level), clean(e.verdict), clean(e.rule),
-                     e.timestamp, clean(e.text)) for e in stored]
+                     e.timestamp, clean(e.text), e.caused) for e in stored]
         held = {(row[0], row[1]) for row in self._store.read(
             "SELECT line_no, text FROM log_lines WHERE step_id = ? AND line_no IS NOT NULL", (self.id,))}
         prepared = [p for p in prepared if (p[2], p[8].value) not in held]
         with self._store.transaction(f"the log lines of step {self.id}") as tx:
             tx.executemany(
-                "INSERT INTO log_lines(step_id, run_id, line_no, rank, level, verdict, rule, timestamp, text)"
-                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)", prepared,
+                "INSERT INTO log_lines(step_id, run_id, line_no, rank, level, verdict, rule, timestamp, text, caused)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", prepared,
             )
             tx.execute("UPDATE steps SET updated_at = ? WHERE id = ?", (time.time(), self.id))
         return len(stored)

@@ -19,19 +19,23 @@ read as it is, the columns it lacks reading as empty. A newer journal is refused
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import sqlite3
 import stat
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 from toolkit.errors import JournalError
+from toolkit.journal.adapters import judged_line, ready_line_of
+from toolkit.logs import is_toolkit_request, log_engine
 
 __all__ = ["SCHEMA_VERSION", "Opened", "open_journal", "journal_error"]
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 
 _SCHEMA = (
     "CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
@@ -60,7 +64,8 @@ _SCHEMA = (
         line_no INTEGER, kind TEXT, rank TEXT, timestamp REAL, values_json TEXT NOT NULL)""",
     """CREATE TABLE IF NOT EXISTS log_lines (
         id INTEGER PRIMARY KEY, step_id INTEGER NOT NULL REFERENCES steps(id), run_id INTEGER,
-        line_no INTEGER, rank TEXT, level TEXT, verdict TEXT, rule TEXT, timestamp REAL, text TEXT NOT NULL)""",
+        line_no INTEGER, rank TEXT, level TEXT, verdict TEXT, rule TEXT, timestamp REAL, text TEXT NOT NULL,
+        caused TEXT)""",
     "CREATE INDEX IF NOT EXISTS steps_by_investigation ON steps(investigation_id, id)",
     "CREATE INDEX IF NOT EXISTS steps_by_status ON steps(status)",
     "CREATE INDEX IF NOT EXISTS runs_by_step ON runs(step_id)",
@@ -68,10 +73,37 @@ _SCHEMA = (
     "CREATE INDEX IF NOT EXISTS log_lines_by_step ON log_lines(step_id)",
     "CREATE INDEX IF NOT EXISTS notes_by_step ON notes(step_id)",
 )
-# What each schema version adds to the one before (the CREATE statements above are the latest).
-_MIGRATIONS: dict[int, tuple[str, ...]] = {
+
+
+def _judge_stored_lines(conn: sqlite3.Connection) -> None:
+    """Schema 3: every stored line carries its verdict and whether the toolkit caused it, and every ready
+    start-up its ready line, judged here once, so that a report reads verdicts and never classifies again."""
+    engines = {row[0]: str((json.loads(row[1] or "{}") or {}).get("engine") or "auto")
+               for row in conn.execute("SELECT id, spec_json FROM steps")}
+    for line_id, step_id, verdict, text in conn.execute("SELECT id, step_id, verdict, text FROM log_lines").fetchall():
+        judged = judged_line(verdict, text, log_engine(engines.get(step_id, "auto")))
+        conn.execute("UPDATE log_lines SET verdict = ?, rule = coalesce(rule, ?), rank = coalesce(rank, ?),"
+                     " caused = ? WHERE id = ?", (*judged, line_id))
+    for step_id, readiness_json in conn.execute(
+            "SELECT id, readiness_json FROM steps WHERE readiness_json IS NOT NULL").fetchall():
+        readiness = json.loads(readiness_json)
+        if isinstance(readiness, dict) and "ready_line" not in readiness:
+            engine = log_engine(engines.get(step_id, "auto"))
+            readiness["ready_line"] = ready_line_of(readiness.get("last_lines") or [], engine) \
+                if readiness.get("ready") else None
+            failure = readiness.get("failure")
+            if isinstance(failure, dict) and isinstance(failure.get("context"), list):  # no probe's access line
+                failure["context"] = [line for line in failure["context"] if not is_toolkit_request(str(line))]
+            conn.execute("UPDATE steps SET readiness_json = ? WHERE id = ?", (json.dumps(readiness), step_id))
+
+
+# What each schema version adds to the one before (the CREATE statements above are the latest): SQL, or a
+# function of the connection, run in the opening transaction.
+_MIGRATIONS: dict[int, tuple[str | Callable[[sqlite3.Connection], None], ...]] = {
     # 2: the checkout a commit step came from (its folder, its origin without credentials), for the reproduce block
     2: ("ALTER TABLE steps ADD COLUMN repo_dir TEXT", "ALTER TABLE steps ADD COLUMN repo_origin TEXT"),
+    # 3: whether the toolkit caused a stored line (its own request, the stop it asked for), judged once
+    3: ("ALTER TABLE log_lines ADD COLUMN caused TEXT", _judge_stored_lines),
 }
 _NEW_FILE_HINT = "pass the path of a journal .sqlite file, or a new path to start one"
 
@@ -231,15 +263,18 @@ def _prepare(conn: sqlite3.Connection, busy_timeout_s: float, fresh: bool) -> No
     conn.execute("PRAGMA foreign_keys = ON")
     conn.execute("BEGIN IMMEDIATE")
     try:
-        for statement in _SCHEMA:
-            conn.execute(statement)
+        for create in _SCHEMA:
+            conn.execute(create)
         version = conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
         if version is None:  # fresh, or started by another process a moment ago
             conn.execute("INSERT INTO meta(key, value) VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),))
         elif int(version[0]) < SCHEMA_VERSION:  # checked by _check_version; another process may have migrated it
             for number in range(int(version[0]) + 1, SCHEMA_VERSION + 1):
                 for statement in _MIGRATIONS[number]:
-                    conn.execute(statement)
+                    if callable(statement):
+                        statement(conn)
+                    else:
+                        conn.execute(statement)
             conn.execute("UPDATE meta SET value = ? WHERE key = 'schema_version'", (str(SCHEMA_VERSION),))
         conn.execute("COMMIT")
     except BaseException:

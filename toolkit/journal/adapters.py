@@ -24,7 +24,8 @@ from toolkit.benchmark.result import BenchResult
 from toolkit.errors import CommandFailed, HostError, InvalidFlag, PortInUse, ToolkitError
 from toolkit.host.group import HostGroup
 from toolkit.host.place import Target
-from toolkit.logs.classify import LogEvent
+from toolkit.logs.caused import REQUEST, STOP, is_toolkit_request
+from toolkit.logs.classify import LogEvent, classify_lines
 from toolkit.logs.metrics import MetricRow, MetricValue
 from toolkit.server.naming import ENV_PREFIX
 from toolkit.server.readiness import ReadinessReport
@@ -33,7 +34,8 @@ from toolkit.server.spec import ServerSpec
 __all__ = [
     "Hosts", "SpecRow", "BenchRun", "LogLineRow", "MetricLineRow", "spec_row", "stored_spec", "spec_columns",
     "spec_parameters", "column_name",
-    "bench_runs", "readiness_row", "log_line_row", "metric_line_row", "host_names", "error_evidence",
+    "bench_runs", "readiness_row", "log_line_row", "judge_text", "judged_line", "ready_line_of", "metric_line_row",
+    "host_names", "error_evidence",
     "FLAG_PREFIX", "SourceRepo", "clone_url",
 ]
 
@@ -185,14 +187,46 @@ class LogLineRow:
     verdict: str | None
     rule: str | None
     timestamp: float | None
+    caused: str | None = None  # LogEvent.caused: "request", "stop", or None (the engine's own)
 
 
 def log_line_row(event: LogEvent | str) -> LogLineRow:
-    """A classified line keeps its raw text (time and rank prefix), verdict and rule; a pasted line its text."""
+    """A classified line keeps its raw text (time and rank prefix), verdict, rule and whether the toolkit caused it;
+    a line pasted as text is judged as it is recorded (:func:`judge_text`), so every stored line has a verdict."""
     if isinstance(event, str):
-        return LogLineRow(None, event, None, None, None, None, None)
+        return judge_text(event)
     return LogLineRow(event.line_no, event.raw, event.rank, event.level, event.verdict.value, event.rule,
-                      _epoch(event.timestamp))
+                      _epoch(event.timestamp), event.caused)
+
+
+def judge_text(text: str, engine: str = "auto") -> LogLineRow:
+    """A line pasted from a terminal, classified alone by the engine's rules (told from the line's format when
+    ``engine`` is "auto"): a pasted ``glmasr`` line is stored as the benign line it is. No line number."""
+    events = classify_lines([text], engine=engine)
+    if not events:
+        return LogLineRow(None, text, None, None, None, None, None)
+    event = events[0]
+    caused = STOP if event.verdict.value == "shutdown" else event.caused
+    return LogLineRow(None, text, event.rank, event.level, event.verdict.value, event.rule, _epoch(event.timestamp),
+                      caused)
+
+
+def judged_line(verdict: str | None, text: str, engine: str) -> tuple[str | None, str | None, str | None, str | None]:
+    """(verdict, rule, rank, caused) of a line a journal written before schema 3 stored: its verdict kept, a
+    pasted line's judged, whether the toolkit caused it told from its text (the migration to schema 3 runs this
+    once per line)."""
+    if verdict:
+        caused = STOP if verdict == "shutdown" else REQUEST if is_toolkit_request(text) else None
+        return verdict, None, None, caused
+    row = judge_text(text, engine)
+    return row.verdict, row.rule, row.rank, row.caused
+
+
+def ready_line_of(last_lines: Iterable[str], engine: str) -> dict[str, object] | None:
+    """The ready line among a start-up's last lines, as ``ReadinessReport.to_dict`` stores it (schema 3 migration)."""
+    lines = [str(line) for line in last_lines]
+    ready = [e for e in classify_lines(lines, engine=engine) if e.verdict.value == "ready" and e.caused is None]
+    return {"line_no": None, "raw": ready[0].raw.rstrip("\n")} if ready else None
 
 
 # -- MetricRow -------------------------------------------------------------------------------

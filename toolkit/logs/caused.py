@@ -34,10 +34,14 @@ from __future__ import annotations
 import dataclasses
 import re
 
-from toolkit.logs.classify import LogEvent
+from toolkit.logs.event import LogEvent
 from toolkit.logs.rules import Verdict
 
-__all__ = ["TOOLKIT_REQUESTS", "is_toolkit_request", "is_probe_completion", "after_stop"]
+__all__ = ["TOOLKIT_REQUESTS", "REQUEST", "STOP", "is_toolkit_request", "request_mark", "is_probe_completion", "after_stop"]
+
+# What LogEvent.caused says: the classifier marks a toolkit request's access line, the follower a line after a stop.
+REQUEST = "request"
+STOP = "stop"
 
 # (method, path) of every request the toolkit sends to a server outside a benchmark, with who sends it:
 TOOLKIT_REQUESTS: frozenset[tuple[str, str]] = frozenset({
@@ -75,6 +79,11 @@ def is_toolkit_request(text: str) -> bool:
     return match is not None and (match["method"], match["path"]) in TOOLKIT_REQUESTS
 
 
+def request_mark(text: str) -> str | None:
+    """``LogEvent.caused`` of a line by its text alone: :data:`REQUEST` for a toolkit request's access line."""
+    return REQUEST if is_toolkit_request(text) else None
+
+
 def is_probe_completion(text: str) -> bool:
     """Whether ``text`` is a completion's access line: the toolkit's one-token probe before readiness is
     proven (the caller knows when), a benchmark's or a user's request after."""
@@ -90,9 +99,9 @@ def after_stop(event: LogEvent) -> LogEvent:
     >>> from toolkit.logs.classify import classify_lines
     >>> died = classify_lines(["[2026-02-26 20:30:00] Child process unexpectedly failed with an exit code 15. pid=1"],
     ...                       engine="sglang")[0]
-    >>> (died.verdict.value, after_stop(died).verdict.value, after_stop(died).rule)
-    ('fatal', 'shutdown', 'sglang_child_failed')
+    >>> (died.verdict.value, after_stop(died).verdict.value, after_stop(died).rule, after_stop(died).caused)
+    ('fatal', 'shutdown', 'sglang_child_failed', 'stop')
     """
     if event.verdict in _KEPT_AFTER_STOP:
         return event
-    return dataclasses.replace(event, verdict=Verdict.SHUTDOWN, notice=False)
+    return dataclasses.replace(event, verdict=Verdict.SHUTDOWN, notice=False, caused=STOP)

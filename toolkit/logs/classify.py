@@ -5,9 +5,8 @@ traceback is still open, one per line otherwise); ``finish()`` flushes what is s
 open (a live follower's quiet), ``end_of_log()`` what the end of a file decides. A traceback
 (from its header, or its first frame when the log lost the header) is one event: its ``line_no``
 is its exception line, ``context`` the lines before; its verdict is
-:func:`toolkit.logs.tracebacks.choose` of its header's, its exception line's and its default rule.
-
-Engine packs are chosen from the log itself unless ``engine=`` says which.
+:func:`toolkit.logs.tracebacks.choose` of its header's, its exception line's and its default rule. Engine
+packs are chosen from the log itself unless ``engine=`` says which.
 
 Live following must keep up with a busy server, whose log is a few line shapes repeated with
 other numbers. So a line with a common header and no traceback open is read by its digit shape
@@ -26,6 +25,7 @@ from dataclasses import replace
 from datetime import datetime
 
 from toolkit.logs._construct import fast_constructor
+from toolkit.logs.caused import request_mark
 from toolkit.logs.detect import ENGINES, engine_of_line, packs_for
 from toolkit.logs.digits import DIGIT_MASK
 from toolkit.logs.event import LogEvent
@@ -80,9 +80,8 @@ _ERROR_LEVEL, _WARNING_LEVEL = Rule("error_level_unmatched", r"^$", Verdict.WARN
 _ERROR_LEVEL_NAME, _REQUEST_NAMED = _ERROR_LEVEL.name, Match(REQUEST_NAMED, REQUEST_NAMED.verdict)
 
 
-# A digit shape of a line: its header's positions, the first digit-blind rule that decides it, the
-# digit-reading rules to ask before that one (toolkit.logs.rules.match_shape), and for a metric line where
-# its values stand (toolkit.logs.metrics.metric_reader); _UNSHAPED: the general path.
+# A line's digit shape: its header's positions, the first digit-blind rule deciding it, the digit-reading
+# rules asked first (rules.match_shape), a metric line's value positions (metrics.metric_reader); _UNSHAPED: none.
 _LineShape = tuple[HeaderShape, tuple[Rule, tuple[str, ...], bool, "re.Pattern[str] | None", Match, Match] | None,
                    tuple[Recheck, ...], MetricReader | None]
 # two markers compared by identity: unequal (equal constant tuples would be compiled into one object)
@@ -342,7 +341,8 @@ class LogClassifier:
         elif level == "WARNING":
             rule, verdict = _WARNING_LEVEL, Verdict.WARNING
         else:
-            return _make_event(n, raw, text, timestamp, rank, level, _INFO, None, None, None, (), n, None, False, None)
+            return _make_event(n, raw, text, timestamp, rank, level, _INFO, None, None, None, (), n, None, False, None,
+                               request_mark(text))
         if verdict is _READY:
             self.ready = True
         elif verdict is _FATAL:
@@ -351,7 +351,7 @@ class LogClassifier:
         # serving lines stand for the ready line: they mark the `ready` phase (a driver probes faster from it)
         phase = Phase.READY if evidence is SERVING_LINES else rule.phase
         return _make_event(n, raw, text, timestamp, rank, level, verdict, rule.name, phase, metric, (), n,
-                           rule.hint, verdict is _FATAL and bool(rule.notice), evidence)
+                           rule.hint, verdict is _FATAL and bool(rule.notice), evidence, request_mark(text))
 
     def _close(self, group: OpenTraceback, exception: tuple[ParsedLine, str] | None) -> LogEvent:
         self._groups.pop(group.key, None)
@@ -378,7 +378,7 @@ class LogClassifier:
         event = _make_event(line_no, parsed.raw, parsed.text, parsed.timestamp, group.first.rank or parsed.rank,
                             parsed.level, verdict, rule.name, rule.phase, None, context, group.first_line_no,
                             hint if hint is not None else rule.hint, verdict is _FATAL and bool(rule.notice),
-                            READY_LINE if verdict is _READY else None)
+                            READY_LINE if verdict is _READY else None, None)
         if self.ready and verdict is Verdict.WARNING and rule in (TRACEBACK, TRACEBACK_ENGINE_CUT) and is_engine_group(group):
             self._end_candidate = (event, group.key)
         return event

@@ -39,6 +39,9 @@ class LogEvent:
     notice: bool = False  # fatal, but announces a death whose cause may follow (sigquit)
     # on a READY event: "ready line" (the engine said so) or "serving lines" (a log joined mid-run shows it serving)
     ready_evidence: str | None = None
+    # whether the toolkit caused the line (toolkit.logs.caused): "request" (the access line of its own probe or
+    # scrape), "stop" (a rank dying of the stop it asked for), None (the engine's own story)
+    caused: str | None = None
 
     @property
     def is_fatal(self) -> bool:
@@ -52,5 +55,5 @@ class LogEvent:
             "level": self.level, "verdict": self.verdict.value, "rule": self.rule,
             "phase": self.phase.value if self.phase else None, "hint": self.hint, "notice": self.notice,
             "context": list(self.context), "metric": self.metric.to_dict() if self.metric else None,
-            "ready_evidence": self.ready_evidence,
+            "ready_evidence": self.ready_evidence, "caused": self.caused,
         }

@@ -3,7 +3,8 @@
 Everything a later reader needs goes into the journal step as it happens: the readiness
 report (a failed one too), one run per benchmark with the server's metric lines over that
 run, the decisive log lines (benign error-looking lines and fatal ones), the engine
-version. The server is stopped on every way out, because ``with launch(...)`` owns it.
+version. The log's part comes from the server's ledger (:class:`toolkit.logs.window.LogLedger`),
+which heard every line as the follower read it. The server is stopped on every way out, because ``with launch(...)`` owns it.
 """
 
 from __future__ import annotations
@@ -22,16 +23,14 @@ from toolkit.benchmark import bench as run_bench
 from toolkit.errors import ReadinessTimeout, ServerDied, ToolkitError
 from toolkit.host.place import Target
 from toolkit.journal import StepRecorder
-from toolkit.logs import MetricRow, Verdict
-from toolkit.logs.window import decisive_lines, metric_window
+from toolkit.logs import MetricRow
 from toolkit.server.http import engine_versions
 from toolkit.server.launch import launch
 from toolkit.server.logfile import count_lines
 from toolkit.server.server import Server
 from toolkit.server.spec import ServerSpec
 
-__all__ = ["RunOutcome", "LaunchPhases", "RunObserver", "TrialObserver", "run_launch", "make_bench_call",
-           "metric_window", "decisive_lines"]
+__all__ = ["RunOutcome", "LaunchPhases", "RunObserver", "TrialObserver", "run_launch", "make_bench_call"]
 
 
 class RunObserver(abc.ABC):
@@ -136,10 +135,10 @@ def _bench_call(bench: Load | Callable[[Server], BenchResult] | None, progress: 
     load = bench
 
     def call(server: Server) -> BenchResult:
-        follower = server.follow()
+        ledger = server.ledger
 
         def log_rows(since: datetime, until: datetime) -> list[MetricRow]:
-            return [e.metric for e in follower.events() if e.metric is not None]
+            return ledger.metric_rows(0, ledger.last_line)
 
         return run_bench(server, load, progress=progress, server_log=log_rows)
 
@@ -167,7 +166,7 @@ def _check_run(server: Server, result: BenchResult) -> None:
         alive = server.is_alive()
     if not alive:
         _catch_up(server)
-        fatal = [e for e in server.follow().events() if e.verdict is Verdict.FATAL]
+        fatal = server.ledger.fatal()
         evidence = [*fatal[-1].context[-8:], *(f"line {e.line_no}: {e.text.strip()}" for e in fatal[-3:])] \
             if fatal else server.log_tail(12)
         raise ServerDied(f"the server died during the benchmark: {where}", host=server.host.name, evidence=evidence,
@@ -264,7 +263,7 @@ def _measure(
                 with timed("log"):
                     after = count_lines(server.host, server.log_path) or 0
                     server.follow().wait_for_lines(after)
-                    rows = metric_window(server.follow().events(), before, after, result.started_at)
+                    rows = server.ledger.metric_rows(before, after, result.started_at)
                 run_id = None
                 if step is not None:
                     with timed("journal"):
@@ -293,13 +292,13 @@ def _measure(
                         step.record_readiness(exc.report)
                     if isinstance(exc, Exception):  # the fatal lines may still be on their way: read to the end
                         _catch_up(server)
-                    step.record_log_lines(decisive_lines(server.follow().events()))
+                    step.record_log_lines(server.ledger.decisive())
                 except Exception as journal_exc:
                     exc.add_note(f"the journal could not store this launch's log lines: {journal_exc}")
             raise
         if step is not None:
             with timed("journal"):
-                step.record_log_lines(decisive_lines(server.follow().events()))
+                step.record_log_lines(server.ledger.decisive())
     finally:
         with timed("stop"):
             server.stop()

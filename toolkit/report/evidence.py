@@ -9,7 +9,9 @@ seed's wait loop died on TP5's copy), counted by rule instead; and the access li
 toolkit's own probes and scrapes (``GET /health_generate 503`` while the server warms up,
 ``GET /metrics 404``), which are facts about the toolkit, not about the engine.
 
-Everything here is pure: it reads the journal's DataFrames and the readiness dicts it stored.
+Everything here is pure: it reads the journal's DataFrames and the readiness dicts it stored, with the
+verdicts and the ``caused`` mark they were stored with (classified once, as the follower read them;
+a journal from before schema 3 is judged once when it is opened for writing). Nothing is classified again.
 """
 
 from __future__ import annotations
@@ -19,8 +21,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from toolkit.logs import classify_lines
-from toolkit.logs.caused import is_toolkit_request
+from toolkit.logs.caused import REQUEST
 from toolkit.logs.rules import Verdict
 
 if TYPE_CHECKING:
@@ -35,57 +36,44 @@ _COMPARED = (("cuda_graph", "cuda graph"), ("accept_len", "accept len"), ("gen_t
 _NOT_LOG_KINDS = frozenset({"gpu", "prometheus", "cache", "equivalence"})  # recorded beside runs, not log lines
 
 
-def _quotable(text: str) -> bool:
-    return bool(text.strip()) and not is_toolkit_request(text)
-
-
-def readiness_lines(readiness: Mapping[str, Any] | None, engine: str) -> list[str]:
-    """The start-up's decisive lines: the ready line, or the first fatal line after its context.
-
-    The journal keeps the start-up's last lines; they are classified again here (pure), so the
-    ready line is the engine's own (``The server is fired up and ready to roll!``), not the probe
-    that confirmed it.
-    """
+def readiness_lines(readiness: Mapping[str, Any] | None) -> list[str]:
+    """The start-up's decisive lines, as stored: the engine's ready line, or the first fatal line after its
+    context (a journal holds no probe's access line there: the readiness driver leaves them out)."""
     if not readiness:
         return []
     failure = readiness.get("failure")
     if isinstance(failure, Mapping):
         decisive = failure.get("decisive")
-        context = [str(line) for line in failure.get("context") or [] if _quotable(str(line))]
+        context = [str(line) for line in failure.get("context") or [] if str(line).strip()]
         last = str(decisive.get("raw") or decisive.get("text") or "") if isinstance(decisive, Mapping) else ""
         lines = context[-_CONTEXT_LINES:] + ([last] if last and last not in context else [])
         return lines or [str(failure.get("message") or "")]
-    if not readiness.get("ready"):
+    ready_line = readiness.get("ready_line")
+    if not readiness.get("ready") or not isinstance(ready_line, Mapping) or not ready_line.get("raw"):
         return []
-    last_lines = [str(line) for line in readiness.get("last_lines") or []]
-    ready = [e.raw for e in classify_lines(last_lines, engine=engine) if e.verdict is Verdict.READY]
-    return [ready[0].rstrip("\n")] if ready and _quotable(ready[0]) else []
+    return [str(ready_line["raw"]).rstrip("\n")]
 
 
 def _lines(count: int, what: str) -> str:
     return f"{count} {what}" + ("" if count == 1 else "s")
 
 
-def _judged(lines: pd.DataFrame, engine: str) -> list[tuple[str, str, str | None, str | None]]:
-    """(verdict, text, rule, rank) of each recorded line; a line pasted without a verdict is classified
-    here with the engine's rules, so a pasted ``glmasr`` line is known for the benign line it is."""
-    out = []
-    for row in lines.itertuples():
-        verdict, rule, rank = row.verdict, row.rule, row.rank
-        if not isinstance(verdict, str) or not verdict:
-            event = classify_lines([str(row.text)], engine=engine)[0]
-            verdict, rule, rank = event.verdict.value, event.rule, event.rank
-        out.append((verdict, str(row.text), rule if isinstance(rule, str) else None,
-                    rank if isinstance(rank, str) else None))
-    return out
+def _stored(lines: pd.DataFrame) -> list[tuple[str | None, str, str | None, str | None, str | None]]:
+    """(verdict, text, rule, rank, caused) of each recorded line, as the journal stored them (a line pasted as
+    text was judged when it was recorded)."""
+    def text_or_none(value: object) -> str | None:
+        return value if isinstance(value, str) and value else None
+
+    return [(text_or_none(row.verdict), str(row.text), text_or_none(row.rule), text_or_none(row.rank),
+             text_or_none(row.caused)) for row in lines.itertuples()]
 
 
-def benign_sentence(lines: pd.DataFrame, engine: str) -> str | None:
+def benign_sentence(lines: pd.DataFrame) -> str | None:
     """``16 error-looking lines on 8 ranks (TP0 to TP7) were judged benign (rule x16) and are not quoted.``"""
-    judged = _judged(lines, engine)
-    probes = sum(1 for _, text, _, _ in judged if is_toolkit_request(text))
-    benign = [(rule or "?", rank) for verdict, text, rule, rank in judged
-              if verdict == Verdict.BENIGN.value and not is_toolkit_request(text)]
+    stored = _stored(lines)
+    probes = sum(1 for *_, caused in stored if caused == REQUEST)
+    benign = [(rule or "?", rank) for verdict, _, rule, rank, caused in stored
+              if verdict == Verdict.BENIGN.value and caused != REQUEST]
     ours = f" {_lines(probes, 'access line')} of the toolkit's own probes are left out too." if probes else ""
     if not benign:
         return ours.strip() or None
@@ -99,11 +87,11 @@ def benign_sentence(lines: pd.DataFrame, engine: str) -> str | None:
     return f"{_lines(len(benign), 'error-looking line')}{where} {verb} judged benign ({rules}) and not quoted.{ours}"
 
 
-def recorded_lines(lines: pd.DataFrame, engine: str) -> list[str]:
+def recorded_lines(lines: pd.DataFrame) -> list[str]:
     """The step's recorded lines worth quoting: from the first fatal line on (a traceback's frames), and any
-    line a person recorded by hand; never a benign or shutdown line, nor a probe's access line."""
-    kept = [text for verdict, text, _, _ in _judged(lines, engine)
-            if verdict not in (Verdict.BENIGN.value, "shutdown") and _quotable(text)]
+    line a person recorded by hand; never a benign or shutdown line, nor a line the toolkit caused."""
+    kept = [text for verdict, text, _, _, caused in _stored(lines)
+            if verdict not in (Verdict.BENIGN.value, Verdict.SHUTDOWN.value) and caused is None and text.strip()]
     return kept[:_CONTEXT_LINES * 2]
 
 

@@ -24,7 +24,6 @@ from typing import TYPE_CHECKING, Any
 
 from toolkit.journal import Journal
 from toolkit.journal.adapters import spec_parameters
-from toolkit.logs import log_engine
 from toolkit.report import comparisons
 from toolkit.report.capping import cap, left_out
 from toolkit.report.comparisons import THROUGHPUT, Curve
@@ -218,12 +217,10 @@ def _log_section(steps: pd.DataFrame, logs: pd.DataFrame, metrics: pd.DataFrame,
         logs = logs.assign(verdict=None)
     shown, left = cap(steps)
     for row in shown.itertuples():
-        spec = row.spec or {}
-        engine = log_engine(str(spec.get("engine") or _text(row.engine) or "auto"))
-        lines = readiness_lines(row.readiness, engine)
+        lines = readiness_lines(row.readiness)
         recorded = logs[logs["step_id"] == row.step_id]
-        lines += [line for line in recorded_lines(recorded, engine) if line not in lines]
-        benign = benign_sentence(recorded, engine)
+        lines += [line for line in recorded_lines(recorded) if line not in lines]
+        benign = benign_sentence(recorded)
         if lines or benign:
             blocks.append(Heading(f"#{row.seq} {row.title}", 3))
         if lines:

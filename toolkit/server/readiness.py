@@ -117,6 +117,8 @@ class ReadinessReport:
     probes: int
     #: what proved readiness in the log: None (the ready line, or a probe), or "serving lines"
     ready_evidence: str | None = None
+    #: the engine's line that made it ready (or the first serving line of a log joined mid-run); None: a probe did
+    ready_line: LogEvent | None = None
 
     @property
     def phase_names(self) -> tuple[str, ...]:
@@ -132,6 +134,8 @@ class ReadinessReport:
             "warnings": self.warnings, "last_lines": list(self.last_lines),
             "failure": self.failure.to_dict() if self.failure is not None else None,
             "ready_evidence": self.ready_evidence,
+            "ready_line": None if self.ready_line is None else {"line_no": self.ready_line.line_no,
+                                                                "raw": self.ready_line.raw.rstrip("\n")},
         }
 
 
@@ -178,8 +182,9 @@ class ReadinessTracker:
         """Feed one classified log event (from toolkit.logs.LogClassifier)."""
         self._now = max(self._now, at)
         self._last_output_at = at
-        self._last_lines.extend(event.context)
-        self._last_lines.append(event.raw)
+        if event.caused is None:  # a probe's access line is the toolkit's, not the engine's story
+            self._last_lines.extend(event.context)
+            self._last_lines.append(event.raw)
         if self.state is ReadinessState.HUNG:
             self.state = ReadinessState.STARTING
         if event.phase is not None and event.phase.value not in self._phases:
@@ -310,6 +315,7 @@ class ReadinessTracker:
             ready_reason=self.ready_reason,
             probes=self._probes,
             ready_evidence=self._ready_line.ready_evidence if self._ready_line is not None else None,
+            ready_line=self._ready_line,
         )
 
     # -- internals ---------------------------------------------------------

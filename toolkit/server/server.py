@@ -21,6 +21,7 @@ from toolkit.host.launches import LaunchRecord
 from toolkit.host.place import Place
 from toolkit.host.placement import Placement
 from toolkit.logs import LogEvent, log_engine
+from toolkit.logs.window import LogLedger
 from toolkit.redaction import Redactor
 from toolkit.server import exit_guard, registry
 from toolkit.server.follow import LogFollower
@@ -58,6 +59,7 @@ class Server:
     #: the value of TOOLKIT_LAUNCH in its environment (``launches.LAUNCH_MARKER``), to find what escaped its group
     marker: str | None = field(default=None, init=False, repr=False)
     _follower: LogFollower | None = field(default=None, init=False, repr=False)
+    _ledger: LogLedger | None = field(default=None, init=False, repr=False)
     redactor: Redactor = field(init=False, repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False)
 
@@ -108,8 +110,18 @@ class Server:
                 follower = self._follower = LogFollower(self.host, self.log_path, engine=log_engine(self.spec.engine),
                                                               redact=self.redactor.text)
                 follower.subscribe(self._observe, replay=True)
+                self._ledger = LogLedger()  # hears every line from the first: the ring buffer may drop the early ones
+                follower.subscribe(self._ledger)
                 follower.start()
             return follower
+
+    @property
+    def ledger(self) -> LogLedger:
+        """What a journal step keeps of this server's log (metric rows, ready, benign and fatal lines), heard as the
+        follower read it: never cut by the follower's ring buffer."""
+        self.follow()
+        assert self._ledger is not None
+        return self._ledger
 
     def _observe(self, events: list[LogEvent]) -> None:
         self.state.observe(events, time.time())
@@ -229,6 +241,10 @@ class MultiNodeServer:
 
     def follow(self) -> LogFollower:
         return self.head.follow()
+
+    @property
+    def ledger(self) -> LogLedger:
+        return self.head.ledger
 
     def is_alive(self) -> bool:
         """True only if every node still runs: one dead node stalls the others' collectives."""

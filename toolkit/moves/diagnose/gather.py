@@ -27,7 +27,7 @@ from toolkit.moves.diagnose.analyse import Side, SideEvidence
 from toolkit.moves.diagnose.environment import EnvRow
 from toolkit.moves.envcheck import env_report
 from toolkit.moves.observe import ObservedBench
-from toolkit.moves.trial import RunObserver, metric_window
+from toolkit.moves.trial import RunObserver
 from toolkit.server.logfile import count_lines
 from toolkit.server.server import Server
 
@@ -69,7 +69,7 @@ class SideGatherer(RunObserver):
         result = self._watch.observe(server)
         after = count_lines(server.host, server.log_path) or 0
         server.follow().wait_for_lines(after)
-        rows = metric_window(server.follow().events(), before, after, result.started_at)
+        rows = server.ledger.metric_rows(before, after, result.started_at)
         observation = self._watch.observation(result)
         with self._lock:
             evidence.runs.append((result, rows))

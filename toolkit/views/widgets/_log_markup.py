@@ -12,7 +12,8 @@ import re
 from collections.abc import Container, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-from toolkit.logs import LogEvent, is_probe_completion, is_toolkit_request
+from toolkit.logs import LogEvent, is_probe_completion
+from toolkit.logs.caused import REQUEST
 from toolkit.logs.inert import inert_text
 from toolkit.logs.line import strip_ansi
 
@@ -43,10 +44,10 @@ def verdict_of(event: LogEvent) -> str:
 
 
 def is_ours(event: LogEvent, *, probing: bool = False) -> bool:
-    """Whether ``event`` is the access line of the toolkit's own request (:mod:`toolkit.logs.caused`):
+    """Whether ``event`` is the access line of the toolkit's own request (``event.caused``, set by the classifier):
     a probe or scrape always; a completion while ``probing`` (readiness not yet proven: nothing but
     the toolkit's one-token probe sends one then)."""
-    return is_toolkit_request(event.raw) or (probing and is_probe_completion(event.raw))
+    return event.caused == REQUEST or (probing and is_probe_completion(event.raw))
 
 
 @dataclass(frozen=True)

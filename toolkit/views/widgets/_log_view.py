@@ -60,7 +60,7 @@ class LogView(TextRepr, widgets.VBox):
     a follower, which belongs to the server or to whoever passed it in.
 
     The toolkit's own requests (its readiness probes, version asks and metric scrapes:
-    :func:`toolkit.logs.is_toolkit_request`) are hidden by default and counted; the "toolkit
+    ``LogEvent.caused``) are hidden by default and counted; the "toolkit
     requests" toggle shows them. Lines written after the toolkit asked the server to stop are
     `shutdown` lines, dimmed. Once the server is stopped, the view draws its last frame on the
     thread that stopped it, so an executed notebook records the end, not a frame from before it.
