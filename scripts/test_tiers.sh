@@ -3,8 +3,9 @@
 # the speed-measuring ones beside them in one process at real-time priority (`chrt -f 1`, inherited by the
 # servers, clients and the sshd they start), so that the rest of the suite cannot stall a server or a client
 # between two tokens. Where real-time priority is refused (not root, no CAP_SYS_NICE), they run alone afterwards.
-# TIMING_JOBS > 1 runs them on that many xdist workers of their own, a file to each: faster, but two real-time
-# trees at once can take both cores from the rest, whose own measured figures (a notebook's tok/s) then sag.
+# TIMING_JOBS > 1 runs them on that many xdist workers of their own, a file to each (`make test`: 2). Two real-time
+# trees at once can take both cores from the rest for a moment: the rest judges no speed (every test that does,
+# the notebooks' verdicts included, is a timing test), so it only runs a little longer.
 # Usage: scripts/test_tiers.sh PYTHON JOBS TIMING_JOBS. Exit status: the worse of the two runs.
 set -u
 python=$1 jobs=$2 timing_jobs=$3
