@@ -34,11 +34,24 @@ from toolkit.server.spec import ServerSpec
 args = json.loads(sys.argv[1])
 host = Host.local() if args["ssh"] is None else Host(args["ssh"].pop("hostname"), **args["ssh"])
 spec = ServerSpec.simulator(tp=2, port=args["port"]).with_flags({"--sim-startup-s": 0.5})
-with launch(host, spec, log_dir=args["log_dir"], validate=False, outlive=args["outlive"]) as server:
-    server.wait_ready(timeout_s=120)
-    pids = [p.pid for p in host.process_tree(server.pid)]
-    print(json.dumps({"pid": server.pid, "tree": pids}), flush=True)
-    time.sleep(600)
+
+
+def serve(port, host=host):
+    with launch(host, spec.with_flags({"--port": port}), log_dir=args["log_dir"], validate=False,
+                outlive=args["outlive"]) as server:
+        server.wait_ready(timeout_s=120)
+        pids = [p.pid for p in host.process_tree(server.pid)]
+        print(json.dumps({"pid": server.pid, "tree": pids}), flush=True)
+        time.sleep(600)
+
+
+if args["lanes"]:  # each server launched from a host pool's lane, a worker thread (a fan-out)
+    from toolkit.moves.pool import HostPool
+    second = Host.local().inside(["env"], name="local-2")  # this machine again, under another name: a second lane
+    HostPool([host, second]).run([[args["port"]], [args["port"] + 1]], lambda lane, port: serve(port, lane.host),
+                                       progress=False)
+else:
+    serve(args["port"])
 """
 
 
@@ -63,10 +76,11 @@ def _wait_gone(pids: list[int], timeout_s: float = 60.0) -> list[int]:
 class Driver:
     """A driver process that launched the simulator; ``tree`` are the server's pids (launcher and TP ranks)."""
 
-    def __init__(self, tmp_path: Path, ssh: dict[str, Any] | None = None, outlive: bool = False) -> None:
+    def __init__(self, tmp_path: Path, ssh: dict[str, Any] | None = None, outlive: bool = False,
+                 lanes: bool = False) -> None:
         self.cache = tmp_path / "cache"
         self.env = {**os.environ, "XDG_CACHE_HOME": str(self.cache)}
-        args = {"ssh": ssh, "port": free_port(), "log_dir": str(tmp_path / "logs"), "outlive": outlive}
+        args = {"ssh": ssh, "port": free_port(), "log_dir": str(tmp_path / "logs"), "outlive": outlive, "lanes": lanes}
         # the signals at their defaults, as a terminal starts it: under nohup (or a script's background) SIGHUP or
         # SIGINT arrive ignored and inherited, and the driver rightly keeps ignoring them
         self.proc = subprocess.Popen([sys.executable, "-c", DRIVER, json.dumps(args)], stdout=subprocess.PIPE,
@@ -80,6 +94,8 @@ class Driver:
         self.pid: int = seen["pid"]
         self.tree: list[int] = seen["tree"]
         assert len(self.tree) >= 3, self.tree  # launcher + two TP ranks
+        if lanes:  # the second lane's server
+            self.tree += json.loads(self.proc.stdout.readline())["tree"]
 
     def kill(self, signum: int) -> int:
         self.proc.send_signal(signum)
@@ -117,6 +133,14 @@ def test_a_signalled_driver_takes_its_server_and_ranks_with_it(driver: Any, sign
     assert one.kill(signum) == -signum  # the signal still ends the driver, after the stop
     assert _wait_gone(one.tree, timeout_s=5) == []
     assert one.cli("ps").stdout.startswith("no recorded server")
+
+
+def test_sigterm_takes_the_servers_launched_from_a_pools_lanes_with_it(driver: Any) -> None:
+    """A fan-out launches from worker threads, which cannot install signal handlers: the pool arms them first."""
+    two = driver(lanes=True)
+    assert len(two.tree) >= 6, two.tree  # two servers, each a launcher and two TP ranks
+    assert two.kill(signal.SIGTERM) == -signal.SIGTERM
+    assert _wait_gone(two.tree, timeout_s=10) == []
 
 
 def test_after_kill_9_the_next_session_finds_the_orphan_and_stops_it(driver: Any, monkeypatch: Any) -> None:

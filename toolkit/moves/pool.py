@@ -36,6 +36,7 @@ from toolkit.host.place import Target
 from toolkit.host.slurm import SlurmTarget
 from toolkit.progress import progress_bar, short_desc
 from toolkit.redaction import redact_text
+from toolkit.server import exit_guard
 from toolkit.server.launch import DEFAULT_LOG_DIR
 from toolkit.server.server import Server
 from toolkit.server.spec import ServerSpec
@@ -268,6 +269,7 @@ class HostPool:
 
     def _run_threads(self, busy: list[int], queues: Sequence[Sequence[J]], work: Callable[[Lane, J], R],
                      results: list[list[Done[J, R]]], stop_on_error: bool) -> None:
+        exit_guard.arm()  # the lanes launch from worker threads, which cannot install the SIGTERM handlers
         threads = [
             threading.Thread(target=self._work_through, args=(self.lanes[i], queues[i], work, results[i], stop_on_error),
                              name=f"toolkit-pool-{self.hosts[i].name}", daemon=True)

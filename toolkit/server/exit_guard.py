@@ -12,7 +12,8 @@ status still says "terminated"). SIGINT is left to Python: its handler raises
 KeyboardInterrupt, which ends a script through ``atexit`` and only interrupts a Jupyter cell
 (interrupting a cell must not kill the server the notebook holds). Handlers are installed
 from the main thread only (Python allows no other); a launch from a worker thread still gets
-``atexit``, and the next launch from the main thread installs them.
+``atexit``, and the next launch from the main thread installs them; a host pool arms them (:func:`arm`)
+before its lanes start.
 
 This is the one piece of process-wide state the toolkit keeps: exit hooks are process-wide.
 """
@@ -26,7 +27,7 @@ import threading
 from collections.abc import Callable
 from types import FrameType
 
-__all__ = ["hold", "release", "stop_all"]
+__all__ = ["hold", "arm", "release", "stop_all"]
 
 _SIGNALS = (signal.SIGTERM, signal.SIGHUP)
 _held: dict[int, Callable[[], object]] = {}
@@ -43,6 +44,15 @@ def hold(key: int, stop: Callable[[], object]) -> None:
             _state["atexit"] = True
     if not _state["signals"] and threading.current_thread() is threading.main_thread():
         _install_signals()
+
+
+def arm() -> None:
+    """Install the SIGTERM/SIGHUP handlers now, from the main thread (elsewhere: nothing). A driver about to launch
+    servers from worker threads (a host pool's lanes) calls it first: a launch from a worker thread cannot install
+    them, and without them SIGTERM ends the driver with no ``atexit``, leaving its servers running."""
+    with _lock:
+        if not _state["signals"] and threading.current_thread() is threading.main_thread():
+            _install_signals()
 
 
 def release(key: int) -> None:
