@@ -46,7 +46,7 @@ check: $(VENV)/.installed
 
 # Every test but the speed-measuring ones on JOBS workers, and beside them the speed-measuring ones on
 # TIMING_JOBS workers at real-time priority (scripts/test_tiers.sh and tests/tiers.py say why); both always run.
-TIMING_JOBS ?= 2
+TIMING_JOBS ?= 1
 test: $(VENV)/.installed $(CPU_VENV)/.installed
 	@scripts/test_tiers.sh $(PY) $(JOBS) $(TIMING_JOBS)
 

@@ -7,10 +7,13 @@ verdicts, the post-mortem). 01 runs over the loopback sshd, as on a real cluster
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 import sqlite3
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -28,12 +31,40 @@ CPU_PYTHON = REPO / ".venv-cpu" / "bin" / "python"
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
 
 
-def execute(name: str, out: Path, **parameters: Any) -> nbformat.NotebookNode:
-    """Run papermill as a user would, in its own process (nbclient patches asyncio in-process)."""
+def _off_timing_core(pid: int = 0) -> None:
+    """Keep ``pid`` (0: this process, in a child before exec) off the core `make test` gives the real-time timing
+    tier (scripts/test_tiers.sh); what it starts afterwards inherits that."""
+    others = os.sched_getaffinity(pid) - {int(os.environ["TOOLKIT_TEST_TIMING_CPU"])}
+    if others:
+        os.sched_setaffinity(pid, others)
+
+
+@contextlib.contextmanager
+def sshd_off_timing_core(sshd: LoopbackSshd) -> Iterator[None]:
+    """While a notebook that judges speed runs over the loopback sshd: its sessions, hence its servers, keep off the
+    timing tier's core too (they fork from the listener); the listener gets its cores back afterwards."""
+    if "TOOLKIT_TEST_TIMING_CPU" not in os.environ:
+        yield
+        return
+    before = os.sched_getaffinity(sshd.process.pid)
+    _off_timing_core(sshd.process.pid)
+    try:
+        yield
+    finally:
+        os.sched_setaffinity(sshd.process.pid, before)
+
+
+def execute(name: str, out: Path, *, off_timing_core: bool = False, **parameters: Any) -> nbformat.NotebookNode:
+    """Run papermill as a user would, in its own process (nbclient patches asyncio in-process).
+
+    ``off_timing_core``: the notebook's verdicts rest on measured speed (tests/tiers.py says why it keeps off the
+    timing tier's core); its kernel, servers and clients inherit the affinity."""
     executed = out / name
     command = [sys.executable, "-m", "papermill", str(NOTEBOOKS / name), str(executed), "--cwd", str(NOTEBOOKS),
                "--kernel", "python3", "--no-progress-bar", "-y", json.dumps(parameters)]
-    finished = subprocess.run(command, capture_output=True, text=True, timeout=900)
+    pin = off_timing_core and "TOOLKIT_TEST_TIMING_CPU" in os.environ
+    finished = subprocess.run(command, capture_output=True, text=True, timeout=900,
+                              preexec_fn=_off_timing_core if pin else None)
     assert finished.returncode == 0, finished.stderr[-4000:]
     notebook = nbformat.read(executed, as_version=4)
     errors = [o for c in notebook.cells for o in c.get("outputs", []) if o.get("output_type") == "error"]
@@ -55,17 +86,22 @@ def text_of(notebook: nbformat.NotebookNode) -> str:
 @pytest.fixture(scope="module")
 def onboarding(tmp_path_factory: pytest.TempPathFactory, sshd: LoopbackSshd) -> tuple[nbformat.NotebookNode, Path]:
     out = tmp_path_factory.mktemp("onboarding")
-    notebook = execute(
-        "01_onboarding_eagle3.ipynb", out, out_dir=str(out), journal_path=str(out / "eagle3.sqlite"),
+    with sshd_off_timing_core(sshd):
+        notebook = _onboarding(out, sshd)
+    return notebook, out
+
+
+def _onboarding(out: Path, sshd: LoopbackSshd) -> nbformat.NotebookNode:
+    return execute(
+        "01_onboarding_eagle3.ipynb", out, off_timing_core=True, out_dir=str(out), journal_path=str(out / "eagle3.sqlite"),
         ssh_host="127.0.0.1", ssh_port=sshd.port, ssh_user=sshd.user, ssh_key=str(sshd.client_key),
         known_hosts=str(sshd.known_hosts),
         base_port=free_port(),  # not the notebook's 30000: another run on this machine may hold it (PortInUse)
         startup_s=0.5, output_len=48,  # its ~20 launches and ~30 benchmarks, shorter: what it shows holds the same
-        # three launches a side: with two, one stalled run of the kernel (the timing tier takes a core at real-time
-        # priority beside this test in `make test`) widened the A/B's interval past a 2x gap: inconclusive
+        # three launches a side: with two, one stalled run of the kernel (before it kept off the timing tier's core)
+        # widened the A/B's interval past a 2x gap: inconclusive
         repeats=3,
     )
-    return notebook, out
 
 
 def test_onboarding_replays_the_seed_over_ssh(onboarding: tuple[nbformat.NotebookNode, Path]) -> None:
@@ -211,7 +247,8 @@ def test_investigation_template_on_a_machine_without_the_engine_names_it(tmp_pat
 
 @pytest.mark.timeout(900)  # three concurrencies (a curve needs three points) x two caps: eight launches
 def test_throughput_at_concurrency_template_finds_the_cap(tmp_path: Path) -> None:
-    notebook = execute("07_throughput_at_concurrency.ipynb", tmp_path, journal_path=str(tmp_path / "c.sqlite"),
+    notebook = execute("07_throughput_at_concurrency.ipynb", tmp_path, off_timing_core=True,
+                       journal_path=str(tmp_path / "c.sqlite"),
                        out_dir=str(tmp_path / "report"), concurrencies=[1, 8, 16], port=30350)
     text = text_of(notebook)
     verdict = next((line for line in text.splitlines() if "at concurrency 16: " in line), "no verdict shown")
@@ -227,7 +264,8 @@ def test_throughput_at_concurrency_template_finds_the_cap(tmp_path: Path) -> Non
 
 
 def test_bisect_notebook_finds_the_planted_commit(tmp_path: Path) -> None:
-    notebook = execute("03_bisect.ipynb", tmp_path, out_dir=str(tmp_path), journal_path=str(tmp_path / "b.sqlite"),
+    notebook = execute("03_bisect.ipynb", tmp_path, off_timing_core=True, out_dir=str(tmp_path),
+                       journal_path=str(tmp_path / "b.sqlite"),
                        commits=12, regression_at=10, broken_at=7, port=30250)  # 7: the first probe, the midpoint
     text = text_of(notebook)
     assert "First bad commit" in text and "That is the planted regression, #10." in text
