@@ -3,9 +3,10 @@
 # the speed-measuring ones beside them in one process at real-time priority (`chrt -f 1`, inherited by the
 # servers, clients and the sshd they start), so that the rest of the suite cannot stall a server or a client
 # between two tokens. Where real-time priority is refused (not root, no CAP_SYS_NICE), they run alone afterwards.
-# TIMING_JOBS > 1 runs them on that many xdist workers of their own, a file to each (`make test`: 2). Two real-time
-# trees at once can take both cores from the rest for a moment: the rest judges no speed (every test that does,
-# the notebooks' verdicts included, is a timing test), so it only runs a little longer.
+# The timing tier is pinned to the last core (TOOLKIT_TEST_TIMING_CPU): its real-time start-ups then never take
+# every core at once, and the few tests of the rest that judge speed (the notebooks' verdicts) pin themselves to the
+# other cores. TIMING_JOBS > 1 runs the timing tier on that many xdist workers, a file to each, unpinned: two
+# real-time trees beside each other failed a fan-out and a diagnosis test, so `make test` passes 1.
 # Usage: scripts/test_tiers.sh PYTHON JOBS TIMING_JOBS. Exit status: the worse of the two runs.
 set -u
 python=$1 jobs=$2 timing_jobs=$3

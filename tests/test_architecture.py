@@ -18,12 +18,13 @@ ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "toolkit"
 
 # What each part may import at run time (besides itself). docs/architecture.md gives the why.
-BASE = {"errors", "redaction", "stats", "progress"}
+BASE = {"errors", "redaction", "stats", "progress", "prometheus_text"}
 ALLOWED: dict[str, set[str]] = {
     "errors": set(),
     "redaction": set(),
     "stats": set(),
     "progress": set(),
+    "prometheus_text": set(),
     "logs": {"errors"},
     "engines": {"errors"},
     "host": {"errors", "redaction"},

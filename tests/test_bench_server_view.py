@@ -14,12 +14,12 @@ from toolkit.benchmark.metrics import RequestRecord
 from toolkit.benchmark.server_view import (
     ServerSnapshot,
     build_server_view,
-    parse_prometheus,
     sglang_accept_length,
     vllm_spec_counters,
     vllm_spec_delta,
 )
 from toolkit.benchmark.side_reads import fetch_snapshot
+from toolkit.prometheus_text import parse_prometheus
 
 METRICS = """# HELP vllm:spec_decode_num_drafts_total Number of drafts.
 # TYPE vllm:spec_decode_num_drafts_total counter
@@ -47,11 +47,11 @@ def metrics_text(drafts: int, tokens: int, accepted: int, p0: int, p1: int, p2: 
 
 def test_prometheus_text_with_labels_escapes_and_timestamps():
     samples = parse_prometheus(metrics_text(1, 2, 3, 4, 5, 6))
-    by_name = {(s.name, s.label("position")): s for s in samples}
+    by_name = {(s.name, s.labels.get("position")): s for s in samples}
     assert by_name[("vllm:spec_decode_num_accepted_tokens_total", None)].value == 3.0
     assert by_name[("vllm:spec_decode_num_accepted_tokens_per_pos_total", "2")].value == 6.0
     running = by_name[("vllm:num_requests_running", None)]
-    assert running.label("model_name") == 'a "quoted" \\ name' and running.value == 3.0
+    assert running.labels["model_name"] == 'a "quoted" \\ name' and running.value == 3.0
     assert parse_prometheus("garbage line\n# only a comment\nname_without_value\n") == []
 
 

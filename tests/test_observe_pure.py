@@ -20,8 +20,9 @@ from toolkit.observe.cache import CacheRecord, cache_state
 from toolkit.observe.equivalence import GreedyOutputs, compare_outputs
 from toolkit.observe.gpu_samples import HostClock, dcgm_samples, nvidia_smi_command, parse_nvidia_smi_line
 from toolkit.observe.kernels import compare_kernel_tables, kernel_table, phase_table, where_label
-from toolkit.observe.prometheus import parse_prometheus, server_metric_values
+from toolkit.observe.prometheus import server_metric_values
 from toolkit.observe.trace import KernelCall, kernel_calls, load_trace, short_kernel_name, stage_of_filename
+from toolkit.prometheus_text import parse_prometheus
 from toolkit.sim.outputs import DIVERGENCE_FAULT, add_logprobs, greedy_words
 from toolkit.sim.telemetry import csv_lines
 from toolkit.sim.trace import StepRecord, TraceShape, build_trace, dumps, trace_json_for_rank

@@ -30,10 +30,9 @@ from typing import Any
 
 from toolkit.benchmark.metrics import RequestRecord
 from toolkit.logs import MetricRow
+from toolkit.prometheus_text import PromSample
 
 __all__ = [
-    "PromSample",
-    "parse_prometheus",
     "VllmSpecCounters",
     "vllm_spec_counters",
     "vllm_spec_delta",
@@ -43,68 +42,6 @@ __all__ = [
     "build_server_view",
     "LogMetricSource",
 ]
-
-
-@dataclass(frozen=True, slots=True)
-class PromSample:
-    name: str
-    labels: tuple[tuple[str, str], ...]
-    value: float
-
-    def label(self, key: str) -> str | None:
-        return next((v for k, v in self.labels if k == key), None)
-
-
-def _parse_labels(text: str) -> tuple[tuple[str, str], ...]:
-    """``a="x",b="y\\"z"`` -> pairs, honouring Prometheus escapes (``\\\\``, ``\\"``, ``\\n``)."""
-    labels, i, n = [], 0, len(text)
-    while i < n:
-        eq = text.find("=", i)
-        if eq < 0:
-            break
-        key = text[i:eq].strip().lstrip(",").strip()
-        j = text.find('"', eq) + 1
-        if j <= 0:
-            break
-        value = []
-        while j < n and text[j] != '"':
-            if text[j] == "\\" and j + 1 < n:
-                j += 1
-                value.append("\n" if text[j] == "n" else text[j])
-            else:
-                value.append(text[j])
-            j += 1
-        labels.append((key, "".join(value)))
-        i = j + 1
-    return tuple(labels)
-
-
-def parse_prometheus(text: str) -> list[PromSample]:
-    """Parse Prometheus text exposition: ``name{labels} value [timestamp]``; skips ``#``."""
-    out = []
-    for raw in text.splitlines():
-        line = raw.strip()
-        if not line or line.startswith("#"):
-            continue
-        brace = line.find("{")
-        space = line.find(" ")
-        if brace >= 0 and (space < 0 or brace < space):
-            close = line.rfind("}")
-            if close < brace:
-                continue
-            name, labels, rest = line[:brace], _parse_labels(line[brace + 1 : close]), line[close + 1 :]
-        else:
-            name, _, rest = line.partition(" ")
-            labels = ()
-        fields = rest.split()
-        if not fields:
-            continue
-        try:
-            value = float(fields[0])
-        except ValueError:
-            continue
-        out.append(PromSample(name, labels, value))
-    return out
 
 
 @dataclass(frozen=True, slots=True)
@@ -131,7 +68,7 @@ def vllm_spec_counters(samples: Iterable[PromSample]) -> VllmSpecCounters | None
         elif "num_draft_tokens" in s.name:
             draft_tokens += s.value
         elif "num_accepted_tokens_per_pos" in s.name:
-            pos = s.label("position")
+            pos = s.labels.get("position")
             if pos is not None and pos.isdigit():
                 per_pos[int(pos)] = per_pos.get(int(pos), 0.0) + s.value
         elif "num_accepted_tokens" in s.name:
@@ -147,7 +84,9 @@ def vllm_spec_delta(before: VllmSpecCounters, after: VllmSpecCounters) -> dict[s
     d_tokens = after.num_draft_tokens - before.num_draft_tokens
     d_accepted = after.num_accepted_tokens - before.num_accepted_tokens
     # counters that went back (a restarted server) or accepted more than was drafted: not a measurement (issue 25)
-    if not (math.isfinite(d_tokens) and d_tokens > 0 and 0 <= d_drafts <= d_tokens and 0 <= d_accepted <= d_tokens):
+    if not (
+        math.isfinite(d_tokens) and d_tokens > 0 and 0 <= d_drafts <= d_tokens and 0 <= d_accepted <= d_tokens
+    ):
         return None
     b, a = dict(before.accepted_per_pos), dict(after.accepted_per_pos)
     per_pos = (
@@ -177,7 +116,9 @@ def sglang_accept_length(info: Any) -> float | None:
         [states[0]] if isinstance(states, list) and states and isinstance(states[0], Mapping) else []
     ) + [info]:
         value = place.get("avg_spec_accept_length")
-        if isinstance(value, int | float) and not isinstance(value, bool) and 0 <= value < 1000:  # no NaN, no lie
+        if (
+            isinstance(value, int | float) and not isinstance(value, bool) and 0 <= value < 1000
+        ):  # no NaN, no lie
             return float(value)
     return None
 
@@ -245,7 +186,9 @@ def _in_window(ts: Any, since: datetime, until: datetime) -> bool:
     return since <= ts <= until
 
 
-def log_window_metrics(rows: Iterable[MetricRow], since: datetime, until: datetime) -> dict[str, dict[str, float]]:
+def log_window_metrics(
+    rows: Iterable[MetricRow], since: datetime, until: datetime
+) -> dict[str, dict[str, float]]:
     """Mean of every numeric value per row kind, over rows timestamped inside the window."""
     sums: dict[str, dict[str, list[float]]] = {}
     for row in rows:

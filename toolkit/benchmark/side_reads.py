@@ -17,11 +17,11 @@ import aiohttp
 
 from toolkit.benchmark.server_view import (
     ServerSnapshot,
-    parse_prometheus,
     sglang_accept_length,
     vllm_spec_counters,
 )
 from toolkit.errors import MalformedResponse, ToolkitError
+from toolkit.prometheus_text import parse_prometheus
 
 __all__ = ["MODELS_MAX_BYTES", "TOKENIZE_MAX_BYTES", "METRICS_MAX_BYTES", "INFO_MAX_BYTES",
            "fetch_snapshot", "first_model", "model_id", "read_capped", "read_json_capped"]

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from toolkit.logs import MetricRow
-from toolkit.observe.prometheus import PromSample
+from toolkit.prometheus_text import PromSample
 
 __all__ = ["GpuSample", "HostClock", "NVIDIA_SMI_FIELDS", "nvidia_smi_command", "parse_nvidia_smi_line",
            "dcgm_samples", "SIMULATED_MARK", "HOST_DATE_COMMAND"]

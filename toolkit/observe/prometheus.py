@@ -1,80 +1,33 @@
-"""Prometheus text pages -> samples, and the engine's series -> the toolkit's server-metric names. Pure.
+"""An engine's Prometheus series -> the toolkit's server-metric names. Pure.
 
-Both engines expose ``/metrics`` in the Prometheus text format 0.0.4 (prometheus_client):
-vLLM always, SGLang with ``--enable-metrics`` (sglang 0.5.9 metrics/collector.py:305-397,
-labels ``model_name, engine_type, tp_rank, pp_rank, moe_ep_rank`` from
-managers/scheduler_metrics_mixin.py:114-120). A DCGM exporter speaks the same format.
+Pages are parsed by :mod:`toolkit.prometheus_text`. Both engines expose ``/metrics``: vLLM always,
+SGLang with ``--enable-metrics`` (sglang 0.5.9 metrics/collector.py:305-397, labels ``model_name,
+engine_type, tp_rank, pp_rank, moe_ep_rank`` from managers/scheduler_metrics_mixin.py:114-120).
 The names each release uses come from :class:`toolkit.engines.MetricNames`, so this module
 never spells an engine's series itself.
-
->>> samples = parse_prometheus('vllm:num_requests_running{engine="0",model_name="m"} 3.0')
->>> samples[0].name, samples[0].labels["engine"], samples[0].value
-('vllm:num_requests_running', '0', 3.0)
 """
 
 from __future__ import annotations
 
 import math
-import re
-from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Iterable
 
 from toolkit.engines import MetricNames
+from toolkit.prometheus_text import PromSample
 
-__all__ = ["PromSample", "parse_prometheus", "SERVER_METRIC_KEYS", "server_metric_values"]
+__all__ = ["SERVER_METRIC_KEYS", "server_metric_values"]
 
-_LINE = re.compile(r"^(?P<name>[a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(?P<labels>.*)\})?[ \t]+(?P<value>\S+)(?:[ \t]+\S+)?[ \t]*$",
-                   re.DOTALL)
-_LABEL = re.compile(r'[ \t]*([a-zA-Z_][a-zA-Z0-9_]*)[ \t]*=[ \t]*"((?:[^"\\]|\\.)*)"[ \t]*,?', re.DOTALL)
-_UNESCAPE = {"\\\\": "\\", '\\"': '"', "\\n": "\n"}
-
-SERVER_METRIC_KEYS = ("running_requests", "waiting_requests", "kv_cache_usage", "spec_accept_length",
-                      "spec_accepted_tokens_total", "spec_draft_tokens_total", "spec_drafts_total",
-                      "generation_tokens_total")
+SERVER_METRIC_KEYS = (
+    "running_requests",
+    "waiting_requests",
+    "kv_cache_usage",
+    "spec_accept_length",
+    "spec_accepted_tokens_total",
+    "spec_draft_tokens_total",
+    "spec_drafts_total",
+    "generation_tokens_total",
+)
 """The toolkit's names for scraped server metrics (kind ``prometheus`` in the journal)."""
-
-
-@dataclass(frozen=True)
-class PromSample:
-    """One line of a Prometheus page: series name, labels, value (NaN and ±Inf kept as floats)."""
-
-    name: str
-    labels: Mapping[str, str] = field(default_factory=dict)
-    value: float = math.nan
-
-
-def _labels(text: str | None) -> dict[str, str]:
-    if not text:
-        return {}
-    out = {}
-    for match in _LABEL.finditer(text):
-        value = re.sub(r"\\[\\\"n]", lambda m: _UNESCAPE[m.group(0)], match.group(2))
-        out[match.group(1)] = value
-    return out
-
-
-def _number(text: str) -> float | None:
-    try:
-        return float(text)  # accepts NaN, +Inf, -Inf as the format writes them
-    except ValueError:
-        return None
-
-
-def parse_prometheus(text: str) -> list[PromSample]:
-    """Every sample line of a text page; comments, blank and malformed lines are skipped."""
-    out = []
-    for raw in text.split("\n"):  # the format separates lines by \n alone: a label may hold \f or \x1c
-        line = raw.rstrip("\r").strip(" \t")
-        if not line or line.startswith("#"):
-            continue
-        match = _LINE.match(line)
-        if match is None:
-            continue
-        value = _number(match.group("value"))
-        if value is None:
-            continue
-        out.append(PromSample(match.group("name"), _labels(match.group("labels")), value))
-    return out
 
 
 def _series(samples: Iterable[PromSample], name: str | None) -> list[float]:
@@ -92,6 +45,7 @@ def server_metric_values(samples: Iterable[PromSample], names: MetricNames) -> d
     acceptance length are averaged. A series the page lacks is left out (not zero).
 
     >>> from toolkit.engines import profile_for
+    >>> from toolkit.prometheus_text import parse_prometheus
     >>> page = "sglang:num_running_reqs{tp_rank=\\"0\\"} 2\\nsglang:token_usage{tp_rank=\\"0\\"} 0.25"
     >>> server_metric_values(parse_prometheus(page), profile_for("sglang", "0.5.9").metrics)
     {'running_requests': 2.0, 'kv_cache_usage': 0.25}

@@ -20,7 +20,8 @@ from datetime import datetime
 
 from toolkit.engines import MetricNames
 from toolkit.logs import MetricRow
-from toolkit.observe.prometheus import parse_prometheus, server_metric_values
+from toolkit.observe.prometheus import server_metric_values
+from toolkit.prometheus_text import parse_prometheus
 from toolkit.server.http import HttpAnswer, request
 
 __all__ = ["MetricsScraper", "scrape_metrics"]

@@ -29,8 +29,8 @@ from toolkit.observe.gpu_samples import (
     nvidia_smi_command,
     parse_nvidia_smi_line,
 )
-from toolkit.observe.prometheus import parse_prometheus
 from toolkit.observe.scrape import scrape_metrics
+from toolkit.prometheus_text import parse_prometheus
 
 if TYPE_CHECKING:
     from toolkit.host.place import Place
