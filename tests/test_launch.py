@@ -204,6 +204,21 @@ def test_to_dict_is_json_safe_and_round_trips() -> None:
     assert ServerSpec.sglang("m").describe() == "baseline"
 
 
+def test_describe_apart_names_only_what_one_side_has_that_the_other_lacks() -> None:
+    base = ServerSpec.sglang("m", tp=8).with_flags(enable_metrics=True, mem_fraction_static=0.8)
+    eagle = base.with_flags(speculative_algorithm="EAGLE3", speculative_num_steps=2)
+    assert eagle.describe_apart(base) == "EAGLE3 steps=2"
+    assert base.describe_apart(eagle) == "baseline"  # everything it has, the other has too
+    prefill = eagle.with_flags(speculative_attention_mode="prefill")
+    decode = eagle.with_flags(speculative_attention_mode="decode")
+    assert (prefill.describe_apart(decode), decode.describe_apart(prefill)) == ("attn=prefill", "attn=decode")
+    old, new = dataclasses.replace(base, commit="0123456789"), dataclasses.replace(base, commit="abcdef0123")
+    assert new.describe_apart(old) == "@abcdef01" and base.describe_apart(dataclasses.replace(base)) == "baseline"
+    env = dataclasses.replace(base, env=(("NCCL_ALGO", "Ring"),))
+    assert (env.describe_apart(base), base.describe_apart(env)) == ("NCCL_ALGO=Ring", "baseline")
+    assert dataclasses.replace(eagle, label="EAGLE-3").describe_apart(base) == "EAGLE-3"
+
+
 TEXT = st.text(st.characters(codec="utf-8", exclude_characters="\x00"), max_size=30)
 
 

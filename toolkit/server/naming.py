@@ -17,10 +17,12 @@ import json
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import TypeVar
 
 from toolkit.redaction import REDACTED, is_secret_name
 
-__all__ = ["FlagValue", "SWITCH", "describe", "parameters", "secret_values", "SpecChange", "diff"]
+__all__ = ["FlagValue", "SWITCH", "apart", "describe", "parameters", "secret_values", "SpecChange", "diff"]
+_T = TypeVar("_T")
 
 FlagValue = str | tuple[str, ...] | None  # None: a switch; a tuple: an nargs flag (--cuda-graph-bs 1 2 4)
 #: the text of a flag given without a value (``--enable-torch-compile``)
@@ -70,6 +72,12 @@ def describe(flags: tuple[tuple[str, FlagValue], ...], env: tuple[tuple[str, str
         parts.append(f"@{commit[:8]}")
     text = " ".join(p for p in parts if p) or "baseline"
     return f"sim {text}" if simulated else text
+
+
+def apart(mine: tuple[_T, ...], theirs: tuple[_T, ...]) -> tuple[_T, ...]:
+    """The items of ``mine`` that ``theirs`` lacks, in ``mine``'s order (a flag or variable with its value)."""
+    held = set(theirs)
+    return tuple(item for item in mine if item not in held)
 
 
 def parameters(flags: tuple[tuple[str, FlagValue], ...], env: tuple[tuple[str, str], ...],

@@ -26,18 +26,9 @@ from toolkit.errors import InvalidFlag
 from toolkit.host.shell import check_env_name, check_word, quote, quote_path
 from toolkit.redaction import Redactor
 from toolkit.server import source as sources
-from toolkit.server.naming import FlagValue, describe, parameters, secret_values
-from toolkit.server.spec_values import (
-    MISSING,
-    _Missing,
-    check_flag_name,
-    interpreter,
-    render_value,
-    tool,
-)
-from toolkit.server.spec_values import (
-    keyword_flags as as_flags,
-)
+from toolkit.server.naming import FlagValue, apart, describe, parameters, secret_values
+from toolkit.server.spec_values import MISSING, _Missing, check_flag_name, interpreter, render_value, tool
+from toolkit.server.spec_values import keyword_flags as as_flags
 
 __all__ = ["ServerSpec", "FlagValue", "MISSING", "SPEC_ENGINES"]
 
@@ -380,6 +371,12 @@ class ServerSpec:
     def describe(self) -> str:
         """A short label of what differs from a plain launch, for tables and plot legends."""
         return self.label or describe(self.flags, self.env, self.commit, simulated=self.simulated)
+
+    def describe_apart(self, other: ServerSpec) -> str:
+        """What this spec has that ``other`` lacks, briefly, for a title that sets the two side by side:
+        ``sim EAGLE3 steps=2`` against ``sim baseline``; the label, where one was given."""
+        return self.label or describe(apart(self.flags, other.flags), apart(self.env, other.env),
+                                      None if self.commit == other.commit else self.commit, simulated=self.simulated)
 
     def secrets(self) -> frozenset[str]:
         """Values of this spec's secret flags and variables, to hide wherever they are quoted."""

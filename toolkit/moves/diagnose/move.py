@@ -88,7 +88,8 @@ def diagnose(
         raise ValueError(f"repeats must be >= 2: a diagnosis needs the noise of each side to tell a gap from it, "
                          f"got {repeats}")
     started = time.monotonic()
-    labels: dict[Side, str] = {"fast": f"fast: {fast.describe()}", "slow": f"slow: {slow.describe()}"}
+    apart: dict[Side, str] = {"fast": fast.describe_apart(slow), "slow": slow.describe_apart(fast)}
+    labels: dict[Side, str] = {side: f"{side}: {text}" for side, text in apart.items()}
     specs: dict[Side, ServerSpec] = {"fast": dataclasses.replace(fast, label=labels["fast"]),
                                      "slow": dataclasses.replace(slow, label=labels["slow"])}
     names = tuple(dict.fromkeys([*env, *(n for s in (fast, slow) for n, _ in s.env)]))
@@ -96,7 +97,7 @@ def diagnose(
     costs: dict[str, float] = {}
     step, recorded = None, False
     if journal is not None:  # the step exists before the first launch: a failure is recorded with its evidence
-        step = journal.step("diagnosis", f"diagnosis: why is {slow.describe()} slower than {fast.describe()}?",
+        step = journal.step("diagnosis", f"diagnosis: why is {apart['slow']} slower than {apart['fast']}?",
                             spec=slow, host=hosts)
     try:
         with _timed(costs, "measure"):
