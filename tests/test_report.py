@@ -218,3 +218,7 @@ def test_a_gap_under_one_percent_beyond_noise_is_not_called_the_same():
     said = _against_baseline({"ratio": 1.002, "ratio_ci": (1.001, 1.003), "runs": 2, "verdict_code": "beyond_noise"})
     assert said.startswith("0.2% faster than the baseline") and "beyond run-to-run noise" in said
     assert _against_baseline({"ratio": 1.0001, "runs": 2}).startswith("the same as the baseline")
+    small = _against_baseline({"ratio": 1.002, "ratio_ci": (1.001, 1.003), "runs": 2, "verdict_code": "b_faster",
+                               "small": True})
+    assert small.startswith("0.2% faster than the baseline") and small.endswith("under 1%, the smallest change the "
+                                                                                "moves count (min_effect): too small to matter")

@@ -101,6 +101,21 @@ def test_vs_baseline_only_under_the_same_workload(tmp_path: Path) -> None:
     assert by_name["x at 8 · concurrency 8"].get("no_baseline") and "ratio" not in by_name["x at 8 · concurrency 8"]
 
 
+def test_a_change_beyond_noise_but_under_one_percent_says_it_is_too_small(tmp_path: Path) -> None:
+    """The table agrees with the moves' verdicts: 0.3 % beyond noise is under min_effect's 1 %, and says so."""
+    journal = Journal(tmp_path / "small.sqlite", investigation="small")
+    base = ServerSpec.sglang("m", port=30000)
+    for spec, values in ((base, (100.0, 100.02, 100.01)), (base.with_flags({"--x": 1}), (100.3, 100.32, 100.31))):
+        with journal.step("baseline" if spec is base else "flag_change", spec=spec) as step:
+            for repeat, tok_s in enumerate(values):
+                step.record(bench_result(tok_s), repeat=repeat)
+    results = journal.results(wide=True)
+    configs = comparisons.configurations(results, comparisons.baseline_label(journal.steps(), results))
+    (changed,) = (c for c in configs if not c["is_baseline"])
+    assert changed["verdict_code"] == "b_faster" and changed["small"]
+    assert changed["verdict"] == "faster beyond noise, under 1%"
+
+
 def test_workload_words_and_bench_command() -> None:
     row = {"workload:num_prompts": 3, "workload:input_len": 128, "workload:output_len": 96,
            "workload:max_concurrency": 1, "workload:request_rate": 2.0, "workload:dataset": "/data/x/prompts.txt",

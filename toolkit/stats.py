@@ -20,9 +20,12 @@ from dataclasses import dataclass
 from typing import Literal
 
 __all__ = ["Comparison", "ComparisonVerdict", "compare_samples", "metric_direction", "mean_interval", "t_cdf",
-           "t_quantile", "knee"]
+           "t_quantile", "knee", "MIN_EFFECT"]
 
 ComparisonVerdict = Literal["a_faster", "b_faster", "within_noise"]
+MIN_EFFECT = 0.01
+"""The smallest relative change that counts: a move's default ``min_effect``, and the post-mortem's line between a
+difference beyond noise and one too small to matter."""
 
 
 @dataclass(frozen=True)

@@ -25,7 +25,7 @@ from toolkit.benchmark import BenchResult, Load
 from toolkit.journal import Journal
 from toolkit.moves.pool import SpecForHost
 from toolkit.server.server import Server
-from toolkit.stats import metric_direction
+from toolkit.stats import MIN_EFFECT, metric_direction
 
 __all__ = ["Plan", "BenchCall"]
 
@@ -66,7 +66,7 @@ class Plan:
     journal: Journal | None = None
     metric: str = "output_throughput"
     higher_is_better: bool | None = None
-    min_effect: float = 0.01
+    min_effect: float = MIN_EFFECT
     bench_alone: bool = False
 
     def __post_init__(self) -> None:

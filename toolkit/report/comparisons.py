@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from toolkit.report.workload import CONCURRENCY, KEY_COLUMNS, describe, differing, key, varying_text
-from toolkit.stats import compare_samples, knee, mean_interval
+from toolkit.stats import MIN_EFFECT, compare_samples, knee, mean_interval
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -122,9 +122,12 @@ def configurations(results: pd.DataFrame, baseline: str | None) -> list[dict[str
             comparison = compare_samples(base, tok_s.tolist())
             single = min(comparison.n_a, comparison.n_b) < 2  # one run on a side: no spread, no noise verdict
             row["on_top_of"] = _on_top_of(label, runs, base_frames[key(workload)])
+            # beyond noise but under MIN_EFFECT: true, and too small for the moves' verdicts to count it
+            small = comparison.verdict != "within_noise" and abs(comparison.ratio - 1) < MIN_EFFECT
             row.update(ratio=comparison.ratio, ratio_ci=None if single else comparison.ratio_ci,
                        verdict=("unknown: " + ("ran once" if comparison.n_b < 2 else "the baseline ran once"))
-                       if single else _VERDICTS[comparison.verdict], verdict_code=comparison.verdict, single=single)
+                       if single else _VERDICTS[comparison.verdict] + (f", under {MIN_EFFECT:.0%}" if small else ""),
+                       verdict_code=comparison.verdict, single=single, small=small)
         elif label != baseline and baseline is not None:
             row["no_baseline"] = True  # the baseline never ran this workload: nothing to compare with
         rows.append(row)

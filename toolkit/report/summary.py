@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from toolkit.report.comparisons import Curve
 from toolkit.report.document import Block, Bullets, Heading, Paragraph
+from toolkit.stats import MIN_EFFECT
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -54,6 +55,9 @@ def _against_baseline(config: dict[str, Any]) -> str:
         return f"{size}; {single}, so the run-to-run spread is not known"
     if config.get("verdict_code") == "within_noise":
         return f"{size} on average, but within run-to-run noise: not a difference to rely on"
+    if config.get("small"):
+        return (f"{size}, beyond run-to-run noise but under {MIN_EFFECT:.0%}, the smallest change the moves count "
+                "(min_effect): too small to matter")
     return f"{size}, beyond run-to-run noise"
 
 
