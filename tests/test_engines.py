@@ -26,9 +26,9 @@ from toolkit.engines import (
     parse_version,
     parse_version_output,
     peer_names,
-    profile,
     profile_for,
     profile_named,
+    release_profile,
     releases,
     resolve_profile,
     versions,
@@ -50,7 +50,7 @@ def test_public_api_is_pinned() -> None:
     ]
 
 
-@pytest.mark.parametrize("module", [engines, versions, profile, flaglists, releases, bench_names])
+@pytest.mark.parametrize("module", [engines, versions, release_profile, flaglists, releases, bench_names])
 def test_docstring_examples_run(module: object) -> None:
     result = doctest.testmod(module)  # type: ignore[arg-type]
     assert result.failed == 0 and result.attempted > 0

@@ -10,7 +10,7 @@ import pytest
 import toolkit.logs
 import toolkit.logs.classify
 import toolkit.logs.line
-import toolkit.logs.metrics
+import toolkit.logs.metric_lines
 import toolkit.logs.packs
 import toolkit.logs.rules
 import toolkit.logs.summary
@@ -72,7 +72,7 @@ def test_readiness_public_api() -> None:
         "toolkit.logs.line",
         "toolkit.logs.rules",
         "toolkit.logs.packs",
-        "toolkit.logs.metrics",
+        "toolkit.logs.metric_lines",
         "toolkit.logs.classify",
         "toolkit.logs.summary",
         "toolkit.server.readiness",
@@ -92,7 +92,7 @@ def test_pure_modules_do_no_io() -> None:
         toolkit.logs.line,
         toolkit.logs.rules,
         toolkit.logs.packs,
-        toolkit.logs.metrics,
+        toolkit.logs.metric_lines,
         toolkit.logs.summary,
         toolkit.server.readiness,
     ):

@@ -15,7 +15,7 @@ from __future__ import annotations
 from toolkit.engines.bench_names import PEER_NAMES, PeerName, peer_names
 from toolkit.engines.flaglists import FlagEntry, ReleaseFlags, load_release_flags
 from toolkit.engines.hints import RELEASE_HINTS, ReleaseHint, hint_text
-from toolkit.engines.profile import (
+from toolkit.engines.release_profile import (
     Endpoint,
     EngineProfile,
     EnvOutcome,

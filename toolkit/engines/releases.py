@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from toolkit.engines.profile import EngineProfile
+from toolkit.engines.release_profile import EngineProfile
 from toolkit.engines.sglang import SGLANG_PROFILES
 from toolkit.engines.transformers import TRANSFORMERS_PROFILES
 from toolkit.engines.versions import Version, VersionError, parse_version

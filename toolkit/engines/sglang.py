@@ -18,7 +18,7 @@ shows the written values and the launcher's own shows what the user exported.
 
 from __future__ import annotations
 
-from toolkit.engines.profile import (
+from toolkit.engines.release_profile import (
     Endpoint,
     EngineProfile,
     EnvWrite,

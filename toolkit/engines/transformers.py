@@ -12,7 +12,7 @@ no API key.
 
 from __future__ import annotations
 
-from toolkit.engines.profile import EngineProfile, HealthAnswer, HealthCheck
+from toolkit.engines.release_profile import EngineProfile, HealthAnswer, HealthCheck
 from toolkit.engines.versions import ReleaseRange
 
 __all__ = ["TRANSFORMERS_PROFILES"]

@@ -19,7 +19,7 @@ changed:
 
 from __future__ import annotations
 
-from toolkit.engines.profile import (
+from toolkit.engines.release_profile import (
     Endpoint,
     EngineProfile,
     EnvWrite,

@@ -29,7 +29,7 @@ from toolkit.journal.adapters import (
     spec_row,
 )
 from toolkit.logs.classify import LogEvent
-from toolkit.logs.metrics import MetricRow
+from toolkit.logs.metric_lines import MetricRow
 from toolkit.server.readiness import ReadinessReport
 from toolkit.server.spec import ServerSpec
 

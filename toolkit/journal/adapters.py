@@ -26,7 +26,7 @@ from toolkit.host.group import HostGroup
 from toolkit.host.place import Target
 from toolkit.logs.caused import REQUEST, STOP, is_toolkit_request
 from toolkit.logs.classify import LogEvent, classify_lines
-from toolkit.logs.metrics import MetricRow, MetricValue
+from toolkit.logs.metric_lines import MetricRow, MetricValue
 from toolkit.server.naming import ENV_PREFIX
 from toolkit.server.readiness import ReadinessReport
 from toolkit.server.spec import ServerSpec

@@ -14,7 +14,7 @@ from toolkit.logs.caused import TOOLKIT_REQUESTS, after_stop, is_probe_completio
 from toolkit.logs.classify import LogClassifier, LogEvent, classify_lines
 from toolkit.logs.detect import ENGINES, PACKS, detect_engine, log_engine
 from toolkit.logs.line import ParsedLine, parse_line, strip_ansi
-from toolkit.logs.metrics import METRIC_KINDS, MetricRow, parse_metric
+from toolkit.logs.metric_lines import METRIC_KINDS, MetricRow, parse_metric
 from toolkit.logs.packs import COMMON, GENERIC, SGLANG, VLLM, Hints, add_rule
 from toolkit.logs.rules import Phase, Rule, RulePack, Verdict
 from toolkit.logs.stream import classify_chunks

@@ -37,7 +37,7 @@ from toolkit.logs.line import (
     header_shape,
     parse_fields,
 )
-from toolkit.logs.metrics import MetricReader, MetricRow, metric_at, metric_reader, parse_metric
+from toolkit.logs.metric_lines import MetricReader, MetricRow, metric_at, metric_reader, parse_metric
 from toolkit.logs.packs import REQUEST_NAMED, SERVING_RULES
 from toolkit.logs.rules import (
     CompiledRules,

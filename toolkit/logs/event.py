@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 
-from toolkit.logs.metrics import MetricRow
+from toolkit.logs.metric_lines import MetricRow
 from toolkit.logs.rules import Phase, Verdict
 
 __all__ = ["LogEvent"]

@@ -14,7 +14,7 @@ from datetime import datetime
 
 from toolkit.logs.classify import LogEvent
 from toolkit.logs.line import parse_fields
-from toolkit.logs.metrics import MetricRow, parse_metric
+from toolkit.logs.metric_lines import MetricRow, parse_metric
 from toolkit.logs.rules import Verdict
 
 __all__ = ["LogSummary", "SummaryBuilder", "summarize", "decisive_fatal", "shorten"]

@@ -18,7 +18,7 @@ from collections.abc import Iterable
 from datetime import datetime, timedelta
 
 from toolkit.logs.event import LogEvent, Verdict
-from toolkit.logs.metrics import MetricRow
+from toolkit.logs.metric_lines import MetricRow
 
 __all__ = ["metric_window", "LogLedger"]
 

@@ -18,7 +18,7 @@ import time
 from aiohttp import web
 
 from toolkit.sim.engine import GenRequest
-from toolkit.sim.metrics import family
+from toolkit.sim.metrics_page import family
 from toolkit.sim.profiler import SimProfiler
 from toolkit.sim.route_host import RouteHost
 

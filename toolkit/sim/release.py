@@ -33,7 +33,7 @@ from toolkit.engines import (
     parse_version,
     resolve_profile,
 )
-from toolkit.engines.profile import EnvWrite, ProcessRole
+from toolkit.engines.release_profile import EnvWrite, ProcessRole
 
 __all__ = ["DEFAULT_VERSIONS", "SimRelease", "EnvContext", "release_from_argv", "role_of", "KNOWN_CONDITIONS",
            "installed_kernel", "option_value"]

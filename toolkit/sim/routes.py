@@ -25,7 +25,7 @@ from aiohttp import web
 from toolkit.sim import protocol
 from toolkit.sim.engine import Chunk, GenRequest
 from toolkit.sim.health import HealthRoutes
-from toolkit.sim.metrics import render_vllm_metrics
+from toolkit.sim.metrics_page import render_vllm_metrics
 from toolkit.sim.observability import register_observability
 from toolkit.sim.outputs import add_logprobs, greedy_words
 from toolkit.sim.protocol import WordSource

@@ -2,7 +2,7 @@
 
 Each side's rows are the ones its runs recorded (:class:`toolkit.logs.MetricRow`): SGLang's
 ``Decode batch`` lines carry ``cuda graph: True/False`` and, with speculation, ``accept len``
-(sglang 0.5.9 managers/scheduler_metrics_mixin.py, as :mod:`toolkit.logs.metrics` reads them);
+(sglang 0.5.9 managers/scheduler_metrics_mixin.py, as :mod:`toolkit.logs.metric_lines` reads them);
 vLLM's throughput and ``SpecDecoding metrics`` lines carry the running and waiting requests and
 the mean acceptance length (vllm 0.25-0.33 v1/metrics/loggers.py, v1/spec_decode/metrics.py).
 A series counts as different when its means differ by more than ``rel`` of the larger one (and

@@ -21,7 +21,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from toolkit.engines import PROFILES, EngineProfile, EnvWrite, resolve_profile
-from toolkit.engines.profile import ProcessRole as EngineRole
+from toolkit.engines.release_profile import ProcessRole as EngineRole
 from toolkit.moves.envcheck.roles import ProcessRole, Role
 
 __all__ = ["KnownOverride", "KNOWN_OVERRIDES", "known_overrides", "override_reason", "predicted_environ", "unseen_writes"]
