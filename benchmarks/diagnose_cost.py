@@ -33,7 +33,7 @@ from toolkit.host.host import Host  # noqa: E402
 from toolkit.journal import Journal  # noqa: E402
 from toolkit.moves import compare  # noqa: E402
 from toolkit.moves.diagnose import diagnose  # noqa: E402
-from toolkit.moves.observe import observed  # noqa: E402
+from toolkit.moves.observed import observed  # noqa: E402
 from toolkit.moves.plan import Plan  # noqa: E402
 from toolkit.server.spec import ServerSpec  # noqa: E402
 

@@ -48,7 +48,7 @@ from toolkit.benchmark import BenchResult, Load, bench  # noqa: E402
 from toolkit.errors import ToolkitError  # noqa: E402
 from toolkit.host.host import Host  # noqa: E402
 from toolkit.journal import Journal  # noqa: E402
-from toolkit.moves.observe import observed  # noqa: E402
+from toolkit.moves.observed import observed  # noqa: E402
 from toolkit.moves.profile import profile, with_profiling  # noqa: E402
 from toolkit.moves.trial import decisive_lines  # noqa: E402
 from toolkit.observe.telemetry import GpuTelemetry  # noqa: E402

@@ -16,7 +16,7 @@ from test_bench_client import Loopback
 from toolkit.benchmark.client import ClientSettings
 from toolkit.benchmark.collector import collector_state, quiet_collector
 from toolkit.benchmark.dispatch import run_requests
-from toolkit.benchmark.pool import RequestPool, StartTurns
+from toolkit.benchmark.request_pool import RequestPool, StartTurns
 from toolkit.benchmark.workload import arrival_offsets, make_workload
 
 

@@ -23,7 +23,7 @@ from toolkit.moves.diagnose import (
 )
 from toolkit.moves.diagnose.difference import config_differences, same_record, topic_of_setting
 from toolkit.moves.diagnose.environment import code_differences, env_differences
-from toolkit.moves.diagnose.profiled import digest_profile, profile_differences, profiled_gap_ms
+from toolkit.moves.diagnose.profile_gap import digest_profile, profile_differences, profiled_gap_ms
 from toolkit.moves.diagnose.resolved import parse_config_line, resolved_settings, split_top_level
 from toolkit.moves.diagnose.series import (
     log_metric_differences,

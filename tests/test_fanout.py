@@ -21,8 +21,8 @@ from toolkit.host.group import HostGroup
 from toolkit.host.host import Host
 from toolkit.journal import Journal
 from toolkit.moves import compare_flag, sweep
+from toolkit.moves.fan_out import HostPool
 from toolkit.moves.plan import Plan
-from toolkit.moves.pool import HostPool
 from toolkit.server.server import Server
 from toolkit.server.spec import ServerSpec
 from toolkit.views import plots as tk_plots

@@ -21,7 +21,7 @@ from toolkit.errors import ToolkitError
 from toolkit.host.host import Host
 from toolkit.journal import Journal
 from toolkit.moves import compare_flag
-from toolkit.moves.observe import ObservedBench
+from toolkit.moves.observed import ObservedBench
 from toolkit.moves.plan import Plan
 from toolkit.moves.profile import ProfileCapture, profile, profiles_dir, with_profiling
 from toolkit.observe.cache import cache_state, flush_prefix_cache

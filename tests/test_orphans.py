@@ -46,7 +46,7 @@ def serve(port, host=host):
 
 
 if args["lanes"]:  # each server launched from a host pool's lane, a worker thread (a fan-out)
-    from toolkit.moves.pool import HostPool
+    from toolkit.moves.fan_out import HostPool
     second = Host.local().inside(["env"], name="local-2")  # this machine again, under another name: a second lane
     HostPool([host, second]).run([[args["port"]], [args["port"] + 1]], lambda lane, port: serve(port, lane.host),
                                        progress=False)

@@ -77,7 +77,7 @@ def test_attention_mode_sweep_over_ssh_records_every_step_and_plots(ssh_host: Ho
     lines = journal.log_lines()
     benign = lines[lines["verdict"] == "benign"]
     assert benign["text"].str.contains("Ignore import error when loading sglang.srt.models.glmasr").any()
-    # issue 23: each run's evidence also holds the line that made the server ready (benchmark/evidence.py)
+    # issue 23: each run's evidence also holds the line that made the server ready (benchmark/log_evidence.py)
     assert set(lines["verdict"]) == {"benign", "ready"}
     ready = lines[lines["verdict"] == "ready"]
     assert set(ready["step_id"]) == set(steps["step_id"]), ready

@@ -100,7 +100,7 @@ def _moves() -> dict[str, Any]:
 
 def _observing() -> dict[str, Any]:
     from toolkit.moves.agreement import agreement
-    from toolkit.moves.observe import observed
+    from toolkit.moves.observed import observed
     from toolkit.moves.profile import profile
     from toolkit.observe.equivalence import compare_outputs, greedy_outputs
     from toolkit.observe.torch_profile import compare_profiles
@@ -173,7 +173,7 @@ if TYPE_CHECKING:
     from toolkit.moves.bisect import compare_commits, perf_bisect
     from toolkit.moves.diagnose import diagnose, diagnose_commits
     from toolkit.moves.envcheck import env_report
-    from toolkit.moves.observe import observed
+    from toolkit.moves.observed import observed
     from toolkit.moves.profile import profile
     from toolkit.observe.equivalence import compare_outputs, greedy_outputs
     from toolkit.observe.torch_profile import compare_profiles

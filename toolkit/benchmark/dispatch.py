@@ -17,7 +17,7 @@ import aiohttp
 from toolkit.benchmark.client import DEFAULT_HEADERS, ClientSettings, encode_body, stream_request
 from toolkit.benchmark.collector import quiet_collector
 from toolkit.benchmark.metrics import RequestRecord
-from toolkit.benchmark.pool import RequestPool
+from toolkit.benchmark.request_pool import RequestPool
 from toolkit.benchmark.workload import RequestSpec
 
 __all__ = ["run_requests", "not_run"]

@@ -16,7 +16,7 @@ LABELS = {
     "request_throughput": "requests/s", "accept_length": "accept length (tokens/step)",
     "accept_len": "accept length (tokens/step)", "gen_throughput": "generation tok/s",
     "t_s": "seconds since the run's first metric line", "time_to_ready_s": "time to ready (s)",
-    # GPU telemetry (kind "gpu") and scraped Prometheus metrics (kind "prometheus"): moves/observe.py
+    # GPU telemetry (kind "gpu") and scraped Prometheus metrics (kind "prometheus"): moves/observed.py
     "gpu_util_pct": "GPU utilisation (%)", "mem_util_pct": "memory-bus utilisation (%)",
     "mem_used_mib": "GPU memory used (MiB)", "sm_clock_mhz": "SM clock (MHz)", "power_w": "GPU power (W)",
     "temperature_c": "GPU temperature (°C)", "running_requests": "running requests",

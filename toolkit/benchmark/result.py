@@ -26,7 +26,7 @@ import numpy as np
 import pandas as pd
 
 from toolkit.benchmark.client import ClientSettings
-from toolkit.benchmark.evidence import ServerEvidence
+from toolkit.benchmark.log_evidence import ServerEvidence
 from toolkit.benchmark.metrics import SUMMARY_KEYS, RequestRecord
 from toolkit.benchmark.server_view import ServerView
 from toolkit.benchmark.workload import Workload

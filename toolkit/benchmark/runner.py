@@ -24,8 +24,8 @@ import pandas as pd
 
 from toolkit.benchmark.client import DEFAULT_HEADERS, ClientSettings, make_session
 from toolkit.benchmark.dispatch import run_requests
-from toolkit.benchmark.evidence import collect_evidence, log_mark
 from toolkit.benchmark.load import Load
+from toolkit.benchmark.log_evidence import collect_evidence, log_mark
 from toolkit.benchmark.metrics import SUMMARY_KEYS, RequestRecord, parse_goodput_slos, summarize
 from toolkit.benchmark.result import BenchResult, requests_frame, spread_frame
 from toolkit.benchmark.server_view import LogMetricSource, build_server_view
@@ -198,7 +198,7 @@ async def bench_async(
                     stop_after_failures=min(first_n, num_prompts),
                 )
             )
-    result = runs[0] if repeats == 1 else _combine(runs)  # with a Server: what its log said (benchmark/evidence.py)
+    result = runs[0] if repeats == 1 else _combine(runs)  # with a Server: what its log said (benchmark/log_evidence.py)
     return result if server is None else dataclasses.replace(
         result, evidence=collect_evidence(server, before_line, result.started_at))
 

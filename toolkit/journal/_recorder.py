@@ -147,7 +147,7 @@ class StepRecorder:
                                [(run_ids[-1], idx, row) for idx, row in enumerate(requests)])
             tx.execute("UPDATE steps SET updated_at = ? WHERE id = ?", (time.time(), self.id))
         self._last_run_id = run_ids[-1]
-        evidence = result.evidence  # tk.bench on a Server: its log's lines and its release (benchmark/evidence.py)
+        evidence = result.evidence  # tk.bench on a Server: its log's lines and its release (benchmark/log_evidence.py)
         if evidence is not None:
             self.record_metrics(evidence.metric_rows, run_id=run_ids[-1])
             self.record_log_lines(evidence.log_events, run_id=run_ids[-1])

@@ -6,7 +6,7 @@ number), the line that made the server ready, the first benign lines and the las
 The follower's ring buffer holds the last 20,000 events for views; on a long, chatty run (an access
 line per request) the start-up and the first runs' lines leave it, never the ledger. Shared by the
 trial (``toolkit.moves.trial``), the diagnosis and ``tk.bench`` on a ``Server``
-(``toolkit.benchmark.evidence``), so the README's ``with journal.step(...) as step, tk.launch(...) as
+(``toolkit.benchmark.log_evidence``), so the README's ``with journal.step(...) as step, tk.launch(...) as
 server:`` pattern stores what a trial stores. :func:`metric_window` is the ledger's pure cut.
 """
 

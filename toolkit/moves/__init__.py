@@ -24,7 +24,7 @@ node from a slow configuration.
 
 Layout: ``params`` (pure: parameters, grids, names), ``schedule`` (pure: which host runs
 what, in which order), ``hostfactor`` (pure: host effects, A/B paired by host), ``trial``
-(one launch), ``pool`` (hosts side by side), ``sweep_result`` (SweepResult), ``sweep``,
+(one launch), ``fan_out`` (hosts side by side), ``sweep_result`` (SweepResult), ``sweep``,
 ``abverdict`` (pure: an A/B test's words) and ``abtest`` (A/B tests), ``bisect/``, ``envcheck/``.
 
 >>> import toolkit as tk  # doctest: +SKIP
@@ -37,6 +37,7 @@ what, in which order), ``hostfactor`` (pure: host effects, A/B paired by host), 
 from __future__ import annotations
 
 from toolkit.moves.abtest import ABResult, ABVerdict, Launches, compare, compare_flag
+from toolkit.moves.fan_out import HostPool, Hosts, SpecForHost
 from toolkit.moves.hostfactor import HostEffect, HostEffects
 from toolkit.moves.params import (
     ABSENT,
@@ -48,7 +49,6 @@ from toolkit.moves.params import (
     spec_differences,
 )
 from toolkit.moves.plan import Plan
-from toolkit.moves.pool import HostPool, Hosts, SpecForHost
 from toolkit.moves.schedule import Spread
 from toolkit.moves.sweep import OnFailure, sweep
 from toolkit.moves.sweep_result import SweepFailure, SweepResult

@@ -45,10 +45,10 @@ from toolkit.moves.abverdict import (
     side_labels,
     value_label,
 )
+from toolkit.moves.fan_out import Done, HostPool, Hosts, Lane
 from toolkit.moves.hostfactor import HostEffects, host_effects, paired_comparison
 from toolkit.moves.params import ENV_PREFIX, apply_param, value_text
 from toolkit.moves.plan import Plan
-from toolkit.moves.pool import Done, HostPool, Hosts, Lane
 from toolkit.moves.schedule import Side, Slot, ab_queues
 from toolkit.moves.sweep_result import outcome_row, runs_frame
 from toolkit.moves.trial import RunOutcome, TrialObserver, make_bench_call, run_launch

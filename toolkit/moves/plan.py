@@ -23,7 +23,7 @@ from typing import Any
 
 from toolkit.benchmark import BenchResult, Load
 from toolkit.journal import Journal
-from toolkit.moves.pool import SpecForHost
+from toolkit.moves.fan_out import SpecForHost
 from toolkit.server.server import Server
 from toolkit.stats import MIN_EFFECT, metric_direction
 

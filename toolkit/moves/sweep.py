@@ -7,9 +7,9 @@ from collections.abc import Mapping, Sequence
 from typing import Literal
 
 from toolkit.journal import Journal, StepRecorder
+from toolkit.moves.fan_out import HostPool, Hosts, Lane
 from toolkit.moves.params import Variant, expand
 from toolkit.moves.plan import Plan
-from toolkit.moves.pool import HostPool, Hosts, Lane
 from toolkit.moves.schedule import Spread, sweep_queues
 from toolkit.moves.sweep_result import (
     SweepFailure,

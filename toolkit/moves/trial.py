@@ -34,7 +34,7 @@ __all__ = ["RunOutcome", "LaunchPhases", "RunObserver", "TrialObserver", "run_la
 
 
 class RunObserver(abc.ABC):
-    """A plan's ``bench`` callable that also watches its runs (telemetry, metrics, cache state: moves/observe.py).
+    """A plan's ``bench`` callable that also watches its runs (telemetry, metrics, cache state: moves/observed.py).
 
     The trial calls it like any bench call, then hands it the journal step and the run's id,
     so that what it saw is stored with the run.

@@ -38,8 +38,8 @@ from toolkit.moves.bisect.prober import Prober, record_verdict
 from toolkit.moves.bisect.references import References, check_references
 from toolkit.moves.bisect.result import BisectResult, NothingToBisect, Probe, ProbeRole
 from toolkit.moves.bisect.worktrees import compare_commits, require_checkout_paths
+from toolkit.moves.fan_out import HostPool, Hosts, Lane
 from toolkit.moves.plan import Plan
-from toolkit.moves.pool import HostPool, Hosts, Lane
 from toolkit.moves.trial import make_bench_call
 from toolkit.server.spec import ServerSpec
 

@@ -36,7 +36,7 @@ from toolkit.moves.bisect.checkout import GitCheckout
 from toolkit.moves.bisect.judgement import Judgement
 from toolkit.moves.bisect.result import Probe, ProbeRole
 from toolkit.moves.bisect.worktrees import spec_at_worktree
-from toolkit.moves.pool import Lane
+from toolkit.moves.fan_out import Lane
 from toolkit.moves.trial import RunOutcome, TrialObserver, run_launch
 from toolkit.server.server import Server
 from toolkit.server.spec import ServerSpec

@@ -2,7 +2,7 @@
 
 Pure core: :mod:`.resolved` (the engine's resolved configuration from its start-up lines),
 :mod:`.difference` (one difference and its topic), :mod:`.series` (log metric lines, GPU
-telemetry, ``/metrics``), :mod:`.profiled` (profiles per output token: inside or outside CUDA
+telemetry, ``/metrics``), :mod:`.profile_gap` (profiles per output token: inside or outside CUDA
 graphs, idle gaps), :mod:`.environment` (environment per rank, code), :mod:`.analyse` (both
 sides' evidence -> every difference), :mod:`.ranking` (share of the gap, confidence),
 :mod:`.proposal` (the next experiment in the release's flags), :mod:`.result` (the

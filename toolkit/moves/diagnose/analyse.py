@@ -16,7 +16,7 @@ from typing import Any, Literal
 from toolkit.logs import MetricRow
 from toolkit.moves.diagnose.difference import Difference, config_differences
 from toolkit.moves.diagnose.environment import EnvRow, code_differences, env_differences
-from toolkit.moves.diagnose.profiled import ProfileDigest, profile_differences
+from toolkit.moves.diagnose.profile_gap import ProfileDigest, profile_differences
 from toolkit.moves.diagnose.resolved import resolved_settings
 from toolkit.moves.diagnose.series import (
     log_metric_differences,

@@ -2,7 +2,7 @@
 
 The A/B machinery (:func:`toolkit.moves.compare`) launches both sides alike, A B B A, and calls
 one bench for every run. :class:`SideGatherer` is that bench: each run is an observed
-one (:class:`toolkit.moves.observe.ObservedBench`: the prefix cache flushed, the GPUs and
+one (:class:`toolkit.moves.observed.ObservedBench`: the prefix cache flushed, the GPUs and
 ``/metrics`` sampled), and on the way it keeps, per side, what the diagnosis compares:
 
 - on a launch's first run: the engine's resolved configuration lines (still in the log
@@ -26,7 +26,7 @@ from toolkit.journal import StepRecorder
 from toolkit.moves.diagnose.analyse import Side, SideEvidence
 from toolkit.moves.diagnose.environment import EnvRow
 from toolkit.moves.envcheck import env_report
-from toolkit.moves.observe import ObservedBench
+from toolkit.moves.observed import ObservedBench
 from toolkit.moves.trial import RunObserver
 from toolkit.server.logfile import count_lines
 from toolkit.server.server import Server

@@ -38,12 +38,12 @@ from toolkit.moves.abverdict import ab_verdict
 from toolkit.moves.diagnose.analyse import Side, SideEvidence, gather_differences, resolved_values
 from toolkit.moves.diagnose.environment import CodeRange
 from toolkit.moves.diagnose.gather import DEFAULT_ENV, SideGatherer
-from toolkit.moves.diagnose.profiled import ProfileDigest, digest_profile, profiled_gap_ms
+from toolkit.moves.diagnose.profile_gap import ProfileDigest, digest_profile, profiled_gap_ms
 from toolkit.moves.diagnose.proposal import propose
 from toolkit.moves.diagnose.ranking import Gap, rank
 from toolkit.moves.diagnose.result import Diagnosis
+from toolkit.moves.fan_out import HostPool, Hosts
 from toolkit.moves.plan import Plan
-from toolkit.moves.pool import HostPool, Hosts
 from toolkit.moves.profile import profile, with_profiling
 from toolkit.server.launch import launch
 from toolkit.server.spec import ServerSpec

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from toolkit.moves.diagnose.difference import Difference
-from toolkit.moves.diagnose.profiled import ProfileDigest
+from toolkit.moves.diagnose.profile_gap import ProfileDigest
 from toolkit.moves.diagnose.proposal import Proposal
 from toolkit.moves.diagnose.ranking import Gap, Reason
 

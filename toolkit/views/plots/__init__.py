@@ -13,7 +13,7 @@ are Student-t confidence intervals of the mean over repeats (:func:`toolkit.stat
 - :mod:`.curves`: ``concurrency_curves`` (a sweep over concurrency, its knee marked);
 - :mod:`.story`: ``timeline``, ``bisect``, ``env_matrix``;
 - :mod:`.results`: ``ab``, ``sweep``, ``bisection``, ``env`` (the toolkit's result objects);
-- :mod:`.observe`: ``telemetry``, ``server_metrics_over_time``, ``kernels``, ``profile_phases``,
+- :mod:`.sensors`: ``telemetry``, ``server_metrics_over_time``, ``kernels``, ``profile_phases``,
   ``profile_comparison`` (what a run saw besides its numbers, and profiles);
 - :mod:`.diagnosis`: ``diagnosis`` (a diagnosis's ranked reasons and its profiles per output token).
 """
@@ -24,15 +24,15 @@ from toolkit.benchmark.labels import metric_label
 from toolkit.views.plots._figure import VERDICT_COLORS
 from toolkit.views.plots.curves import concurrency_curves
 from toolkit.views.plots.diagnosis import diagnosis
-from toolkit.views.plots.observe import (
+from toolkit.views.plots.results import ab, bisection, env, sweep
+from toolkit.views.plots.runs import latency_ecdf, server_metrics, throughput
+from toolkit.views.plots.sensors import (
            kernels,
            profile_comparison,
            profile_phases,
            server_metrics_over_time,
            telemetry,
 )
-from toolkit.views.plots.results import ab, bisection, env, sweep
-from toolkit.views.plots.runs import latency_ecdf, server_metrics, throughput
 from toolkit.views.plots.story import bisect, env_matrix, timeline
 
 __all__ = ["throughput", "latency_ecdf", "server_metrics", "timeline", "bisect", "env_matrix", "ab", "sweep",
