@@ -106,10 +106,6 @@ class RequestRecord:
         return self.error is None and bool(self.chunk_times)
 
     @property
-    def first_chunk_time(self) -> float | None:
-        return self.chunk_times[0] if self.chunk_times else None
-
-    @property
     def ttft_s(self) -> float | None:
         return self.chunk_times[0] - self.send_time if self.chunk_times else None
 

@@ -51,10 +51,6 @@ def _health(release: str, src: str, dead_status: int, dead_src: str) -> tuple[He
                         (f"engine dead (EngineDeadError / engine.errored): {dead_src}",), answers=answers),)
 
 
-def _models(release: str, src: str) -> str:
-    return f"vllm {release} {src}"
-
-
 def _api_key(release: str, src: str, *, env_wins: bool = False) -> str:
     order = ("VLLM_API_KEY wins over --api-key: `envs.VLLM_API_KEY or args.api_key`; the order flips by 0.8.5"
              if env_wins else "--api-key wins over VLLM_API_KEY")

@@ -59,10 +59,6 @@ class FollowStats:
     started_at: float
     last_line_at: float | None
 
-    @property
-    def seconds_since_output(self) -> float | None:
-        return None if self.last_line_at is None else time.time() - self.last_line_at
-
 
 class LogFollower:
     """Stream `path` on `host` into classified events.

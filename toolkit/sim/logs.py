@@ -190,7 +190,3 @@ class LogWriter:
             data = data[written:]
         if self._timing_fd is not None:
             os.write(self._timing_fd, f"{time.time():.6f}\t{text}\n".encode("utf-8", "replace"))
-
-    def write_lines(self, lines: Sequence[str], level: str = "info") -> None:
-        for line in lines:
-            self.write(line, level)
