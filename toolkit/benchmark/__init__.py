@@ -9,7 +9,7 @@ view (speculative accept length). The layers, each importable on its own:
 - ``metrics`` (pure): ``RequestRecord`` -> ``summarize`` with stable keys.
 - ``load`` (pure): ``Load``, what to send and how fast; ``workload`` (pure): the prompts, lengths and
   arrival schedule it makes from a seed.
-- ``client``: the aiohttp streaming client; ``runner``: ``bench``; ``result``: ``BenchResult``.
+- ``client``: the streaming client (``wire``: each response read inside its connection); ``runner``: ``bench``; ``result``: ``BenchResult``.
 - ``server_view``: Prometheus / ``/server_info`` / log rows -> accept length.
 """
 

@@ -1,31 +1,29 @@
 """The streaming HTTP client: send the workload, time every chunk, never crash on a bad server.
 
-Connection model as ``vllm bench serve``: one ``aiohttp.ClientSession`` whose pool is capped
-at ``max_concurrency``, a semaphore of the same size, requests released on vLLM's arrival
-schedule. Each request streams (``stream_options.include_usage``) and yields one
+Connection model as ``vllm bench serve``: one connection per request in flight, kept alive between
+requests, at most ``max_concurrency`` of them, requests released on vLLM's arrival schedule. Each
+request streams (``stream_options.include_usage``) and yields one
 :class:`~toolkit.benchmark.metrics.RequestRecord`; a failure (HTTP status, refused connection,
 stream cut mid-response, malformed event, error event, timeout) is a record with its
 ``error`` set, not an exception.
 
-Why it is fast (it must out-ingest the engines' own clients on one core): bytes come from
-``iter_any()`` (whatever the socket had), one clock read per read, framing by
-:class:`SSEDecoder` on bytes, and a chunk is JSON-decoded (orjson when installed) only
-when it may carry something we use. Token chunks of one stream differ only in their text,
-so the last *plain* token chunk (one choice, ``finish_reason`` null, no ``usage``,
-``error``, ``meta_info`` or ``sglext``), once fully decoded, becomes a template: a later
-payload with the same bytes before and after the text value, and no quote in between,
-is the same JSON object with another text, hence a plain token chunk too.
-:meth:`SSEDecoder.take` counts such events inside the framing loop, without even slicing
-them out: two ``startswith`` and a ``find`` instead of a slice and a decode. Anything else
-(the final chunk, usage, errors, escaped quotes) is decoded in full. On one core this
-costs about 0.8-0.9 us of CPU per streamed token, against 4-5 us for vLLM's client.
+Why it is fast (it must out-ingest the engines' own clients on one core): each read is taken
+inside the connection as it arrives (:mod:`toolkit.benchmark.wire`: one clock read per read, before
+any other work, and no task woken per read), framing by :class:`SSEDecoder` on bytes, and a chunk
+is JSON-decoded (orjson when installed) only when it may carry something we use. Token chunks of
+one stream differ only in their text, so the last *plain* token chunk (one choice, ``finish_reason``
+null, no ``usage``, ``error``, ``meta_info`` or ``sglext``), once fully decoded, becomes a template:
+a later payload with the same bytes before and after the text value, and no quote in between, is
+the same JSON object with another text, hence a plain token chunk too. :meth:`SSEDecoder.take`
+counts such events inside the framing loop, without even slicing them out: two ``startswith`` and
+a ``find`` instead of a slice and a decode. Anything else (the final chunk, usage, errors, escaped
+quotes) is decoded in full.
 """
 
 from __future__ import annotations
 
 import asyncio
 import dataclasses
-import errno
 import json
 import re
 import time
@@ -34,11 +32,10 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any
 
-import aiohttp
-
 from toolkit.benchmark.load import Endpoint
 from toolkit.benchmark.metrics import RequestRecord
 from toolkit.benchmark.sse import DONE, SSEDecoder
+from toolkit.benchmark.wire import Sink, StreamPool, WireError, WireResponse
 from toolkit.benchmark.workload import RequestSpec
 
 try:  # orjson is ~3x faster than json on these small chunks; json is the fallback
@@ -279,20 +276,22 @@ def html_answer(head: bytes) -> str:
 def _failure(exc: BaseException, url: str, timeout_s: float, n_chunks: int) -> str:
     if isinstance(exc, TimeoutError):
         return f"timed out after {timeout_s:g} s (timeout_s) with {n_chunks} token chunks received"
-    if isinstance(exc, aiohttp.ClientConnectorError):
-        return f"cannot connect to {url}: {exc.os_error or exc} (is the server up, and is this its port?)"
-    if isinstance(exc, aiohttp.ClientPayloadError):
+    if not isinstance(exc, WireError):
+        return f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+    if exc.kind == "connect":
+        return f"cannot connect to {url}: {exc} (is the server up, and is this its port?)"
+    if exc.kind == "cut":
         return f"the stream was cut mid-response after {n_chunks} token chunks: {exc}"
-    if isinstance(exc, aiohttp.ServerDisconnectedError):
+    if exc.kind == "closed":
         return f"the server closed the connection after {n_chunks} token chunks: {exc}"
-    if isinstance(exc, aiohttp.ClientOSError) and exc.errno == errno.ECONNRESET:  # accepted, then the process died
-        return (f"the connection was reset after {n_chunks} token chunks: {exc.strerror} (the server's process "
+    if exc.kind == "reset":  # accepted, then the process died
+        return (f"the connection was reset after {n_chunks} token chunks: {exc} (the server's process "
                 f"died or closed its port while this request was connecting or waiting)")
-    return f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+    return f"the server's answer is not HTTP as expected after {n_chunks} token chunks: {exc}"
 
 
 async def stream_request(
-    session: aiohttp.ClientSession,
+    session: StreamPool,
     url: str,
     body: bytes,
     *,
@@ -307,59 +306,70 @@ async def stream_request(
 
     A server is not trusted: an event over the decoder's size cap, or more token chunks than
     ``max_tokens`` allows, ends the request as failed with that reason (the stream is not read on).
+    Each read is stamped and framed inside the connection as it arrives (:mod:`toolkit.benchmark.wire`).
     """
     clock = time.perf_counter
     chunk_cap = None if max_tokens is None else max_tokens + overrun_allowance(max_tokens)
     times: list[float] = []
     st = _Stream(times, chat)
     slow = st.event
+    decoder = SSEDecoder()
+    push, take = decoder.push, decoder.take
+    template: list[Any] = [None, b"", 0]  # the last plain token chunk's bytes before and after its text; min length
+    kept = bytearray()  # the first bytes of an answer that is not an event stream
+
+    def stream(data: bytes, now: float) -> bool:
+        push(data)
+        while True:
+            count, p = take(template[0], template[1], template[2])  # counts template chunks unbuilt
+            if count:
+                times.extend([now] * count)
+            if p is None:
+                break
+            made = slow(p, now)
+            if st.error:
+                return False
+            if made is not None:
+                template[0], template[1] = made
+                template[2] = 1 if chat else 0  # chat needs non-empty content (vLLM's rule)
+        if chunk_cap is not None and len(times) > chunk_cap:
+            st.error = (f"the server streamed more than {chunk_cap} token chunks for max_tokens="
+                        f"{max_tokens}: it does not honour max_tokens")
+            return False
+        return True
+
+    def keep(limit: int) -> Sink:
+        def sink(data: bytes, _now: float) -> bool:
+            kept.extend(data[: limit - len(kept)])
+            return len(kept) < limit
+        return sink
+
+    def on_head(response: WireResponse) -> Sink:
+        if response.status != 200:
+            return keep(500)
+        return keep(4000) if response.content_type in _HTML_TYPES else stream
+
     send = clock()
     try:
         async with asyncio.timeout(timeout_s):
-            async with session.post(url, data=body, headers=headers) as resp:
-                if resp.status != 200:
-                    text = (await resp.content.read(500)).decode(errors="replace").strip()
-                    st.error = f"HTTP {resp.status} {resp.reason or ''}: {text}".rstrip(": ")
-                elif resp.content_type in _HTML_TYPES:
-                    st.error = html_answer(await resp.content.read(4000))
-                else:
-                    decoder = SSEDecoder()
-                    push, take = decoder.push, decoder.take
-                    pre: bytes | None = None  # the last plain token chunk's bytes around its text
-                    suf = b""
-                    min_len = 0
-                    async for data in resp.content.iter_any():
-                        now = clock()
-                        push(data)
-                        while True:
-                            count, p = take(pre, suf, min_len)  # counts template chunks unbuilt
-                            if count:
-                                times.extend([now] * count)
-                            if p is None:
-                                break
-                            template = slow(p, now)
-                            if st.error:
-                                break
-                            if template is not None:
-                                pre, suf = template
-                                min_len = 1 if chat else 0  # chat needs non-empty content (vLLM's rule)
-                        if st.error:
-                            break
-                        if chunk_cap is not None and len(times) > chunk_cap:
-                            st.error = (f"the server streamed more than {chunk_cap} token chunks for max_tokens="
-                                        f"{max_tokens}: it does not honour max_tokens")
-                            break
-                    if not st.error:
-                        now = clock()
-                        for p in decoder.close():
-                            slow(p, now, at_eof=True)
-                    if not st.error and not st.finished:
-                        st.error = (
-                            f"the stream ended without a finish_reason or [DONE] after {len(times)} "
-                            "token chunks: cut mid-response?"
-                        )
+            response = await session.post(url, body, headers, on_head)
+        if response.status != 200:
+            text = kept.decode(errors="replace").strip()
+            st.error = f"HTTP {response.status} {response.reason or ''}: {text}".rstrip(": ")
+        elif response.content_type in _HTML_TYPES:
+            st.error = html_answer(bytes(kept))
+        else:
+            if not st.error:
+                now = clock()
+                for p in decoder.close():
+                    slow(p, now, at_eof=True)
+            if not st.error and not st.finished:
+                st.error = (
+                    f"the stream ended without a finish_reason or [DONE] after {len(times)} "
+                    "token chunks: cut mid-response?"
+                )
     except Exception as exc:  # noqa: BLE001 - every failure is data for the summary
-        st.error = _failure(exc, url, timeout_s, len(times))
+        st.error = st.error or _failure(exc, url, timeout_s, len(times))
     end = clock()
     if st.error is None and not times:
         st.error = "the response finished without a single token chunk (nothing to time)"
@@ -383,10 +393,7 @@ async def stream_request(
     )
 
 
-def make_session(max_concurrency: int | None) -> aiohttp.ClientSession:
-    """One session, pool capped at ``max_concurrency`` (0 = unlimited), as vLLM's client."""
-    limit = max_concurrency or 0
-    connector = aiohttp.TCPConnector(
-        limit=limit, limit_per_host=limit, keepalive_timeout=60, force_close=False
-    )
-    return aiohttp.ClientSession(connector=connector, timeout=aiohttp.ClientTimeout(total=None))
+def make_session(max_concurrency: int | None = None) -> StreamPool:
+    """The streamed requests' connections: one per request in flight, kept alive between requests (as vLLM's
+    client keeps its pool); the concurrency cap is the request pool's."""
+    return StreamPool()

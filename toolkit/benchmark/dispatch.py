@@ -12,12 +12,11 @@ import asyncio
 import time
 from collections.abc import Callable, Mapping, Sequence
 
-import aiohttp
-
 from toolkit.benchmark.client import DEFAULT_HEADERS, ClientSettings, encode_body, stream_request
 from toolkit.benchmark.collector import quiet_collector
 from toolkit.benchmark.metrics import RequestRecord
 from toolkit.benchmark.request_pool import RequestPool
+from toolkit.benchmark.wire import StreamPool
 from toolkit.benchmark.workload import RequestSpec
 
 __all__ = ["run_requests", "not_run"]
@@ -31,7 +30,7 @@ def not_run(index: int, prompt_len: int, reason: str) -> RequestRecord:
 
 
 async def run_requests(
-    session: aiohttp.ClientSession,
+    session: StreamPool,
     settings: ClientSettings,
     specs: Sequence[RequestSpec],
     *,

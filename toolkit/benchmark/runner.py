@@ -31,6 +31,7 @@ from toolkit.benchmark.result import BenchResult, requests_frame, spread_frame
 from toolkit.benchmark.server_view import LogMetricSource, build_server_view
 from toolkit.benchmark.side_reads import fetch_snapshot, first_model
 from toolkit.benchmark.tokens import TokenCounter, fit_prompts
+from toolkit.benchmark.wire import StreamPool
 from toolkit.benchmark.workload import Workload, arrival_offsets, make_workload, warmup_requests
 from toolkit.errors import BenchmarkFailed
 from toolkit.progress import progress_bar
@@ -204,7 +205,7 @@ async def bench_async(
 
 
 async def _one_run(
-    session: aiohttp.ClientSession,
+    session: StreamPool,
     aux: aiohttp.ClientSession,
     settings: ClientSettings,
     workload: Workload,

@@ -2,7 +2,7 @@
 
 Synchronous and short (urllib, a timeout on each call), because they run from `wait_ready`'s
 prober thread and from the drivers between runs. The benchmark's own streaming traffic is
-`toolkit.benchmark.client` (aiohttp); the sensors' calls live with them (`toolkit.observe`).
+`toolkit.benchmark.client` (its own wire); the sensors' calls live with them (`toolkit.observe`).
 None of these raises for an HTTP or network failure: a refused connection is an answer too.
 
 Only endpoints the engine serves are asked (the release profile names them: SGLang's
