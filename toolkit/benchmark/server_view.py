@@ -84,9 +84,7 @@ def vllm_spec_delta(before: VllmSpecCounters, after: VllmSpecCounters) -> dict[s
     d_tokens = after.num_draft_tokens - before.num_draft_tokens
     d_accepted = after.num_accepted_tokens - before.num_accepted_tokens
     # counters that went back (a restarted server) or accepted more than was drafted: not a measurement (issue 25)
-    if not (
-        math.isfinite(d_tokens) and d_tokens > 0 and 0 <= d_drafts <= d_tokens and 0 <= d_accepted <= d_tokens
-    ):
+    if not (math.isfinite(d_tokens) and d_tokens > 0 and 0 <= d_drafts <= d_tokens and 0 <= d_accepted <= d_tokens):
         return None
     b, a = dict(before.accepted_per_pos), dict(after.accepted_per_pos)
     per_pos = (
@@ -116,9 +114,7 @@ def sglang_accept_length(info: Any) -> float | None:
         [states[0]] if isinstance(states, list) and states and isinstance(states[0], Mapping) else []
     ) + [info]:
         value = place.get("avg_spec_accept_length")
-        if (
-            isinstance(value, int | float) and not isinstance(value, bool) and 0 <= value < 1000
-        ):  # no NaN, no lie
+        if isinstance(value, int | float) and not isinstance(value, bool) and 0 <= value < 1000:  # no NaN, no lie
             return float(value)
     return None
 
@@ -186,9 +182,7 @@ def _in_window(ts: Any, since: datetime, until: datetime) -> bool:
     return since <= ts <= until
 
 
-def log_window_metrics(
-    rows: Iterable[MetricRow], since: datetime, until: datetime
-) -> dict[str, dict[str, float]]:
+def log_window_metrics(rows: Iterable[MetricRow], since: datetime, until: datetime) -> dict[str, dict[str, float]]:
     """Mean of every numeric value per row kind, over rows timestamped inside the window."""
     sums: dict[str, dict[str, list[float]]] = {}
     for row in rows:

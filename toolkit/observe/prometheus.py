@@ -17,16 +17,9 @@ from toolkit.prometheus_text import PromSample
 
 __all__ = ["SERVER_METRIC_KEYS", "server_metric_values"]
 
-SERVER_METRIC_KEYS = (
-    "running_requests",
-    "waiting_requests",
-    "kv_cache_usage",
-    "spec_accept_length",
-    "spec_accepted_tokens_total",
-    "spec_draft_tokens_total",
-    "spec_drafts_total",
-    "generation_tokens_total",
-)
+SERVER_METRIC_KEYS = ("running_requests", "waiting_requests", "kv_cache_usage", "spec_accept_length",
+                      "spec_accepted_tokens_total", "spec_draft_tokens_total", "spec_drafts_total",
+                      "generation_tokens_total")
 """The toolkit's names for scraped server metrics (kind ``prometheus`` in the journal)."""
 
 
