@@ -27,7 +27,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from toolkit.stats import Comparison, mean_interval, t_cdf, t_quantile
+from toolkit.stats import MIN_EFFECT, Comparison, mean_interval, t_cdf, t_quantile
 
 __all__ = ["HostEffect", "HostEffects", "host_effects", "paired_comparison"]
 
@@ -71,7 +71,7 @@ def _components(rows: Sequence[tuple[str, str, float]]) -> int:
 
 
 def host_effects(
-    rows: Sequence[tuple[str, str, float]], *, confidence: float = 0.95, min_effect: float = 0.01, slower: str = "slow",
+    rows: Sequence[tuple[str, str, float]], *, confidence: float = 0.95, min_effect: float = MIN_EFFECT, slower: str = "slow",
 ) -> HostEffects | None:
     """Host effects from ``(configuration, host, value)`` runs; None with fewer than two hosts.
 

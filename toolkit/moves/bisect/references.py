@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from toolkit.errors import ToolkitError
 from toolkit.moves.bisect.judgement import Noise, assess, pool_noise, standard_error
 from toolkit.moves.bisect.result import NothingToBisect, Probe
-from toolkit.stats import t_cdf, t_quantile
+from toolkit.stats import MIN_EFFECT, t_cdf, t_quantile
 
 __all__ = ["References", "check_references"]
 
@@ -55,7 +55,7 @@ def check_references(
     threshold: float | None = None,
     relative_drop: float | None = None,
     lower_is_better: bool = False,
-    min_effect: float = 0.01,
+    min_effect: float = MIN_EFFECT,
 ) -> References:
     """The references for the judge, or :class:`NothingToBisect` / :class:`ToolkitError` saying why not.
 
