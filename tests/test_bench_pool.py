@@ -12,10 +12,11 @@ from typing import Any
 import pytest
 from test_bench_client import Loopback
 
-from toolkit.benchmark.client import ClientSettings, make_session
+from toolkit.benchmark.client import ClientSettings
 from toolkit.benchmark.collector import collector_state, quiet_collector
 from toolkit.benchmark.dispatch import run_requests
 from toolkit.benchmark.request_pool import RequestPool, StartTurns
+from toolkit.benchmark.wire import StreamPool
 from toolkit.benchmark.workload import arrival_offsets, make_workload
 
 
@@ -169,8 +170,8 @@ def test_a_run_holds_tasks_for_its_concurrency_not_for_its_prompts(server: Loopb
             nonlocal most
             most = max(most, len(asyncio.all_tasks()))
 
-        async with make_session() as session:
-            records, duration, stopped = await run_requests(session, settings(server.url, 4), workload.requests,
+        async with StreamPool() as streams:
+            records, duration, stopped = await run_requests(streams, settings(server.url, 4), workload.requests,
                                                             on_done=seen)
         assert stopped is None and all(r.ok for r in records) and duration > 0
         assert [r.index for r in records] == list(range(300))
@@ -185,8 +186,8 @@ def test_the_collector_is_quiet_inside_a_run_and_put_back_after(server: Loopback
     before = collector_state()
 
     async def main() -> None:
-        async with make_session() as session:
-            await run_requests(session, settings(server.url, 2), workload.requests,
+        async with StreamPool() as streams:
+            await run_requests(streams, settings(server.url, 2), workload.requests,
                                on_done=lambda _r: inside.append(gc.isenabled()))
 
     asyncio.run(main())
@@ -221,9 +222,9 @@ def test_a_run_at_a_request_rate_sends_in_order_never_early_with_few_workers(ser
     offsets = arrival_offsets(12, 100.0, 1.0, 0)  # Poisson at 100 req/s, seeded
 
     async def main() -> tuple[float, list[Any]]:
-        async with make_session() as session:
+        async with StreamPool() as streams:
             t0 = time.perf_counter()
-            records, _, stopped = await run_requests(session, settings(server.url, 64), workload.requests,
+            records, _, stopped = await run_requests(streams, settings(server.url, 64), workload.requests,
                                                      offsets_s=offsets)
         assert stopped is None and all(r.ok for r in records)
         return t0, records

@@ -124,11 +124,11 @@ def test_a_chunked_stream_read_a_byte_at_a_time_and_kept_alive_for_the_next_requ
 
 
 def test_a_content_length_body_and_a_body_that_runs_until_the_server_closes() -> None:
-    sized = b"HTTP/1.1 500 Internal Server Error\r\nContent-Length: 17\r\n\r\nCUDA out of memory"[:-1]
+    sized = b"HTTP/1.1 500 Internal Server Error\r\nContent-Length: 18\r\n\r\nCUDA out of memory"
     until_close = b"HTTP/1.0 200 OK\r\nContent-Type: text/html; charset=utf-8\r\n\r\n<title>Login</title>"
     server, outcomes = run([[sized], [until_close, None], [sized]], 3)
     (first, body1, _), (second, body2, _), (third, _, _) = outcomes
-    assert (first.status, first.reason, body1) == (500, "Internal Server Error", b"CUDA out of memory"[:17])
+    assert (first.status, first.reason, body1) == (500, "Internal Server Error", b"CUDA out of memory")
     assert second.content_type == "text/html" and body2 == b"<title>Login</title>"
     assert third.status == 500 and server.accepted == 2  # reused after a sized body, not after an HTTP/1.0 one
 

@@ -55,7 +55,6 @@ __all__ = [
     "request_body",
     "encode_body",
     "stream_request",
-    "make_session",
     "overrun_allowance",
     "Endpoint",
     "DEFAULT_HEADERS",
@@ -291,7 +290,7 @@ def _failure(exc: BaseException, url: str, timeout_s: float, n_chunks: int) -> s
 
 
 async def stream_request(
-    session: StreamPool,
+    streams: StreamPool,
     url: str,
     body: bytes,
     *,
@@ -315,13 +314,15 @@ async def stream_request(
     slow = st.event
     decoder = SSEDecoder()
     push, take = decoder.push, decoder.take
-    template: list[Any] = [None, b"", 0]  # the last plain token chunk's bytes before and after its text; min length
+    pre: bytes | None = None  # the last plain token chunk's bytes before and after its text
+    suf, min_len = b"", 0
     kept = bytearray()  # the first bytes of an answer that is not an event stream
 
     def stream(data: bytes, now: float) -> bool:
+        nonlocal pre, suf, min_len
         push(data)
         while True:
-            count, p = take(template[0], template[1], template[2])  # counts template chunks unbuilt
+            count, p = take(pre, suf, min_len)  # counts template chunks unbuilt
             if count:
                 times.extend([now] * count)
             if p is None:
@@ -330,8 +331,8 @@ async def stream_request(
             if st.error:
                 return False
             if made is not None:
-                template[0], template[1] = made
-                template[2] = 1 if chat else 0  # chat needs non-empty content (vLLM's rule)
+                pre, suf = made
+                min_len = 1 if chat else 0  # chat needs non-empty content (vLLM's rule)
         if chunk_cap is not None and len(times) > chunk_cap:
             st.error = (f"the server streamed more than {chunk_cap} token chunks for max_tokens="
                         f"{max_tokens}: it does not honour max_tokens")
@@ -352,7 +353,7 @@ async def stream_request(
     send = clock()
     try:
         async with asyncio.timeout(timeout_s):
-            response = await session.post(url, body, headers, on_head)
+            response = await streams.post(url, body, headers, on_head)
         if response.status != 200:
             text = kept.decode(errors="replace").strip()
             st.error = f"HTTP {response.status} {response.reason or ''}: {text}".rstrip(": ")
@@ -391,9 +392,3 @@ async def stream_request(
         spec_accept_length=st.spec_len,
         spec_verify_ct=st.spec_ct,
     )
-
-
-def make_session(max_concurrency: int | None = None) -> StreamPool:
-    """The streamed requests' connections: one per request in flight, kept alive between requests (as vLLM's
-    client keeps its pool); the concurrency cap is the request pool's."""
-    return StreamPool()

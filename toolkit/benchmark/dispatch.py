@@ -30,7 +30,7 @@ def not_run(index: int, prompt_len: int, reason: str) -> RequestRecord:
 
 
 async def run_requests(
-    session: StreamPool,
+    streams: StreamPool,
     settings: ClientSettings,
     specs: Sequence[RequestSpec],
     *,
@@ -57,7 +57,7 @@ async def run_requests(
 
     async def one(i: int) -> None:
         try:
-            rec = await stream_request(session, url, bodies[i], chat=chat, timeout_s=settings.timeout_s,
+            rec = await stream_request(streams, url, bodies[i], chat=chat, timeout_s=settings.timeout_s,
                                        index=i, prompt_len=specs[i].prompt_len,
                                        max_tokens=specs[i].output_len, headers=headers)
         except asyncio.CancelledError:

@@ -22,7 +22,7 @@ from typing import Any, ParamSpec, TypeVar
 import aiohttp
 import pandas as pd
 
-from toolkit.benchmark.client import DEFAULT_HEADERS, ClientSettings, make_session
+from toolkit.benchmark.client import DEFAULT_HEADERS, ClientSettings
 from toolkit.benchmark.dispatch import run_requests
 from toolkit.benchmark.load import Load
 from toolkit.benchmark.log_evidence import collect_evidence, log_mark
@@ -126,7 +126,7 @@ async def bench_async(
     side_timeout_s = min(timeout_s, 30.0)  # a side answer waits no longer than a request may
     prepared_at = time.monotonic()
     before_line = log_mark(server) if server is not None else 0
-    async with aiohttp.ClientSession() as aux, make_session(max_concurrency) as session:
+    async with aiohttp.ClientSession() as aux, StreamPool() as streams:
         try:
             async with asyncio.timeout(deadline_s):  # the deadline covers finding the model and fitting prompts
                 if model is None:
@@ -164,7 +164,7 @@ async def bench_async(
         warm_errors: tuple[str, ...] = ()
         budget_s = deadline_s
         if warm:
-            warm_records, _, _ = await run_requests(session, settings, warm, headers=headers,
+            warm_records, _, _ = await run_requests(streams, settings, warm, headers=headers,
                                                     deadline_s=timeout_s * 2 + 60)
             warm_errors = tuple(r.error for r in warm_records if r.error)
             if not any(r.ok for r in warm_records):
@@ -184,7 +184,7 @@ async def bench_async(
         for k in range(repeats):
             runs.append(
                 await _one_run(
-                    session,
+                    streams,
                     aux,
                     settings,
                     workload,
@@ -205,7 +205,7 @@ async def bench_async(
 
 
 async def _one_run(
-    session: StreamPool,
+    streams: StreamPool,
     aux: aiohttp.ClientSession,
     settings: ClientSettings,
     workload: Workload,
@@ -226,7 +226,7 @@ async def _one_run(
     started = time.time()
     try:
         records, duration, stopped = await run_requests(
-            session,
+            streams,
             settings,
             workload.requests,
             offsets_s=offsets,

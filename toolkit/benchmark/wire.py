@@ -43,7 +43,7 @@ class WireError(Exception):
         self.kind = kind
 
 
-@dataclass
+@dataclass(frozen=True)
 class WireResponse:
     """The answer's status line and headers (names in lower case)."""
 
@@ -72,7 +72,7 @@ class _Connection(asyncio.Protocol):
         self._remaining: int | None = None  # bytes of a Content-Length body still due; None: chunked or until close
         self._chunk_left = 0  # bytes of the current chunk still due (chunked)
         self._trailers = False  # the last chunk came: reading the trailer lines
-        self._got_bytes = False
+        self.answered = False  # a byte of the current answer came
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = cast(asyncio.Transport, transport)  # uvloop's transports do not derive from asyncio's
@@ -83,7 +83,7 @@ class _Connection(asyncio.Protocol):
         self._head_cb, self._sink, self._response = on_head, None, None
         self._buf.clear()
         self._chunked, self._remaining, self._chunk_left, self._trailers = False, None, 0, False
-        self._got_bytes = self.reusable = False
+        self.answered = self.reusable = False
         self.transport.write(head + body)
         return self._done
 
@@ -98,7 +98,7 @@ class _Connection(asyncio.Protocol):
         now = _CLOCK()  # before any work of ours
         if self._done is None or self._done.done():
             return  # bytes after the answer (a server that sends more than it said): ignored, not reused
-        self._got_bytes = True
+        self.answered = True
         try:
             if self._sink is None:
                 self._buf += data
@@ -235,6 +235,7 @@ class StreamPool:
     def __init__(self) -> None:
         self._idle: dict[tuple[str, int, bool], list[_Connection]] = {}
         self._open: set[_Connection] = set()
+        self._tls: ssl.SSLContext | None = None  # made once, on the first https connection
 
     async def __aenter__(self) -> StreamPool:
         return self
@@ -270,25 +271,29 @@ class StreamPool:
             raise ValueError("a header name or value holds a line break: it would end the request's head")
         head = ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1")
         key = (host, port, tls)
-        for attempt in (1, 2):
-            conn, reused = await self._connection(key)
-            try:
-                response = await conn.send(head, body, on_head)
-            except WireError as exc:
-                self._open.discard(conn)
-                if reused and attempt == 1 and exc.kind in ("closed", "reset") and not conn._got_bytes:
-                    continue  # the server had closed this idle connection: once more on a new one
+        conn, reused = await self._connection(key)
+        try:
+            return await self._exchange(conn, key, head, body, on_head)
+        except WireError as exc:
+            if not (reused and exc.kind in ("closed", "reset") and not conn.answered):
                 raise
-            except BaseException:  # cancelled (a timeout) or interrupted: the answer is unread, the connection goes
-                conn.close()
-                self._open.discard(conn)
-                raise
-            if conn.reusable:
-                self._idle.setdefault(key, []).append(conn)
-            else:
-                self._open.discard(conn)
-            return response
-        raise AssertionError("unreachable")  # pragma: no cover
+        conn, _ = await self._connection(key)  # the server had closed this idle connection: once more, on a new one
+        return await self._exchange(conn, key, head, body, on_head)
+
+    async def _exchange(self, conn: _Connection, key: tuple[str, int, bool], head: bytes, body: bytes,
+                        on_head: Callable[[WireResponse], Sink]) -> WireResponse:
+        """One request on ``conn``; the connection goes back to the idle ones if its answer left it reusable."""
+        try:
+            response = await conn.send(head, body, on_head)
+        except BaseException:  # a failure, or cancelled (a timeout): the answer is unread, the connection goes
+            conn.close()
+            self._open.discard(conn)
+            raise
+        if conn.reusable:
+            self._idle.setdefault(key, []).append(conn)
+        else:
+            self._open.discard(conn)
+        return response
 
     async def _connection(self, key: tuple[str, int, bool]) -> tuple[_Connection, bool]:
         idle = self._idle.get(key, [])
@@ -298,9 +303,11 @@ class StreamPool:
                 return conn, True
             self._open.discard(conn)
         host, port, tls = key
+        if tls and self._tls is None:
+            self._tls = ssl.create_default_context()
         try:
             _, conn = await asyncio.get_running_loop().create_connection(
-                _Connection, host, port, ssl=ssl.create_default_context() if tls else None)
+                _Connection, host, port, ssl=self._tls if tls else None)
         except OSError as exc:
             raise WireError("connect", str(exc) or type(exc).__name__) from exc
         self._open.add(conn)
