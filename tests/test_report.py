@@ -220,5 +220,5 @@ def test_a_gap_under_one_percent_beyond_noise_is_not_called_the_same():
     assert _against_baseline({"ratio": 1.0001, "runs": 2}).startswith("the same as the baseline")
     small = _against_baseline({"ratio": 1.002, "ratio_ci": (1.001, 1.003), "runs": 2, "verdict_code": "b_faster",
                                "small": True})
-    assert small.startswith("0.2% faster than the baseline") and small.endswith("under 1%, the smallest change the "
-                                                                                "moves count (min_effect): too small to matter")
+    assert small.startswith("0.2% faster than the baseline") and small.endswith("beyond run-to-run noise but under 1%: "
+                                                                                "too small to matter")

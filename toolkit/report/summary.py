@@ -56,8 +56,7 @@ def _against_baseline(config: dict[str, Any]) -> str:
     if config.get("verdict_code") == "within_noise":
         return f"{size} on average, but within run-to-run noise: not a difference to rely on"
     if config.get("small"):
-        return (f"{size}, beyond run-to-run noise but under {MIN_EFFECT:.0%}, the smallest change the moves count "
-                "(min_effect): too small to matter")
+        return f"{size}, beyond run-to-run noise but under {MIN_EFFECT:.0%}: too small to matter"
     return f"{size}, beyond run-to-run noise"
 
 
