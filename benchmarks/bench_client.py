@@ -38,6 +38,7 @@ import psutil
 
 REPO = Path(__file__).resolve().parents[1]
 FASTSERVER = REPO / ".." / "shared" / "peers" / "fastserver.py"
+AT_SOCKET = Path(__file__).resolve().parent / "fastserver_at_socket.py"
 SERVER_CPU, CLIENT_CPU = "0", "1"
 #: where each toolkit client runs from: this checkout, plus any other tree a comparison adds
 #: (bench_vs_vllm.py --base-tree: e.g. `git worktree add` of the commit before a change)
@@ -55,9 +56,11 @@ class FastServer:
     """fastserver.py on CPU 0, started from its own place; stopped (and waited for) on exit."""
 
     def __init__(self, port: int, delay_ms: float, step: bool, script: Path = FASTSERVER,
-                 python: str = sys.executable, prefix: tuple[str, ...] = ()) -> None:
+                 python: str = sys.executable, prefix: tuple[str, ...] = (), at_socket: bool = False) -> None:
         self.port, self.url = port, f"http://127.0.0.1:{port}"
         server = [*prefix, "taskset", "-c", SERVER_CPU, python, str(script.resolve())]
+        if at_socket:  # the same server, with the socket-arrival truth beside its own (fastserver_at_socket.py)
+            server[-1:] = [str(AT_SOCKET), "--fastserver", str(script.resolve()), "--"]
         args = server + f"--port {port} --delay-ms {delay_ms}{' --step' if step else ''}".split()
         self.proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)
 

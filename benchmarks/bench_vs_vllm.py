@@ -18,7 +18,10 @@ The peers' set-up (``shared/peers/setup_all.sh``: the vLLM client venv, ``tok``)
 (the same code path as ``vllm bench serve``). The truth's definitions (fastserver.py ``Truth``):
 output tok/s = tokens / (first request's arrival -> last token sent); gaps = every interval between
 two token writes of one stream; TTFT = handler entry -> first token write (it excludes TCP connect
-and the HTTP parse, so part of any TTFT error is the server's queue, not the client).
+and the HTTP parse, so part of any TTFT error is the server's queue, not the client). So fastserver
+runs under ``fastserver_at_socket.py``, which adds a second TTFT truth, from the moment the server
+process read the request's bytes, and the server's queue (read -> handler entry); the table gives
+the TTFT error against both (``--handler-truth-only`` runs fastserver bare).
 """
 
 from __future__ import annotations
@@ -54,6 +57,8 @@ FIGURES = (  # key in a row, header with its unit, format
     ("tps_err_pct", "output tok/s error %", "{:+.2f}"),
     ("itl_p99_err_ms", "ITL p99 error ms", "{:+.2f}"),
     ("ttft_p50_err_ms", "TTFT p50 error ms", "{:+.1f}"),
+    ("ttft_socket_err_ms", "TTFT p50 error from the socket ms", "{:+.1f}"),
+    ("queue_p50_ms", "server queue p50 ms", "{:.1f}"),
     ("cpu_window_s", "client CPU in window s", "{:.2f}"),
     ("cpu_process_s", "client CPU, whole process s", "{:.1f}"),
 )
@@ -67,15 +72,19 @@ def errors(row: dict[str, Any]) -> dict[str, Any]:
     row["tps_err_pct"] = (row["output_throughput"] - t["tokens_per_s"]) / t["tokens_per_s"] * 100
     row["itl_p99_err_ms"] = row["p99_itl_ms"] - t["gap_p99_ms"] if row.get("p99_itl_ms") is not None else None
     row["ttft_p50_err_ms"] = row["median_ttft_ms"] - t["ttft_p50_ms"]
+    if t.get("ttft_socket_p50_ms") is not None:
+        row["ttft_socket_err_ms"] = row["median_ttft_ms"] - t["ttft_socket_p50_ms"]
+        row["queue_p50_ms"] = t["queue_p50_ms"]
     row["tokens_ok"] = row.get("total_output_tokens") == t.get("tokens")
     return row
 
 
 def run_case_rounds(case: Case, key: str, clients: list[str], peers: Path, port: int, out_len: int,
-                    rounds: int, fastserver: Path, python: str, tmp: Path, prefix: tuple[str, ...]
-                    ) -> list[dict[str, Any]]:
+                    rounds: int, fastserver: Path, python: str, tmp: Path, prefix: tuple[str, ...],
+                    at_socket: bool) -> list[dict[str, Any]]:
     rows = []
-    with FastServer(port, case.step_ms, step=True, script=fastserver, python=python, prefix=prefix) as srv:
+    with FastServer(port, case.step_ms, step=True, script=fastserver, python=python, prefix=prefix,
+                    at_socket=at_socket) as srv:
         for r in range(rounds):
             order = clients if r % 2 == 0 else clients[::-1]  # ABBA
             for c in order:
@@ -131,6 +140,8 @@ def main() -> int:
                          "let them delay a wake-up by several ms")
     ap.add_argument("--base-tree", default=None, metavar="DIR",
                     help="also run the toolkit client from this checkout, as client 'toolkit-base' (before/after)")
+    ap.add_argument("--handler-truth-only", action="store_true",
+                    help="run fastserver as it is, without the socket-arrival truth (fastserver_at_socket.py)")
     ap.add_argument("--out", default=None, help="append every row as a JSON line here")
     ap.add_argument("--from-jsonl", nargs="+", default=None, metavar="FILE", help="print saved rows")
     a = ap.parse_args()
@@ -159,7 +170,8 @@ def main() -> int:
         for i, key in enumerate(a.cases.split(",")):
             case = CASES[key]
             rows += run_case_rounds(case, key, clients, peers, a.port + i, a.out_len, a.rounds or case.rounds,
-                                    fastserver, python, Path(tmp), tuple(a.run_under.split()))
+                                    fastserver, python, Path(tmp), tuple(a.run_under.split()),
+                                    at_socket=not a.handler_truth_only)
             if a.out:
                 with open(a.out, "a") as f:
                     for r in rows:

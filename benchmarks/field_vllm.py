@@ -11,7 +11,8 @@ post-mortem with its figures, kernel table, agreement table, executed notebook, 
   outputs compared with a reference taken before it);
 - ``bench``: one dataset file of 64 prompts of 256 tokens (fitted with the server's tokenizer) with
   128 output tokens, then ``tk.agreement`` against ``vllm bench serve`` on that file: 3 AB/BA rounds at
-  concurrency 8, greedy, ``ignore_eos``, the prefix cache flushed before each run;
+  concurrency 8 (``--concurrency 8,64``: each in turn), greedy, ``ignore_eos``, the prefix cache flushed
+  before each run;
 - ``profile``: a torch profile of a short run, and its kernel table;
 - ``fail``: a start that cannot fit its KV cache (``--gpu-memory-utilization 0.02``), timed to the error;
 - ``graphs``: CUDA graphs on vs ``--enforce-eager``, a recorded ``tk.compare``;
@@ -140,7 +141,9 @@ class Field:
         (self.work / "figures.json").write_text(json.dumps(self.figures, indent=2, default=str))
         with open(self.work / "commands.txt", "a", encoding="utf-8") as f:
             f.write("".join(f"{c}\n" for c in self.commands))
-        for name in ("field.sqlite", "timings.json", "figures.json", "commands.txt", "kernels.csv", "agreement.csv",
+        for path in sorted(self.work.glob("agreement*.csv")):
+            shutil.copy2(path, self.out / path.name)
+        for name in ("field.sqlite", "timings.json", "figures.json", "commands.txt", "kernels.csv",
                      "prompts.jsonl", "diagnosis.csv", "diagnosis.txt"):
             if (self.work / name).exists():
                 shutil.copy2(self.work / name, self.out / name)
@@ -231,14 +234,16 @@ def bench(field: Field, server: tk.Server) -> None:
                  for r in fitted.workload.requests)  # each client's custom shape; tk.bench reads both
         dataset.write_text("".join(json.dumps(line) + "\n" for line in lines))
         reference = {"vllm_bench" if field.engine.name == "vllm" else "sglang_bench": command}
-        with field.timed("agreement"):
-            result = tk.agreement(server, str(dataset), rounds=args.rounds, num_prompts=args.prompts,
-                                  max_concurrency=8, output_len=128, tokenizer=tokenizer, **reference)
-        field.commands += list(result.commands)
-        result.ratios.to_csv(field.work / "agreement.csv", index=False)
-        field.keep("agreement", result.ratios.to_dict("records"))
-        field.keep("agreement_runs", result.runs.to_dict("records"))
-        step.note(str(result) + "\n\n" + result.runs.to_string(index=False))
+        for conc in args.concurrency:  # agreement.csv at 8 (as before), agreement-c64.csv beside it
+            suffix = "" if conc == 8 else f"_c{conc}"
+            with field.timed("agreement" + suffix):
+                result = tk.agreement(server, str(dataset), rounds=args.rounds, num_prompts=args.prompts,
+                                      max_concurrency=conc, output_len=128, tokenizer=tokenizer, **reference)
+            field.commands += list(result.commands)
+            result.ratios.to_csv(field.work / f"agreement{suffix.replace('_', '-')}.csv", index=False)
+            field.keep("agreement" + suffix, result.ratios.to_dict("records"))
+            field.keep("agreement_runs" + suffix, result.runs.to_dict("records"))
+            step.note(f"concurrency {conc}: {result}\n\n" + result.runs.to_string(index=False))
 
 
 # ---- profile ------------------------------------------------------------------------------------
@@ -375,6 +380,8 @@ def main(argv: list[str] | None = None, engine: Engine = VLLM, description: str 
     parser.add_argument("--port", type=int, default=8123)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--prompts", type=int, default=64)
+    parser.add_argument("--concurrency", type=lambda v: [int(c) for c in v.split(",")], default=[8],
+                        help="bench stage: the agreement's concurrencies, comma-separated (default 8)")
     parser.add_argument("--flags", type=json.loads, default={},
                         help='JSON of launch flags added to every launch, e.g. \'{"--disable-cuda-graph": true}\'')
     parser.add_argument("--reference-bench", "--vllm-bench", default=None,

@@ -18,7 +18,7 @@ REAL_FILES = frozenset({
     "test_secrets_everywhere.py", "test_journal_processes.py", "test_bench_client.py", "test_bench_sim.py",
     "test_realserver.py", "test_profiled_and_dcgm.py", "test_fanout.py", "test_bisect_fanout.py",
     "test_sweep_sim.py", "test_envcheck_driver.py",
-    "test_ssh_key_errors.py", "test_peers.py", "test_widgets.py",
+    "test_ssh_key_errors.py", "test_peers.py", "test_widgets.py", "test_fastserver_at_socket.py",
     # figures rendered by matplotlib; long reports
     "test_plots.py", "test_report_long.py",
     # one test each that starts Python processes, a notebook or a CLI
