@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 import sim_process as testing
 
+from toolkit.errors import ToolkitError
 from toolkit.host.host import Host
 from toolkit.moves.agreement import agreement, sglang_bench_words, vllm_bench_words
 from toolkit.server.launch import launch
@@ -79,3 +80,17 @@ def test_an_agreement_against_sglangs_client_reads_its_jsonl_under_vllms_keys(tm
     assert row["sglang"] == 400.0 and row["toolkit"] > 0  # median_e2e_latency_ms, read under vLLM's key
     assert "sglang.bench_serving over 2 ABBA rounds" in str(result)
     assert len(result.commands) == 2 and all("--output-file" in c for c in result.commands)
+
+
+def test_a_vllm_client_without_its_bench_extras_is_told_to_install_them(tmp_path: Path) -> None:
+    client = tmp_path / "vllm_without_pandas.py"  # what vllm 0.33.0 prints when pandas is missing, then exit 1
+    client.write_text("print('  | ImportError: Please install vllm[bench] for bench support'); raise SystemExit(1)\n")
+    dataset = tmp_path / "prompts.jsonl"
+    dataset.write_text("".join(json.dumps({"prompt": f"prompt {i} " * 8, "output_tokens": 16}) + "\n" for i in range(4)))
+    with launch(Host.local(), _spec(), log_dir=str(tmp_path)) as server:
+        server.wait_ready(timeout_s=60)
+        with pytest.raises(ToolkitError, match="vllm bench serve failed") as failed:
+            agreement(server, str(dataset), vllm_bench=[sys.executable, str(client)], rounds=2, num_prompts=4,
+                      max_concurrency=2, output_len=16)
+    assert "vllm[bench]" in (failed.value.hint or "") and "pandas" in (failed.value.hint or "")
+    assert any("Please install vllm[bench]" in line for line in failed.value.evidence)

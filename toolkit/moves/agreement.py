@@ -157,13 +157,21 @@ def _reference_run(server: Server, words: list[str], result: str, reference: str
     client = "vllm bench serve" if reference == "vllm" else "sglang.bench_serving"
     if not ran.ok:
         raise ToolkitError(f"{client} failed on {server.host.name} (exit {ran.exit_code})",
-                           evidence=ran.stdout.splitlines()[-12:],
-                           hint=f"run the command by hand there; is {reference}_bench the right program?")
+                           evidence=ran.stdout.splitlines()[-12:], hint=_failure_hint(ran.stdout, reference))
     if reference == "vllm":
         return dict(json.loads(server.host.read_file(result)))
     lines = [line for line in server.host.read_file(result + "l").splitlines() if line.strip()]
     found = dict(json.loads(lines[-1]))
     return {key: found.get(_SGLANG_KEYS.get(key, key)) for key in AGREEMENT_FIGURES}
+
+
+def _failure_hint(output: str, reference: str) -> str:
+    if "install vllm[bench]" in output:
+        # vllm 0.33.0 reads a custom dataset with pandas (vllm/benchmarks/datasets/datasets.py:2454), which a plain
+        # `pip install vllm` does not bring; its lazy import says so (vllm/utils/import_utils.py:321)
+        return ("vLLM's client reads the dataset file with pandas, which `pip install vllm` does not install: "
+                "install `vllm[bench]` (or pandas) into the environment that runs it")
+    return f"run the command by hand there; is {reference}_bench the right program?"
 
 
 def _number(value: object) -> float:
