@@ -13,6 +13,7 @@ import contextlib
 import http.client
 import json
 import os
+import random
 import signal
 import socket
 import subprocess
@@ -53,6 +54,30 @@ def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])
+
+
+def quiet_port() -> int:
+    """A free port below the kernel's ephemeral range, for a server that binds it long after it is chosen.
+
+    :func:`free_port` hands out an ephemeral port, and the kernel may give it again to any socket bound to
+    port 0 before the server takes it: a notebook's Jupyter kernel binds five such ports as it starts, and
+    once took the port a test had chosen for the notebook's server (PortInUse naming ``ipykernel_launcher``).
+    Nothing binds below ``ip_local_port_range`` unless it names the port, so a port free there stays free.
+    """
+    try:
+        low = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        low = 32768
+    rng = random.Random()
+    for _ in range(200):
+        port = rng.randrange(10000, max(low, 10001))
+        with socket.socket() as sock:
+            try:
+                sock.bind(("", port))  # every interface: a server on 0.0.0.0 or 127.0.0.1 would clash with a holder
+            except OSError:
+                continue
+            return port
+    raise RuntimeError(f"no free port between 10000 and {low} in 200 tries")
 
 
 LISTENER = (

@@ -21,7 +21,8 @@ from pathlib import Path
 
 import nbformat
 import pytest
-from system.browser import REPO_ROOT, LabPage, free_port, write_notebook
+from sim_process import quiet_port
+from system.browser import REPO_ROOT, LabPage, write_notebook
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
@@ -54,7 +55,7 @@ def execute_with_papermill(source: Path, executed: Path) -> None:
 def test_a_reopened_executed_notebook_shows_no_widget_error_and_no_frozen_bar(
     lab_page: LabPage, lab_root: Path
 ) -> None:
-    port = free_port()
+    port = quiet_port()  # bound by a kernel started later: not an ephemeral port it could take itself
     source = write_notebook(lab_root / "reopen" / "measure.ipynb",
                             [MEASURE_CELL.format(port=port), SUMMARY_CELL])
     executed = source.with_name("measure-executed.ipynb")

@@ -19,7 +19,7 @@ from typing import Any
 
 import nbformat
 import pytest
-from sim_process import free_port
+from sim_process import quiet_port
 from system.sshd import LoopbackSshd
 
 REPO = Path(__file__).resolve().parents[2]
@@ -96,7 +96,7 @@ def _onboarding(out: Path, sshd: LoopbackSshd) -> nbformat.NotebookNode:
         "01_onboarding_eagle3.ipynb", out, off_timing_core=True, out_dir=str(out), journal_path=str(out / "eagle3.sqlite"),
         ssh_host="127.0.0.1", ssh_port=sshd.port, ssh_user=sshd.user, ssh_key=str(sshd.client_key),
         known_hosts=str(sshd.known_hosts),
-        base_port=free_port(),  # not the notebook's 30000: another run on this machine may hold it (PortInUse)
+        base_port=quiet_port(),  # not the notebook's 30000: another run on this machine may hold it (PortInUse)
         startup_s=0.5, output_len=48,  # its ~20 launches and ~30 benchmarks, shorter: what it shows holds the same
         # three launches a side: with two, one stalled run of the kernel (before it kept off the timing tier's core)
         # widened the A/B's interval past a 2x gap: inconclusive
@@ -211,7 +211,7 @@ def test_investigation_template_with_vllm_parameters_concludes(tmp_path: Path) -
     small (with the hint that says so), and the last cell proposes a root cause from the confirmed steps."""
     notebook = execute("02_investigation_template.ipynb", tmp_path, journal_path=str(tmp_path / "j.sqlite"),
                        out_dir=str(tmp_path / "report"), engine="vllm", tp=2, repeats=2, num_prompts=2,
-                       output_len=32, port=free_port(), env={}, model_path="llama-3-8b",
+                       output_len=32, port=quiet_port(), env={}, model_path="llama-3-8b",
                        change_title="EAGLE-3", change_flags={"--speculative-config": {"method": "eagle3",
                                                                                      "num_speculative_tokens": 2}},
                        ab_flag="--enforce-eager", ab_values=[True, None], ab_hypothesis="CUDA graphs are faster",
