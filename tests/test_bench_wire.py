@@ -133,6 +133,12 @@ def test_a_content_length_body_and_a_body_that_runs_until_the_server_closes() ->
     assert third.status == 500 and server.accepted == 2  # reused after a sized body, not after an HTTP/1.0 one
 
 
+def test_an_empty_answer_that_says_connection_close_is_not_kept_alive() -> None:
+    empty = b"HTTP/1.1 204 No Content\r\nConnection: close\r\nContent-Length: 0\r\n\r\n"
+    server, outcomes = run([[empty], [empty]], 2)  # the server would read on; the client must not send there
+    assert [o[0].status for o in outcomes] == [204, 204] and server.accepted == 2, outcomes
+
+
 def test_an_interim_100_answer_is_skipped() -> None:
     _, [(response, body, _)] = run([[b"HTTP/1.1 100 Continue\r\n\r\n" + HEAD + chunked(b"x")]], 1)
     assert response.status == 200 and body == b"x"

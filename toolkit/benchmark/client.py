@@ -359,11 +359,10 @@ async def stream_request(
             st.error = f"HTTP {response.status} {response.reason or ''}: {text}".rstrip(": ")
         elif response.content_type in _HTML_TYPES:
             st.error = html_answer(bytes(kept))
-        else:
-            if not st.error:
-                now = clock()
-                for p in decoder.close():
-                    slow(p, now, at_eof=True)
+        elif not st.error:  # the stream ended: the decoder's last event, then did it finish?
+            now = clock()
+            for p in decoder.close():
+                slow(p, now, at_eof=True)
             if not st.error and not st.finished:
                 st.error = (
                     f"the stream ended without a finish_reason or [DONE] after {len(times)} "

@@ -106,13 +106,11 @@ class _Connection(asyncio.Protocol):
                     return
                 data, self._buf = bytes(self._buf), bytearray()
                 if not data:
-                    if self._remaining == 0:
-                        self._finish(keep=True)
+                    if self._remaining == 0:  # an empty sized body: the answer is complete with its head
+                        self._finish(keep=self.reusable)
                     return
             self._body(data, now)
-        except WireError as exc:
-            self._fail(exc)
-        except Exception as exc:  # noqa: BLE001 - a sink's bug ends this request, not the event loop
+        except Exception as exc:  # noqa: BLE001 - a WireError, or a sink's bug: it ends this request, not the loop
             self._fail(exc)
 
     def _read_head(self) -> bool:
