@@ -44,10 +44,12 @@ def _measured(config: dict[str, Any]) -> str:
 def _against_baseline(config: dict[str, Any]) -> str:
     """``27% slower than the baseline (0.73x, 95 % CI 0.71-0.75x)``, with what the noise allows one to say."""
     ratio = float(config["ratio"])
-    gap = abs(ratio - 1)  # under 1 %, to a tenth: "the same" would contradict "beyond noise" below
-    size = (f"{gap:.0%} {'faster' if ratio > 1 else 'slower'} than the baseline" if round(gap, 2) else
-            f"{gap:.1%} {'faster' if ratio > 1 else 'slower'} than the baseline" if round(gap, 3) else
-            "the same as the baseline")
+    gap, way = abs(ratio - 1), "faster" if ratio > 1 else "slower"
+    # under 1 %, to a tenth; under a tenth, "the same" only where the noise allows it: it would contradict "beyond noise"
+    noise_allows = config.get("single") or config.get("verdict_code") == "within_noise" or ratio == 1
+    size = (f"{gap:.0%} {way} than the baseline" if round(gap, 2) else
+            f"{gap:.1%} {way} than the baseline" if round(gap, 3) else
+            "the same as the baseline" if noise_allows else f"under 0.1% {way} than the baseline")
     low, high = config.get("ratio_ci") or (None, None)
     size += f" ({ratio:.2f}x, 95 % CI {low:.2f}-{high:.2f}x)" if low is not None else f" ({ratio:.2f}x)"
     if config.get("single"):
