@@ -1,12 +1,7 @@
 """What a started command or process leaves in the caller's hand (pure data), and where a server lives.
 
-A :class:`CommandResult` (what a command printed, how it exited), a :class:`ProcessHandle` (a
-detached process, its pid and start time), a :class:`StopReport` (how a stop went), and the
-:class:`Place` a started server lives on: a :class:`~toolkit.host.host.Host` as it is, one node
-of a Slurm job, a container. A :class:`PlacedProcess` is a handle with its place and its
-:class:`~toolkit.host.placement.Placement`: what every target's ``start_server`` hands back
-(:mod:`toolkit.host.place`). Here, below both ``Host`` and the seam, so that neither imports the other's
-types back.
+Results, handles, stop reports and the :class:`Place` protocol sit here, below both ``Host`` and
+the seam (:mod:`toolkit.host.place`), so that neither imports the other's types back.
 """
 
 from __future__ import annotations
@@ -51,11 +46,8 @@ class StopReport:
 
 @dataclass(frozen=True)
 class ProcessHandle:
-    """A detached process: the leader of its own process group, writing ``log_path``.
-
-    ``start_ticks`` (from ``/proc/PID/stat``) tells this process from a later one that
-    reuses its pid, so a stale handle never signals a stranger.
-    """
+    """A detached process leading its own group, writing ``log_path``; ``start_ticks`` tells it from a later
+    process that reuses its pid, so a stale handle never signals a stranger."""
 
     host: str
     pid: int
@@ -87,8 +79,7 @@ class Place(Protocol):
         ...
 
     def read_file(self, path: str, /, *, max_bytes: int | None = None, timeout_s: float | None = None) -> bytes:
-        """A regular file's bytes, read where :meth:`run` runs (the log's side: a profile's traces are fetched
-        so), at most ``max_bytes`` of them within ``timeout_s`` (both enforced on the host)."""
+        """A regular file's bytes, read where :meth:`run` runs (a profile's traces are fetched so)."""
         ...
 
     def open_stream(self, command: str, /) -> ByteStream:

@@ -1,13 +1,9 @@
 """Host: one API for this machine and for SSH hosts, with host keys checked.
 
-The same calls launch, inspect and stop processes locally (subprocess) or on a GPU host
-(one fabric connection), so every notebook and test runs unchanged on either. Commands run
-with ``bash -c`` semantics on both. Decisions about processes live in :mod:`toolkit.host.procs`;
-this module only moves their scripts and output.
-
-Why detached processes are stopped by group *and* tree: SGLang starts one process per TP
-rank plus helpers; killing only the launcher leaves ranks holding GPU memory, and the next
-launch fails with CUDA out-of-memory far from the cause.
+The same calls run, start and stop processes locally or over one fabric connection, so every
+notebook and test runs unchanged on either; decisions live in :mod:`toolkit.host.procs`. Stops
+take the group *and* the tree: killing only SGLang's launcher leaves TP ranks holding GPU memory,
+and the next launch fails with CUDA out-of-memory far from the cause.
 
 >>> host = Host.local()
 >>> host.run("echo hello").stdout
@@ -50,44 +46,26 @@ def short_command(command: str, limit: int = 120) -> str:
 class Host:
     """A machine to run commands and servers on: ``Host.local()`` or ``Host("gpu-a", user="root")``.
 
-    SSH hosts honour ``~/.ssh/config`` (or ``ssh_config``): HostName, User, Port,
-    IdentityFile, ProxyJump, UserKnownHostsFile. Host keys are checked against ``known_hosts``
-    (default ``~/.ssh/known_hosts`` plus ``/etc/ssh/ssh_known_hosts``); an unknown key raises
-    :class:`~toolkit.errors.UnknownHostKey` unless ``trust_on_first_use=True``, which records
-    it; a changed key always raises :class:`~toolkit.errors.ChangedHostKey`. ``gateway`` is a jump host (a Host
-    or a ``user@host:port`` string). The connection opens on first use and reopens if it
-    dropped.
+    SSH hosts honour ``~/.ssh/config`` (or ``ssh_config``). Host keys are checked against
+    ``known_hosts`` (default ``~/.ssh/known_hosts`` plus ``/etc/ssh/ssh_known_hosts``): an unknown key
+    raises UnknownHostKey unless ``trust_on_first_use=True`` (which records it), a changed key always
+    raises ChangedHostKey. ``gateway``: a jump host (a Host or ``user@host:port``). Connects on first use.
 
     >>> with Host.local() as host:
     ...     host.run("exit 3", check=False).exit_code
     3
     """
 
-    def __init__(
-        self,
-        hostname: str,
-        *,
-        user: str | None = None,
-        port: int | None = None,
-        key_filename: str | None = None,
-        gateway: Host | str | None = None,
-        known_hosts: str | None = None,
-        trust_on_first_use: bool = False,
-        connect_timeout_s: float = 10.0,
-        ssh_config: str | None = None,
-    ) -> None:
-        settings = _ssh.SshSettings(
-            hostname, user, port, key_filename, known_hosts, trust_on_first_use, connect_timeout_s, ssh_config
-        )
+    def __init__(self, hostname: str, *, user: str | None = None, port: int | None = None,
+                 key_filename: str | None = None, gateway: Host | str | None = None,
+                 known_hosts: str | None = None, trust_on_first_use: bool = False,
+                 connect_timeout_s: float = 10.0, ssh_config: str | None = None) -> None:
+        settings = _ssh.SshSettings(hostname, user, port, key_filename, known_hosts, trust_on_first_use,
+                                    connect_timeout_s, ssh_config)
         if isinstance(gateway, str):
-            gateway = Host(
-                gateway,
-                key_filename=key_filename,
-                known_hosts=known_hosts,
-                trust_on_first_use=trust_on_first_use,
-                connect_timeout_s=connect_timeout_s,
-                ssh_config=ssh_config,
-            )
+            gateway = Host(gateway, key_filename=key_filename, known_hosts=known_hosts,
+                           trust_on_first_use=trust_on_first_use, connect_timeout_s=connect_timeout_s,
+                           ssh_config=ssh_config)
         hop = None
         if gateway is not None:
             if not isinstance(gateway._transport, SshTransport):
@@ -98,29 +76,28 @@ class Host:
         self._home: str | None = None
 
     @classmethod
-    def local(cls) -> Host:
-        """This machine, through subprocess: no SSH, same API."""
+    def _over(cls, transport: Transport) -> Host:
         host = cls.__new__(cls)
         host.gateway = None
-        host._transport = LocalTransport()
+        host._transport = transport
         host._home = None
         return host
+
+    @classmethod
+    def local(cls) -> Host:
+        """This machine, through subprocess: no SSH, same API."""
+        return cls._over(LocalTransport())
 
     def inside(self, prefix: Sequence[str], *, name: str, address: str | None = None) -> Host:
         """A Host whose commands run through ``prefix`` on this one (a container, a Slurm node).
 
-        ``prefix`` is the argv that runs ``bash -c SCRIPT`` over there and forwards stdin:
-        ``["docker", "exec", "-i", "sglang"]``, ``["srun", "--jobid", "42", "--overlap", "-w", "gpu-a"]``.
-        Processes, stops and streams then work there as on any host; closing it leaves this one open.
+        ``prefix`` runs ``bash -c SCRIPT`` over there and forwards stdin (``docker exec -i sglang``,
+        ``srun --overlap``); closing the new Host leaves this one open.
 
         >>> Host.local().inside(["env", "X=1"], name="with X").run("echo $X").stdout
         '1\\n'
         """
-        host = Host.__new__(Host)
-        host.gateway = None
-        host._transport = WrappedTransport(self._transport, prefix, name=name, address=address)
-        host._home = None
-        return host
+        return Host._over(WrappedTransport(self._transport, prefix, name=name, address=address))
 
     # -- identity -------------------------------------------------------------------------
     @property
@@ -141,11 +118,8 @@ class Host:
         return f"Host({self.name!r})" if not self.is_local else "Host.local()"
 
     def expand_user(self, path: str) -> str:
-        """``~`` and ``~/x`` as absolute paths on this host; other paths unchanged.
-
-        A path handed to several commands (a log written by one, tailed and counted by others)
-        must mean the same file to all of them, however each quotes it.
-        """
+        """``~`` and ``~/x`` as absolute paths on this host (other paths unchanged), so that a path handed to
+        several commands means the same file to all of them, however each quotes it."""
         if path != "~" and not path.startswith("~/"):
             return path
         if self._home is None:
@@ -161,18 +135,10 @@ class Host:
 
     def run(self, command: str, *, check: bool = True, timeout_s: float | None = None) -> CommandResult:
         """Run ``command`` with ``bash -c``; raise CommandFailed/CommandNotFound if ``check`` and it fails.
-
-        ``timeout_s`` is enforced on the host (coreutils ``timeout``, exit 124), so a hung
-        command does not outlive the call.
-        """
+        ``timeout_s`` is enforced on the host (coreutils ``timeout``, exit 124)."""
         done = self._transport.execute(command, timeout_s=timeout_s)
-        result = CommandResult(
-            self.name,
-            command,
-            done.exit_code,
-            done.stdout.decode("utf-8", "replace"),
-            done.stderr.decode("utf-8", "replace"),
-        )
+        result = CommandResult(self.name, command, done.exit_code, done.stdout.decode("utf-8", "replace"),
+                               done.stderr.decode("utf-8", "replace"))
         if check and not result.ok:
             raise self._failure(result, timeout_s)
         return result
@@ -183,24 +149,17 @@ class Host:
         if result.exit_code == 127:
             kind = CommandNotFound
             message = f"`{shown}` on {self.name}: command not found (exit 127)"
-            hint = (
-                "the program is not on the PATH of a non-interactive shell on that host: use its absolute "
-                "path (e.g. /root/venv/bin/python), or set PATH before the interactive guard of ~/.bashrc"
-            )
+            hint = ("the program is not on the PATH of a non-interactive shell on that host: use its "
+                    "absolute path (e.g. /root/venv/bin/python), or set PATH before the interactive guard of "
+                    "~/.bashrc")
         elif result.exit_code == TIMED_OUT and timeout_s is not None:
             message = f"`{shown}` on {self.name} did not finish within {timeout_s:g} s and was stopped"
             hint = "raise timeout_s, or start long-running work with start_detached()"
         else:
             message = f"`{shown}` on {self.name} exited with status {result.exit_code}"
             hint = "the evidence is the end of its stderr; run it with check=False to inspect the result"
-        return kind(
-            message,
-            host=self.name,
-            command=result.command,
-            exit_code=result.exit_code,
-            stderr=result.stderr,
-            hint=hint,
-        )
+        return kind(message, host=self.name, command=result.command, exit_code=result.exit_code,
+                    stderr=result.stderr, hint=hint)
 
     def _checked(self, label: str, done: Completed, timeout_s: float | None = None) -> bytes:
         if done.exit_code != 0:
@@ -231,18 +190,10 @@ class Host:
         return self._transport.open_stream(command)
 
     # -- processes ------------------------------------------------------------------------
-    def start_detached(
-        self,
-        command: str,
-        *,
-        log_path: str,
-        env: Mapping[str, str] | None = None,
-        cwd: str | None = None,
-    ) -> ProcessHandle:
-        """Start ``command`` (bash) in its own session, output to ``log_path``; it outlives this connection.
-
-        The returned pid leads the process group of everything the command starts.
-        """
+    def start_detached(self, command: str, *, log_path: str, env: Mapping[str, str] | None = None,
+                       cwd: str | None = None) -> ProcessHandle:
+        """Start ``command`` (bash) in its own session, output to ``log_path``; it outlives this connection,
+        and the returned pid leads the process group of everything it starts."""
         started_at = time.time()
         result = self.run(procs.detach_script(command, log_path=log_path, env=env, cwd=cwd))
         pid, ticks = procs.parse_detached(result.stdout)
@@ -250,10 +201,7 @@ class Host:
 
     def start_server(self, command: str, /, *, log_path: str, port: int, check_port: bool = True,
                      env: Mapping[str, str] | None = None) -> PlacedProcess:
-        """The seam's start (:mod:`toolkit.host.place`): ``command`` detached here; the server lives on this host.
-
-        ``port`` and ``check_port`` are not needed here: ``launch`` checks a host's port before the start.
-        """
+        """The seam's start: ``command`` detached here (``launch`` has checked the port already)."""
         handle = self.start_detached(command, log_path=log_path, env=env)
         return PlacedProcess(handle.host, handle.pid, log_path, command, handle.started_at, handle.start_ticks,
                              place=self, placement=Placement.on_host(self.name, self.address, handle.pid, command))
@@ -275,10 +223,7 @@ class Host:
 
     def stop(self, handle: ProcessHandle | int, *, grace_s: float = 10.0) -> StopReport:
         """SIGTERM the process group and every descendant, SIGKILL after ``grace_s``, verify none is left.
-
-        Idempotent: stopping a stopped process returns ``already_stopped=True``. Raises
-        HostError naming the survivors if anything outlives SIGKILL.
-        """
+        Idempotent (``already_stopped=True``); raises HostError naming whatever outlives SIGKILL."""
         pid, ticks = self._pid_ticks(handle)
         self._refuse_own(pid)
         t0 = time.monotonic()
@@ -294,21 +239,17 @@ class Host:
             left = self._signal_until_gone(plan, left, "KILL", 5.0)
         if left:
             raise HostError(
-                f"{len(left)} process(es) of pid {pid} on {self.name} survived SIGKILL",
-                host=self.name,
+                f"{len(left)} process(es) of pid {pid} on {self.name} survived SIGKILL", host=self.name,
                 evidence=[f"pid {row.pid} ppid {row.ppid} pgid {row.pgid} state {row.state}" for row in left],
-                hint="a process in state D waits on the kernel (often a GPU driver or NFS); check `ps -o pid,stat,wchan`",
-            )
+                hint="a process in state D waits on the kernel (often a GPU driver or NFS); "
+                     "check `ps -o pid,stat,wchan`")
         return StopReport(self.name, pid, False, sigkill, (), signalled, time.monotonic() - t0)
 
     def _signal_until_gone(
         self, plan: procs.StopPlan, alive: tuple[procs.ProcRow, ...], signal: str, wait_s: float
     ) -> tuple[procs.ProcRow, ...]:
-        """Signal ``alive`` (and children forked meanwhile) until the table shows none of the plan, or ``wait_s``.
-
-        Each signal travels with a short wait on the host and the table read after it (one round
-        trip, :func:`procs.signal_script`): a clean stop costs two round trips, not four or more.
-        """
+        """Signal ``alive`` (and children forked meanwhile) until the table shows none of the plan, or
+        ``wait_s``; each signal is one round trip (:func:`procs.signal_script`)."""
         deadline = time.monotonic() + wait_s
         sent: set[int] = set()
         pause = 0.05
@@ -332,16 +273,12 @@ class Host:
 
     def _refuse_own(self, pid: int) -> None:
         if pid <= 1 or (self.is_local and pid in (os.getpid(), os.getpgid(0))):
-            raise ToolkitError(
-                f"refusing to stop pid {pid} on {self.name}: it is init or this Python process",
-                hint="pass the handle returned by start_detached() or launch()",
-            )
+            raise ToolkitError(f"refusing to stop pid {pid} on {self.name}: it is init or this Python "
+                               "process", hint="pass the handle returned by start_detached() or launch()")
 
     def process_tree(self, pid: int) -> list[ProcessInfo]:
-        """``pid`` and all its descendants with their argv and exec-time environment, in one round trip.
-
-        A process that cannot be read carries ``error`` (exited, permission denied, zombie).
-        """
+        """``pid`` and all its descendants with argv and exec-time environment, in one round trip; one that
+        cannot be read carries ``error``."""
         return procs.parse_process_tree(self.run(procs.process_tree_script(pid)).stdout, host=self.name)
 
     def port_holder(self, port: int) -> tuple[int, str] | None:
@@ -352,10 +289,8 @@ class Host:
         if not isinstance(handle_or_pid, ProcessHandle):
             return int(handle_or_pid), None
         if handle_or_pid.host != self.name:  # a pid means nothing on another machine
-            raise ToolkitError(
-                f"process {handle_or_pid.pid} was started on {handle_or_pid.host}, not on {self.name}",
-                hint=f"use the Host that started it ({handle_or_pid.host})",
-            )
+            raise ToolkitError(f"process {handle_or_pid.pid} was started on {handle_or_pid.host}, not on "
+                               f"{self.name}", hint=f"use the Host that started it ({handle_or_pid.host})")
         return handle_or_pid.pid, handle_or_pid.start_ticks
 
     # -- lifetime -------------------------------------------------------------------------

@@ -1,10 +1,7 @@
-"""Placement: where one server process ran, as the journal and an error name it.
+"""Placement: where one server process ran (host, Slurm job and nodes, or container), as data.
 
-Pure. A launch on a plain host ran *on that host*; a launch through Slurm ran in a job, on
-nodes the scheduler chose; a launch into a container ran in a named container of a host.
-What a later reader needs to find the run again (the job id for ``sacct``, the node for its
-``dmesg``, the container for ``docker logs``) is recorded here, as data, once the server
-has started.
+Pure. What a later reader needs to find the run again (the job id for ``sacct``, the node for its
+``dmesg``, the container for ``docker logs``) is recorded once the server has started.
 
 >>> Placement.on_host("root@gpu-a:22", "10.0.0.5", 4242).describe()
 'root@gpu-a:22 (pid 4242)'
@@ -16,7 +13,7 @@ has started.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import Literal
 
 __all__ = ["Placement", "PlacementKind"]
@@ -26,13 +23,8 @@ PlacementKind = Literal["host", "slurm", "container"]
 
 @dataclass(frozen=True)
 class Placement:
-    """Where a server (or one node of it) runs: the target, the machines, the job or the container.
-
-    ``target`` is the name of what the launch was given (a host, a Slurm target, a container
-    target); ``nodes`` the machines the server's processes run on (node 0 first); ``address``
-    where HTTP reaches it; ``command`` the exact command line that started it (the ``sbatch``
-    or ``docker run`` line, the detached command on a host), shown and recorded as it ran.
-    """
+    """Where a server (or one node of it) runs. ``target``: the name of what launch was given; ``nodes``:
+    node 0 first; ``address``: where HTTP reaches it; ``command``: the exact line that started it."""
 
     kind: PlacementKind
     target: str
@@ -65,15 +57,4 @@ class Placement:
 
     def as_dict(self) -> dict[str, object]:
         """JSON-safe, stable keys (None where a kind has no such part): what a journal column stores."""
-        return {
-            "kind": self.kind,
-            "target": self.target,
-            "nodes": list(self.nodes),
-            "address": self.address,
-            "pid": self.pid,
-            "job_id": self.job_id,
-            "node_rank": self.node_rank,
-            "container": self.container,
-            "engine": self.engine,
-            "command": self.command,
-        }
+        return {**asdict(self), "nodes": list(self.nodes)}

@@ -1,16 +1,9 @@
 """Processes on a Linux host as data: the table, a server's tree, and the bash that reads them.
 
-Pure. :class:`toolkit.host.host.Host` runs the scripts built here (on this machine or over
-SSH) and hands the printed text back to the parsers here; every decision about which
-processes belong to a server and which survived a stop is a function of that data.
-
-The scripts read ``/proc`` with bash builtins and coreutils only (no ``ps``, ``ss`` or
-python on the host), because a bare GPU container may lack procps and iproute2.
-
-Why process groups *and* trees: ``setsid`` makes the server the leader of its own group, so
-one signal reaches every rank; a rank that calls ``setsid`` itself escapes the group, so the
-tree is captured before signalling and walked as well. Zombies count as gone: they hold no
-GPU memory and only their parent (or init) can reap them.
+Pure: `Host` runs these scripts and hands their output back to the parsers. They read ``/proc``
+with bash builtins and coreutils only: a bare GPU container may lack procps and iproute2.
+Groups *and* trees: ``setsid`` makes the server lead its own group, but a rank that calls
+``setsid`` itself escapes it, so the tree is captured before signalling. Zombies count as gone.
 
 >>> table = parse_process_table("10 1 10 S 500\\n11 10 10 S 501\\n12 11 12 S 502\\n")
 >>> [row.pid for row in descendants(table, 10)]
@@ -27,27 +20,10 @@ from dataclasses import dataclass
 from toolkit.host.shell import check_env_name, check_word, quote, quote_path
 
 __all__ = [
-    "ProcRow",
-    "ProcessInfo",
-    "StopPlan",
-    "PROCESS_TABLE_SCRIPT",
-    "stat_script",
-    "parse_process_table",
-    "parse_environ",
-    "descendants",
-    "plan_stop",
-    "survivors",
-    "kill_script",
-    "signal_script",
-    "process_tree_script",
-    "parse_process_tree",
-    "port_holder_script",
-    "parse_port_holder",
-    "quote_argv",
-    "detach_script",
-    "parse_detached",
-    "stream_script",
-    "timeout_script",
+    "ProcRow", "ProcessInfo", "StopPlan", "PROCESS_TABLE_SCRIPT", "stat_script", "parse_process_table",
+    "parse_environ", "descendants", "plan_stop", "survivors", "kill_script", "signal_script",
+    "process_tree_script", "parse_process_tree", "port_holder_script", "parse_port_holder", "quote_argv",
+    "detach_script", "parse_detached", "stream_script", "timeout_script",
 ]
 
 # Print "pid ppid pgid state starttime" for every process. Fields after "(comm) " start at
@@ -92,12 +68,8 @@ class ProcRow:
 
 @dataclass(frozen=True)
 class ProcessInfo:
-    """A process of a server's tree with what it was started with.
-
-    ``environ`` is the environment the process was *exec'd* with (``/proc/PID/environ``);
-    variables a program sets in itself later do not appear. ``error`` says why a part
-    could not be read (``environ`` is then ``None``).
-    """
+    """A process of a server's tree. ``environ`` is what it was *exec'd* with (``/proc/PID/environ``);
+    ``error`` says why a part could not be read (``environ`` is then ``None``)."""
 
     host: str
     pid: int
@@ -147,11 +119,8 @@ def descendants(table: Mapping[int, ProcRow], root: int) -> list[ProcRow]:
 
 
 def plan_stop(table: Mapping[int, ProcRow], pid: int, start_ticks: int | None = None) -> StopPlan:
-    """Everything a stop of the group led by ``pid`` must end, captured before any signal.
-
-    If ``pid`` now names another process (``start_ticks`` differs) our group is gone: the
-    kernel never reuses a pid while a process group of that id exists.
-    """
+    """Everything a stop of the group led by ``pid`` must end, captured before any signal. A ``pid`` that
+    now names another process means our group is gone: no pid is reused while its process group exists."""
     leader = table.get(pid)
     if leader is not None and start_ticks is not None and leader.start_ticks != start_ticks:
         return StopPlan(frozenset(), frozenset())
@@ -181,12 +150,8 @@ def kill_script(signal: str, pids: tuple[int, ...], pgids: frozenset[int]) -> st
 
 
 def signal_script(signal: str, pids: tuple[int, ...], pgids: frozenset[int], *, settle_s: float) -> str:
-    """:func:`kill_script`, then wait on the host (up to ``settle_s``) until those pids are gone, then the table.
-
-    One round trip instead of three (kill; pause; read the table) per signal: a server that
-    exits 0.1 s after SIGTERM (the simulator does) is seen gone by the same call that signalled
-    it, and the caller still verifies the whole tree from the table it prints.
-    """
+    """:func:`kill_script`, a wait on the host (up to ``settle_s``) for those pids, then the table:
+    one round trip per signal, not three (a server that exits 0.1 s after SIGTERM is seen gone at once)."""
     paths = " ".join(f"/proc/{int(p)}" for p in pids if p > 1) or "/proc/0"
     rounds = max(int(settle_s / 0.02), 0)
     wait = (f"for ((i = 0; i < {rounds}; i++)); do live=; for d in {paths}; do IFS= read -r l < \"$d/stat\" || continue; "
@@ -195,11 +160,8 @@ def signal_script(signal: str, pids: tuple[int, ...], pgids: frozenset[int], *, 
 
 
 def process_tree_script(pid: int) -> str:
-    """Bash that prints ``pid ppid state cmdline-b64 environ-b64`` (tab-separated) for a tree.
-
-    One round trip for the whole tree; base64 keeps NUL-separated values intact; a field
-    that cannot be read is ``!`` plus the reason (e.g. ``!Permission denied``).
-    """
+    """Bash printing ``pid ppid state cmdline-b64 environ-b64`` (tab-separated) for a tree, in one round trip;
+    an unreadable field is ``!`` plus the reason (``!Permission denied``)."""
     collect = _STAT_LOOP.replace("BODY", 'st[$p]=$1; pp[$p]=$2; kids[$2]+=" $p"')
     return f"""declare -A st pp kids
 {collect}
@@ -227,14 +189,11 @@ def _decode(field: str) -> tuple[bytes | None, str | None]:
 
 
 def _split_cmdline(raw: bytes) -> tuple[str, ...]:
-    """Split ``/proc/PID/cmdline`` exactly: one NUL ends each word (so empty words survive), but a title
-    (setproctitle) NUL-padded to the old argv's length reads as the title alone."""
+    """Split ``/proc/PID/cmdline`` exactly (one NUL ends each word, so empty words survive); a title
+    (setproctitle, ``VLLM::EngineCore``) NUL-padded over the old argv reads as the title alone."""
     if not raw:
         return ()
-    if raw.endswith(b"\0"):
-        raw = raw[:-1]
-    words = tuple(word.decode("utf-8", "replace") for word in raw.split(b"\0"))
-    # setproctitle (``VLLM::EngineCore``) NUL-pads its title over the old argv: the title is the whole cmdline
+    words = tuple(word.decode("utf-8", "replace") for word in raw.removesuffix(b"\0").split(b"\0"))
     return words[:1] if len(words) >= 3 and words[0] and not any(words[1:]) else words
 
 
@@ -250,10 +209,8 @@ def _why(pid: int, what: str, reason: str) -> str:
 
 
 def parse_environ(raw: bytes) -> dict[str, str]:
-    """``/proc/PID/environ`` as a mapping; only well-formed ``KEY=VALUE`` entries count.
-
-    A process renamed with setproctitle has the start of this memory overwritten (NUL bytes, its
-    title): no variable, so what is left is a tail (``toolkit.moves.envcheck.survivors``).
+    """``/proc/PID/environ`` as a mapping; only well-formed ``KEY=VALUE`` entries count (setproctitle
+    overwrites the start of this memory: ``toolkit.moves.envcheck.survivors``).
 
     >>> parse_environ(b"A=1\\0B=x=y\\0")
     {'A': '1', 'B': 'x=y'}
@@ -292,11 +249,8 @@ def parse_process_tree(text: str, *, host: str) -> list[ProcessInfo]:
 
 
 def port_holder_script(port: int) -> str:
-    """Bash that prints ``listen INODE`` for a TCP listener on ``port`` and ``holder PID CMDLINE-B64``.
-
-    Reads ``/proc/net/tcp{,6}`` (state 0A = LISTEN) and finds the socket inode among
-    ``/proc/*/fd``: works without ``ss`` and, for our own processes, without root.
-    """
+    """Bash printing ``listen INODE`` for a TCP listener on ``port`` and ``holder PID CMDLINE-B64``, from
+    ``/proc/net/tcp{,6}`` (0A = LISTEN) and ``/proc/*/fd``: no ``ss``, and no root for our own processes."""
     return f"""inodes=$(awk -v p=":{int(port):04X}" '$4 == "0A" && substr($2, length($2) - 4) == p {{ print $10 }}' \\
   /proc/net/tcp /proc/net/tcp6 2>/dev/null | sort -u)
 for i in $inodes; do
@@ -309,11 +263,8 @@ done"""
 
 
 def parse_port_holder(text: str) -> tuple[int, str] | None:
-    """``(pid, command line)`` of the lowest pid holding the listener; ``(0, why)`` if none is visible.
-
-    Several pids share a listener when a server forks workers after ``bind``; the lowest
-    is the parent. pid 0 means something listens but this user cannot see which process.
-    """
+    """``(pid, command line)`` of the lowest pid holding the listener (the parent of workers forked after
+    ``bind``); ``(0, why)`` when something listens but this user cannot see which process."""
     listening, holders = False, []
     for line in text.splitlines():
         kind, _, rest = line.partition(" ")
@@ -335,16 +286,12 @@ def quote_argv(argv: Iterable[str]) -> str:
     return " ".join(quote(word) for word in argv) or "?"
 
 
-def detach_script(
-    command: str, *, log_path: str, env: Mapping[str, str] | None = None, cwd: str | None = None
-) -> str:
+def detach_script(command: str, *, log_path: str, env: Mapping[str, str] | None = None,
+                  cwd: str | None = None) -> str:
     """Bash that starts ``command`` detached and prints ``PID STARTTIME``.
 
-    ``setsid`` makes the command the leader of a new session and process group, so it
-    survives the SSH session (no SIGHUP) and one signal to the group reaches its children;
-    ``nohup`` and ``</dev/null`` cut it from the terminal and our channel. With job control
-    off a background job is never a group leader, so ``setsid`` does not fork and ``$!``
-    is the leader itself.
+    ``setsid`` makes it lead a new session and group (no SIGHUP when SSH goes; one signal reaches its
+    children); with job control off a background job never leads a group, so ``$!`` is the leader itself.
     """
     log_dir = log_path.rsplit("/", 1)[0] if "/" in log_path.lstrip("/") else ""
     lines = ["set +m"]
@@ -354,15 +301,12 @@ def detach_script(
         lines.append(f"cd -- {quote_path(cwd)} || exit 1")
     assignments = "".join(
         f"{quote(check_env_name(k) + '=' + check_word(v, what=f'environment value of {k}'))} "
-        for k, v in (env or {}).items()
-    )
+        for k, v in (env or {}).items())
     prefix = f"env {assignments}" if assignments else ""
-    lines.append(f"setsid nohup {prefix}bash -c {quote(command)} </dev/null >{quote_path(log_path)} 2>&1 &")
-    lines.append("p=$!")
-    lines.append(
-        'if IFS= read -r l < "/proc/$p/stat"; then r=${l##*) }; set -f; set -- $r; echo "$p ${20}"; '
-        'else echo "$p"; fi 2>/dev/null'
-    )
+    lines += [f"setsid nohup {prefix}bash -c {quote(command)} </dev/null >{quote_path(log_path)} 2>&1 &",
+              "p=$!",
+              'if IFS= read -r l < "/proc/$p/stat"; then r=${l##*) }; set -f; set -- $r; echo "$p ${20}"; '
+              'else echo "$p"; fi 2>/dev/null']
     return "\n".join(lines)
 
 
@@ -376,12 +320,10 @@ def parse_detached(text: str) -> tuple[int, int | None]:
 
 
 def stream_script(command: str) -> str:
-    """Bash that runs ``command`` and ends it when our channel closes.
+    """Bash that runs ``command`` and ends its group when our channel closes.
 
-    Closing an SSH channel does not signal a command run without a pty: a ``tail -F`` on a
-    quiet log would live on the GPU host forever. A watcher blocks reading stdin (ours, never
-    written); EOF means the channel or the whole connection went away, and it ends the
-    command's process group (``setsid`` gave the command one of its own).
+    Closing an SSH channel does not signal a command without a pty (a ``tail -F`` would live forever):
+    a watcher reads our never-written stdin, and its EOF ends the command's process group.
     """
     return f"""exec 3<&0
 setsid bash -c {quote(command)} </dev/null 2>&1 &

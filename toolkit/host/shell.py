@@ -1,8 +1,7 @@
 """Shell quoting: the one place where words become a bash command line.
 
-Pure. Every flag value, environment value and path that the toolkit sends to a host goes
-through these functions, so a value with spaces, quotes, ``$``, backslashes or newlines
-reaches the remote process byte for byte (property-tested through a real sshd). Hand-built
+Pure. Every flag value, environment value and path sent to a host goes through here, so any value
+reaches the remote process byte for byte (property-tested through a real sshd); hand-built
 f-strings with unquoted values are how a launch silently runs with the wrong flag.
 
 >>> join(["python", "-m", "sglang.launch_server", "--served-model-name", "kimi k2"])
@@ -29,10 +28,7 @@ def quote(word: str) -> str:
 
 
 def quote_path(path: str) -> str:
-    """Quote a path, letting a leading ``~/`` mean the remote user's home.
-
-    Quoting ``~/logs`` would make a directory literally named ``~``; people write
-    ``workdir="~/sglang"`` and mean their home on the GPU host, so ``~`` becomes ``"$HOME"``.
+    """Quote a path, letting a leading ``~/`` mean the remote user's home (quoted, ``~`` would be literal).
 
     >>> quote_path("~/sglang dev")
     '"$HOME"/\\'sglang dev\\''
@@ -52,11 +48,8 @@ def join(argv: Iterable[str]) -> str:
 def check_word(word: str, *, what: str) -> str:
     """Refuse a word that no argv or environment can carry (a NUL byte ends C strings)."""
     if "\x00" in word:
-        raise InvalidFlag(
-            f"{what} contains a NUL byte, which no command line or environment can carry",
-            evidence=[repr(word)],
-            hint="remove the NUL character from the value",
-        )
+        raise InvalidFlag(f"{what} contains a NUL byte, which no command line or environment can carry",
+                          evidence=[repr(word)], hint="remove the NUL character from the value")
     return word
 
 
@@ -64,8 +57,6 @@ def check_env_name(name: str) -> str:
     """Refuse an environment variable name that ``env`` would take for a command."""
     if not ENV_NAME.fullmatch(name):
         raise InvalidFlag(
-            f"{name!r} is not a valid environment variable name",
-            evidence=[f"name: {name!r}"],
-            hint="use letters, digits and underscores, not starting with a digit (e.g. NCCL_ALGO)",
-        )
+            f"{name!r} is not a valid environment variable name", evidence=[f"name: {name!r}"],
+            hint="use letters, digits and underscores, not starting with a digit (e.g. NCCL_ALGO)")
     return name

@@ -1,12 +1,10 @@
 """Opening SSH connections the careful way: fabric's config, our host-key policy, clear errors.
 
-Fabric accepts any unknown host key by default (``AutoAddPolicy``, fabric#1804, #2071):
-a man in the middle, or simply the wrong machine after an IP was reassigned, would get our
-commands and model paths. Here every connection, including each ProxyJump hop, checks the
-key against a known_hosts file and refuses unknown keys unless ``trust_on_first_use`` is
-passed explicitly, which then records the key like OpenSSH's ``accept-new``.
-
-Paramiko's exceptions become :mod:`toolkit.errors` types whose messages say what to do.
+Fabric accepts any unknown host key by default (``AutoAddPolicy``, fabric#1804, #2071): a man in
+the middle, or the wrong machine after an IP was reassigned, would get our commands. Here every
+connection, each ProxyJump hop included, refuses unknown keys unless ``trust_on_first_use`` is
+passed explicitly (then the key is recorded, like OpenSSH's ``accept-new``). Paramiko's exceptions
+become :mod:`toolkit.errors` types that say what to do.
 """
 
 from __future__ import annotations
@@ -24,15 +22,8 @@ from fabric import Config, Connection
 
 from toolkit.errors import AuthenticationFailed, ChangedHostKey, HostUnreachable, ToolkitError, UnknownHostKey
 
-__all__ = [
-    "SshSettings",
-    "build_connection",
-    "open_connection",
-    "close_connection",
-    "chain",
-    "translate_connect_error",
-    "DEFAULT_KNOWN_HOSTS",
-]
+__all__ = ["SshSettings", "build_connection", "open_connection", "close_connection", "chain",
+           "translate_connect_error", "DEFAULT_KNOWN_HOSTS"]
 
 DEFAULT_KNOWN_HOSTS = "~/.ssh/known_hosts"
 SYSTEM_KNOWN_HOSTS = "/etc/ssh/ssh_known_hosts"
@@ -96,15 +87,11 @@ class _CheckedPolicy(paramiko.MissingHostKeyPolicy):
             raise UnknownHostKey(
                 f"{hostname} offered a host key ({key.get_name()}) that is not in {self.known_hosts}; "
                 "the toolkit never trusts an unknown host key silently",
-                host=bare,
-                evidence=[f"offered key fingerprint: {key.fingerprint}"],
-                hint=(
-                    f"check that fingerprint with the host's owner (on the host: ssh-keygen -lf "
-                    f"/etc/ssh/ssh_host_{_key_file_kind(key.get_name())}_key.pub), then run "
-                    f"`{_keyscan(bare, self.port)} >> {self.known_hosts}`; or pass trust_on_first_use=True "
-                    "to record the key on first contact"
-                ),
-            )
+                host=bare, evidence=[f"offered key fingerprint: {key.fingerprint}"],
+                hint=(f"check that fingerprint with the host's owner (on the host: ssh-keygen -lf "
+                      f"/etc/ssh/ssh_host_{_key_file_kind(key.get_name())}_key.pub), then run "
+                      f"`{_keyscan(bare, self.port)} >> {self.known_hosts}`; or pass trust_on_first_use=True "
+                      "to record the key on first contact"))
         with self._lock:
             client.get_host_keys().add(hostname, key.get_name(), key)
             self.known_hosts.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
@@ -116,11 +103,8 @@ def _fabric_config(settings: SshSettings) -> Config:
     # Connect-time values live in the fabric config so that ProxyJump hops (which fabric
     # builds from a clone of it) use the same key file and timeouts.
     timeout = settings.connect_timeout_s
-    connect_kwargs: dict[str, object] = {
-        "timeout": timeout,
-        "banner_timeout": timeout,
-        "auth_timeout": timeout,
-    }
+    connect_kwargs: dict[str, object] = {"timeout": timeout, "banner_timeout": timeout,
+                                         "auth_timeout": timeout}
     if settings.key_filename:
         connect_kwargs["key_filename"] = [os.path.expanduser(settings.key_filename)]
     overrides = {"connect_kwargs": connect_kwargs}
@@ -140,9 +124,8 @@ def _harden(connection: Connection, settings: SshSettings) -> None:
     if settings.known_hosts is None and os.path.exists(SYSTEM_KNOWN_HOSTS):
         client.load_system_host_keys(SYSTEM_KNOWN_HOSTS)  # clusters often distribute host keys there
     client._host_keys_filename = None  # paramiko would rewrite the whole file on save; we append
-    client.set_missing_host_key_policy(
-        _CheckedPolicy(path, settings.trust_on_first_use, int(connection.port))
-    )
+    policy = _CheckedPolicy(path, settings.trust_on_first_use, int(connection.port))
+    client.set_missing_host_key_policy(policy)
     client.set_log_channel(_LOG.name)  # paramiko logs handshake tracebacks; our errors say it better
     connection.connect_timeout = None  # ours is in connect_kwargs (fabric truncates to whole seconds)
     if isinstance(connection.gateway, Connection):
@@ -151,13 +134,8 @@ def _harden(connection: Connection, settings: SshSettings) -> None:
 
 def build_connection(settings: SshSettings, gateway: Connection | None = None) -> Connection:
     """A fabric Connection (not yet open) honouring ssh_config, with host keys checked."""
-    connection = Connection(
-        settings.hostname,
-        user=settings.user,
-        port=settings.port,
-        config=_fabric_config(settings),
-        gateway=gateway,
-    )
+    connection = Connection(settings.hostname, user=settings.user, port=settings.port,
+                            config=_fabric_config(settings), gateway=gateway)
     _harden(connection, settings)
     return connection
 
@@ -167,11 +145,8 @@ def describe(connection: Connection) -> str:
 
 
 def key_file_problem(path: str) -> str | None:
-    """What is wrong with a private key file (None: paramiko can load it), in words for an error.
-
-    Paramiko raises ``FileNotFoundError`` for a missing key and a bare ``SSHException`` for a
-    garbage one, which read as "cannot reach the host" (issue 20); the key file is the cause.
-    """
+    """What is wrong with a private key file (None: paramiko can load it), in words for an error: paramiko's
+    own errors for a missing or garbage key read as "cannot reach the host" (issue 20)."""
     full = os.path.expanduser(path)
     if not os.path.exists(full):
         return "does not exist"
@@ -237,50 +212,30 @@ def translate_connect_error(exc: BaseException, connection: Connection, timeout_
         name = _key_name(host, int(connection.port))
         return ChangedHostKey(
             f"{where} presented a different {exc.key.get_name()} host key than the one recorded; "
-            "this may be another machine answering at that address",
-            host=host,
+            "this may be another machine answering at that address", host=host,
             evidence=[f"offered:  {exc.key.fingerprint}", f"recorded: {exc.expected_key.fingerprint}"],
-            hint=(
-                "if the host was reinstalled or its key legitimately rotated, remove the old entry with "
-                f"`ssh-keygen -R '{name}'` (add -f FILE for a known_hosts other than ~/.ssh/known_hosts) "
-                "and trust the new one after checking its fingerprint"
-            ),
-        )
+            hint=("if the host was reinstalled or its key legitimately rotated, remove the old entry with "
+                  f"`ssh-keygen -R '{name}'` (add -f FILE for a known_hosts other than ~/.ssh/known_hosts) "
+                  "and trust the new one after checking its fingerprint"))
+    said = [f"{type(exc).__name__}: {exc}"]
     if isinstance(exc, paramiko.AuthenticationException):
         return AuthenticationFailed(
-            f"{where} refused our credentials{via}",
-            host=host,
-            evidence=[f"{type(exc).__name__}: {exc}"],
-            hint=(
-                "check user=, key_filename= (or IdentityFile in ~/.ssh/config), that the public key is in "
-                "~/.ssh/authorized_keys of that user, and that `ssh` with the same settings works"
-            ),
-        )
+            f"{where} refused our credentials{via}", host=host, evidence=said,
+            hint=("check user=, key_filename= (or IdentityFile in ~/.ssh/config), that the public key is in "
+                  "~/.ssh/authorized_keys of that user, and that `ssh` with the same settings works"))
     if isinstance(exc, socket.gaierror):
+        return HostUnreachable(f"cannot resolve the address of {where}", host=host, evidence=[str(exc)],
+                               hint="check the hostname, or add a Host entry with HostName to ~/.ssh/config")
+    if isinstance(exc, (TimeoutError, socket.timeout)) or (
+            isinstance(exc, paramiko.SSHException) and "banner" in str(exc).lower()):
         return HostUnreachable(
-            f"cannot resolve the address of {where}",
-            host=host,
-            evidence=[str(exc)],
-            hint="check the hostname, or add a Host entry with HostName to ~/.ssh/config",
-        )
-    timed_out = isinstance(exc, (TimeoutError, socket.timeout)) or (
-        isinstance(exc, paramiko.SSHException) and "banner" in str(exc).lower()
-    )
-    if timed_out:
-        return HostUnreachable(
-            f"{where} did not answer as an SSH server within {timeout_s:g} s{via}",
-            host=host,
-            evidence=[f"{type(exc).__name__}: {exc}"],
+            f"{where} did not answer as an SSH server within {timeout_s:g} s{via}", host=host, evidence=said,
             hint="check that the host is up, the port is right and no firewall drops the traffic; "
-            "raise connect_timeout_s for a slow link",
-        )
+                 "raise connect_timeout_s for a slow link")
     if isinstance(exc, (OSError, EOFError, paramiko.SSHException)):
         return HostUnreachable(
-            f"cannot open an SSH session to {where}{via}",
-            host=host,
-            evidence=[f"{type(exc).__name__}: {exc}"],
-            hint="check that sshd runs on that host and port (`ssh -p PORT USER@HOST true` should work)",
-        )
+            f"cannot open an SSH session to {where}{via}", host=host, evidence=said,
+            hint="check that sshd runs on that host and port (`ssh -p PORT USER@HOST true` should work)")
     return HostUnreachable(f"unexpected failure connecting to {where}", host=host, evidence=[repr(exc)])
 
 

@@ -1,9 +1,7 @@
 r"""ByteStream: one long-lived stream of a command's output, from a local pipe or one SSH channel.
 
-A log follower reads a server log through one ``tail -F`` for hours; opening a channel per
-look (the seed's wait loop ran ``ssh ... grep`` every 75 s) is slow and sees the log late.
-Reads return what is there in large chunks, so one Python thread keeps up with 100k+
-lines/s; closing the stream ends the command, on this machine or on the remote host.
+A log follower reads one ``tail -F`` for hours (the seed's ``ssh ... grep`` every 75 s saw the log
+late); reads return large chunks, and closing the stream ends the command, here or remotely.
 
 >>> from toolkit.host.host import Host
 >>> with Host.local().open_stream("echo hello") as stream:
@@ -27,12 +25,7 @@ CHUNK = 1 << 20
 
 
 class ByteStream:
-    """One long-lived byte channel from a command: a local pipe or one SSH exec channel.
-
-    ``read(timeout_s)`` returns the bytes available (up to 1 MiB at a time), ``b""`` at end
-    of stream, or ``None`` if nothing arrived within ``timeout_s``. ``close()`` ends the
-    command, here or on the remote host.
-    """
+    """``read(timeout_s)``: the bytes available (up to 1 MiB), ``b""`` at the end, None if none came."""
 
     def read(self, timeout_s: float) -> bytes | None:
         raise NotImplementedError
@@ -56,14 +49,8 @@ class PipeStream(ByteStream):
     def __init__(self, command: str) -> None:
         # stdin is a pipe we never write, closed with the stream: a command that forwards its stdin
         # (`docker exec -i`, `srun`) carries that EOF to a watcher on the far side, as an SSH channel does.
-        self._proc = subprocess.Popen(
-            ["bash", "-c", command],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-            bufsize=0,
-        )
+        self._proc = subprocess.Popen(["bash", "-c", command], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                      stderr=subprocess.STDOUT, start_new_session=True, bufsize=0)
         assert self._proc.stdout is not None
         self._fd = self._proc.stdout.fileno()
         self._eof = False

@@ -1,13 +1,9 @@
 """The seam under :class:`toolkit.host.host.Host`: run bash on this machine or over one SSH connection.
 
-A transport does three things and nothing else: run a bash script to completion
-(bytes in, bytes out, exit code), open one long-lived byte stream, and close. Everything
-Host knows about processes is built on those, so local and SSH hosts share every decision.
-
-Over SSH we drive paramiko channels of fabric's connection directly rather than
-``Connection.run``: a command's bytes stay bytes (``read_file`` of a binary), nothing reads
-our stdin, and a stream reads in large chunks (a log follower must keep up with 100k
-lines/s).
+A transport runs a script to completion (bytes in, bytes out, exit code), opens one long-lived
+stream, and closes: local and SSH hosts then share every decision. Over SSH we drive paramiko
+channels directly rather than ``Connection.run``: bytes stay bytes, nothing reads our stdin, and a
+stream reads in large chunks (a log follower must keep up with 100k lines/s).
 """
 
 from __future__ import annotations
@@ -54,9 +50,8 @@ class Transport:
     address: str
     is_local: bool
 
-    def execute(
-        self, script: str, *, stdin: bytes | None = None, timeout_s: float | None = None
-    ) -> Completed:
+    def execute(self, script: str, *, stdin: bytes | None = None,
+                timeout_s: float | None = None) -> Completed:
         raise NotImplementedError
 
     def open_stream(self, command: str) -> ByteStream:
@@ -71,19 +66,13 @@ class LocalTransport(Transport):
     address = "127.0.0.1"
     is_local = True
 
-    def execute(
-        self, script: str, *, stdin: bytes | None = None, timeout_s: float | None = None
-    ) -> Completed:
-        # Output goes to files, not pipes: a command that leaves a background child running
-        # returns when the command ends, as over SSH (where the shell session does the same).
+    def execute(self, script: str, *, stdin: bytes | None = None,
+                timeout_s: float | None = None) -> Completed:
+        # Files, not pipes: a command that leaves a background child running returns when it ends, as
+        # over SSH. Its own session: a timeout ends the command's children too.
         with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
-            proc = subprocess.Popen(
-                ["bash", "-c", script],
-                stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL,
-                stdout=out,
-                stderr=err,
-                start_new_session=True,  # so that a timeout ends the command's children too
-            )
+            proc = subprocess.Popen(["bash", "-c", script], stdout=out, stderr=err, start_new_session=True,
+                                    stdin=subprocess.DEVNULL if stdin is None else subprocess.PIPE)
             timed_out = False
             try:
                 proc.communicate(stdin, timeout=timeout_s)
@@ -124,10 +113,8 @@ __tk() {
 class _ShellSession:
     """One remote bash that runs our scripts one after another over a single channel.
 
-    Why: sshd starts every exec channel through the user's shell, and ``~/.bashrc`` on GPU
-    hosts (conda or pyenv init) costs 0.3-1 s per command. A stop() that polls the process
-    table, or a property test that starts 30 processes, would spend minutes there. The
-    session pays that once; each script then costs one round trip and a few forks.
+    sshd starts every exec channel through the user's shell, and ``~/.bashrc`` on GPU hosts (conda
+    or pyenv init) costs 0.3-1 s per command; the session pays that once.
     """
 
     def __init__(self, channel: paramiko.Channel) -> None:
@@ -209,25 +196,18 @@ class SshTransport(Transport):
     def _session(self, window_size: int | None = None) -> paramiko.Channel:
         live = self.transport()
         try:
-            return live.open_session(
-                window_size=window_size,
-                max_packet_size=_SSH_PACKET if window_size else None,
-                timeout=self.settings.connect_timeout_s,
-            )
+            return live.open_session(window_size=window_size, timeout=self.settings.connect_timeout_s,
+                                     max_packet_size=_SSH_PACKET if window_size else None)
         except (paramiko.SSHException, EOFError, OSError) as exc:
             raise self._lost(exc) from exc
 
     def _lost(self, exc: BaseException) -> HostUnreachable:
-        return HostUnreachable(
-            f"the SSH connection to {self.name} failed while in use",
-            host=self.address,
-            evidence=[f"{type(exc).__name__}: {exc}"],
-            hint="check the network and the host; the next call reconnects",
-        )
+        return HostUnreachable(f"the SSH connection to {self.name} failed while in use", host=self.address,
+                               evidence=[f"{type(exc).__name__}: {exc}"],
+                               hint="check the network and the host; the next call reconnects")
 
-    def execute(
-        self, script: str, *, stdin: bytes | None = None, timeout_s: float | None = None
-    ) -> Completed:
+    def execute(self, script: str, *, stdin: bytes | None = None,
+                timeout_s: float | None = None) -> Completed:
         # the shell session when it is free; a fresh channel for stdin data or a concurrent call
         if stdin is None and self._session_lock.acquire(blocking=False):
             try:
@@ -290,12 +270,9 @@ class SshTransport(Transport):
 class WrappedTransport(Transport):
     """Bash run through a command prefix on another transport: ``docker exec -i NAME``, ``srun --jobid J -w NODE``.
 
-    Everything Host knows (detached starts, process tables, verified stops, streams) then
-    works inside a container or on a Slurm node unchanged, as bash scripts sent through the
-    prefix. The prefix must forward stdin (``-i`` for docker/podman exec; srun does): a
-    stream's far-side watcher ends its command when our side closes, so no ``tail -F`` is
-    left behind in the container. A timeout is enforced inside (``timeout``), where the
-    command runs; the outer bound, a little later, only covers a prefix that hangs.
+    The prefix must forward stdin (``-i`` for docker/podman exec; srun does), so that a stream's
+    far-side watcher ends its command when we close. A timeout is enforced inside; the outer bound,
+    a little later, only covers a prefix that hangs.
     """
 
     def __init__(self, outer: Transport, prefix: Sequence[str], *, name: str, address: str | None = None) -> None:
@@ -305,9 +282,8 @@ class WrappedTransport(Transport):
         self.address = address if address is not None else outer.address
         self.is_local = False  # a pid in there is not one of this Python process's
 
-    def execute(
-        self, script: str, *, stdin: bytes | None = None, timeout_s: float | None = None
-    ) -> Completed:
+    def execute(self, script: str, *, stdin: bytes | None = None,
+                timeout_s: float | None = None) -> Completed:
         if timeout_s is None:
             return self.outer.execute(f"{self.prefix} bash -c {quote(script)}", stdin=stdin)
         inner = timeout_script(script, timeout_s)
@@ -336,8 +312,7 @@ def _collect(channel: paramiko.Channel, deadline: float | None, timeout_s: float
         if deadline is not None:
             left = deadline - time.monotonic()
             if left <= 0:
-                return Completed(
-                    TIMED_OUT, b"".join(out), b"".join(err) + f"\ntimed out after {timeout_s:g} s".encode()
-                )
+                timed_out = f"\ntimed out after {timeout_s:g} s".encode()
+                return Completed(TIMED_OUT, b"".join(out), b"".join(err) + timed_out)
             wait_s = min(wait_s, left)
         select.select([channel], [], [], wait_s)
