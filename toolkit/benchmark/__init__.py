@@ -1,16 +1,8 @@
-"""Benchmark an OpenAI-compatible server (SGLang, vLLM) with the engines' own definitions.
+"""Benchmark an OpenAI-compatible server (SGLang, vLLM) with the engines' own metric definitions.
 
-``bench(url_or_server, Load(...))`` streams a workload and returns a :class:`BenchResult`: TTFT,
-TPOT, ITL (per chunk and per token), E2EL, throughputs and goodput as ``vllm bench serve``
-and SGLang's ``bench_serving`` define them (``docs/metrics.md``), plus the server's own
-view (speculative accept length). The layers, each importable on its own:
-
-- ``sse`` (pure): SSE framing under any chunk split.
-- ``metrics`` (pure): ``RequestRecord`` -> ``summarize`` with stable keys.
-- ``load`` (pure): ``Load``, what to send and how fast; ``workload`` (pure): the prompts, lengths and
-  arrival schedule it makes from a seed.
-- ``client``: the streaming client (``wire``: each response read inside its connection); ``runner``: ``bench``; ``result``: ``BenchResult``.
-- ``server_view``: Prometheus / ``/server_info`` / log rows -> accept length.
+``bench(url_or_server, Load(...))`` returns a :class:`BenchResult` (``docs/metrics.md``). Layers: ``sse``,
+``metrics``, ``load``, ``workload`` (pure); ``client`` over ``wire``; ``runner`` (``bench``); ``result``;
+``server_view`` (the server's own accept length).
 """
 
 from __future__ import annotations
@@ -24,17 +16,5 @@ from toolkit.benchmark.server_view import ServerView
 from toolkit.benchmark.sse import SSEDecoder
 from toolkit.benchmark.workload import Workload, make_workload
 
-__all__ = [
-    "bench",
-    "bench_async",
-    "Load",
-    "BenchResult",
-    "ClientSettings",
-    "Workload",
-    "make_workload",
-    "RequestRecord",
-    "summarize",
-    "SUMMARY_KEYS",
-    "ServerView",
-    "SSEDecoder",
-]
+__all__ = ["bench", "bench_async", "Load", "BenchResult", "ClientSettings", "Workload", "make_workload",
+           "RequestRecord", "summarize", "SUMMARY_KEYS", "ServerView", "SSEDecoder"]

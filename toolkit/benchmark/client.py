@@ -1,23 +1,13 @@
 """The streaming HTTP client: send the workload, time every chunk, never crash on a bad server.
 
-Connection model as ``vllm bench serve``: one connection per request in flight, kept alive between
-requests, at most ``max_concurrency`` of them, requests released on vLLM's arrival schedule. Each
-request streams (``stream_options.include_usage``) and yields one
-:class:`~toolkit.benchmark.metrics.RequestRecord`; a failure (HTTP status, refused connection,
-stream cut mid-response, malformed event, error event, timeout) is a record with its
-``error`` set, not an exception.
+Connections as ``vllm bench serve``: one per request in flight, kept alive. Each request yields one
+:class:`~toolkit.benchmark.metrics.RequestRecord`; a failure (HTTP status, refused connection, cut
+stream, malformed or error event, timeout) is a record with ``error`` set, not an exception.
 
-Why it is fast (it must out-ingest the engines' own clients on one core): each read is taken
-inside the connection as it arrives (:mod:`toolkit.benchmark.wire`: one clock read per read, before
-any other work, and no task woken per read), framing by :class:`SSEDecoder` on bytes, and a chunk
-is JSON-decoded (orjson when installed) only when it may carry something we use. Token chunks of
-one stream differ only in their text, so the last *plain* token chunk (one choice, ``finish_reason``
-null, no ``usage``, ``error``, ``meta_info`` or ``sglext``), once fully decoded, becomes a template:
-a later payload with the same bytes before and after the text value, and no quote in between, is
-the same JSON object with another text, hence a plain token chunk too. :meth:`SSEDecoder.take`
-counts such events inside the framing loop, without even slicing them out: two ``startswith`` and
-a ``find`` instead of a slice and a decode. Anything else (the final chunk, usage, errors, escaped
-quotes) is decoded in full.
+Why it is fast: reads are stamped inside the connection (:mod:`toolkit.benchmark.wire`), and the last
+*plain* token chunk (one choice, no ``finish_reason``, ``usage``, ``error``, ``meta_info`` or ``sglext``)
+becomes a template: a later payload with the same bytes around a quote-free text is the same object,
+so :meth:`SSEDecoder.take` counts it without slicing or decoding. Anything else is decoded in full.
 """
 
 from __future__ import annotations
@@ -50,20 +40,12 @@ except ImportError:  # pragma: no cover - exercised where orjson is absent
         return json.dumps(obj, separators=(",", ":")).encode()
 
 
-__all__ = [
-    "ClientSettings",
-    "request_body",
-    "encode_body",
-    "stream_request",
-    "overrun_allowance",
-    "Endpoint",
-    "DEFAULT_HEADERS",
-]
+__all__ = ["ClientSettings", "request_body", "encode_body", "stream_request", "overrun_allowance", "Endpoint",
+           "DEFAULT_HEADERS"]
 
 _PATHS = {"completions": "/v1/completions", "chat": "/v1/chat/completions"}
-DEFAULT_HEADERS: Mapping[str, str] = MappingProxyType(
-    {"Content-Type": "application/json", "Accept": "text/event-stream"}
-)
+DEFAULT_HEADERS: Mapping[str, str] = MappingProxyType({"Content-Type": "application/json",
+                                                      "Accept": "text/event-stream"})
 _TEXT_KEYS = {False: b'"text":"', True: b'"content":"'}
 _SPEC_KEYS = ("spec_accept_length", "spec_verify_ct")
 _COUNT_LIMIT = 1 << 31  # a token count at or past 2**31 is no model's context: a lie, not a measurement
@@ -145,13 +127,8 @@ class _Stream:
         self.error: str | None = None
 
     def event(self, payload: bytes, now: float, *, at_eof: bool = False) -> tuple[bytes, bytes] | None:
-        """Decode one event fully and take what we use from it.
-
-        Returns the (prefix, suffix) around the text value when the event is a *plain*
-        token chunk (one choice, no finish_reason, usage, error or SGLang extras): a
-        later event with the same prefix and suffix and a quote-free text in between is
-        then the same JSON object but for its text, and the caller need not decode it.
-        """
+        """Decode one event fully and take what we use; a *plain* token chunk's (prefix, suffix) around
+        its text, for the caller to count later events of that template undecoded."""
         if payload == DONE:
             self.finished = True
             return None
@@ -213,11 +190,8 @@ class _Stream:
         n = len(self.times)
         if not n or len(self.cums) != n:
             return None
-        counts, prev = [], 0
-        for i in range(n):
-            counts.append(self.cums[i] - prev)
-            prev = self.cums[i]
-        return tuple(counts) if min(counts) >= 0 else None
+        counts = tuple(self.cums[i] - (self.cums[i - 1] if i else 0) for i in range(n))
+        return counts if min(counts) >= 0 else None
 
 
 def _template(payload: bytes, key: bytes) -> tuple[bytes, bytes] | None:
@@ -239,19 +213,15 @@ def _chat_has_output(choice: Mapping[str, Any]) -> bool:
     delta = choice.get("delta")
     if not isinstance(delta, dict):
         return False
-    if any(
-        delta.get(k) for k in ("content", "reasoning_content", "reasoning", "tool_calls", "function_call")
-    ):
+    if any(delta.get(k) for k in ("content", "reasoning_content", "reasoning", "tool_calls",
+                                  "function_call")):
         return True
     return delta.get("content") == "" and "role" not in delta
 
 
 def overrun_allowance(max_tokens: int) -> int:
-    """Tokens a server may send beyond ``max_tokens`` before the response counts as wrong.
-
-    Speculative decoding accepts drafts in blocks and a few releases let a block end past the
-    limit; anything further means the server ignored ``max_tokens`` (or is not a completion server).
-    """
+    """Tokens a server may send beyond ``max_tokens`` before the response counts as wrong (speculative
+    decoding accepts drafts in blocks, and a few releases let a block end past the limit)."""
     return max(8, max_tokens // 50)
 
 
@@ -260,11 +230,7 @@ _TITLE = re.compile(rb"<title[^>]*>(.*?)</title", re.I | re.S)
 
 
 def html_answer(head: bytes) -> str:
-    """The reason for a 200 answer in HTML where an event stream was due: not a server of ours answered.
-
-    A proxy, a login page (SSO in front of a cluster's ports) or a web UI on the port answers 200
-    with a page; read as SSE it has no events and used to be reported as "cut mid-response?".
-    """
+    """Why a 200 answer came in HTML (a proxy, an SSO login page), where "cut mid-response?" was said."""
     found = _TITLE.search(head)
     title = " ".join(found.group(1).decode(errors="replace").split())[:120] if found else ""
     shown = f"titled {title!r}" if title else f"starting {head[:120].decode(errors='replace')!r}"
@@ -301,12 +267,8 @@ async def stream_request(
     max_tokens: int | None = None,
     headers: Mapping[str, str] = DEFAULT_HEADERS,
 ) -> RequestRecord:
-    """POST one streaming request and time its token chunks; errors land in the record.
-
-    A server is not trusted: an event over the decoder's size cap, or more token chunks than
-    ``max_tokens`` allows, ends the request as failed with that reason (the stream is not read on).
-    Each read is stamped and framed inside the connection as it arrives (:mod:`toolkit.benchmark.wire`).
-    """
+    """POST one streaming request and time its token chunks; errors land in the record (an event over
+    the size cap, or more chunks than ``max_tokens`` allows, fails it: a server is not trusted)."""
     clock = time.perf_counter
     chunk_cap = None if max_tokens is None else max_tokens + overrun_allowance(max_tokens)
     times: list[float] = []
@@ -364,10 +326,8 @@ async def stream_request(
             for p in decoder.close():
                 slow(p, now, at_eof=True)
             if not st.error and not st.finished:
-                st.error = (
-                    f"the stream ended without a finish_reason or [DONE] after {len(times)} "
-                    "token chunks: cut mid-response?"
-                )
+                st.error = (f"the stream ended without a finish_reason or [DONE] after {len(times)} "
+                            "token chunks: cut mid-response?")
     except Exception as exc:  # noqa: BLE001 - every failure is data for the summary
         st.error = st.error or _failure(exc, url, timeout_s, len(times))
     end = clock()

@@ -1,30 +1,23 @@
 """Benchmark metrics as pure formulas over per-request records, named by their source.
 
-ITL and TPOT mean different things in different tools (GuideLLM's "ITL" is what vLLM
-calls TPOT, and its TPOT includes TTFT). Every formula here is the one that vLLM's
-``vllm bench serve`` (``vllm/benchmarks/serve.py: calculate_metrics``, v0.33.0) and
-SGLang's ``bench_serving`` (``sglang/benchmark/serving.py``, v0.5.23) use, and says so:
+ITL and TPOT differ across tools (GuideLLM's "ITL" is vLLM's TPOT, its TPOT includes TTFT). Each
+formula here is that of ``vllm bench serve`` (``vllm/benchmarks/serve.py: calculate_metrics``, v0.33.0)
+and SGLang's ``bench_serving`` (``sglang/benchmark/serving.py``, v0.5.23):
 
 - **TTFT** = first token chunk's arrival - request sent (both engines).
-- **E2EL** = last token chunk's arrival - request sent (vLLM's ``latency``: a trailing
-  usage-only chunk or ``[DONE]`` does not extend it).
+- **E2EL** = last token chunk's arrival - request sent (vLLM's ``latency``: a trailing usage-only
+  chunk or ``[DONE]`` does not extend it).
 - **TPOT** = (E2EL - TTFT) / (output_tokens - 1), per request with > 1 output token.
-- **ITL** = every gap between successive token chunks, pooled over requests. With
-  speculative decoding one chunk carries several tokens, so ITL is a per-*step* figure;
-  **itl_per_token** spreads each gap over the tokens of the chunk it delivered
-  (SGLang's ``retokenized_itls``: ``gap / n`` repeated ``n`` times). Without per-chunk
-  counts from the server it divides each gap by the request's mean tokens per chunk
-  (usage total / chunks), an estimate; with one token per chunk it equals ITL.
+- **ITL** = every gap between successive token chunks, pooled (per *step* under speculative decoding);
+  **itl_per_token** spreads each gap over its chunk's tokens (SGLang's ``retokenized_itls``: ``gap / n``
+  repeated ``n`` times); without per-chunk counts, over the request's mean tokens per chunk (an estimate).
 - Throughputs divide by the run's **duration** (first request sent -> last completion).
-- Statistics: ``numpy`` mean, median, population std, and ``np.percentile`` with linear
-  interpolation (both engines). Deviation: an empty sample gives ``None``, not ``0``.
-- **request_goodput** (vLLM): requests meeting every SLO (``<=``), per second; a request
-  with <= 1 output token has TPOT 0 for this test.
-- **max_output_tokens_per_s** (vLLM): most tokens arriving in one 1-second bucket from the
-  first send; a chunk counts its tokens (1 when unknown, exactly as vLLM).
+- Statistics: ``numpy`` mean, median, population std, ``np.percentile`` with linear interpolation
+  (both engines). Deviation: an empty sample gives ``None``, not ``0``.
+- **request_goodput** (vLLM): requests meeting every SLO (``<=``) per second; <= 1 output token: TPOT 0.
+- **max_output_tokens_per_s** (vLLM): most tokens in one 1-second bucket from the first send (a chunk
+  counts its tokens, 1 when unknown, as vLLM).
 - **max_concurrent_requests** (vLLM) and **concurrency** (SGLang: sum of E2EL / duration).
-
-Example::
 
     >>> r = RequestRecord(send_time=0.0, chunk_times=(0.1, 0.2, 0.3), end_time=0.3,
     ...                   prompt_tokens=8, output_tokens=3, output_tokens_source="usage")
@@ -42,14 +35,8 @@ from typing import Any, Literal
 
 import numpy as np
 
-__all__ = [
-    "RequestRecord",
-    "summarize",
-    "parse_goodput_slos",
-    "SUMMARY_KEYS",
-    "LATENCY_METRICS",
-    "STATISTICS",
-]
+__all__ = ["RequestRecord", "summarize", "parse_goodput_slos", "SUMMARY_KEYS", "LATENCY_METRICS",
+           "STATISTICS"]
 
 LATENCY_METRICS = ("ttft", "tpot", "itl", "itl_per_token", "e2el")
 STATISTICS = ("mean", "median", "std", "p90", "p99")
@@ -57,22 +44,11 @@ GOODPUT_METRICS = ("ttft", "tpot", "e2el")
 
 # The stable keys of a summary, in order; names follow vLLM's result file.
 SUMMARY_KEYS: tuple[str, ...] = (
-    "completed",
-    "failed",
-    "duration",
-    "total_input_tokens",
-    "total_output_tokens",
-    "request_throughput",
-    "request_goodput",
-    "output_throughput",
-    "total_token_throughput",
-    "max_output_tokens_per_s",
-    "max_concurrent_requests",
-    "concurrency",
+    "completed", "failed", "duration", "total_input_tokens", "total_output_tokens", "request_throughput",
+    "request_goodput", "output_throughput", "total_token_throughput", "max_output_tokens_per_s",
+    "max_concurrent_requests", "concurrency",
     *(f"{stat}_{metric}_ms" for metric in LATENCY_METRICS for stat in STATISTICS),
-    "mean_tokens_per_chunk",
-    "output_tokens_source",
-    "accept_length",
+    "mean_tokens_per_chunk", "output_tokens_source", "accept_length",
 )
 
 
@@ -80,11 +56,9 @@ SUMMARY_KEYS: tuple[str, ...] = (
 class RequestRecord:
     """What one request did, in ``time.perf_counter()`` seconds.
 
-    ``chunk_times`` holds the arrival of every *token* chunk (not role-only, usage-only
-    or ``[DONE]`` events). ``chunk_tokens``, when the server said how many tokens each
-    chunk carried (cumulative ``completion_tokens`` on every chunk), has one count per
-    chunk; ``None`` means one each. ``output_tokens`` is the server's ``usage`` when it
-    sent one (``output_tokens_source="usage"``), else the counted chunks.
+    ``chunk_times``: every *token* chunk's arrival (not role-only, usage-only or ``[DONE]``).
+    ``chunk_tokens``: tokens per chunk when the server said (``None``: one each). ``output_tokens``:
+    the server's ``usage`` when sent (``output_tokens_source="usage"``), else the counted chunks.
     """
 
     send_time: float
@@ -173,12 +147,8 @@ def _stats(values: np.ndarray | Sequence[float], scale: float = 1000.0) -> dict[
 
 
 def _per_token_gaps(rec: RequestRecord, gaps: np.ndarray) -> np.ndarray:
-    """SGLang's per-token ITL: each gap divided over its chunk's tokens, repeated per token.
-
-    Without per-chunk counts but with a usage total that differs from the chunk count
-    (speculative decoding on a server that does not say), each gap is divided by the
-    request's mean tokens per chunk instead, once per gap: an estimate, documented as one.
-    """
+    """SGLang's per-token ITL: each gap divided over its chunk's tokens, repeated per token (without
+    per-chunk counts, divided by the request's mean tokens per chunk, once per gap: an estimate)."""
     if rec.chunk_tokens is None:
         chunks = len(rec.chunk_times)
         if rec.output_tokens_source == "usage" and chunks and rec.output_tokens not in (0, chunks):
@@ -204,9 +174,8 @@ def summarize(
 ) -> dict[str, Any]:
     """Summarise records into a dict with :data:`SUMMARY_KEYS`, in that order.
 
-    ``duration_s`` is the run's wall time as the client measured it (vLLM: from just
-    before the first request to the last completion); when ``None`` it is taken from the
-    records: latest ``end_time`` minus earliest ``send_time``.
+    ``duration_s``: the client's wall time (vLLM: just before the first request to the last completion);
+    ``None``: latest ``end_time`` minus earliest ``send_time``.
     """
     recs = list(records)
     done = [r for r in recs if r.ok]
@@ -234,14 +203,9 @@ def summarize(
     total_chunks = sum(len(r.chunk_times) for r in done)
 
     good = None
-    if slos:
-        n_good = 0
-        for r in done:
-            observed = {"ttft": r.ttft_s, "tpot": r.tpot_s or 0.0, "e2el": r.e2el_s}
-            # vLLM compares in seconds: slo_ms / 1000 >= observed_s
-            if all(v / 1000.0 >= (observed[k] or 0.0) for k, v in slos.items()):
-                n_good += 1
-        good = per_s(n_good)
+    if slos:  # vLLM compares in seconds: slo_ms / 1000 >= observed_s
+        observed = [{"ttft": r.ttft_s, "tpot": r.tpot_s or 0.0, "e2el": r.e2el_s} for r in done]
+        good = per_s(sum(all(v / 1000.0 >= (o[k] or 0.0) for k, v in slos.items()) for o in observed))
 
     peak_tokens, peak_requests = _peaks(done)
     sources = {r.output_tokens_source for r in done}
@@ -259,13 +223,8 @@ def summarize(
         "max_concurrent_requests": peak_requests,
         "concurrency": per_s(float(e2els.sum())) if done else None,
     }
-    for name, values in (
-        ("ttft", ttfts),
-        ("tpot", tpots),
-        ("itl", itls),
-        ("itl_per_token", itls_tok),
-        ("e2el", e2els),
-    ):
+    by_name = {"ttft": ttfts, "tpot": tpots, "itl": itls, "itl_per_token": itls_tok, "e2el": e2els}
+    for name, values in by_name.items():
         for stat, v in _stats(values).items():
             out[f"{stat}_{name}_ms"] = v
     out["mean_tokens_per_chunk"] = total_out / total_chunks if total_chunks else None

@@ -1,16 +1,8 @@
-"""``BenchResult``: a run's summary, its requests, and exactly how it was produced.
+"""``BenchResult``: a run's summary, its requests, and exactly how it was produced; it renders itself.
 
-A result carries everything needed to judge it later in the journal: the summary (keys
-of :data:`~toolkit.benchmark.metrics.SUMMARY_KEYS`), one DataFrame row per request with its
-error, the exact :class:`~toolkit.benchmark.workload.Workload` and
-:class:`~toolkit.benchmark.client.ClientSettings`, and the server's own view. It renders
-itself (plain text for executed notebooks and reports, HTML for Jupyter).
-
-With ``repeats=N`` the result's ``runs`` holds every run and ``spread`` the variation:
-per metric the median, the mean and a 95 % confidence interval **for the mean**, from
-Student's t-distribution (``mean +- t(0.975, N-1) * s / sqrt(N)``, ``s`` the sample std),
-which assumes the runs are independent and roughly normal; it is ``NaN`` for one run.
-The top-level ``summary`` then holds each metric's median over the runs.
+With ``repeats=N``, ``runs`` holds every run and ``spread`` per metric the median, the mean and a 95 %
+confidence interval **for the mean** (Student's t: ``mean +- t(0.975, N-1) * s / sqrt(N)``, assuming
+independent, roughly normal runs; ``NaN`` for one run); ``summary`` then holds the medians.
 """
 
 from __future__ import annotations
@@ -42,26 +34,18 @@ def requests_frame(records: Sequence[RequestRecord]) -> pd.DataFrame:
     rows = []
     for r in records:
         itl = np.diff(np.asarray(r.chunk_times, dtype=float)) * 1000.0
-        rows.append(
-            {
-                "index": r.index,
-                "ok": r.ok,
-                "error": r.error,
-                "ttft_ms": None if r.ttft_s is None else r.ttft_s * 1000.0,
-                "tpot_ms": None if r.tpot_s is None else r.tpot_s * 1000.0,
-                "e2el_ms": None if r.e2el_s is None else r.e2el_s * 1000.0,
-                "output_tokens": r.output_tokens,
-                "output_tokens_source": r.output_tokens_source,
-                "prompt_tokens": r.prompt_tokens,
-                "chunks": len(r.chunk_times),
-                "itl_count": len(itl),
-                "itl_mean_ms": float(itl.mean()) if len(itl) else None,
-                "itl_max_ms": float(itl.max()) if len(itl) else None,
-                "sent_at_s": r.send_time - t0,
-                "ended_at_s": r.end_time - t0,
-                "spec_accept_length": r.spec_accept_length,
-            }
-        )
+        rows.append({
+            "index": r.index, "ok": r.ok, "error": r.error,
+            "ttft_ms": None if r.ttft_s is None else r.ttft_s * 1000.0,
+            "tpot_ms": None if r.tpot_s is None else r.tpot_s * 1000.0,
+            "e2el_ms": None if r.e2el_s is None else r.e2el_s * 1000.0,
+            "output_tokens": r.output_tokens, "output_tokens_source": r.output_tokens_source,
+            "prompt_tokens": r.prompt_tokens, "chunks": len(r.chunk_times), "itl_count": len(itl),
+            "itl_mean_ms": float(itl.mean()) if len(itl) else None,
+            "itl_max_ms": float(itl.max()) if len(itl) else None,
+            "sent_at_s": r.send_time - t0, "ended_at_s": r.end_time - t0,
+            "spec_accept_length": r.spec_accept_length,
+        })
     return pd.DataFrame(rows)
 
 
@@ -70,22 +54,14 @@ def spread_frame(summaries: Sequence[Mapping[str, Any]]) -> pd.DataFrame:
     rows = {}
     for key in SUMMARY_KEYS:
         vals = [s.get(key) for s in summaries]
-        xs = np.array(
-            [v for v in vals if isinstance(v, int | float) and not isinstance(v, bool)], dtype=float
-        )
+        xs = np.array([v for v in vals if isinstance(v, int | float) and not isinstance(v, bool)],
+                      dtype=float)
         if xs.size == 0:
             continue
         mean, low, high = mean_interval(xs.tolist())
         std = float(xs.std(ddof=1)) if xs.size > 1 else math.nan
-        rows[key] = {
-            "n": int(xs.size),
-            "median": float(np.median(xs)),
-            "mean": mean,
-            "std": std,
-            "ci95_low": low,
-            "ci95_high": high,
-            **{f"run_{i + 1}": v for i, v in enumerate(vals)},
-        }
+        rows[key] = {"n": int(xs.size), "median": float(np.median(xs)), "mean": mean, "std": std,
+                     "ci95_low": low, "ci95_high": high, **{f"run_{i + 1}": v for i, v in enumerate(vals)}}
     return pd.DataFrame.from_dict(rows, orient="index")
 
 
@@ -171,25 +147,16 @@ class BenchResult:
     def table_rows(self) -> list[tuple[str, ...]]:
         s = self.summary
         rows: list[tuple[str, ...]] = [("metric (ms)", "mean", "median", "p90", "p99")]
-        for name, label in (
-            ("ttft", "TTFT"),
-            ("tpot", "TPOT"),
-            ("itl", "ITL"),
-            ("itl_per_token", "ITL/token"),
-            ("e2el", "E2EL"),
-        ):
-            rows.append(
-                (label, *(_fmt(s.get(f"{stat}_{name}_ms")) for stat in ("mean", "median", "p90", "p99")))
-            )
+        labels = {"ttft": "TTFT", "tpot": "TPOT", "itl": "ITL", "itl_per_token": "ITL/token", "e2el": "E2EL"}
+        for name, label in labels.items():
+            rows.append((label, *(_fmt(s.get(f"{stat}_{name}_ms")) for stat in ("mean", "median", "p90",
+                                                                                 "p99"))))
         return rows
 
     def peer_rows(self) -> list[tuple[str, str, str, str]]:
-        """Which figure of ``vllm bench serve`` and of SGLang's ``bench_serving`` (per backend) each of our
-        keys equals, for this run (speculative or not: SGLang's "Median ITL" is then per token).
-
-        From ``toolkit.engines.bench_names`` (vllm 0.33.0 vllm/benchmarks/serve.py, sglang 0.5.23
-        python/sglang/benchmark/serving.py); "-" where the peer prints no equal figure.
-        """
+        """Which figure of ``vllm bench serve`` and SGLang's ``bench_serving`` (per backend) each key equals
+        for this run (``toolkit.engines.bench_names``: vllm 0.33.0 vllm/benchmarks/serve.py, sglang 0.5.23
+        python/sglang/benchmark/serving.py); "-" where the peer prints no equal figure."""
         speculative = self.server_view.accept_length is not None
         rows = [("toolkit key", "vllm bench serve", "bench_serving sglang", "bench_serving sglang-oai")]
         peers = [peer_names("vllm bench serve", "vllm", speculative=speculative),
@@ -259,12 +226,10 @@ class BenchResult:
         line("Peak output token throughput (tok/s):", s["max_output_tokens_per_s"])
         line("Peak concurrent requests:", s["max_concurrent_requests"])
         line("Total token throughput (tok/s):", s["total_token_throughput"])
-        for name, label, title in (
-            ("ttft", "TTFT", "Time to First Token"),
-            ("tpot", "TPOT", "Time per Output Token (excl. 1st token)"),
-            ("itl", "ITL", "Inter-token Latency"),
-            ("e2el", "E2EL", "End-to-end Latency"),
-        ):
+        for name, label, title in (("ttft", "TTFT", "Time to First Token"),
+                                   ("tpot", "TPOT", "Time per Output Token (excl. 1st token)"),
+                                   ("itl", "ITL", "Inter-token Latency"),
+                                   ("e2el", "E2EL", "End-to-end Latency")):
             out.append(f"{title:-^50}")
             for stat, word in (("mean", "Mean"), ("median", "Median"), ("p99", "P99")):
                 line(f"{word} {label} (ms):", s[f"{stat}_{name}_ms"])
@@ -279,13 +244,9 @@ class BenchResult:
     def to_dict(self, *, requests: bool = True) -> dict[str, Any]:
         """JSON-safe: summary, settings, workload (no prompt texts), server view, errors."""
         out: dict[str, Any] = {
-            "summary": dict(self.summary),
-            "settings": self.settings.to_dict(),
-            "workload": self.workload.to_dict(),
-            "server_view": self.server_view.to_dict(),
-            "errors": self.errors,
-            "warmup_errors": list(self.warmup_errors),
-            "started_at": self.started_at,
+            "summary": dict(self.summary), "settings": self.settings.to_dict(),
+            "workload": self.workload.to_dict(), "server_view": self.server_view.to_dict(), "errors": self.errors,
+            "warmup_errors": list(self.warmup_errors), "started_at": self.started_at,
         }
         if requests and not self.runs:
             out["requests"] = self.requests.to_dict(orient="records")

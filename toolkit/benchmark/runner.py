@@ -1,8 +1,6 @@
 """``bench()``: the one call a notebook makes; warm up, run, ask the server, summarise.
 
-It works from a plain script and from inside Jupyter's running event loop: there it
-runs the benchmark on its own loop in a worker thread that it joins (an interrupt
-cancels the run). uvloop drives that loop when it is installed.
+Inside Jupyter's running loop it runs on its own loop (uvloop when installed) in a joined worker thread.
 """
 
 from __future__ import annotations
@@ -56,9 +54,8 @@ def resolve_url(target: Server | MultiNodeServer | str) -> str:
     """A base URL from a string or a toolkit ``Server``."""
     url = target.url if isinstance(target, Server | MultiNodeServer) else target
     if not isinstance(url, str) or not url.startswith(("http://", "https://")):
-        raise ValueError(
-            f"bench() needs a URL like 'http://127.0.0.1:8000' or a Server with .url, got {target!r}"
-        )
+        raise ValueError(f"bench() needs a URL like 'http://127.0.0.1:8000' or a Server with .url, "
+                         f"got {target!r}")
     url = url.rstrip("/")
     return url[: -len("/v1")] if url.endswith("/v1") else url
 
@@ -79,22 +76,15 @@ async def bench_async(
 ) -> BenchResult:
     """Benchmark an OpenAI-compatible server as ``vllm bench serve`` would; return a BenchResult.
 
-    ``target`` is a URL or a toolkit ``Server`` (then the API key its spec carries is sent, and only
-    the endpoints its release serves are read); ``load`` is what to send and how fast (a
-    :class:`~toolkit.benchmark.load.Load`; default ``Load()``: 100 prompts of 1024 tokens, 128 out,
-    one at a time); ``model=None`` takes the first id from ``/v1/models``. ``tokenizer`` counts
-    ``input_len`` (``"server"``: the server's ``/tokenize``, as SGLang 0.5 and vLLM serve it; a path:
-    a ``tokenizer.json`` read locally; ``None``: words, no tokenizer; when the server has no
-    ``/tokenize`` the prompt stays in words and the result says so). ``repeats=N``: ``.runs`` and
-    ``.spread`` (95 % t intervals); ``summary`` is then the median. ``server_log``: a callable
-    ``(since, until) -> metric rows`` of the server's log, read for the run's window. Failed
-    requests are counted with their error (``result.errors``). Every wait is bounded: ``timeout_s``
-    per request, ``deadline_s`` per run (default: four times what the warm-up's speed predicts, plus
-    a minute; a given ``deadline_s`` also covers finding the model and fitting the prompts, and side
-    answers wait at most ``timeout_s``); the run stops early with
-    :class:`~toolkit.errors.BenchmarkFailed` when every warm-up request fails or the first
-    ``stop_after_failures`` requests (default: max(3, concurrency)) all fail. A response longer
-    than ``max_tokens`` allows, or an SSE event over 8 MiB, is a failed request.
+    ``target``: a URL or a ``Server`` (its spec's API key is sent, only its release's endpoints read).
+    ``load``: a :class:`~toolkit.benchmark.load.Load` (default: 100 prompts of 1024 tokens, 128 out, one
+    at a time). ``model=None``: the first id of ``/v1/models``. ``tokenizer`` counts ``input_len``:
+    ``"server"`` (its ``/tokenize``; words if it has none, and the result says so), a ``tokenizer.json``
+    path, or ``None`` (words). ``repeats=N``: ``.runs``, ``.spread`` (95 % t intervals), median summary.
+    ``server_log``: ``(since, until) -> metric rows``. Every wait is bounded: ``timeout_s`` per request,
+    ``deadline_s`` per run (default: 4x the warm-up's prediction plus a minute); the run stops with
+    :class:`~toolkit.errors.BenchmarkFailed` when every warm-up request or the first
+    ``stop_after_failures`` (default max(3, concurrency)) requests fail.
 
     Example (``bench`` is the blocking twin; ``await bench_async(...)`` in async code)::
 
@@ -144,21 +134,11 @@ async def bench_async(
         if deadline_s is not None:
             deadline_s = max(deadline_s - (time.monotonic() - prepared_at), 1e-3)
         settings = ClientSettings(
-            url=url,
-            model=model,
-            endpoint=load.endpoint,
-            max_concurrency=max_concurrency,
-            request_rate=request_rate,
-            burstiness=load.burstiness,
-            warmup=n_warm,
-            ignore_eos=load.ignore_eos,
-            temperature=load.temperature,
-            timeout_s=timeout_s,
-            extra_body=tuple((load.extra_body or {}).items()),
-            goodput_slos_ms=tuple(slos.items()),
-            progress=progress,
-            seed=load.seed,
-            repeats=repeats,
+            url=url, model=model, endpoint=load.endpoint, max_concurrency=max_concurrency,
+            request_rate=request_rate, burstiness=load.burstiness, warmup=n_warm, ignore_eos=load.ignore_eos,
+            temperature=load.temperature, timeout_s=timeout_s,
+            extra_body=tuple((load.extra_body or {}).items()), goodput_slos_ms=tuple(slos.items()),
+            progress=progress, seed=load.seed, repeats=repeats,
         )
         warm = warmup_requests(workload, n_warm, output_len_cap=settings.warmup_output_len)
         warm_errors: tuple[str, ...] = ()
@@ -182,23 +162,10 @@ async def bench_async(
         first_n = stop_after_failures if stop_after_failures is not None else max(3, max_concurrency or 3)
         runs = []
         for k in range(repeats):
-            runs.append(
-                await _one_run(
-                    streams,
-                    aux,
-                    settings,
-                    workload,
-                    offsets,
-                    headers,
-                    slos,
-                    server_log,
-                    warm_errors,
-                    snapshot,
-                    label=f"bench {k + 1}/{repeats}" if repeats > 1 else "bench",
-                    deadline_s=budget_s,
-                    stop_after_failures=min(first_n, num_prompts),
-                )
-            )
+            runs.append(await _one_run(
+                streams, aux, settings, workload, offsets, headers, slos, server_log, warm_errors, snapshot,
+                label=f"bench {k + 1}/{repeats}" if repeats > 1 else "bench", deadline_s=budget_s,
+                stop_after_failures=min(first_n, num_prompts)))
     result = runs[0] if repeats == 1 else _combine(runs)  # with a Server: what its log said (benchmark/log_evidence.py)
     return result if server is None else dataclasses.replace(
         result, evidence=collect_evidence(server, before_line, result.started_at))
@@ -226,15 +193,8 @@ async def _one_run(
     started = time.time()
     try:
         records, duration, stopped = await run_requests(
-            streams,
-            settings,
-            workload.requests,
-            offsets_s=offsets,
-            on_done=lambda _r: bar.update(1),
-            headers=headers,
-            deadline_s=deadline_s,
-            stop_after_failures=stop_after_failures,
-        )
+            streams, settings, workload.requests, offsets_s=offsets, on_done=lambda _r: bar.update(1),
+            headers=headers, deadline_s=deadline_s, stop_after_failures=stop_after_failures)
     finally:
         bar.close()
     if stopped is not None and not any(r.ok for r in records):
@@ -246,35 +206,18 @@ async def _one_run(
     ended = time.time()
     after = await fetch_snapshot(aux, settings.url, metrics_path=snapshot.metrics, info_paths=snapshot.info,
                                  headers=headers, timeout_s=min(5.0, settings.timeout_s))
-    view = build_server_view(
-        before,
-        after,
-        records,
-        log_source=server_log,
-        since=datetime.fromtimestamp(started),
-        until=datetime.fromtimestamp(ended),
-    )
+    view = build_server_view(before, after, records, log_source=server_log,
+                             since=datetime.fromtimestamp(started), until=datetime.fromtimestamp(ended))
     summary = summarize(records, duration, goodput_slos_ms=slos, accept_length=view.accept_length)
-    return BenchResult(
-        summary=summary,
-        requests=requests_frame(records),
-        workload=workload,
-        settings=settings,
-        server_view=view,
-        records=tuple(records),
-        started_at=started,
-        warmup_errors=warm_errors,
-    )
+    return BenchResult(summary=summary, requests=requests_frame(records), workload=workload,
+                       settings=settings, server_view=view, records=tuple(records), started_at=started,
+                       warmup_errors=warm_errors)
 
 
 def derived_deadline_s(warm: Sequence[RequestRecord], workload: Workload, max_concurrency: int | None,
                        request_rate: float, timeout_s: float) -> float:
-    """A run's deadline from the warm-up's speed: 4x the predicted duration plus a minute.
-
-    Predicted: rounds of ``max_concurrency`` requests, each a TTFT plus ``output_len`` token gaps at
-    the warm-up's pace (or the arrival schedule's span, if longer). Generous on purpose: it exists
-    to end a run that has stalled, not to judge a slow one.
-    """
+    """A run's deadline from the warm-up's speed: 4x the predicted duration (rounds of ``max_concurrency``
+    requests, or the arrival span if longer) plus a minute: it ends a stalled run, not a slow one."""
     ok = [r for r in warm if r.ok]
     ttft = statistics.median(r.chunk_times[0] - r.send_time for r in ok)
     gaps = [(r.chunk_times[-1] - r.chunk_times[0]) / max(len(r.chunk_times) - 1, 1) for r in ok]
@@ -292,17 +235,9 @@ def _combine(runs: list[BenchResult]) -> BenchResult:
     summary = {k: (spread.at[k, "median"] if k in spread.index else runs[0].summary[k]) for k in SUMMARY_KEYS}
     frames = [r.requests.assign(run=i + 1) for i, r in enumerate(runs)]
     last = runs[-1]
-    return BenchResult(
-        summary=summary,
-        requests=pd.concat(frames, ignore_index=True),
-        workload=last.workload,
-        settings=last.settings,
-        server_view=last.server_view,
-        started_at=runs[0].started_at,
-        warmup_errors=runs[0].warmup_errors,
-        runs=tuple(runs),
-        spread=spread,
-    )
+    return BenchResult(summary=summary, requests=pd.concat(frames, ignore_index=True), workload=last.workload,
+                       settings=last.settings, server_view=last.server_view, started_at=runs[0].started_at,
+                       warmup_errors=runs[0].warmup_errors, runs=tuple(runs), spread=spread)
 
 
 def _run_coroutine(factory: Callable[[], Coroutine[Any, Any, T]]) -> T:

@@ -1,26 +1,11 @@
-"""Server-sent events framing, sans I/O: bytes in, ``data`` payloads out.
+"""Server-sent events framing, sans I/O: bytes in, ``data`` payloads out, the same under any TCP split
+(property-tested in ``tests/test_bench_sse.py``), by the WHATWG event-stream rules (``\\r\\n``/``\\n``/``\\r``
+line ends, ``:`` comments, multi-line ``data``, a leading BOM skipped, no ``data``: no event).
 
-An OpenAI-compatible server streams a completion as SSE: ``data: {json}\\n\\n`` per chunk,
-then ``data: [DONE]``. TCP may split those bytes anywhere (inside ``data:``, between
-``\\r`` and ``\\n``, inside a multi-byte UTF-8 character), and a read may carry sixteen
-events at once. :class:`SSEDecoder` gives the same payloads under any split; that is
-property-tested in ``tests/test_bench_sse.py``.
-
-It follows the WHATWG event-stream rules: lines end in ``\\r\\n``, ``\\n`` or ``\\r``; a
-blank line dispatches the event; ``:`` starts a comment (servers send them as pings);
-several ``data:`` lines join with ``\\n``; one space after the colon is dropped; a
-leading UTF-8 BOM is skipped; an event with no ``data`` line is not dispatched.
-
-Why it is fast: the benchmark client must ingest several hundred thousand events per
-second on one core. The common event (one ``data: `` line, ``\\n`` endings) costs one
-one-byte ``bytes.find`` (memchr; searching for ``\\n\\n`` scans byte by byte, several
-times slower) and one slice; only unusual blocks (``\\r``, comments, several lines)
-take the line-by-line path. :meth:`SSEDecoder.take` can also *count* events of a known
-shape (a token chunk that differs from the last one only in its text) without slicing
-them out. Payloads stay ``bytes``: ``orjson.loads`` takes bytes, and nothing is decoded
-that the caller does not need.
-
-Example::
+Why it is fast (the client must ingest several hundred thousand events per second on one core): the
+common event costs one one-byte ``bytes.find`` (memchr; searching ``\\n\\n`` is several times slower)
+and one slice; :meth:`SSEDecoder.take` can *count* events of a known shape without slicing them out.
+Payloads stay ``bytes`` (``orjson.loads`` takes bytes).
 
     >>> d = SSEDecoder()
     >>> d.feed(b'data: {"a": 1}\\n\\nda')
@@ -38,8 +23,7 @@ __all__ = ["SSEDecoder", "DONE", "EventTooLarge", "MAX_EVENT_BYTES"]
 
 DONE = b"[DONE]"
 _BOM = b"\xef\xbb\xbf"
-#: An event larger than this is refused: a server must not make the client buffer without bound.
-#: A real completion chunk is a few hundred bytes; a final chunk with logprobs, some kilobytes.
+#: A larger event is refused, so a server cannot make the client buffer without bound (a real chunk: < 10 KB).
 MAX_EVENT_BYTES = 8 << 20
 _COMPACT_AT = 1 << 16  # drop consumed bytes from the buffer once this many are consumed
 
@@ -49,16 +33,10 @@ class EventTooLarge(ValueError):
 
 
 class SSEDecoder:
-    """Incremental SSE decoder: :meth:`feed` bytes as they arrive, get whole payloads.
+    """Incremental SSE decoder: :meth:`feed` bytes as they arrive, get whole payloads; or :meth:`push`,
+    then :meth:`take` them one at a time, counting known-shape events unbuilt (the client's hot path).
 
-    State between calls is only the unterminated tail of the stream. A ``\\r`` at the
-    very end of a chunk is held back until the next byte shows whether it is half of a
-    ``\\r\\n``; so an event whose terminator ends in a bare ``\\r`` is dispatched one
-    read later (``\\n`` and ``\\r\\n`` streams, i.e. every engine we know, are not delayed).
-
-    Two ways to read: :meth:`feed` returns every payload a chunk completes; :meth:`push`
-    then :meth:`take` hands them out one at a time and can *count without building* the
-    events whose data has a known shape (the hot path of the benchmark client).
+    A ``\\r`` ending a chunk is held back until the next byte shows whether it is half of a ``\\r\\n``.
     """
 
     __slots__ = ("_buf", "_pos", "_scan", "_started", "_queue", "max_event_bytes")
@@ -66,9 +44,7 @@ class SSEDecoder:
     def __init__(self, *, max_event_bytes: int = MAX_EVENT_BYTES) -> None:
         self._buf = bytearray()
         self._pos = 0  # self._buf[self._pos:] is not yet consumed
-        # Where to resume looking for the current event's terminator: bytes before it were
-        # searched already, so a huge event arriving in many reads is scanned once (linear).
-        self._scan = 0
+        self._scan = 0  # where to resume looking for the terminator: a huge event is scanned once
         self._started = False
         self._queue: list[bytes] = []  # payloads of one multi-event block, not yet taken
         self.max_event_bytes = max_event_bytes
@@ -87,11 +63,7 @@ class SSEDecoder:
         return out
 
     def push(self, chunk: bytes) -> None:
-        """Add bytes from the stream; :meth:`take` then returns the events they complete.
-
-        Amortised linear: the buffer grows in place, consumed bytes are dropped in bulk.
-        Raises :class:`EventTooLarge` when the unfinished event passes ``max_event_bytes``.
-        """
+        """Add bytes (amortised linear); raises :class:`EventTooLarge` past ``max_event_bytes``."""
         buf = self._buf
         if self._pos >= _COMPACT_AT and self._pos * 2 >= len(buf):
             del buf[: self._pos]
@@ -118,21 +90,16 @@ class SSEDecoder:
     def take(
         self, prefix: bytes | None = None, suffix: bytes = b"", min_len: int = 0
     ) -> tuple[int, bytes | None]:
-        """The next event's data, after counting the events that match a template.
-
-        With ``prefix``, a one-line event whose data is ``prefix + V + suffix``, where ``V``
-        is the body of a JSON string (no ``"``, not ending in a backslash) of at least
-        ``min_len`` bytes, is counted and skipped, never sliced out. Returns ``(count,
-        data)``, ``data`` being the first other event's, or ``None`` when the complete
-        events are used up (the count may then still be non-zero).
+        """``(count, data)``: one-line events whose data is ``prefix + V + suffix`` (``V`` a JSON string body
+        of at least ``min_len`` bytes, no ``"``, no trailing backslash) counted, never sliced out; then the
+        next other event's data, or ``None`` when the complete events are used up.
         """
         if self._queue:
             return 0, self._queue.pop(0)
         buf, start = self._buf, self._pos
         n = len(buf)
         if self._scan > start + 1:
-            # The event at start was searched up to _scan already: look only at the new bytes for its
-            # terminator, and parse it (once) when it has come. A huge event is scanned in linear time.
+            # searched up to _scan already: look only at the new bytes for the terminator
             if buf.find(b"\n\n", self._scan - 1) < 0:
                 self._scan = max(n - 1, start)
                 return 0, None
@@ -177,12 +144,8 @@ class SSEDecoder:
         return count, None
 
     def close(self) -> list[bytes]:
-        """End of stream: dispatch what a final blank line would have completed.
-
-        The SSE rules drop an unterminated last event; we hand it out instead, so that
-        a caller can tell "the server ended without the blank line" (payload complete)
-        from "the stream was cut inside an event" (payload truncated, e.g. bad JSON).
-        """
+        """End of stream: the unterminated last event too (the SSE rules drop it), so a caller can tell
+        a missing blank line (payload complete) from a stream cut inside an event (truncated JSON)."""
         out, self._queue = self._queue, []
         buf = bytes(self._buf[self._pos :])
         self._buf, self._pos, self._scan = bytearray(), 0, 0
@@ -222,11 +185,7 @@ def _parse_block(block: bytes, out: list[bytes]) -> None:
             name, value = line[:colon], line[colon + 1 :]
             if value[:1] == b" ":
                 value = value[1:]
-        if name == b"data":
-            if data is None:
-                data = [value]
-            else:
-                data.append(value)
-        # "event", "id", "retry" and unknown fields carry nothing a benchmark needs
+        if name == b"data":  # "event", "id", "retry" and unknown fields carry nothing a benchmark needs
+            data = [value] if data is None else [*data, value]
     if data is not None:
         out.append(b"\n".join(data))
