@@ -1,15 +1,9 @@
 """A git checkout on a host, driven through ``host.run``: bisect, check out, worktrees, and put it back.
 
-Every git command runs as ``LC_ALL=C git -C REPO ...`` with each word shell-quoted, so
-the output that :mod:`~toolkit.moves.bisect.gitparse` reads is git's English whatever the
-host's locale, and a path with a space reaches git intact.
-
-Why a marker file beside git's own bisect state: a notebook kernel that dies mid-bisect
-(a restart, an OOM kill) leaves ``BISECT_START`` behind and the checkout on some commit
-in the middle of the history. The next :func:`~toolkit.moves.bisect.perf_bisect` must put
-it back, but must not reset a bisection that a person started by hand, or one that
-another live kernel is running. The marker (``toolkit-perf-bisect.json`` in the git
-directory) says which process started it, so the driver can tell the three apart.
+Every command runs as ``LC_ALL=C git -C REPO ...``, each word quoted, so gitparse reads git's English.
+A kernel that dies mid-bisect leaves ``BISECT_START`` behind; the marker
+(``toolkit-perf-bisect.json`` in the git directory) says which process started it, so the next run
+resets only a dead kernel's bisection, never a person's or a live kernel's.
 """
 
 from __future__ import annotations
@@ -72,7 +66,6 @@ class GitCheckout:
     def __repr__(self) -> str:
         return f"GitCheckout({self.host.name}:{self.repo_dir})"
 
-    # -- plumbing -----------------------------------------------------------------------------
     def git(self, *args: str, check: bool = True, ok: tuple[int, ...] = (0,)) -> CommandResult:
         """Run ``git -C REPO ARGS`` on the host; exit codes in ``ok`` count as success."""
         command = f"LC_ALL=C GIT_TERMINAL_PROMPT=0 git -C {quote_path(self.repo_dir)} " + " ".join(
@@ -102,7 +95,6 @@ class GitCheckout:
         path = quote_path(f"{self.git_dir}/{name}")
         return self.host.run(f"test -e {path}", check=False).ok
 
-    # -- reading ------------------------------------------------------------------------------
     def resolve(self, rev: str) -> str:
         """The full commit id of ``rev`` (a sha, branch, tag, ``HEAD~3``...)."""
         result = self.git("rev-parse", "--verify", "--quiet", f"{rev}^{{commit}}", check=False)
@@ -123,11 +115,7 @@ class GitCheckout:
         return {good: self.subject(good), **found}
 
     def source_repo(self) -> SourceRepo:
-        """Where a reader finds these commits again: the checkout's top folder and its ``origin`` (no credentials).
-
-        Journal steps of commits ran in temporary worktrees; this is what the post-mortem's
-        reproduce block clones (``git clone ORIGIN``) or names (``REPO=...``) instead.
-        """
+        """Where a reader finds these commits again (the post-mortem's reproduce block)."""
         top = self.git("rev-parse", "--show-toplevel", check=False)
         origin = self.git("remote", "get-url", "origin", check=False)  # exits 2 (128 before git 2.27) without one
         return SourceRepo(top.stdout.strip() if top.ok and top.stdout.strip() else self.repo_dir,
@@ -155,10 +143,7 @@ class GitCheckout:
         )
 
     def recover(self) -> str | None:
-        """Reset a bisection a dead toolkit session left behind; returns a message saying so.
-
-        Raises :class:`CheckoutBusy` for a bisection started by hand or one a live kernel runs.
-        """
+        """Reset a bisection a dead session left; :class:`CheckoutBusy` for one by hand or a live kernel's."""
         left = self.leftover()
         if left is None:
             self._remove_marker()
@@ -195,13 +180,8 @@ class GitCheckout:
         """Detach HEAD at ``rev`` (inside a bisection: measure the good and bad ends)."""
         self.git("checkout", "-q", "--detach", rev)
 
-    # -- worktrees ------------------------------------------------------------------------------
     def add_worktree(self, rev: str, *, owned: bool = False) -> str:
-        """A fresh detached worktree of ``rev`` in a temporary directory on the host; returns its path.
-
-        ``owned`` marks it as this process's (a bisection's probe checkout), so that a later
-        run can remove it if this kernel dies before it does (:meth:`remove_leftover_worktrees`).
-        """
+        """A fresh detached worktree of ``rev`` in a temporary directory; ``owned``: removable if we die."""
         path = self.host.run("mktemp -d \"${TMPDIR:-/tmp}/toolkit-worktree-XXXXXX\"").stdout.strip()
         self.git("worktree", "add", "-q", "--detach", path, rev)
         if owned:
@@ -220,10 +200,7 @@ class GitCheckout:
         self.git("checkout", "-q", "--force", "--detach", rev)
 
     def remove_leftover_worktrees(self) -> list[str]:
-        """Remove the probe worktrees a dead toolkit kernel left behind; one message per worktree removed.
-
-        Worktrees without our marker (a person's) and those of a live process are left alone.
-        """
+        """Remove the probe worktrees a dead kernel left (not a person's or a live one's); a message each."""
         listing = self.git("worktree", "list", "--porcelain").stdout
         paths = [line.split(" ", 1)[1] for line in listing.splitlines() if line.startswith("worktree ")][1:]
         removed = []

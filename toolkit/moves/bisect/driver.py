@@ -1,24 +1,14 @@
-"""Run a performance bisection over one or several hosts, in rounds of probes side by side; never move your checkout.
+"""Run a performance bisection over one or several hosts, in rounds of probes side by side.
 
-The seed's first two moves were "an old commit gave the same baseline" (not a git pull:
-:func:`compare_commits`) and, had it not, a bisection (:func:`perf_bisect`). Both are
-slow loops of check out, build, launch, wait, benchmark, judge: the pure planner
-(:mod:`~toolkit.moves.bisect.planner`) and judge (:mod:`~toolkit.moves.bisect.judgement`)
-decide, :mod:`~toolkit.moves.bisect.prober` measures, this module runs the rounds.
-
-With H hosts each round probes H commits spread evenly over the open range, side by side
-(one server per host), so N commits take about ⌈log_{H+1} N⌉ rounds instead of ⌈log₂ N⌉
-probes: 1,023 candidates on 3 hosts, 5 rounds. Every host works in its own ``git worktree``
-of ``repo_dir`` (made at the start, removed at the end), so the checkout you work in never
-moves, and a person's own ``git bisect`` in it is left alone. At the end the verdicts are
-replayed into ``git bisect`` itself (:mod:`~toolkit.moves.bisect.ledger`): ``result.git_log``
-is git's own log, and git's conclusion checks ours.
+The planner and judge decide, :mod:`~toolkit.moves.bisect.prober` measures, this module runs the
+rounds: with H hosts each round probes H commits spread over the open range, so N commits take
+⌈log_{H+1} N⌉ rounds (1,023 candidates on 3 hosts: 5). Each host works in its own ``git worktree``,
+so your checkout (and a ``git bisect`` of your own in it) never moves. The verdicts are replayed
+into ``git bisect`` at the end: ``result.git_log`` is git's own log, and git's conclusion checks ours.
 """
 
 from __future__ import annotations
 
-import math
-import statistics
 import time
 import warnings
 from collections.abc import Callable, Sequence
@@ -45,7 +35,7 @@ from toolkit.server.spec import ServerSpec
 
 __all__ = ["perf_bisect", "compare_commits", "DEFAULT_BENCH"]
 
-#: The benchmark of each probe unless the plan says otherwise: the seed's single-stream decode rate.
+#: The seed's single-stream decode rate, unless the plan says otherwise.
 DEFAULT_BENCH = Load(num_prompts=8, max_concurrency=1, input_len=128, output_len=128)
 
 
@@ -64,35 +54,20 @@ def perf_bisect(
     build: str | None = None,
     launch_on: Target | None = None,
 ) -> BisectResult:
-    """Find the commit between ``good`` and ``bad`` that made ``plan.metric`` regress, on one host or several at once.
+    """Find the commit between ``good`` and ``bad`` that made ``plan.metric`` regress, on one host or several.
 
     ``spec`` must reach the code through a path in ``repo_dir`` (``workdir=``,
-    ``PYTHONPATH=<repo>/python``, the simulator's ``--source-dir``): each host runs it from
-    its own worktree, with the path rewritten and ``commit`` set. ``repo_dir`` is the same
-    path on every host (a clone each, or a shared filesystem). ``plan.spec_for_host(host, spec)``
-    adapts it further (a port per address when the hosts are one machine). ``launch_on`` launches
-    the servers elsewhere than the one host (a ``SlurmTarget`` from that login host, a
-    ``ContainerTarget``), reading its worktree through a file system both share. ``plan``
-    (:class:`~toolkit.moves.plan.Plan`): the benchmark (default :data:`DEFAULT_BENCH`), the runs per
-    commit (``repeats``, default 2), the metric and its direction, the journal, the timeouts.
+    ``PYTHONPATH=<repo>/python``, ``--source-dir``), rewritten to each host's worktree;
+    ``repo_dir`` is the same path on every host. ``launch_on`` launches elsewhere than the host (a
+    ``SlurmTarget``, a ``ContainerTarget``) through a shared file system. ``plan``: the bench
+    (default :data:`DEFAULT_BENCH`), ``repeats`` per commit (default 2), metric, journal, timeouts.
 
-    First the good and bad ends are measured (side by side on two hosts); if they do not
-    differ beyond noise (Welch's interval, and at least ``plan.min_effect`` relative) even after
-    measuring both again with ``max_repeats`` runs, :class:`~toolkit.moves.bisect.NothingToBisect`
-    says so with the numbers. The threshold is ``threshold`` (metric units), else the good
-    end degraded by ``relative_drop``, else halfway between the ends. Then rounds: each
-    host probes one commit (the history's ``--first-parent`` line, split evenly); ``build``
-    (a shell command, run in the worktree) builds it (exit 125: skip; any other failure
-    stops); the server is launched, benchmarked ``repeats`` times and, while the median's
-    interval overlaps the threshold, ``repeats`` more, up to ``max_repeats``; a verdict is
-    decided at ``confidence`` or, at the end of the budget, the likelier side with its
-    probability. A server that does not start is a skip, recorded with its error. Verdicts
-    that contradict each other are measured again once; if they still do, the result says
-    so instead of guessing. Each commit is a ``bisect_probe`` journal step.
-
-    The result carries a confidence (that every verdict on the way was right) and, when
-    there is no single answer, ``why`` and ``advice``. Whatever happens (an error, Ctrl-C),
-    every server is stopped and every worktree removed.
+    The ends are measured first; if they do not differ beyond noise even with ``max_repeats``
+    runs, :class:`NothingToBisect` says so. The threshold is ``threshold``, else the good end
+    degraded by ``relative_drop``, else halfway. ``build`` runs in the worktree (exit 125: skip).
+    A probe measures more while its interval overlaps the threshold, up to ``max_repeats``, and is
+    decided at ``confidence`` or takes the likelier side; contradicting verdicts are measured once
+    more, then reported rather than guessed. Every server is stopped and every worktree removed.
 
     >>> result = perf_bisect([gpu_a, gpu_b, gpu_c], "/src/sglang", good="v0.5.8", bad="main",  # doctest: +SKIP
     ...                      spec=ServerSpec.simulator(tp=8, source_dir="/src/sglang"),
@@ -120,7 +95,7 @@ def perf_bisect(
     if good_sha == bad_sha or not checkouts[0].is_ancestor(good_sha, bad_sha):
         raise ToolkitError(f"good {good} ({good_sha[:12]}) is not an older ancestor of bad {bad} ({bad_sha[:12]})",
                            hint="pass the older, fast commit as good= and the newer, slow one as bad=")
-    for checkout in checkouts[1:]:  # each host must have the history: resolve raises naming the host
+    for checkout in checkouts[1:]:  # resolve raises naming a host that lacks the history
         checkout.resolve(good_sha), checkout.resolve(bad_sha)
     commits = parse_rev_list(checkouts[0].git("rev-list", "--first-parent", "--reverse", f"{good_sha}..{bad_sha}").stdout)
     subjects = checkouts[0].subjects(good_sha, bad_sha)
@@ -171,7 +146,7 @@ def _tidy(checkouts: Sequence[GitCheckout]) -> list[str]:
     notes = []
     for checkout in checkouts:
         notes += checkout.remove_leftover_worktrees()
-        left = checkout.leftover()  # a bisection an older driver ran in the checkout itself
+        left = checkout.leftover()  # an older driver's bisection in the checkout itself
         dead = left is not None and left.owner_pid is not None and not left.owner_alive()
         if dead and (message := checkout.recover()) is not None:
             notes.append(message)
@@ -222,7 +197,7 @@ class _Rounds:
         return probes
 
     def ends(self, journal: Journal | None, **judging: Any) -> References:
-        """Measure the good and bad ends (again with the full budget while they look alike) and check them."""
+        """Measure the good and bad ends (again with the full budget while they look alike)."""
         picks: list[tuple[str, ProbeRole]] = [(self.good, "good_ref"), (self.bad, "bad_ref")]
         good, bad = self._round(picks, 0, None)
         try:
@@ -291,7 +266,7 @@ class _Rounds:
 
     def _describe_conflict(self) -> str:
         involved = sorted((self.latest[sha] for sha in self._conflicting()), key=lambda p: p.order)
-        return "; ".join(f"{p.commit[:10]} (#{p.order}) {p.verdict} at median {_median(p):.4g}, "
+        return "; ".join(f"{p.commit[:10]} (#{p.order}) {p.verdict} at median {p.median:.4g}, "
                          f"confidence {p.confidence or 0:.3g}" for p in involved)
 
     def explain(self, candidates: Sequence[str]) -> tuple[str, str]:
@@ -316,8 +291,3 @@ class _Rounds:
             if probe.verdict != "skip" and probe.commit not in set(self._conflicting()):
                 product *= probe.confidence if probe.confidence is not None else 1.0
         return product
-
-
-def _median(probe: Probe) -> float:
-    finite = [x for x in probe.samples if not math.isnan(x)]
-    return statistics.median(finite) if finite else math.nan

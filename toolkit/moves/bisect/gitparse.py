@@ -1,7 +1,6 @@
 """git's words, read: ``git rev-list``, ``git bisect log`` and the output of each bisect step.
 
-Pure parsers, so that a bisection can be rebuilt from what git recorded and the driver
-can follow git's choice of the next commit. The formats were captured from git 2.39.
+Pure, so a bisection can be rebuilt from git's record and follow git's choice. Captured from git 2.39.
 """
 
 from __future__ import annotations
@@ -49,11 +48,7 @@ _TERM = re.compile(r"--term-(?P<which>old|new|good|bad)[= ](?P<term>[\w-]+)")
 
 
 def parse_bisect_log(text: str) -> tuple[BisectLogEntry, ...]:
-    """The verdicts recorded by ``git bisect log``, honouring custom terms.
-
-    ``git bisect start --term-old=fast --term-new=slow`` records ``git bisect slow
-    SHA``; old/new and fast/slow map to good/bad here. Comment lines are ignored.
-    """
+    """The verdicts recorded by ``git bisect log``; custom terms (``--term-old=fast``) map to good/bad."""
     terms = {"good": "good", "bad": "bad", "old": "good", "new": "bad", "skip": "skip"}
     entries: list[BisectLogEntry] = []
     for line in text.splitlines():
@@ -72,11 +67,7 @@ def parse_bisect_log(text: str) -> tuple[BisectLogEntry, ...]:
 
 @dataclass(frozen=True)
 class BisectStep:
-    """What ``git bisect good|bad|skip`` (or ``start``) printed.
-
-    ``kind``: ``next`` (git checked out ``commit`` to test), ``done`` (``commit`` is
-    the first bad commit) or ``ambiguous`` (only skipped commits left; ``candidates``).
-    """
+    """What ``git bisect good|bad|skip|start`` printed: the ``next`` commit, ``done`` or ``ambiguous``."""
 
     kind: Literal["next", "done", "ambiguous"]
     commit: str | None = None

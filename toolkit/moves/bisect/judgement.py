@@ -1,22 +1,12 @@
 """Good, bad, or measure again? The noise-aware judge of a commit's benchmark samples, pure.
 
-A throughput number from one run is noisy. The first judge skipped a commit whose samples
-straddled the threshold, and on a busy machine that was the commit just before the
-regression: ``git bisect`` could then only say "one of these two", and the bisection
-returned no answer (tests/test_bisect_driver.py failed so in a fresh clone). Skipping
-throws the measurement away; measuring again resolves it. So :func:`assess` says how sure
-it is instead of giving up:
-
-- the centre is the median of the samples; its standard error comes from the larger of
-  the commit's own spread and the noise pooled over every commit measured so far (``noise``),
-  so two samples that happen to agree do not pass for a precise measurement;
-- the threshold's own uncertainty (it is made from the measured ends) adds to it;
-- ``confidence`` is the probability, under a Student-t model, that the commit is on the
-  side of the threshold where its median lies; the judgement is *decided* when that reaches
-  the level asked for (0.99 by default), and otherwise the driver measures more (up to a
-  budget) and, at the end of the budget, takes the likelier side and says how sure it is.
-
-A commit that cannot be measured (no samples, a NaN: the server failed) is ``skip``.
+The first judge skipped a commit whose samples straddled the threshold; on a busy machine that was
+the commit just before the regression and the bisection returned no answer
+(tests/test_bisect_driver.py failed so in a fresh clone). So :func:`assess` says how sure it is:
+the median's standard error uses the larger of the commit's own spread and the noise pooled over
+every commit so far, plus the threshold's own uncertainty; ``confidence`` is the Student-t
+probability that the commit is on its median's side. Undecided, the driver measures more, then
+takes the likelier side. No samples or a NaN (the server failed) is ``skip``.
 """
 
 from __future__ import annotations
@@ -45,12 +35,7 @@ class Noise:
 
 @dataclass(frozen=True)
 class Judgement:
-    """A verdict and the numbers behind it, for the journal.
-
-    ``decided`` is False when the interval still overlaps the threshold: ``verdict`` is then
-    the likelier side and ``confidence`` says how likely. ``margin`` is the half-width of
-    the interval used (at the ``confidence`` level asked for).
-    """
+    """A verdict and its numbers; undecided, ``verdict`` is the likelier side, ``confidence`` how likely."""
 
     verdict: CommitVerdict
     reason: str
@@ -89,12 +74,7 @@ def _own_spread(values: Sequence[float]) -> float:
 
 
 def _spread(values: Sequence[float], noise: Noise) -> tuple[float, int]:
-    """The spread to judge ``values`` by, and its degrees of freedom (NaN, 0 when unknown).
-
-    Their own spread pooled with ``noise``, but never less than their own: two samples that
-    happen to agree are not a precise measurement, and a commit noisier than the rest keeps
-    its wide interval. From five samples on, their own spread is the robust one.
-    """
+    """The spread to judge ``values`` by and its degrees of freedom: pooled with ``noise``, not below own."""
     n = len(values)
     own = _own_spread(values) if n >= 2 else math.nan
     df = (n - 1 if n >= 2 else 0) + noise.df

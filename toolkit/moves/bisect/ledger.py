@@ -1,12 +1,9 @@
 """The bisection's record in git's own words: ``git bisect`` fed the verdicts, without moving anyone's checkout.
 
-``git bisect`` probes one commit at a time, so it cannot drive rounds of several probes
-side by side. It can still *keep the record*: ``git bisect good|bad|skip SHA`` accepts a
-verdict on any commit, in any order. So at the end of a bisection the verdicts are replayed
-into ``git bisect start --no-checkout --first-parent`` inside one of our probe worktrees (a
-linked worktree has its own bisect state; ``--no-checkout`` moves only ``BISECT_HEAD``),
-``git bisect log`` is read back, and the state is reset. The log replays with
-``git bisect replay`` in any clone, and git's own conclusion checks the planner's.
+``git bisect`` cannot drive rounds of probes side by side, but ``git bisect good|bad|skip SHA``
+accepts verdicts in any order: they are replayed into ``git bisect start --no-checkout
+--first-parent`` in a probe worktree, the log read back and the state reset. The log replays
+with ``git bisect replay`` in any clone, and git's conclusion checks the planner's.
 """
 
 from __future__ import annotations
@@ -33,14 +30,11 @@ class Ledger:
 
 def write_ledger(worktree: GitCheckout, good: str, bad: str,
                  verdicts: Sequence[tuple[str, CommitVerdict, int]]) -> Ledger:
-    """Replay ``verdicts`` (commit, verdict, place in the history) into ``git bisect`` in ``worktree``.
+    """Replay ``verdicts`` (commit, verdict, place in the history) into ``git bisect`` in ``worktree`` (ours).
 
-    Good and skip verdicts go in the order given (measured); bad ones after them, newest
-    first: git keeps a single bad ref, and ``git bisect bad`` on a commit newer than the bad
-    one it holds would move it back (two bad probes of one round, given oldest first, left
-    git two revisions short of its answer). ``worktree`` must be a checkout of ours (a probe
-    worktree): its bisect state is started and reset here. Git before 2.29 has no
-    ``--first-parent`` for bisect; it is left out there (the same for a linear history).
+    Bad verdicts go last, newest first: git keeps a single bad ref, and a newer bad one would move
+    it back (two bad probes of one round, oldest first, left git two revisions short). Git before
+    2.29 has no ``--first-parent`` for bisect: it is left out there.
     """
     ordered: list[tuple[str, CommitVerdict]] = [(sha, v) for sha, v, _ in verdicts if v != "bad"]
     ordered += [(sha, v) for sha, v, _ in sorted((e for e in verdicts if e[1] == "bad"), key=lambda e: -e[2])]

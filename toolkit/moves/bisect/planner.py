@@ -1,12 +1,9 @@
 """Which commit to probe next: the bisection planner, pure.
 
-:class:`BisectState` is an immutable record of verdicts over the commits between good
-and bad (``git rev-list --reverse GOOD..BAD``: oldest first, BAD last). It proposes the
-next commit (the midpoint, or the nearest untested commit to it when the midpoint was
-skipped, as ``git bisect`` does) and says when it is done: the first bad commit, or the
-range that only skipped commits leave ambiguous. It can equally follow ``git bisect``'s
-own choice: :meth:`BisectState.apply` takes a verdict for any commit in the range, which
-is how :func:`toolkit.moves.bisect.perf_bisect` keeps its own account beside git's.
+:class:`BisectState` is an immutable record of verdicts over ``git rev-list --reverse GOOD..BAD``.
+It proposes the midpoint (or, when skipped, the nearest untested commit, as ``git bisect`` does),
+says when it is done, and accepts a verdict for any commit in the range, so
+:func:`perf_bisect` can keep its own account beside git's.
 """
 
 from __future__ import annotations
@@ -25,9 +22,7 @@ _VERDICTS: frozenset[str] = frozenset({"good", "bad", "skip"})
 
 
 def expected_probes(n_commits: int) -> int:
-    """Probes a bisection of ``n_commits`` candidates needs without skips: ⌈log2 N⌉.
-
-    The last candidate is the known-bad commit, so one candidate needs no probe.
+    """Probes a bisection of ``n_commits`` candidates (the last one known bad) needs without skips: ⌈log2 N⌉.
 
     >>> expected_probes(100)
     7
@@ -39,9 +34,6 @@ def expected_probes(n_commits: int) -> int:
 
 def expected_rounds(n_commits: int, hosts: int) -> int:
     """Rounds of a k-ary bisection (``hosts`` probes side by side per round) without skips: ⌈log_{k+1} N⌉.
-
-    Each round probes ``hosts`` commits spread evenly over the open range, leaving at most
-    ⌈N/(k+1)⌉ candidates; with one host it is :func:`expected_probes`.
 
     >>> expected_rounds(1023, 3), expected_rounds(1023, 1), expected_rounds(1023, 8)
     (5, 10, 4)
@@ -57,12 +49,7 @@ def expected_rounds(n_commits: int, hosts: int) -> int:
 
 @dataclass(frozen=True)
 class BisectOutcome:
-    """Where a finished (or stuck) bisection landed.
-
-    ``first_bad`` is set when exactly one commit is left. Otherwise ``candidates``
-    lists every commit that could be the first bad one (skipped commits, then the
-    first known bad), and ``message`` says so in git's terms.
-    """
+    """Where a finished (or stuck) bisection landed: ``first_bad`` if one commit is left, else candidates."""
 
     first_bad: str | None
     candidates: tuple[str, ...]
@@ -98,21 +85,17 @@ class BisectState:
         """A fresh bisection over ``git rev-list --reverse GOOD..BAD`` (BAD is last)."""
         return cls(commits=tuple(commits), good=good)
 
-    # --- recording -----------------------------------------------------------------
-
     def apply(self, commit: str, verdict: CommitVerdict) -> BisectState:
-        """A new state with ``verdict`` for ``commit`` (a full or unique abbreviated sha).
+        """A new state with ``verdict`` for ``commit`` (full or unique short sha); a later one replaces it.
 
-        A later verdict for the same commit replaces the earlier one (a re-run after
-        a skip). Raises ``ValueError`` for a commit outside the range, and when the
-        verdicts stop being monotonic (a good commit after a bad one), which means
-        the metric is too noisy or the regression comes and goes.
+        Raises ``ValueError`` for a commit outside the range, or when the verdicts stop being
+        monotonic (a noisy metric, or a regression that comes and goes).
         """
         if verdict not in _VERDICTS:
             raise ValueError(f"verdict must be one of good, bad, skip; got {verdict!r}")
         full = self.resolve(commit)
         state = BisectState(self.commits, self.good, (*self.history, (full, verdict)))
-        state._bounds()  # validates monotonicity
+        state._bounds()
         return state
 
     def resolve(self, commit: str) -> str:
@@ -133,8 +116,6 @@ class BisectState:
     def verdicts(self) -> dict[str, CommitVerdict]:
         """The latest verdict per commit."""
         return dict(self.history)
-
-    # --- planning --------------------------------------------------------------------
 
     def _bounds(self) -> tuple[int, int]:
         """(index of the last good commit or -1, index of the first bad commit)."""
@@ -162,11 +143,7 @@ class BisectState:
         return not self._untested()
 
     def next_commit(self) -> str | None:
-        """The commit to probe next, or ``None`` when done.
-
-        The midpoint of the open range; when it was skipped, the untested commit
-        nearest to it (the older one on a tie), so a skip costs about one probe.
-        """
+        """The midpoint of the open range, or the untested commit nearest it (older on a tie), or None."""
         untested = self._untested()
         if not untested:
             return None
@@ -176,10 +153,6 @@ class BisectState:
 
     def next_commits(self, k: int, *, busy: Iterable[str] = ()) -> tuple[str, ...]:
         """Up to ``k`` commits to probe side by side, spread evenly over the open range (oldest first).
-
-        The targets split the range into ``k + 1`` parts (``next_commit()`` when k is 1); a
-        skipped target, or one in ``busy``, moves to the nearest untested commit, as in
-        :meth:`next_commit`. Fewer than ``k`` when fewer are left.
 
         >>> BisectState.start([f"c{i}" for i in range(1, 16)]).next_commits(3)
         ('c4', 'c8', 'c12')
@@ -248,14 +221,8 @@ class BisectState:
             columns=["position", "commit", "verdict", "candidate"],
         )
 
-    # --- replay ----------------------------------------------------------------------
-
     def replay(self, entries: Iterable[BisectLogEntry]) -> BisectState:
-        """Apply the verdicts of a ``git bisect log`` (entries outside the range are skipped).
-
-        The log's own good and bad endpoints are outside ``GOOD..BAD`` or are the known
-        bad commit, so they carry no new information here.
-        """
+        """Apply the verdicts of a ``git bisect log`` (its endpoints, outside the range, are skipped)."""
         state = self
         for entry in entries:
             if entry.commit in self.commits or any(c.startswith(entry.commit) for c in self.commits):

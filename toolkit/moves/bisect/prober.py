@@ -1,9 +1,7 @@
 """Measure one commit on one host of a bisection: check out in the host's worktree, build, launch, benchmark, judge.
 
-Each commit is one launch of the spec (pointed at the host's probe worktree) measured by
-:func:`toolkit.moves.run_launch`, so a bisection's journal steps hold the same evidence as
-a sweep's. While the server is still up, an ambiguous measurement is measured again (more
-runs on the same server, up to ``max_repeats``) before it is judged.
+Each commit is one :func:`toolkit.moves.run_launch` (journal steps hold what a sweep's hold); an
+ambiguous measurement gets more runs on the same server, up to ``max_repeats``, before it is judged.
 """
 
 from __future__ import annotations
@@ -43,8 +41,7 @@ from toolkit.server.spec import ServerSpec
 
 __all__ = ["Prober", "record_verdict", "BUILD_SKIP_EXIT", "FATAL_ERRORS"]
 
-# Errors that say "this environment cannot run anything", not "this commit cannot be measured":
-# they stop the bisection instead of skipping a commit.
+# Errors that say "this environment cannot run anything": they stop the bisection, not skip a commit.
 FATAL_ERRORS = (
     PortInUse,
     InvalidFlag,

@@ -1,22 +1,11 @@
 """Is there anything to bisect? The good and bad ends, measured, must differ beyond noise: pure.
 
-The seed's "an old commit gave the same baseline" is exactly the case where a bisection
-would be a waste: every probe would land within noise of both ends, and a noise-driven
-search names a random commit. So the two ends are measured first and checked twice:
-
-- with at least two samples a side, the interval of the difference of the medians (each
-  median's standard error from its own spread, robust from five samples on) must exclude
-  zero, in the bad direction, and the change must reach ``min_effect`` (as in
-  :func:`toolkit.moves.compare`);
-- the judge that will rule on every probe must call the good end good and the bad end
-  bad (a ``threshold``/``relative_drop`` beyond the real regression would not).
-
-Two samples a side make Welch's interval very wide (about one degree of freedom): a 12 %
-regression measured 73.3, 69.5 against 63.1, 63.4 on a busy machine was called noise; and
-one stalled run among eight widens an interval of means as much.
-When the interval includes zero but leaves room for a regression of ``min_effect`` or
-more, :class:`NothingToBisect` says ``could_resolve``: the driver then measures both ends
-again before it gives up.
+The seed's "an old commit gave the same baseline" is where a bisection would name a random
+commit. So the ends are checked twice: the interval of the medians' difference (robust spread
+from five samples on) must exclude zero in the bad direction and reach ``min_effect``, and the
+judge must call the good end good and the bad end bad. Welch's interval with two samples a side
+called a 12 % regression (73.3, 69.5 vs 63.1, 63.4, a busy machine) noise. When the interval leaves
+room for ``min_effect``, :class:`NothingToBisect` says ``could_resolve`` and the driver measures again.
 """
 
 from __future__ import annotations
@@ -59,9 +48,6 @@ def check_references(
 ) -> References:
     """The references for the judge, or :class:`NothingToBisect` / :class:`ToolkitError` saying why not.
 
-    A change under ``min_effect`` (relative) counts as noise whatever the interval says:
-    a 1 % step is not one a benchmark of a few runs can place commit by commit.
-
     >>> def end(samples, role):
     ...     return Probe(0, 0, "c0ffee", "s", role, tuple(samples), "skip", "")
     >>> refs = check_references(end([82.4, 82.9], "good_ref"), end([60.1, 60.8], "bad_ref"), metric="tok/s")
@@ -85,8 +71,7 @@ def check_references(
     ]
     noise_text, confidence, could_resolve = None, 1.0, False
     if len(good.samples) >= 2 and len(bad.samples) >= 2:
-        # The medians' difference, each median's standard error from its own (robust) spread: one stalled
-        # run on a busy machine must not hide a regression the way it widens Welch's interval of the means.
+        # Each median's standard error from its own robust spread: one stalled run must not hide a regression.
         se = math.hypot(standard_error(good.samples), standard_error(bad.samples))
         df = len(good.samples) + len(bad.samples) - 2
         diff = bad_ref - good_ref
@@ -96,7 +81,6 @@ def check_references(
         confidence = sure if worse else 1.0 - sure
         if diff - half <= 0.0 <= diff + half:
             noise_text = "the 95% interval of the difference includes zero"
-            # More runs can still tell when the interval leaves room for a regression of min_effect or more.
             room = (diff + half) if lower_is_better else -(diff - half)
             could_resolve = room >= min_effect * abs(good_ref)
     if noise_text is None and abs(change) < min_effect:

@@ -1,11 +1,7 @@
 """What a performance bisection found, with every probe as evidence: :class:`BisectResult`.
 
-A first-bad commit alone invites the question "how sure are we?". The result keeps each
-probe's samples, median, verdict, reason and confidence (and the host and journal step that
-hold the runs), so the table shows why each half was discarded, and
-``tk.plots.bisection(result)`` shows the step in the metric along the history. The answer
-carries a confidence (that every verdict on the way was right); when there is no single
-answer, ``why`` says why and ``advice`` what to do.
+Each probe keeps its samples, median, verdict, reason, confidence, host and journal step, so the
+table shows why each half was discarded and ``tk.plots.bisection(result)`` shows the step.
 """
 
 from __future__ import annotations
@@ -33,16 +29,8 @@ FRAME_COLUMNS = ["probe", "round", "host", "order", "commit", "subject", "role",
 class NothingToBisect(ToolkitError):
     """The good and bad ends measure the same within noise (or the "bad" one is faster)."""
 
-    def __init__(
-        self,
-        message: str,
-        *,
-        good_samples: Sequence[float],
-        bad_samples: Sequence[float],
-        evidence: Sequence[str] = (),
-        hint: str | None = None,
-        could_resolve: bool = False,
-    ) -> None:
+    def __init__(self, message: str, *, good_samples: Sequence[float], bad_samples: Sequence[float],
+                 evidence: Sequence[str] = (), hint: str | None = None, could_resolve: bool = False) -> None:
         self.good_samples = tuple(good_samples)
         self.bad_samples = tuple(bad_samples)
         self.could_resolve = could_resolve  # within noise, yet the change is large enough that more runs may tell
@@ -51,13 +39,9 @@ class NothingToBisect(ToolkitError):
 
 @dataclass(frozen=True)
 class Probe:
-    """One measured commit: a reference end or a bisection probe.
+    """One measured commit: an end or a probe; ``order`` its place in the history, ``probe`` in measuring.
 
-    ``order`` is the commit's place in the history (0 = good, N = bad); ``probe`` the
-    order in which it was measured, ``round`` the round it ran in (0: the ends), ``host``
-    where. ``samples`` hold one value per benchmark repeat (NaN for a run that failed);
-    ``error`` says why a commit could not be measured; ``confidence`` is the probability
-    that the verdict is right (None for a skip).
+    ``samples``: one per run (NaN: failed); ``confidence``: that the verdict is right (None: skip).
     """
 
     probe: int
@@ -82,30 +66,15 @@ class Probe:
         return statistics.median(finite) if finite else math.nan
 
     def row(self) -> dict[str, object]:
-        return {
-            "probe": self.probe,
-            "round": self.round,
-            "host": self.host,
-            "order": self.order,
-            "commit": self.commit,
-            "subject": self.subject,
-            "role": self.role,
-            "samples": list(self.samples),
-            "median": self.median,
-            "verdict": self.verdict,
-            "confidence": self.confidence,
-            "reason": self.reason,
-            "error": self.error,
-        }
+        return {"probe": self.probe, "round": self.round, "host": self.host, "order": self.order,
+                "commit": self.commit, "subject": self.subject, "role": self.role,
+                "samples": list(self.samples), "median": self.median, "verdict": self.verdict,
+                "confidence": self.confidence, "reason": self.reason, "error": self.error}
 
 
 @dataclass(frozen=True, eq=False)
 class BisectResult:
-    """The first bad commit (or the candidates skips left), the probes behind it, and git's log.
-
-    ``frame`` has one row per measured commit, in the order measured: probe, order (place
-    in the history), commit, subject, role, samples, median, verdict, reason, error.
-    """
+    """The first bad commit (or the candidates skips left), the probes behind it (``frame``), git's log."""
 
     metric: str
     good: str

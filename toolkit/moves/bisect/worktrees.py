@@ -1,13 +1,9 @@
 """Does the old commit show the same baseline? Two commits, A/B-tested from temporary git worktrees.
 
-The seed ruled out a ``git pull`` by reverting to the old commit and re-measuring. Done
-by hand that moves the user's checkout (and leaves it moved when something fails).
-:func:`compare_commits` checks each commit out into its own ``git worktree`` in a
-temporary directory on the host instead, so the checkout the user works in never moves,
-and both sides can even be built side by side. The price: the spec must reach the code
-through a path (``workdir``, ``PYTHONPATH``, ``--source-dir``), which is rewritten from
-``repo_dir`` to each worktree. An engine imported from an installed package would run
-the same code on both sides, so a spec that never mentions ``repo_dir`` is refused.
+The seed ruled out a ``git pull`` by re-measuring the old commit; by hand that moves the user's
+checkout. Here each commit has its own worktree, and the spec's paths (``workdir``, ``PYTHONPATH``,
+``--source-dir``) are rewritten from ``repo_dir`` to it; a spec that never mentions ``repo_dir``
+would run the same installed code on both sides, so it is refused.
 """
 
 from __future__ import annotations
@@ -39,10 +35,7 @@ def _moved(value: str, old: str, new: str) -> str:
 
 
 def retarget(spec: ServerSpec, repo_dir: str, worktree: str) -> ServerSpec:
-    """``spec`` with every path inside ``repo_dir`` moved into ``worktree``: workdir, flag values, env values.
-
-    The launcher's interpreter is left alone: a venv inside the checkout is untracked, so a
-    worktree does not have one.
+    """``spec`` with every path inside ``repo_dir`` moved into ``worktree`` (not its untracked venv).
 
     >>> from toolkit.server.spec import ServerSpec
     >>> spec = ServerSpec.simulator(tp=1, source_dir="/src/sglang").with_env({"PYTHONPATH": "/src/sglang/python"})
@@ -80,15 +73,10 @@ def compare_commits(
     labels: tuple[str, str] | None = None,
     expect: Expectation | None = "changed",
 ) -> ABResult:
-    """A/B-test commit ``a`` (the reference, e.g. the old one) against ``b``, each from its own worktree.
+    """A/B-test commit ``a`` (the reference) against ``b``, each from its own worktree, with :func:`compare`.
 
-    ``spec`` points at ``repo_dir`` (``workdir=``, ``PYTHONPATH=<repo>/python``, the
-    simulator's ``--source-dir``); each side gets a copy pointing at a temporary worktree of
-    its commit, with ``commit=`` set. ``build`` runs in each worktree first (at most
-    ``plan.build_timeout_s``). The comparison itself is :func:`toolkit.moves.compare` (fresh
-    launches, A B B A order, Welch interval, ``within_noise`` under ``plan.min_effect``), given
-    ``plan`` and the arguments of the same names. The worktrees are removed on every way out;
-    ``repo_dir`` itself is never checked out or modified.
+    ``spec`` points at ``repo_dir``; ``build`` runs in each worktree first (``plan.build_timeout_s``).
+    The worktrees are removed on every way out; ``repo_dir`` itself is never touched.
 
     >>> ab = compare_commits(Host.local(), "/src/sglang", "v0.5.8", "main",  # doctest: +SKIP
     ...                      spec=ServerSpec.simulator(tp=8, source_dir="/src/sglang"), plan=tk.Plan(repeats=3))
@@ -130,8 +118,7 @@ def spec_at_worktree(spec: ServerSpec, repo_dir: str, worktree: str, sha: str) -
 def require_checkout_paths(spec: ServerSpec, repo_dir: str) -> None:
     """Refuse a spec that never mentions ``repo_dir``: every worktree would run the same installed code.
 
-    An editable install (``pip install -e repo_dir/python``) does not follow a worktree;
-    ``PYTHONPATH=<repo_dir>/python``, rewritten to each worktree, takes precedence over it.
+    ``PYTHONPATH=<repo_dir>/python``, rewritten to each worktree, beats an editable install.
     """
     probe = "/toolkit-worktree-probe"
     if retarget(spec, repo_dir, probe) == spec:

@@ -1,10 +1,4 @@
-"""Both sides' evidence -> every difference the diagnosis can see. Pure.
-
-:class:`SideEvidence` is what one side showed (filled by :class:`toolkit.moves.diagnose.gather.SideGatherer`
-as the A/B test runs, or by hand in a test); :func:`gather_differences` calls each kind's
-comparison: the resolved configuration, the environment on every rank, the log's metric
-series, the profiles, GPU telemetry, ``/metrics`` and the code.
-"""
+"""Both sides' evidence -> every difference the diagnosis can see. Pure."""
 
 from __future__ import annotations
 
@@ -54,8 +48,7 @@ def gather_differences(fast: SideEvidence, slow: SideEvidence, *, profiles: Sequ
                        changed_files: Sequence[str] = ()) -> list[Difference]:
     """Every difference (and checked sameness) between the sides, of every kind the evidence allows.
 
-    ``profiles``: the fast side's digest and the slow side's, when both were profiled.
-    ``changed_files``: the files that differ between the sides' commits, when both are commits.
+    ``profiles``: both sides' digests when both were profiled; ``changed_files``: between the sides' commits.
     """
     settings = [{n: (s.value, s.line) for n, s in resolved_settings(side.config_lines).items()}
                 for side in (fast, slow)]

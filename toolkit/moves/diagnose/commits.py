@@ -1,9 +1,7 @@
 """``tk.diagnose_commits``: the same configuration at two commits, diagnosed like two configurations.
 
-Each commit runs from its own temporary ``git worktree`` (as :func:`toolkit.moves.compare_commits`
-does: the user's checkout never moves), the files that changed between them become the code
-difference's evidence, and a code reason proposes the bisection of the range
-(:func:`toolkit.moves.bisect.perf_bisect`).
+Each commit runs from its own temporary ``git worktree`` (the user's checkout never moves); the
+changed files are the code difference's evidence, and a code reason proposes :func:`perf_bisect`.
 """
 
 from __future__ import annotations

@@ -1,15 +1,9 @@
 """One thing that differs between the fast and the slow side, with its evidence. Pure.
 
-Every gatherer (resolved configuration, environment, log metric series, profile, telemetry,
-``/metrics``, code) gives :class:`Difference` records. Each names the *mechanism* it bears
-on (its ``topic``: CUDA graphs, speculation, the NCCL environment, the code...), so that the
-ranking can join what the configuration, the log and the profile each say about one cause.
-A gatherer that looked and found both sides alike says so too (``same=True``): "the NCCL
-environment is identical on every rank" is a finding, ranked as explaining nothing.
-
-``explains_ms``: how many milliseconds per output token of the gap this difference accounts
-for, when the evidence can say (a profile's extra eager GPU time per token can; a changed
-flag cannot by itself); None otherwise.
+Each :class:`Difference` names the mechanism (``topic``) it bears on, so the ranking can join what
+the configuration, the log and the profile each say about one cause. A checked sameness
+(``same=True``: "the NCCL environment is identical on every rank") is a finding too.
+``explains_ms``: the milliseconds per output token of the gap it accounts for, when measurable.
 """
 
 from __future__ import annotations
@@ -22,7 +16,6 @@ __all__ = ["Difference", "DifferenceKind", "KINDS", "TOPICS", "topic_of_setting"
 DifferenceKind = Literal["config", "env", "log_metric", "profile", "telemetry", "server_metrics", "code"]
 KINDS: tuple[DifferenceKind, ...] = ("config", "env", "log_metric", "profile", "telemetry", "server_metrics", "code")
 
-# topic -> what a reader is told it means
 TOPICS = {
     "cuda_graphs": "work running outside CUDA graphs (kernels launched one by one from the CPU)",
     "speculation": "speculative decoding: draft work and how many tokens each verify accepts",
@@ -101,11 +94,10 @@ def same_record(kind: DifferenceKind, topic: str, name: str, what: str, evidence
 
 
 def config_differences(fast: dict[str, tuple[str, str]], slow: dict[str, tuple[str, str]]) -> list[Difference]:
-    """Resolved settings that differ: ``{name: (value, the line that printed it)}`` per side.
+    """Resolved settings that differ, ``{name: (value, the line that printed it)}`` per side.
 
-    A setting one side printed and the other did not counts as different only when both
-    sides printed a configuration at all (``(not printed)``); incidental settings (port,
-    seed, served name) are left out.
+    Incidental ones are left out; a setting printed on one side only differs only when both
+    sides printed a configuration.
     """
     if not fast or not slow:
         return []
@@ -122,9 +114,8 @@ def config_differences(fast: dict[str, tuple[str, str]], slow: dict[str, tuple[s
 
 
 def _clip_around(line: str, name: str, width: int = 160) -> str:
-    """The part of a long dump line around ``name=``, so the evidence quotes what matters."""
+    """The part of a long dump line around ``name=``."""
     at = max(line.find(f"{name}="), line.find(f"'{name}':"))
     if at < 0 or len(line) <= width:
         return line[:width]
-    start = at
-    return ("..." if start else "") + line[start:start + width] + ("..." if start + width < len(line) else "")
+    return ("..." if at else "") + line[at:at + width] + ("..." if at + width < len(line) else "")

@@ -1,10 +1,8 @@
 """Differences in the environment the two sides' processes ran with, and in their code. Pure.
 
-The environment is read on every rank by the env check (:func:`toolkit.moves.envcheck.env_report`,
-issue 21: ``/proc/PID/environ`` of the server and each descendant, NCCL's own echoes); here each
-side is given as rows ``(process, variable, value or None)``, so any source that fills them
-will do (a column the check adds later, such as which source decided a row, is simply not read).
-Code: the two sides' commits and the files that changed between them (``git diff --name-only``).
+Each side's environment is rows ``(process, variable, value or None)`` as the env check reads
+them on every rank (:func:`toolkit.moves.envcheck.env_report`, issue 21); code is the two commits
+and ``git diff --name-only`` between them.
 """
 
 from __future__ import annotations
@@ -46,8 +44,7 @@ def _shown(values: dict[str, str | None]) -> str:
 def env_differences(fast: Sequence[EnvRow], slow: Sequence[EnvRow]) -> list[Difference]:
     """Each variable whose values across the ranks differ between the sides; one sameness for the rest.
 
-    Process ids differ from launch to launch, so values are compared as a set per side: a
-    variable set on every rank of one side and missing on TP5 of the other is a difference.
+    Values are compared as a set per side, since process ids differ from launch to launch.
     """
     a, b = _values(fast), _values(slow)
     if not a and not b:

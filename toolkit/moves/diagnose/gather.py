@@ -1,17 +1,10 @@
-"""What each side of a diagnosis showed while it was measured: a plan's bench that watches as the A/B test runs.
+"""What each side of a diagnosis showed while measured: a plan's bench that watches as the A/B test runs.
 
-The A/B machinery (:func:`toolkit.moves.compare`) launches both sides alike, A B B A, and calls
-one bench for every run. :class:`SideGatherer` is that bench: each run is an observed
-one (:class:`toolkit.moves.observed.ObservedBench`: the prefix cache flushed, the GPUs and
-``/metrics`` sampled), and on the way it keeps, per side, what the diagnosis compares:
-
-- on a launch's first run: the engine's resolved configuration lines (still in the log
-  follower's buffer: they come before the ready line), the detected release, and the
-  environment of every process (:func:`toolkit.moves.envcheck.env_report`);
-- on every run: the log's metric rows over the run, the GPU telemetry and ``/metrics`` rows.
-
-The side of a server is read from its spec's label, which :func:`toolkit.moves.diagnose.diagnose`
-sets (``fast: ...``, ``slow: ...``), so two identical configurations stay two sides.
+:class:`SideGatherer` is the bench :func:`toolkit.moves.compare` calls for every run (an observed
+run: cache flushed, GPUs and ``/metrics`` sampled). On a launch's first run it keeps the resolved
+configuration lines, the release and every process's environment; on every run the log's metric
+rows, telemetry and ``/metrics`` rows. A server's side is read from its spec's label, which
+:func:`diagnose` sets, so two identical configurations stay two sides.
 """
 
 from __future__ import annotations

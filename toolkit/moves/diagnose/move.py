@@ -1,22 +1,13 @@
 """``tk.diagnose(host, fast, slow)``: from "B is slower than A" to the ranked reasons why, with evidence.
 
-1. **Measure both sides alike**: :func:`toolkit.moves.compare` (a fresh launch per side-round,
-   A B B A, the prefix cache flushed before each run, the gap with its interval). Within noise,
-   the diagnosis says so and stops there: nothing is profiled, nothing is ranked.
-2. **Gather** what each side showed while measured (:mod:`.gather`: resolved configuration,
-   environment on every rank, log metric series, telemetry, ``/metrics``, the commit), then
-   profile one launch of each side over the same short benchmark (:func:`toolkit.moves.profile`).
-3. **Rank** the differences by the share of the gap (per output token) each accounts for
-   (:mod:`.ranking`) and **propose** the next experiment for each in the flags of the detected
-   release (:mod:`.proposal`).
-4. **Record** one journal step (kind ``diagnosis``): both sides' runs, the profiles, the ranked
-   table as a note, and ``diagnosis: <folder>`` pointing at the JSON record the post-mortem draws.
+Measure both sides alike (:func:`toolkit.moves.compare`, A B B A, cache flushed; within noise it
+stops there), gather what each side showed and profile one launch of each, rank the differences by
+their share of the gap per output token, propose the next experiment in the detected release's
+flags, and record one ``diagnosis`` step whose note points at the JSON record.
 
 >>> diagnosis = tk.diagnose(host, fast=base, slow=eagle, plan=tk.Plan(repeats=3, journal=journal))  # doctest: +SKIP
 >>> diagnosis.top.title  # doctest: +SKIP
 'the speculative verify step runs outside CUDA graphs on the slow side (launch-bound)'
->>> tk.compare_flag(host, eagle, "--speculative-attention-mode", "prefill", "decode",
-...                 journal=journal, hypothesis=diagnosis.hypothesis(1))  # doctest: +SKIP
 """
 
 from __future__ import annotations
@@ -26,7 +17,7 @@ import dataclasses
 import math
 import tempfile
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 
 from toolkit.benchmark import Load
@@ -51,7 +42,6 @@ from toolkit.stats import compare_samples, metric_direction
 
 __all__ = ["diagnose", "diagnosis_dir", "PROFILE_BENCH"]
 
-# The profiled benchmark: one stream, a fixed output length, the same on both sides.
 PROFILE_BENCH = Load(num_prompts=2, max_concurrency=1, input_len=64, output_len=32)
 _MIN_EFFECT = 0.02  # a gap under 2% of the fast side is noise for a diagnosis, whatever the interval says
 _MORE_ROUNDS = 2  # extra rounds when the gap looks large but its interval still includes zero
@@ -74,13 +64,11 @@ def diagnose(
 ) -> Diagnosis:
     """Measure ``fast`` and ``slow`` alike, gather every difference, rank them by the share of the gap, propose.
 
-    ``plan`` (:class:`~toolkit.moves.plan.Plan`): the benchmark of every measured run, the runs per
-    side and round (``repeats``, default 3, at least 2), the metric, the journal, the readiness
-    timeout; a gap under 2 % of the fast side is noise here, whatever ``plan.min_effect`` says.
-    ``profile_bench``: the short benchmark run under the profiler on each side (None: no profile);
-    ``env``: the variables read on every rank of both sides (NCCL's and CUDA's by default; the
-    specs' own are always added). ``code``: the checkout both sides' commits come from and what
-    changed between them (:func:`toolkit.moves.diagnose.diagnose_commits` passes it).
+    ``plan``: the bench, runs per side and round (``repeats``, default 3, at least 2), metric,
+    journal, timeout; a gap under 2 % is noise here whatever ``plan.min_effect`` says.
+    ``profile_bench``: profiled on each side (None: no profile); ``env``: variables read on every
+    rank (the specs' own are added); ``code``: the checkout and changed files (from
+    :func:`diagnose_commits`).
     """
     plan = plan or Plan()
     repeats, journal = plan.repeats_or(3), plan.journal
@@ -133,28 +121,21 @@ def diagnose(
     return diagnosis
 
 
-def _timed(costs: dict[str, float], phase: str) -> _Timer:
-    return _Timer(costs, phase)
-
-
-class _Timer:
-    def __init__(self, costs: dict[str, float], phase: str) -> None:
-        self.costs, self.phase, self.started = costs, phase, 0.0
-
-    def __enter__(self) -> None:
-        self.started = time.monotonic()
-
-    def __exit__(self, *exc: object) -> None:
-        self.costs[self.phase] = self.costs.get(self.phase, 0.0) + time.monotonic() - self.started
+@contextlib.contextmanager
+def _timed(costs: dict[str, float], phase: str) -> Iterator[None]:
+    started = time.monotonic()
+    try:
+        yield
+    finally:
+        costs[phase] = costs.get(phase, 0.0) + time.monotonic() - started
 
 
 def _measure(hosts: Hosts, specs: Mapping[Side, ServerSpec], labels: Mapping[Side, str], gatherer: SideGatherer,
              plan: Plan) -> Gap:
-    """A B B A rounds of ``repeats`` per side until the gap is beyond noise, or surely not worth more rounds.
+    """A B B A rounds until the gap is beyond noise, or surely not worth more rounds.
 
-    "Enough": a point estimate past ``_MIN_EFFECT`` whose interval still includes zero (a busy
-    machine's one slow run, with 2 runs a side) earns up to ``_MORE_ROUNDS`` more rounds; the
-    judgement pools every run of both sides (Welch's interval, :func:`toolkit.stats.compare_samples`).
+    A point estimate past ``_MIN_EFFECT`` whose interval still includes zero (a busy machine's one
+    slow run) earns up to ``_MORE_ROUNDS`` more rounds; every run of both sides is pooled (Welch).
     """
     metric = plan.metric
     for _ in range(1 + _MORE_ROUNDS):
@@ -180,7 +161,6 @@ def _profile_side(hosts: Hosts, spec: ServerSpec, side: Side, bench: Load, journ
     host = HostPool(hosts).hosts[0]
     launched = with_profiling(spec) if spec.engine == "vllm" else spec
     with contextlib.ExitStack() as stack:
-        # without a journal the traces are read here and not kept: a temporary folder, removed after
         out_dir = None if journal is not None else stack.enter_context(tempfile.TemporaryDirectory(prefix="diagnose-"))
         with launch(host, launched) as server:
             server.wait_ready(timeout_s=timeout_s)

@@ -1,16 +1,10 @@
-"""What two profiles say of the gap: GPU time per output token, inside or outside CUDA graphs, and idle gaps. Pure.
+"""What two profiles say of the gap: GPU time per output token, in or out of CUDA graphs, idle gaps. Pure.
 
-A profile of each side over the same small benchmark (same prompts, same output length)
-gives, per output token, how long the GPU was busy and how long it waited between kernels.
-Summed, that is the time per token the benchmark measured (a single stream), so the slow
-side's extra milliseconds per token can be split: the target model's forward (decode, or the
-speculative verify that replaces it, prefill) and the draft model's work. A forward that runs
-outside CUDA graphs pays a launch from the CPU per kernel: the GPU idles between kernels
-(launch-bound work), which the gaps measure. The seed's numbers: plain decode in a graph
-~12 ms per token; EAGLE-3's verify in extend mode, eager, ~29 ms per 3-token verify.
-
-Gaps longer than ``gap_cap_us`` (the client's think time, the scheduler waiting for a
-request) are not launch overhead and are left out.
+Over the same small single-stream benchmark, busy plus idle GPU time per output token is the
+measured time per token, so the slow side's extra milliseconds split into the target model's
+forward and the draft model's work. Eager work pays a CPU launch per kernel: the GPU idles between
+kernels. The seed's numbers: decode in a graph ~12 ms per token; EAGLE-3's eager extend-mode
+verify ~29 ms per 3-token verify. Gaps over ``gap_cap_us`` (think time) are not launch overhead.
 
 >>> from toolkit.observe.trace import KernelCall
 >>> calls = [KernelCall("gemm", 0, 100.0, False, "verify"), KernelCall("gemm", 150, 100.0, False, "verify")]
@@ -77,8 +71,7 @@ def digest_profile(label: str, calls: Sequence[KernelCall], *, output_tokens: in
                    ) -> ProfileDigest:
     """Busy, eager and idle milliseconds per group of phases (``forward``, ``draft``) of one profile.
 
-    The idle time before a kernel (since the GPU's previous kernel ended, on the same device)
-    belongs to that kernel: a launch-bound kernel is the one the GPU waited for.
+    The idle time before a kernel belongs to it: a launch-bound kernel is the one the GPU waited for.
     """
     sums: dict[str, list[float]] = {}
     phases: dict[str, set[str]] = {}
@@ -119,9 +112,8 @@ def profile_differences(fast: ProfileDigest, slow: ProfileDigest, *, min_ms: flo
                         ) -> list[Difference]:
     """Per group of phases: the slow side's extra milliseconds per output token, and where they went.
 
-    The ``forward`` group's extra time counts towards CUDA graphs when the slow side runs more
-    of it outside graphs than the fast side (else towards ``other``: the same path got slower);
-    the ``draft`` group's towards speculation. A group alike on both sides is a checked sameness.
+    ``forward`` counts towards CUDA graphs when the slow side runs more of it eager (else ``other``:
+    the same path got slower); ``draft`` towards speculation.
     """
     if fast.output_tokens <= 0 or slow.output_tokens <= 0:
         return []

@@ -1,19 +1,14 @@
-"""The next experiment for a ranked reason: a flag of the detected release that would change it, or a commit range. Pure.
+"""The next experiment for a ranked reason: a flag of the detected release, or a commit range. Pure.
 
-A proposal is only ever a flag the release's own parser accepts (:class:`toolkit.engines.ReleaseFlags`,
-captured per release); when the release is unknown, no flag is proposed and the proposal says why.
-
+Only flags the release's own parser accepts are proposed (:class:`toolkit.engines.ReleaseFlags`).
 Beliefs, with their sources:
 
-- SGLang's ``--speculative-attention-mode`` (choices ``prefill``, the default, and ``decode``):
-  with ``prefill`` the target model verifies the draft tokens in extend mode, which SGLang does
-  not capture in CUDA graphs; ``decode`` verifies with decode-style attention under graphs. The
-  default is the ``ServerArgs`` field ``speculative_attention_mode: str = "prefill"`` (sglang
-  python/sglang/srt/server_args.py, next to ``speculative_token_map``; its line moves with every
-  release and is not pinned here), printed in the ``server_args`` dump the sides are read from;
-  the flag is in the captured lists from 0.5.4.post1 to 0.5.23 (toolkit/engines/flags/), so a
-  release before 0.5.4.post1 never gets it proposed. The seed incident measured 29 ms per eager
-  verify of 3 tokens against 12 ms per graph decode step.
+- SGLang ``--speculative-attention-mode`` (``prefill``, the default, or ``decode``): ``prefill``
+  verifies in extend mode, not captured in CUDA graphs; ``decode`` verifies under graphs. Default:
+  ``speculative_attention_mode: str = "prefill"`` (sglang python/sglang/srt/server_args.py, beside
+  ``speculative_token_map``; the line moves every release), printed in the ``server_args`` dump; in
+  the captured flag lists from 0.5.4.post1 to 0.5.23 (toolkit/engines/flags/). The seed incident:
+  29 ms per eager 3-token verify against 12 ms per graph decode step.
 - SGLang ``--disable-cuda-graph`` and vLLM ``--enforce-eager`` turn CUDA graphs off (sglang
   0.5.23 server_args.py ``disable_cuda_graph``; vllm 0.25-0.33 engine/arg_utils.py
   ``enforce_eager``, whose engine prints ``Cudagraph is disabled under eager mode``).
@@ -107,10 +102,9 @@ def _env_value(shown: str) -> object:
 
 def propose(reason: Reason, *, engine: str, flags: ReleaseFlags | None, slow_config: Mapping[str, str],
             commits: tuple[str | None, str | None] = (None, None), repo: str | None = None) -> Proposal | None:
-    """The next experiment for ``reason``, in the flags of the detected release (``flags``); None if there is none.
+    """The next experiment for ``reason`` in the detected release's ``flags``; None if there is none.
 
-    ``slow_config``: the slow side's resolved settings by name. ``commits`` (fast, slow) and
-    ``repo`` (the checkout) let a code difference propose a bisection of the range.
+    ``commits`` (fast, slow) and ``repo`` let a code difference propose a bisection of the range.
     """
     if reason.ruled_out:
         return None

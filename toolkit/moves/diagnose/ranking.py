@@ -1,14 +1,8 @@
 """Rank the differences by how much of the measured gap each can account for. Pure.
 
-The gap is measured per output token: a single stream's throughput T tok/s is 1000/T ms per
-token, so the slow side's extra milliseconds per token are ``1000/T_slow - 1000/T_fast``. A
-profile splits the same per-token time into groups of work (:mod:`.profiled`), so a
-difference measured there *accounts for* a number of those milliseconds; its share of the gap
-is the ranking's score. Differences that cannot be measured in milliseconds (a changed flag,
-``cuda graph: False`` in the log) join the measured ones of the same mechanism (``topic``)
-as evidence: a reason backed by the configuration, the log and the profile at once is more
-certain than one backed by one of them. A mechanism found alike on both sides (the
-environment on every rank, the same commit) ranks last, as explaining none of the gap.
+The gap is per output token (``1000/T_slow - 1000/T_fast`` ms for single-stream throughput T); a
+profile's milliseconds give a difference its share. Unmeasured differences of the same ``topic``
+join as evidence (more kinds of evidence, more certainty); a topic alike on both sides ranks last.
 
 >>> from toolkit.moves.diagnose.difference import Difference, same_record
 >>> gap = Gap.from_throughput("output_throughput", 82.0, 60.0, (-24.0, -20.0), beyond_noise=True)
@@ -53,11 +47,8 @@ class Gap:
 
     @property
     def base_ms(self) -> float | None:
-        """What shares are shares of: the profiles' own gap per token when they saw one, else the benchmark's.
-
-        A profile's time per token is not the benchmark's (the profiler's own overhead, a shorter
-        run): a group's milliseconds are compared with the gap the same profiles measured.
-        """
+        """What shares are shares of: the profiles' own gap per token when they saw one (the profiler's
+        overhead makes it differ from the benchmark's), else the benchmark's."""
         if self.profiled_ms is not None and self.profiled_ms > 0:
             return self.profiled_ms
         return self.per_token_ms
@@ -143,7 +134,6 @@ def rank(differences: Sequence[Difference], gap: Gap) -> tuple[Reason, ...]:
         by_topic.setdefault(difference.topic, []).append(difference)
     reasons = []
     for topic, unordered in by_topic.items():
-        # what was measured leads the evidence: the profile, then the engine's own log, then its configuration
         found = sorted(unordered, key=lambda d: (d.same, _KIND_ORDER.index(d.kind)))
         differing = [d for d in found if not d.same]
         measured = [d.explains_ms for d in differing if d.explains_ms is not None]

@@ -1,18 +1,14 @@
 """The configuration an engine *resolved*, read from its own start-up lines. Pure.
 
-The flags a user gives are not what runs: an engine fills in defaults, turns CUDA graphs off
-for a speculative verify, picks an attention backend. Each engine prints what it decided once:
+The flags a user gives are not what runs; each engine prints what it decided once:
 
 - SGLang: ``server_args=ServerArgs(model_path='...', ...)`` (a dataclass repr, up to 0.5.18:
   entrypoints/engine.py:253 in 0.5.18) or ``server_args={'model_path': ..., ...}`` (a dict,
   ``resolved_dict()``, from 0.5.19: engine.py:265; 0.5.23 :311);
-- vLLM: ``non-default args: {...}`` (what the user changed, vllm 0.25-0.33
-  entrypoints/utils.py / api_utils.py:273) and ``Initializing a V1 LLM engine (v0.25.1) with
-  config: model='...', enforce_eager=False, ...`` (the engine's resolved config, v1/engine/core.py:114).
+- vLLM: ``non-default args: {...}`` (vllm 0.25-0.33 entrypoints/utils.py / api_utils.py:273) and
+  ``Initializing a V1 LLM engine (v0.25.1) with config: model='...', ...`` (v1/engine/core.py:114).
 
-A value is kept as the text the engine printed, unquoted (``'auto'`` -> ``auto``); nested
-values (``SpeculativeConfig(method='dflash', ...)``, ``{'image': 0}``) stay whole. A line cut
-short (a paste, a wrapped terminal) keeps the settings it holds in full.
+Values are kept as printed, unquoted; nested values stay whole; a line cut short keeps its whole settings.
 
 >>> config = parse_config_line("[2026-02-26 20:25:01] server_args=ServerArgs(model_path='kimi', tp_size=8, "
 ...                            "disable_cuda_graph=False, speculative_algorithm=None)")
@@ -60,8 +56,7 @@ class ResolvedSetting:
 def split_top_level(text: str) -> tuple[list[str], bool]:
     """``a=1, b=(2, 3)), rest`` -> (['a=1', 'b=(2, 3)'], True): the items up to the bracket that closes the list.
 
-    Commas inside brackets or quotes do not split. The flag says whether the closing bracket
-    was seen; without it the last item may be cut short and is dropped by the callers.
+    Commas inside brackets or quotes do not split; the flag says whether the closing bracket was seen.
     """
     items, depth, quote, start, i = [], 0, "", 0, 0
     while i < len(text):
@@ -128,9 +123,7 @@ def parse_config_line(text: str) -> ResolvedConfig | None:
 def resolved_settings(lines: Iterable[str]) -> dict[str, ResolvedSetting]:
     """Every setting the start-up lines resolved, by name; a later line (the engine's own config) wins.
 
-    vLLM prints ``non-default args`` (the user's) before the engine's config, and the engine
-    config names some settings differently (``max_model_len`` is ``max_seq_len`` there): both
-    are kept, each under its own name.
+    vLLM's engine config names some settings differently (``max_seq_len``): both names are kept.
     """
     settings: dict[str, ResolvedSetting] = {}
     for line in lines:

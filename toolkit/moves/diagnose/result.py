@@ -1,10 +1,8 @@
-"""A diagnosis: the measured gap, the ranked reasons with their evidence, the proposals; its record and its reading.
+"""A diagnosis: the measured gap, the ranked reasons with their evidence, the proposals; its record.
 
-The record beside the journal (``<journal>.diagnoses/step-<id>/diagnosis.json``, named by a
-step note ``diagnosis: <folder>``) holds everything the post-mortem and the plots draw, as
-plain JSON, so a report written months later needs neither the servers nor this process.
-A later step that confirms or refutes a proposal carries ``follows diagnosis step N, reason
-K`` in its hypothesis (:meth:`Diagnosis.hypothesis`); :func:`follows` reads it back.
+The record (``<journal>.diagnoses/step-<id>/diagnosis.json``, named by a step note ``diagnosis:
+<folder>``) is plain JSON, so a post-mortem needs neither the servers nor this process. A later
+step's hypothesis carries ``follows diagnosis step N, reason K`` (:meth:`Diagnosis.hypothesis`).
 """
 
 from __future__ import annotations
@@ -72,9 +70,9 @@ class Diagnosis:
         return next((p for p in self.proposals if p.rank == rank), None)
 
     def hypothesis(self, rank: int = 1, text: str | None = None) -> str:
-        """The hypothesis for a step that tests reason ``rank`` (in your words, ``text``): it links that step back here.
+        """The hypothesis for a step that tests reason ``rank`` (in your words, ``text``): links it back here.
 
-        >>> tk.compare_flag(host, eagle, "--speculative-attention-mode", "prefill", "decode", journal=journal,
+        >>> tk.compare_flag(host, eagle, "--speculative-attention-mode", "prefill", "decode",
         ...                 hypothesis=diagnosis.hypothesis(1, "decode mode fixes it"))  # doctest: +SKIP
         """
         reason = next((r for r in self.reasons if r.rank == rank), None)

@@ -1,13 +1,10 @@
 """Differences in what the two sides reported over time: the log's metric lines, GPU telemetry, ``/metrics``. Pure.
 
-Each side's rows are the ones its runs recorded (:class:`toolkit.logs.MetricRow`): SGLang's
-``Decode batch`` lines carry ``cuda graph: True/False`` and, with speculation, ``accept len``
-(sglang 0.5.9 managers/scheduler_metrics_mixin.py, as :mod:`toolkit.logs.metric_lines` reads them);
-vLLM's throughput and ``SpecDecoding metrics`` lines carry the running and waiting requests and
-the mean acceptance length (vllm 0.25-0.33 v1/metrics/loggers.py, v1/spec_decode/metrics.py).
-A series counts as different when its means differ by more than ``rel`` of the larger one (and
-more than ``floor`` in absolute terms); a boolean field when it is mostly true on one side and
-mostly false on the other.
+SGLang's ``Decode batch`` lines carry ``cuda graph`` and ``accept len`` (sglang 0.5.9
+managers/scheduler_metrics_mixin.py); vLLM's throughput and ``SpecDecoding metrics`` lines the
+running and waiting requests and the mean acceptance length (vllm 0.25-0.33 v1/metrics/loggers.py,
+v1/spec_decode/metrics.py). A series differs when its means differ by more than ``rel`` of the
+larger and ``floor``; a boolean when it is mostly true on one side and mostly false on the other.
 """
 
 from __future__ import annotations
@@ -133,11 +130,7 @@ def telemetry_differences(fast: Sequence[MetricRow], slow: Sequence[MetricRow]) 
 
 def server_metric_differences(fast: Sequence[MetricRow], slow: Sequence[MetricRow], *, rel: float = 0.25
                               ) -> list[Difference]:
-    """The scraped ``/metrics`` (``prometheus`` rows): every gauge or rate whose means differ by ``rel``.
-
-    Counters that only grow say more as rates, which the scraper already gives (its keys end in
-    ``_per_s``); names and topics follow the scrape's own keys.
-    """
+    """The scraped ``/metrics`` (``prometheus`` rows): every gauge or rate whose means differ by ``rel``."""
     keys: dict[str, None] = {}
     for row in [*fast, *slow]:
         if row.kind == "prometheus":

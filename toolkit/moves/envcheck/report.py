@@ -1,22 +1,11 @@
 """Expected versus actual environment, one row per process and variable: the report, pure.
 
-In the EAGLE-3 investigation, NCCL tuning variables were "propagated to the TP worker
-processes" and then ruled out, which is only sound if each worker's actual environment
-was read. :func:`check_env` turns the process tree of a server (each process's
-``/proc/PID/environ`` and command line, as ``Host.process_tree`` collects them) into an
-:class:`EnvReport`: expected, actual, and a status that names the cause.
-
-Statuses: ``ok`` (equal to expected, or present when any value is expected),
-``missing``, ``overridden`` (present with another value; the ``reason`` names the engine
-code when it is a known override, see :mod:`~toolkit.moves.envcheck.overrides`) and
-``unreadable`` (the process could not be read: it exited, or belongs to another user).
-An ``ok`` launcher beside ``overridden`` workers is the signature of an engine that
-rewrote its own ``os.environ`` before spawning them; the reason names the release, the
-condition and the source line (from the engine profiles, ``toolkit.engines``).
-
-What ``/proc`` cannot see is said too (:attr:`EnvReport.notes`): a write an engine makes
-inside a worker, or before a fork, never reaches ``/proc``. NCCL's own ``NCCL_DEBUG=INFO``
-echoes (:meth:`EnvReport.with_nccl_log`) are the authority for what NCCL used.
+In the EAGLE-3 investigation NCCL variables were "propagated to the TP worker processes" and ruled
+out, which is only sound if each worker's environment was read. Statuses: ``ok``, ``missing``,
+``overridden`` (the ``reason`` names the engine release, condition and source line of a known
+override: an ``ok`` launcher beside ``overridden`` workers is an engine rewriting its ``os.environ``)
+and ``unreadable``. What ``/proc`` cannot see (a write inside a worker or before a fork) is said in
+:attr:`EnvReport.notes`; NCCL's own echoes (:meth:`EnvReport.with_nccl_log`) are the authority.
 """
 
 from __future__ import annotations
@@ -34,25 +23,12 @@ from toolkit.moves.envcheck.survivors import OVERWRITTEN, Surviving, overwritten
 
 __all__ = ["EnvReport", "STATUS_CODES", "check_env"]
 
-# The summary names the most telling finding first: an engine rewrote it, then absent.
+# The summary names the most telling finding first.
 _SEVERITY = {"overridden": 3, "missing": 2, "unreadable": 1, "ok": 0}
 
 STATUS_CODES: Mapping[str, int] = {"ok": 0, "overridden": 1, "missing": 2, "unreadable": 3}
-_FRAME_COLUMNS = [
-    "host",
-    "pid",
-    "ppid",
-    "role",
-    "engine",
-    "rank",
-    "process",
-    "variable",
-    "expected",
-    "actual",
-    "status",
-    "reason",
-    "source",
-]
+_FRAME_COLUMNS = ["host", "pid", "ppid", "role", "engine", "rank", "process", "variable", "expected",
+                  "actual", "status", "reason", "source"]
 _ROLE_ORDER = {role: i for i, role in enumerate(Role)}
 
 
@@ -60,12 +36,9 @@ _ROLE_ORDER = {role: i for i, role in enumerate(Role)}
 class EnvReport:
     """Expected versus actual environment, one row per (process, variable).
 
-    ``frame`` columns: host, pid, ppid, role, engine, rank, process (a column label
-    such as ``"TP3 [4242]"``), variable, expected, actual, status, reason, source (what
-    decided the row: ``proc`` for the process's own ``/proc/PID/environ``; for a process
-    the engine renamed, whose ``/proc`` environment is its title's memory, ``NCCL echo``,
-    ``sibling PID`` or ``parent PID``: :mod:`~toolkit.moves.envcheck.survivors`).
-    ``nccl`` is the log comparison added by :meth:`with_nccl_log`, if any.
+    ``frame`` columns: see ``_FRAME_COLUMNS``; ``process`` is a label such as ``"TP3 [4242]"``;
+    ``source`` is what decided the row: ``proc`` (its own ``/proc/PID/environ``) or, for a process the
+    engine renamed, ``NCCL echo``, ``sibling PID`` or ``parent PID`` (:mod:`.survivors`).
     """
 
     frame: pd.DataFrame
@@ -93,10 +66,7 @@ class EnvReport:
         return self._pivot(shown, "value")
 
     def heatmap_frame(self) -> pd.DataFrame:
-        """Variable x process table of :data:`STATUS_CODES`, for ``plots.py`` to colour.
-
-        ``.attrs["status_codes"]`` carries the code legend.
-        """
+        """Variable x process table of :data:`STATUS_CODES` to colour (legend: ``.attrs["status_codes"]``)."""
         coded = self.frame.assign(code=self.frame["status"].map(STATUS_CODES))
         table = self._pivot(coded, "code").astype("int64")
         table.attrs["status_codes"] = dict(STATUS_CODES)
@@ -111,11 +81,7 @@ class EnvReport:
         )
 
     def with_nccl_log(self, lines: Iterable[str], *, host: str | None = None) -> EnvReport:
-        """This report plus the NCCL log comparison (see :func:`~toolkit.moves.envcheck.nccl.nccl_env_frame`).
-
-        ``host`` names the host whose log this is, as the report names it: NCCL prints the
-        machine's own hostname, which is rarely the ``user@host:port`` the toolkit uses.
-        """
+        """This report plus the NCCL log comparison; ``host``: our name of the host whose log it is."""
         frame = nccl_env_frame(lines, dict(self.expected), roles=self.roles(), host=host, version=self.release)
         return replace(self, nccl=frame, frame=_decided_by_nccl(self.frame, frame))
 
@@ -208,13 +174,9 @@ def check_env(
 ) -> EnvReport:
     """Compare each process's environment with ``expected`` (``None``: any value, but set).
 
-    ``release``: the engine's release on the host (``server.release().version``): overridden
-    rows then name that release's write, its condition and source line, and :attr:`EnvReport.notes`
-    lists what its workers' ``/proc`` cannot show. Unknown: the newest profile, said so.
-
-    Shell wrappers and helpers are skipped by default: ``bash -c 'NCCL_ALGO=Ring python
-    ...'`` never has the variable itself, so it would read as ``missing`` and hide the
-    real rows.
+    ``release`` (``server.release().version``) lets overridden rows name that release's write and
+    :attr:`EnvReport.notes` list what ``/proc`` cannot show. Shell wrappers and helpers are skipped:
+    ``bash -c 'NCCL_ALGO=Ring python ...'`` never has the variable itself.
 
     >>> from types import SimpleNamespace as P
     >>> worker = P(host="gpu-a", pid=11, ppid=10, cmdline=("sglang::scheduler_TP0",),
@@ -238,32 +200,18 @@ def check_env(
         renamed = overwritten(info, parent)
         survivor = surviving_environ(info, role, infos, roles, release) if renamed else None
         for variable, want in expected.items():
-            # a renamed process's /proc environ is partly its title's memory: a variable found there is
-            # evidence, one not found there is not (it may have stood in the part that was overwritten)
+            # a renamed process's /proc environ is partly its title's memory: only what is found there counts
             if not renamed or variable in (info.environ or {}):
                 actual, status, reason = _judge(info, role, variable, want, release)
                 source = "proc"
             else:
                 actual, status, reason = _judge_renamed(survivor, role, variable, want, release)
                 source = survivor.source if survivor is not None else "none"
-            records.append(
-                {
-                    "host": info.host,
-                    "pid": info.pid,
-                    "ppid": info.ppid,
-                    "role": str(role.role),
-                    "engine": role.engine,
-                    "rank": role.rank,
-                    "process": label,
-                    "variable": variable,
-                    "expected": want,
-                    "actual": actual,
-                    "status": status,
-                    "reason": reason,
-                    "source": source,
-                    "_order": (_ROLE_ORDER[role.role], tuple(n for _, n in role.ranks), info.pid),
-                }
-            )
+            records.append({"host": info.host, "pid": info.pid, "ppid": info.ppid, "role": str(role.role),
+                            "engine": role.engine, "rank": role.rank, "process": label, "variable": variable,
+                            "expected": want, "actual": actual, "status": status, "reason": reason,
+                            "source": source,
+                            "_order": (_ROLE_ORDER[role.role], tuple(n for _, n in role.ranks), info.pid)})
     records.sort(key=lambda r: (r["host"], r["_order"]))
     frame = pd.DataFrame(records, columns=[*_FRAME_COLUMNS, "_order"]).drop(columns="_order")
     engines = [r.engine for r in roles.values() if r.engine]

@@ -1,10 +1,7 @@
 """What is this process? Role, engine and rank from its command line (process titles), pure.
 
-SGLang and vLLM name their processes with setproctitle (``sglang::scheduler_DP1_TP3``,
-``VLLM::Worker_TP1``); torchrun ranks carry ``RANK`` in their environment; our simulator
-passes ``--tp-rank``. :func:`classify_process` reads all of them, so an environment row
-can say "TP3" instead of a pid, and :func:`classify_tree` lets a child with no title of
-its own inherit its parent's engine (so an override reason can name the engine).
+SGLang and vLLM set process titles (``sglang::scheduler_DP1_TP3``, ``VLLM::Worker_TP1``), torchrun
+ranks carry ``RANK``, our simulator ``--tp-rank``; a child with no title inherits its parent's engine.
 """
 
 from __future__ import annotations
@@ -51,11 +48,7 @@ class Role(StrEnum):
 
 @dataclass(frozen=True)
 class ProcessRole:
-    """What a process is, from its command line (and, for torchrun ranks, its environment).
-
-    ``rank`` is a label in the engine's own spelling, as its logs print it ("TP3",
-    "DP1 TP3", "RANK2"); ``ranks`` holds the numbers for sorting.
-    """
+    """What a process is; ``rank`` as the engine spells it ("TP3", "DP1 TP3", "RANK2"), ``ranks`` to sort."""
 
     role: Role
     engine: str | None = None
@@ -146,21 +139,14 @@ def _classify_title(title: str) -> ProcessRole | None:
         what = sglang.group("what")
         if what == "scheduler":
             return _from_rank_parts(Role.WORKER, "sglang", sglang.group("rest") or "")
-        role = {
-            "detokenizer": Role.DETOKENIZER,
-            "detokenizer_router": Role.DETOKENIZER,
-            "tokenizer_worker": Role.TOKENIZER,
-            "data_parallel_controller": Role.DP_CONTROLLER,
-        }.get(what, Role.OTHER)
+        role = {"detokenizer": Role.DETOKENIZER, "detokenizer_router": Role.DETOKENIZER,
+                "tokenizer_worker": Role.TOKENIZER, "data_parallel_controller": Role.DP_CONTROLLER,
+                }.get(what, Role.OTHER)
         return ProcessRole(role, "sglang")
     vllm = _VLLM_TITLE.match(title)
     if vllm and vllm.group("prefix") != "sglang":
-        role = {
-            "Worker": Role.WORKER,
-            "EngineCore": Role.ENGINE_CORE,
-            "APIServer": Role.API_SERVER,
-            "DPCoordinator": Role.DP_CONTROLLER,
-        }[vllm.group("what")]
+        role = {"Worker": Role.WORKER, "EngineCore": Role.ENGINE_CORE, "APIServer": Role.API_SERVER,
+                "DPCoordinator": Role.DP_CONTROLLER}[vllm.group("what")]
         rest = vllm.group("rest") or ""
         if role == Role.API_SERVER and rest.isdigit():
             return ProcessRole(role, "vllm", f"API{rest}", (("API", int(rest)),))
@@ -178,16 +164,11 @@ def _from_rank_parts(role: Role, engine: str, text: str) -> ProcessRole:
     return ProcessRole(role, engine, label, parts)
 
 
-def _ranked(
-    role: Role, engine: str | None, argv: Sequence[str], environ: Mapping[str, str] | None
-) -> ProcessRole:
+def _ranked(role: Role, engine: str | None, argv: Sequence[str], environ: Mapping[str, str] | None
+            ) -> ProcessRole:
     """Our simulator's --tp-rank/--rank, torch's --local-rank, or torchrun's RANK/LOCAL_RANK."""
-    for option, kind in (
-        ("--tp-rank", "TP"),
-        ("--rank", "RANK"),
-        ("--local-rank", "LOCAL_RANK"),
-        ("--local_rank", "LOCAL_RANK"),
-    ):
+    for option, kind in (("--tp-rank", "TP"), ("--rank", "RANK"), ("--local-rank", "LOCAL_RANK"),
+                         ("--local_rank", "LOCAL_RANK")):
         value = _option(argv, option)
         if value is not None and value.isdigit():
             return ProcessRole(role, engine, f"{kind}{value}", ((kind, int(value)),))
