@@ -1,10 +1,8 @@
-"""A simulated SGLang / vLLM inference server for testing the toolkit without GPUs.
+"""A simulated SGLang / vLLM server for testing the toolkit without GPUs (manual: docs/simulator.md).
 
-`python -m toolkit.sim --model-path M --tp 8 ...` behaves like `python -m sglang.launch_server`
-(or, with `--engine vllm`, like `vllm serve`): real flag names, one OS process per TP rank, the
-engines' log formats, OpenAI endpoints paced by a documented latency model, and injectable
-faults. docs/simulator.md is the manual. Importing this package is cheap (no aiohttp): the
-server lives in `toolkit.sim.server`.
+`python -m toolkit.sim --model-path M --tp 8 ...` imitates `python -m sglang.launch_server` (or
+`vllm serve` with `--engine vllm`). Importing this package is cheap: the server (aiohttp) lives in
+`toolkit.sim.server`.
 
 >>> from toolkit.sim import LatencyModel, PerfParams, DecodeSetup, Speculation
 >>> round(LatencyModel(PerfParams(), DecodeSetup(speculation=Speculation(2))).tokens_per_s(), 1)
@@ -17,15 +15,5 @@ from toolkit.sim.latency import AcceptSampler, DecodeSetup, LatencyModel, PerfPa
 from toolkit.sim.repo import CommitInfo, make_repo
 from toolkit.sim.source import SourcePerf, load_source_perf, parse_source_perf
 
-__all__ = [
-    "AcceptSampler",
-    "CommitInfo",
-    "DecodeSetup",
-    "LatencyModel",
-    "PerfParams",
-    "SourcePerf",
-    "Speculation",
-    "load_source_perf",
-    "make_repo",
-    "parse_source_perf",
-]
+__all__ = ["AcceptSampler", "CommitInfo", "DecodeSetup", "LatencyModel", "PerfParams", "SourcePerf", "Speculation",
+           "load_source_perf", "make_repo", "parse_source_perf"]

@@ -1,9 +1,7 @@
-"""`python -m toolkit.sim`: see toolkit/sim/cli.py and docs/simulator.md.
+"""`python -m toolkit.sim` (toolkit/sim/cli.py).
 
-`--version` and `--help` are answered by the flag parser alone, before the server (aiohttp and
-the rest, about 0.5 s of CPU) is imported: the toolkit asks them before every launch of a new
-build (the release probe and the flag preflight; each bisection probe is a new build), and a
-sweep over loopback hosts pays that CPU on the same cores as the servers it measures.
+`--version` and `--help` are answered before the server (about 0.5 s of CPU) is imported: the toolkit
+asks them before every launch of a new build, on the same cores as the servers it measures.
 """
 
 import sys

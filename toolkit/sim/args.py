@@ -1,10 +1,8 @@
 """Command-line flags of the simulator: the imitated release's flags, parsed as that release parses them.
 
-SGLang builds one `argparse.ArgumentParser` and calls `parse_args`, so an unknown flag ends with
-`error: unrecognized arguments: ...` and exit status 2; so does this parser (toolkit/sim/parsers.py
-builds it from the release's captured flag list). `--help` lists every flag and its choices because
-the toolkit validates flags against `--help` output. Simulator-only knobs start with `--sim-` (plus
-`--engine` and `--source-dir`); `--sim-engine-version` names the release (default: the newest).
+An unknown flag exits 2 with argparse's `unrecognized arguments`, as the engines do (parsers.py builds
+the parser from the release's captured flag list); `--help` lists every flag because the toolkit
+validates flags against it. Simulator-only knobs: `--sim-*`, `--engine` and `--source-dir`.
 """
 
 from __future__ import annotations
@@ -124,12 +122,8 @@ def _add_sim_flags(parser: argparse.ArgumentParser, release: SimRelease) -> None
 def build_parser(engine: str, release: SimRelease | None = None) -> argparse.ArgumentParser:
     """The parser for one engine and release (default: the newest); `--help` prints it."""
     chosen = release or release_from_argv((), engine)
-
-    def knobs(parser: argparse.ArgumentParser) -> None:
-        _add_sim_flags(parser, chosen)
-
     builders = {"vllm": vllm_parser, "transformers": transformers_parser}
-    return builders.get(engine, sglang_parser)(chosen, knobs)
+    return builders.get(engine, sglang_parser)(chosen, lambda parser: _add_sim_flags(parser, chosen))
 
 
 class _SimFields(TypedDict):
@@ -148,7 +142,6 @@ class _SimFields(TypedDict):
 
 
 def _sim_fields(ns: argparse.Namespace, parser: argparse.ArgumentParser, tp: int) -> _SimFields:
-    """Validate the simulator knobs and return them as SimConfig fields."""
     if ns.sim_startup_s <= 0:
         parser.error(f"argument --sim-startup-s: must be > 0, got {ns.sim_startup_s}")
     fault_rank = tp - 1 if ns.sim_fault_rank is None else ns.sim_fault_rank

@@ -1,10 +1,7 @@
 """`python -m toolkit.sim [FLAGS]` runs a simulated server; `make-repo DIR` writes a history; `telemetry` fakes nvidia-smi.
 
-The serve path parses flags like the imitated release (argparse: unknown flag -> exit 2), reads
-the simulated source checkout if there is one (a broken checkout dies with the engine's
-ImportError traceback, exit 1), then runs the server until SIGTERM or a fault ends it. Imports
-are plain: this is the server process (it needs aiohttp anyway); the cheap processes are the TP
-ranks, which run `toolkit.sim.worker` and never import this module or aiohttp.
+A broken simulated checkout dies with the engine's ImportError traceback (exit 1). The TP ranks run
+`toolkit.sim.worker` and never import this module or aiohttp.
 """
 
 from __future__ import annotations

@@ -1,11 +1,9 @@
 """The simulated scheduler: one global step loop, like continuous batching, paced in real time.
 
-Each iteration is either a prefill step (all waiting requests join; each gets its first token) or
-a decode step (every running request gets 1 token, or 1 + accepted drafts with speculation).
-Step ends are absolute deadlines; the loop sleeps on its timers until shortly before each one and
-waits the rest with a blocking ``time.sleep`` (the loop's timers wake on whole milliseconds: epoll
-takes its timeout in ms), so gaps between steps are exact to ~0.1 ms without burning a core, and a
-late step (up to CATCH_UP_S) shifts no later one.
+A step is a prefill (waiting requests join, each gets its first token) or a decode (1 token per running
+request, or 1 + accepted drafts). Step ends are absolute deadlines, the last ms waited with a blocking
+``time.sleep`` (epoll wakes on whole ms), so gaps are exact to ~0.1 ms; a step late by up to CATCH_UP_S
+shifts no later one.
 """
 
 from __future__ import annotations
@@ -20,12 +18,11 @@ from dataclasses import dataclass, field
 from toolkit.sim.latency import AcceptSampler, LatencyModel, noise_slowdown
 from toolkit.sim.protocol import WordSource
 
-__all__ = ["Chunk", "Engine", "GenRequest", "Totals"]
+__all__ = ["Chunk", "Engine", "GenRequest", "Totals", "modelled_ms"]
 
-# A step that ends up to this late keeps the schedule: the next steps come sooner, as a GPU that never waited
-# for the busy host would have produced them. A loaded test machine stalls a process for seconds (a TP-8
-# simulator starting beside it is nine Python imports on two cores: runs of 1.2 s measured 3-4 s); within
-# this window such a stall costs no throughput, only a burst of chunks after it. Beyond it, give up.
+# A step up to this late keeps the schedule (the next ones come sooner): a loaded test machine stalls a process
+# for seconds (a TP-8 simulator starting on two cores: runs of 1.2 s measured 3-4 s), which then costs no
+# throughput, only a burst of chunks. Beyond it, give up.
 CATCH_UP_S = 5.0
 
 
@@ -76,6 +73,11 @@ def _slowdown(batch: list[GenRequest]) -> float:
     return sum(r.slowdown for r in batch) / len(batch)
 
 
+def modelled_ms(model: LatencyModel, kind: str, batch: list[GenRequest]) -> float:
+    """A step's duration by the latency model, without noise (the GPU load and the profiler count it)."""
+    return model.prefill_ms(sum(r.prompt_tokens for r in batch)) if kind == "prefill" else model.step_ms(len(batch))
+
+
 class Engine:
     """Owns the waiting queue and the running batch; `run()` is the step loop task."""
 
@@ -89,23 +91,17 @@ class Engine:
         self.max_running = max_running
         self.waiting: deque[GenRequest] = deque()
         self.running: list[GenRequest] = []
-        self.totals = Totals(spec_accepted_per_pos=[0] * self._num_steps())
+        spec = model.setup.speculation
+        self.totals = Totals(spec_accepted_per_pos=[0] * (spec.num_steps if spec else 0))
         self.hooks: list[StepHook] = []
         self.last_gen_throughput = 0.0
         self._wake = asyncio.Event()
         self._counter = 0
         self._noisy = 0  # generation requests of 2+ tokens so far: the index of their noise draw
 
-    def _num_steps(self) -> int:
-        spec = self.model.setup.speculation
-        return spec.num_steps if spec else 0
-
     def new_request(self, rid: str, prompt_tokens: int, max_tokens: int, words: WordSource | None = None
                     ) -> GenRequest:
-        """A request with its own seeded token texts and acceptance noise (reproducible per --sim-seed).
-
-        ``words`` replaces the texts (greedy requests: fixed by the prompt, toolkit.sim.outputs).
-        """
+        """A request with seeded token texts and acceptance; ``words`` replaces the texts (greedy requests)."""
         self._counter += 1
         rng = random.Random(self.seed * 1_000_003 + self._counter)
         sampler = AcceptSampler(self.model.accept_distribution(), rng.random())
@@ -145,21 +141,20 @@ class Engine:
                 if not request.cancelled:
                     admit.append(request)
             if admit:
-                duration = self.model.prefill_ms(sum(r.prompt_tokens for r in admit)) / 1000.0 * _slowdown(admit)
+                batch, kind = admit, "prefill"
             elif self.running:
-                duration = self.model.step_ms(len(self.running)) / 1000.0 * _slowdown(self.running)
+                batch, kind = list(self.running), "decode"
             else:
                 continue
+            duration = modelled_ms(self.model, kind, batch) / 1000.0 * _slowdown(batch)
             deadline += duration
             await self._sleep_until(deadline)
             now = time.perf_counter()
             if now - deadline > max(duration, CATCH_UP_S):
                 deadline = now  # badly late (overloaded machine): give up catching up rather than burst
             if admit:
-                batch, kind = admit, "prefill"
                 self._prefill(admit)
             else:
-                batch, kind = list(self.running), "decode"
                 self._decode()
             for hook in self.hooks:
                 hook(kind, batch)

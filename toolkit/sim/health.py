@@ -1,11 +1,9 @@
 """Health endpoints of the simulated server, answered as the imitated release answers them.
 
 - SGLang 0.5.x: ``/health`` and ``/health_generate`` are one handler (0.5.23
-  python/sglang/srt/entrypoints/http_server.py:721-799): 503 without a body while shutting down
-  and until the warm-up request has gone through (``server_status == Starting``, :735-736);
-  then a one-token request, ``await asyncio.sleep(1)`` before looking (:780), 200 once a token
-  came back, 503 after ``SGLANG_HEALTH_CHECK_TIMEOUT`` (20 s) with
-  ``Health check failed. Server couldn't get a response from detokenizer ...`` in the log.
+  python/sglang/srt/entrypoints/http_server.py:721-799): 503 while shutting down and until the
+  warm-up went through (:735-736); then a one-token request, ``asyncio.sleep(1)`` before looking
+  (:780), 200 once a token came back, 503 after ``SGLANG_HEALTH_CHECK_TIMEOUT`` (20 s).
 - SGLang 0.4.x: ``/health`` is 200 at once (0.4.10 :232-235); ``/health_generate`` generates.
 - vLLM: ``/health`` 200 while the engine lives; 503 once it is dead from 0.11 (500 before).
 - transformers serve 5.24: ``/health`` 200 ``{"status": "ok"}``, or 503
@@ -35,12 +33,8 @@ class HealthRoutes:
     def add_to(self, router: web.UrlDispatcher) -> None:
         engine = self.server.config.engine
         if engine == "sglang":
-            if self.release.at_least("0.5.0rc0"):
-                router.add_get("/health", self.sglang_generate)
-                router.add_get("/health_generate", self.sglang_generate)
-            else:
-                router.add_get("/health", self.always_up)
-                router.add_get("/health_generate", self.sglang_generate)
+            router.add_get("/health", self.sglang_generate if self.release.at_least("0.5.0rc0") else self.always_up)
+            router.add_get("/health_generate", self.sglang_generate)
         elif engine == "vllm":
             router.add_get("/health", self.vllm)
         else:

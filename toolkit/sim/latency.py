@@ -1,41 +1,28 @@
-"""The simulator's latency model: how long one scheduler step takes, and how many tokens it yields.
+"""The simulator's latency model: how long one scheduler step takes, and how many tokens it yields. Pure.
 
-Pure: no clocks, no I/O. The server's step loop asks this module for durations and acceptance
-counts; the tests and docs/simulator.md use the same functions to predict measured rates.
-
-Calibrated to the EAGLE-3 incident (8-GPU SGLang, 61-layer MoE target):
-baseline decode under CUDA graphs ~12 ms per step (82-83 tok/s single stream); EAGLE-3 with
-2 draft steps verifying in extend ("prefill") mode without CUDA graphs ~29 ms per verify of
-3 tokens, i.e. 59-61 tok/s; ``--speculative-attention-mode decode`` verifies under CUDA graphs
-at close to decode cost (~124 tok/s).
+Calibrated to the EAGLE-3 incident (8-GPU SGLang, 61-layer MoE target): baseline decode under CUDA
+graphs ~12 ms per step (82-83 tok/s single stream); EAGLE-3 with 2 draft steps verifying in extend
+("prefill") mode without CUDA graphs ~29 ms per verify of 3 tokens (59-61 tok/s);
+``--speculative-attention-mode decode`` verifies under CUDA graphs near decode cost (~124 tok/s).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import math
 import random
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-__all__ = [
-    "AcceptSampler",
-    "DecodeSetup",
-    "LatencyModel",
-    "PerfParams",
-    "Speculation",
-    "noise_slowdown",
-]
+__all__ = ["AcceptSampler", "DecodeSetup", "LatencyModel", "PerfParams", "Speculation", "noise_slowdown"]
 
 _GOLDEN = (math.sqrt(5.0) - 1.0) / 2.0
 
 
 @dataclass(frozen=True)
 class PerfParams:
-    """Performance parameters of one simulated build (what `sim_perf.json` in a source checkout sets).
-
-    Defaults reproduce the incident's numbers; docs/simulator.md gives the formulas.
-    """
+    """Performance parameters of one simulated build (`sim_perf.json`); defaults reproduce the incident."""
 
     decode_step_ms: float = 12.1  # one decode step of the target, CUDA graph replay, batch 1
     num_layers: int = 61  # target layers: each pays launch overhead when not graph-captured
@@ -160,23 +147,19 @@ class LatencyModel:
 
     def accept_probs(self) -> tuple[float, ...]:
         """Conditional probability that draft position i is accepted given position i-1 was."""
-        spec = self.setup.speculation
+        spec, p = self.setup.speculation, self.params
         if spec is None:
             return ()
-        p = self.params
-        probs = []
-        for i in range(spec.num_steps):
-            base = p.accept_prob_first * p.accept_prob_decay**i
-            probs.append(1.0 - (1.0 - base) ** max(spec.topk, 1))  # a wider tree offers more candidates
-        return tuple(probs)
+        # a wider tree (topk) offers more candidates
+        return tuple(1.0 - (1.0 - p.accept_prob_first * p.accept_prob_decay**i) ** max(spec.topk, 1)
+                     for i in range(spec.num_steps))
 
     def accept_distribution(self) -> tuple[float, ...]:
         """P(k draft tokens accepted) for k = 0..num_steps; empty without speculation."""
         probs = self.accept_probs()
         if not probs:
             return ()
-        dist = []
-        reach = 1.0
+        dist, reach = [], 1.0
         for prob in probs:
             dist.append(reach * (1.0 - prob))
             reach *= prob
@@ -196,17 +179,12 @@ class LatencyModel:
 class AcceptSampler:
     """Seeded per-request acceptance counts whose running mean converges fast.
 
-    Draws use an additive-recurrence (golden-ratio) sequence from a seeded offset instead of
-    independent uniforms: each step still looks random, but 40 steps already land within ~2% of
-    the model's mean, so a short measurement matches the documented rate.
+    A golden-ratio additive recurrence from a seeded offset instead of independent uniforms: 40 steps
+    already land within ~2% of the model's mean, so a short measurement matches the documented rate.
     """
 
     def __init__(self, distribution: tuple[float, ...], offset: float) -> None:
-        self._cumulative: list[float] = []
-        total = 0.0
-        for weight in distribution:
-            total += weight
-            self._cumulative.append(total)
+        self._cumulative = list(itertools.accumulate(distribution))
         self._position = offset % 1.0
 
     def next(self) -> int:
@@ -224,10 +202,9 @@ class AcceptSampler:
 def noise_slowdown(seed: int, key: str, index: int, noise_pct: float) -> float:
     """How much slower the ``index``-th generation request of a launch runs: seeded, lognormal, median 1.
 
-    Real clusters wobble (a neighbour's job, clocks, thermals); ``--sim-noise-pct P`` imitates
-    it so that a bisection's judge can be tested against noise that is the same on every run:
-    the factor depends only on the seed, the key (the source tree's version, so that each
-    commit of a make-repo history draws its own) and the request's place in the launch.
+    ``--sim-noise-pct`` lets a bisection's judge be tested against noise that is the same on every run:
+    the factor depends only on the seed, the key (the source version: each commit draws its own) and
+    the request's place in the launch.
 
     >>> noise_slowdown(0, "0.5.9.dev3", 2, 0.0)
     1.0

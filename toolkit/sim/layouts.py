@@ -1,11 +1,8 @@
 """The files of one simulated commit, laid out like the real repository: pure.
 
-SGLang's repository keeps its package in ``python/sglang`` (``python/pyproject.toml`` pins the
-kernel wheel; ``python/sglang/srt/entrypoints/engine.py`` checks it at start); vLLM's keeps
-``vllm/`` at the top. ``make-repo`` writes these so that the toolkit's ``with_source`` is
-tested on the layout it meets on a real checkout: ``PYTHONPATH=<repo>/python`` finds the
-commit, ``PYTHONPATH=<repo>`` does not. ``sim_perf.json`` sits inside the package (the
-simulator finds it where Python finds the package).
+SGLang keeps its package in ``python/sglang`` (``python/pyproject.toml`` pins the kernel wheel), vLLM
+``vllm/`` at the top, so ``with_source`` is tested on a real layout: ``PYTHONPATH=<repo>/python`` finds
+an SGLang commit, ``PYTHONPATH=<repo>`` does not. ``sim_perf.json`` sits inside the package.
 """
 
 from __future__ import annotations

@@ -1,8 +1,7 @@
 """Log line formats of SGLang, uvicorn and vLLM, copied from real logs (../shared/real-logs).
 
-Pure formatting functions (time is an argument) plus `LogWriter`, the one place that writes:
-one `os.write` per line so the lines of the server and its TP worker processes, which share
-stdout, never interleave mid-line.
+Pure formatting functions plus `LogWriter`, which writes each line with one `os.write`, so that the
+server and its TP worker processes, sharing stdout, never interleave mid-line.
 """
 
 from __future__ import annotations
@@ -12,23 +11,9 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-__all__ = [
-    "DecodeStats",
-    "LogWriter",
-    "PrefillStats",
-    "SIMULATOR_BANNER",
-    "banner",
-    "sglang_decode_batch",
-    "sglang_line",
-    "sglang_prefill_batch",
-    "uvicorn_line",
-    "vllm_line",
-    "vllm_plain",
-    "vllm_spec_metrics",
-    "vllm_throughput",
-    "vllm_uvicorn",
-    "plain_uvicorn",
-]
+__all__ = ["DecodeStats", "LogWriter", "PrefillStats", "SIMULATOR_BANNER", "banner", "sglang_decode_batch",
+           "sglang_line", "sglang_prefill_batch", "uvicorn_line", "vllm_label", "vllm_line", "vllm_plain",
+           "vllm_spec_metrics", "vllm_throughput", "vllm_uvicorn", "plain_uvicorn"]
 
 SIMULATOR_BANNER = (
     "toolkit.sim: this is a SIMULATED {engine} server (no GPU, no model weights); the lines below "
@@ -52,10 +37,6 @@ def _sglang_time(now: float) -> str:
     return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(now))
 
 
-def _vllm_time(now: float) -> str:
-    return time.strftime("%m-%d %H:%M:%S", time.localtime(now))
-
-
 def sglang_line(now: float, message: str, rank: int | None = None) -> str:
     """`[2026-02-26 20:26:06 TP5] message`; rank is None for the main process or when tp == 1."""
     label = f" TP{rank}" if rank is not None else ""
@@ -63,7 +44,7 @@ def sglang_line(now: float, message: str, rank: int | None = None) -> str:
 
 
 def _levelprefix(level: str) -> str:
-    # uvicorn: levelname + ":" left-justified to 9, then a space.
+    """uvicorn's: levelname + ":" left-justified to 9."""
     return (level.upper() + ":").ljust(9)
 
 
@@ -74,7 +55,13 @@ def uvicorn_line(now: float, level: str, message: str) -> str:
 
 def vllm_line(now: float, process: str, level: str, source: str, message: str) -> str:
     """`(APIServer pid=29938) INFO 08-01 23:25:19 [api_server.py:616] message`."""
-    return f"({process}) {level.upper()} {_vllm_time(now)} [{source}] {message}"
+    stamp = time.strftime("%m-%d %H:%M:%S", time.localtime(now))
+    return f"({process}) {level.upper()} {stamp} [{source}] {message}"
+
+
+def vllm_label(role: str, rank: int, pid: int) -> str:
+    """The process prefix vLLM prints for a child, e.g. `Worker_TP3 pid=4242`."""
+    return f"{'EngineCore' if role == 'engine-core' else f'Worker_TP{rank}'} pid={pid}"
 
 
 def vllm_plain(process: str, message: str) -> str:
@@ -164,11 +151,9 @@ class LogWriter:
     def __init__(self, fd: int = 1, level: str = "info") -> None:
         self.fd = fd
         self.min_level = _LEVELS.get(level.lower(), 20)
-        # Benchmarks only (benchmarks/readiness.py): `TOOLKIT_SIM_TIMING_FILE` names a file that
-        # gets "EPOCH_SECONDS<TAB>line" for every line, written right after the line itself, so
-        # that "how long after the ready (or fatal) line was written did the toolkit know?" is
-        # measured against the moment of writing, not the log's one-second timestamps. An
-        # environment variable, because every TP worker process writes lines too.
+        # Benchmarks only (benchmarks/readiness.py): `TOOLKIT_SIM_TIMING_FILE` gets "EPOCH_SECONDS<TAB>line"
+        # right after each line, to time the toolkit against the moment of writing, not the log's
+        # one-second stamps. An environment variable, because every TP worker process writes lines too.
         timing = os.environ.get("TOOLKIT_SIM_TIMING_FILE")
         self._timing_fd = os.open(timing, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644) if timing else None
 

@@ -1,13 +1,9 @@
 """What a performance engineer scrapes from the simulated server: Prometheus metrics, cache flush, GPU load.
 
-- SGLang ``/metrics`` only with ``--enable-metrics`` (sglang 0.5.9 entrypoints/http_server.py;
-  series and labels of metrics/collector.py:305-397 and managers/scheduler_metrics_mixin.py:114-120:
-  ``model_name, engine_type, tp_rank, pp_rank, moe_ep_rank``; only TP rank 0 exports by default).
-- vLLM ``/reset_prefix_cache`` (POST) only with ``VLLM_SERVER_DEV_MODE=1`` (0.33.0
-  serve/dev/cache/api_router.py:20-43, answering ``{"success": true}``).
-- ``/sim/gpu`` (simulator only): the engine's busy time and queue, which the simulated
-  telemetry (``python -m toolkit.sim telemetry``) turns into utilisation, clocks and power.
-- the profiler routes (:mod:`toolkit.sim.profiler`).
+- SGLang ``/metrics`` only with ``--enable-metrics`` (sglang 0.5.9 entrypoints/http_server.py; series and
+  labels of metrics/collector.py:305-397, managers/scheduler_metrics_mixin.py:114-120; TP rank 0 exports).
+- vLLM ``/reset_prefix_cache`` only with ``VLLM_SERVER_DEV_MODE=1`` (0.33.0 serve/dev/cache/api_router.py:20-43).
+- ``/sim/gpu``: the engine's busy time, which ``python -m toolkit.sim telemetry`` turns into utilisation.
 """
 
 from __future__ import annotations
@@ -17,7 +13,7 @@ import time
 
 from aiohttp import web
 
-from toolkit.sim.engine import GenRequest
+from toolkit.sim.engine import GenRequest, modelled_ms
 from toolkit.sim.metrics_page import family
 from toolkit.sim.profiler import SimProfiler
 from toolkit.sim.route_host import RouteHost
@@ -61,9 +57,7 @@ class _GpuLoad:
         server.engine.hooks.append(self._on_step)
 
     def _on_step(self, kind: str, batch: list[GenRequest]) -> None:
-        model = self.server.model
-        ms = model.prefill_ms(sum(r.prompt_tokens for r in batch)) if kind == "prefill" else model.step_ms(len(batch))
-        self.busy_s += ms / 1000.0
+        self.busy_s += modelled_ms(self.server.model, kind, batch) / 1000.0
 
     async def handle(self, request: web.Request) -> web.Response:
         e, c = self.server.engine, self.server.config

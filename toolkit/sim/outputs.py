@@ -1,15 +1,9 @@
 """Greedy outputs of the simulated server: the same prompt gives the same tokens under any speed flag.
 
-With ``temperature: 0`` a real engine's output depends only on the model and the prompt (up
-to numerics); speculative decoding, CUDA graphs or an attention backend must not change it.
-The simulator has no model, so a greedy request's token texts are drawn from a generator
-seeded by the prompt (and ``--sim-seed``), never by the launch's flags. The fault
-``--sim-fault greedy-divergence`` breaks that on purpose: about half the prompts (chosen by
-their hash) diverge after a few tokens, as a speed-up that changes outputs would.
-
-A non-streamed completion that asks ``logprobs`` gets the per-token texts back in the
-OpenAI shapes both engines use (completions: ``logprobs.tokens``; chat:
-``logprobs.content[i].token``), with log-probabilities of 0.0: the simulator has no model.
+With ``temperature: 0`` speculative decoding, CUDA graphs or an attention backend must not change an
+engine's output, so a greedy request's texts are seeded by the prompt (and ``--sim-seed``), never by the
+flags. ``--sim-fault greedy-divergence`` breaks that for about half the prompts, as a bad speed-up would.
+``logprobs`` come back in the OpenAI shapes, with log-probabilities of 0.0 (there is no model).
 """
 
 from __future__ import annotations

@@ -1,14 +1,9 @@
 """The engines' argument parsers as the imitated release has them: every flag it accepts, no other.
 
-Each release's flag list (``toolkit/engines/flags``, captured from the release's own
-parser) is the contract: the flags the simulator gives meaning to are added with their
-types and choices, only in the spellings that release has; every other flag of the
-release is accepted as is (a value or a switch), listed in ``--help`` and ignored. So a
-removed flag fails as the release fails: ``--cuda-graph-max-bs 8`` on SGLang 0.5.20+
-exits with argparse's ``ambiguous option`` (it prefixes ``-decode`` and ``-prefill``), an
-unknown one with ``unrecognized arguments``, and ``--tp`` works only as argparse's prefix
-of ``--tp-size``, exactly as on the real server. Simulator knobs (``--sim-*``,
-``--engine``, ``--source-dir``) live in their own group.
+The release's captured flag list (``toolkit/engines/flags``) is the contract: the flags the simulator
+gives meaning to are added in the spellings that release has; every other one is accepted, listed in
+``--help`` and ignored. So ``--cuda-graph-max-bs 8`` on SGLang 0.5.20+ exits with argparse's
+``ambiguous option`` and ``--tp`` works only as a prefix of ``--tp-size``, as on the real server.
 """
 
 from __future__ import annotations
@@ -62,6 +57,15 @@ def _passthrough(parser: argparse.ArgumentParser, release: SimRelease) -> None:
         else:
             group.add_argument(*spellings, dest=dest, action="store_true", help=text)
         taken.update(spellings)
+
+
+def _finish(parser: argparse.ArgumentParser, release: SimRelease, dests: dict[str, object],
+            knobs: Callable[[argparse.ArgumentParser], None]) -> argparse.ArgumentParser:
+    """The simulator's knobs, then every other flag of the release, then the defaults of every dest."""
+    knobs(parser)
+    _passthrough(parser, release)
+    parser.set_defaults(**dests)
+    return parser
 
 
 def sglang_parser(release: SimRelease, knobs: Callable[[argparse.ArgumentParser], None]) -> argparse.ArgumentParser:
@@ -122,10 +126,7 @@ def sglang_parser(release: SimRelease, knobs: Callable[[argparse.ArgumentParser]
     a("--dist-timeout", dest="dist_timeout", type=int, help="Set timeout for torch.distributed initialization.")
     a("--watchdog-timeout", dest="watchdog_timeout", type=float, default=300, help="Set watchdog timeout in seconds.")
     a("--skip-server-warmup", dest="skip_server_warmup", action="store_true", help="Skip the warm-up request.")
-    knobs(parser)
-    _passthrough(parser, release)
-    parser.set_defaults(**dests)
-    return parser
+    return _finish(parser, release, dests, knobs)
 
 
 def vllm_parser(release: SimRelease, knobs: Callable[[argparse.ArgumentParser], None]) -> argparse.ArgumentParser:
@@ -157,10 +158,7 @@ def vllm_parser(release: SimRelease, knobs: Callable[[argparse.ArgumentParser], 
     # A list from 0.11 (vllm/entrypoints/openai/cli_args.py); VLLM_API_KEY when not given.
     a("--api-key", dest="api_key", nargs="+" if release.at_least("0.11.0") else None,
       help="If provided, the server will require one of these keys to be presented in the header.")
-    knobs(parser)
-    _passthrough(parser, release)
-    parser.set_defaults(**dests)
-    return parser
+    return _finish(parser, release, dests, knobs)
 
 
 def transformers_parser(release: SimRelease,
@@ -178,7 +176,4 @@ def transformers_parser(release: SimRelease,
     a("--continuous-batching", dest="continuous_batching", action="store_true",
       help="Enable continuous batching with paged attention (--no-continuous-batching: the default).")
     a("--log-level", dest="log_level", default="warning", help="Logging level (e.g. 'info', 'warning').")
-    knobs(parser)
-    _passthrough(parser, release)
-    parser.set_defaults(**dests)
-    return parser
+    return _finish(parser, release, dests, knobs)

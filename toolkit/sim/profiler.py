@@ -1,21 +1,10 @@
 """The simulated server's torch profiler: ``/start_profile`` and ``/stop_profile`` writing Chrome traces.
 
-SGLang (imitating 0.5.9 entrypoints/http_server.py:832-865 and
-managers/scheduler_profiler_mixin.py): GET or POST, JSON body optional (``output_dir``,
-``num_steps``, ``activities``, ``with_stack``, ``profile_prefix``...); the folder defaults to
-``$SGLANG_TORCH_PROFILER_DIR``, else ``/tmp``; each TP rank writes
-``[{prefix}-]{profile_id}-TP-{rank}.trace.json.gz`` (``profile_id`` = the start's
-``time.time()``); with ``num_steps`` the profile stops by itself after that many scheduler
-steps; a start while one runs, or a stop with none running, is an error (HTTP 500, as the
-engine's ``RuntimeError`` becomes). The ranks log ``Profiling starts. Traces will be saved
-to: ...`` and ``Profiling done. Traces are saved to: ...``.
-
-vLLM (0.33.0 entrypoints/serve/profile/api_router.py:38-66): ``POST`` only, routes only with
-``--profiler-config '{"profiler": "torch", "torch_profiler_dir": DIR}'``; each worker writes
-``dp0_pp0_tp{r}_dcp0_ep0_rank{r}.{ms}.pt.trace.json.gz`` (tensorboard_trace_handler,
-vllm/profiler/wrapper.py:266, distributed/utils.py:757).
-
-At most ``MAX_STEPS`` steps are kept per profile: the simulator is a stand-in, its traces stay small.
+SGLang (0.5.9 entrypoints/http_server.py:832-865, managers/scheduler_profiler_mixin.py): GET or POST,
+the folder from the body's ``output_dir``, else ``$SGLANG_TORCH_PROFILER_DIR``, else ``/tmp``;
+``num_steps`` stops by itself; a start while one runs, or a stop with none, is HTTP 500 (the engine's
+RuntimeError). vLLM (0.33.0 entrypoints/serve/profile/api_router.py:38-66): POST only, routes only with
+``--profiler-config``. File names: toolkit.engines.traces. At most ``MAX_STEPS`` steps are kept.
 """
 
 from __future__ import annotations
@@ -30,7 +19,7 @@ import time
 from aiohttp import web
 
 from toolkit.engines.traces import trace_file_name
-from toolkit.sim.engine import GenRequest
+from toolkit.sim.engine import GenRequest, modelled_ms
 from toolkit.sim.route_host import RouteHost
 from toolkit.sim.trace import StepRecord, TraceShape, build_trace, dumps, trace_json_for_rank
 
@@ -55,13 +44,10 @@ class SimProfiler:
         self.writing: asyncio.Task[list[str]] | None = None
         server.engine.hooks.append(self._on_step)
 
-    # ---- the engine's side ----------------------------------------------------------------
     def _on_step(self, kind: str, batch: list[GenRequest]) -> None:
         if not self.active:
             return
-        model = self.server.model
-        duration = model.prefill_ms(sum(r.prompt_tokens for r in batch)) if kind == "prefill" else \
-            model.step_ms(len(batch))
+        duration = modelled_ms(self.server.model, kind, batch)
         end = time.time()
         # a late step makes the next ones come sooner (engine.py): never let two steps overlap in the trace
         start = max(end - duration / 1000.0, self.steps[-1].end_s if self.steps else self.started)
@@ -81,7 +67,6 @@ class SimProfiler:
             self.server.log(message, rank=rank if self.server.config.tp_size > 1 else None,
                             source="gpu_worker.py:1440")
 
-    # ---- start and stop -------------------------------------------------------------------
     def start(self, output_dir: str, num_steps: int | None, prefix: str) -> None:
         self.active, self.steps, self.writing = True, [], None
         self.output_dir, self.prefix, self.num_steps = output_dir, prefix, num_steps
@@ -108,8 +93,8 @@ class SimProfiler:
     def _write(self, steps: list[StepRecord]) -> list[str]:
         """Every rank's trace file (gzip, atomically renamed); runs in a worker thread."""
         os.makedirs(self.output_dir, exist_ok=True)
-        pids = [self.server.pid] + self.server.worker_pids()[: self.server.config.tp_size]
-        pid0 = pids[0]
+        pid0 = self.server.pid
+        pids = [pid0] + self.server.worker_pids()[: self.server.config.tp_size]
         text = dumps(build_trace(self._shape(), steps, t0=self.started, pid=pid0, rank=0, note=_NOTE))
         paths = []
         for rank, name in enumerate(self._file_names()):
@@ -136,7 +121,6 @@ class SimProfiler:
             self.server.log("Profiler stopped.", source="api_router.py:51")
         return paths
 
-    # ---- HTTP -----------------------------------------------------------------------------
     async def _body(self, request: web.Request) -> dict[str, object]:
         if not request.can_read_body:
             return {}
@@ -151,19 +135,17 @@ class SimProfiler:
         body = await self._body(request)
         if self.active or (self.writing is not None and not self.writing.done()):
             return web.Response(status=500, text="Internal Server Error")  # RuntimeError: already in progress
-        c = self.server.config
-        if c.engine == "vllm":
-            config = c.namespace.get("profiler_config") or {}
-            output_dir = str(config.get("torch_profiler_dir", "")) if isinstance(config, dict) else ""
+        vllm = self.server.config.engine == "vllm"
+        if vllm:
+            config = self.server.config.namespace.get("profiler_config") or {}
+            folder = config.get("torch_profiler_dir", "") if isinstance(config, dict) else ""
             steps = body.get("max_iterations")
-            self.start(os.path.expanduser(output_dir), steps if isinstance(steps, int) and steps > 0 else None,
-                       str(body.get("profile_prefix") or ""))
-            return web.Response(status=200)
-        folder = body.get("output_dir") or os.environ.get("SGLANG_TORCH_PROFILER_DIR", "/tmp")
-        steps = body.get("num_steps")
+        else:
+            folder = body.get("output_dir") or os.environ.get("SGLANG_TORCH_PROFILER_DIR", "/tmp")
+            steps = body.get("num_steps")
         self.start(os.path.expanduser(str(folder)), steps if isinstance(steps, int) and steps > 0 else None,
                    str(body.get("profile_prefix") or ""))
-        return web.Response(text="Start profiling.\n")
+        return web.Response(status=200) if vllm else web.Response(text="Start profiling.\n")
 
     async def stop_profile(self, request: web.Request) -> web.Response:
         if self.writing is not None:  # num_steps stopped it already: the engine says it is not in progress

@@ -1,8 +1,6 @@
-"""OpenAI-compatible request parsing and response/SSE shapes, as SGLang and vLLM send them.
+"""OpenAI-compatible request parsing and response/SSE shapes, as SGLang and vLLM send them. Pure.
 
-Pure: dictionaries in, dictionaries and bytes out. Token texts are short words drawn from a seeded
-generator; `usage` counts the simulated tokens exactly. Prompt tokens are whitespace-separated
-words (or the length of a token-id list): there is no tokenizer.
+Token texts are short seeded words; `usage` counts the simulated tokens exactly.
 """
 
 from __future__ import annotations
@@ -12,19 +10,8 @@ import random
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-__all__ = [
-    "BadRequest",
-    "Sampling",
-    "WordSource",
-    "chunk_event",
-    "count_prompt_tokens",
-    "error_body",
-    "final_response",
-    "parse_sampling",
-    "sse",
-    "usage",
-    "usage_event",
-]
+__all__ = ["BadRequest", "Sampling", "WordSource", "chunk_event", "count_prompt_tokens", "error_body",
+           "final_response", "parse_sampling", "sse", "usage", "usage_event"]
 
 WORDS = ("the", "model", "token", "graph", "batch", "draft", "verify", "layer", "cache", "kernel", "stream",
          "rank", "step", "tensor", "value", "node", "server", "queue", "decode", "prefill", "speed", "time",
@@ -111,9 +98,7 @@ def parse_sampling(body: object, chat: bool, served_model: str, strict_model: bo
     if isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 1:
         raise BadRequest(f"max_tokens must be a positive integer, got {raw!r}.")
     options = body.get("stream_options") or {}
-    temperature = body.get("temperature", 1.0)
-    if temperature is None:
-        temperature = 1.0
+    temperature = 1.0 if body.get("temperature") is None else body["temperature"]
     if isinstance(temperature, bool) or not isinstance(temperature, int | float) or temperature < 0:
         raise BadRequest(f"temperature must be a non-negative number, got {temperature!r}.")
     return Sampling(model=str(model), max_tokens=max_tokens, stream=bool(body.get("stream", False)),
@@ -140,8 +125,7 @@ def chunk_event(base: Mapping[str, object], chat: bool, text: str, finish_reason
         choice: dict[str, object] = {"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish_reason}
     else:
         choice = {"index": 0, "text": text, "logprobs": None, "finish_reason": finish_reason}
-    event = dict(base)
-    event["choices"] = [choice]
+    event = {**base, "choices": [choice]}
     if usage_block is not None:
         event["usage"] = dict(usage_block)
     return event
@@ -149,25 +133,16 @@ def chunk_event(base: Mapping[str, object], chat: bool, text: str, finish_reason
 
 def usage_event(base: Mapping[str, object], usage_block: Mapping[str, int]) -> dict[str, object]:
     """The final `stream_options.include_usage` chunk: no choices, only usage."""
-    event = dict(base)
-    event["choices"] = []
-    event["usage"] = dict(usage_block)
-    return event
+    return {**base, "choices": [], "usage": dict(usage_block)}
 
 
 def final_response(base: Mapping[str, object], chat: bool, text: str, finish_reason: str,
                    usage_block: Mapping[str, int]) -> dict[str, object]:
     """A non-streaming completion or chat completion."""
-    out = dict(base)
-    if chat:
-        out["object"] = "chat.completion"
-        out["choices"] = [{"index": 0, "message": {"role": "assistant", "content": text}, "logprobs": None,
-                           "finish_reason": finish_reason}]
-    else:
-        out["object"] = "text_completion"
-        out["choices"] = [{"index": 0, "text": text, "logprobs": None, "finish_reason": finish_reason}]
-    out["usage"] = dict(usage_block)
-    return out
+    content: dict[str, object] = {"message": {"role": "assistant", "content": text}} if chat else {"text": text}
+    return {**base, "object": "chat.completion" if chat else "text_completion",
+            "choices": [{"index": 0, **content, "logprobs": None, "finish_reason": finish_reason}],
+            "usage": dict(usage_block)}
 
 
 def error_body(message: str, kind: str, status: int) -> dict[str, object]:

@@ -1,10 +1,7 @@
-"""`python -m toolkit.sim.worker`: one simulated engine process (an SGLang TP scheduler, vLLM's
-EngineCore or a vLLM Worker_TPn), started by the server. Not meant to be run by hand.
-
-It plays its start-up script (startup.py), reports "ready" or "failed" over a pipe, then idles
-until the server exits. Like SGLang's `kill_itself_when_parent_died` it asks the kernel for
-SIGKILL when its parent dies (prctl PR_SET_PDEATHSIG) and also polls the parent, so no worker is
-ever orphaned. A failing SGLang scheduler sends SIGQUIT to the server, as the real one does.
+"""`python -m toolkit.sim.worker`: one simulated engine process (SGLang TP scheduler, vLLM EngineCore or
+Worker_TPn), started by the server. It plays its start-up script, reports "ready" or "failed" over a pipe,
+then idles. Like SGLang's `kill_itself_when_parent_died` it dies with its parent (PR_SET_PDEATHSIG, plus
+polling), so no worker is ever orphaned.
 """
 
 from __future__ import annotations
@@ -24,7 +21,7 @@ import setproctitle
 
 from toolkit.sim import faults
 from toolkit.sim.args import SimConfig, parse_server_args
-from toolkit.sim.logs import LogWriter, sglang_line, vllm_line, vllm_plain
+from toolkit.sim.logs import LogWriter, sglang_line, vllm_label, vllm_line, vllm_plain
 from toolkit.sim.release import role_of
 from toolkit.sim.release_logs import watchdog_lines
 from toolkit.sim.startup import Line, Script, phases, sglang_worker_script
@@ -54,11 +51,7 @@ class _Process:
         self.rank = rank
         self.pid = os.getpid()
         self.writer = LogWriter(1, config.log_level)
-
-    @property
-    def vllm_label(self) -> str:
-        name = "EngineCore" if self.role == "engine-core" else f"Worker_TP{self.rank}"
-        return f"{name} pid={self.pid}"
+        self.vllm_label = vllm_label(role, rank, self.pid)
 
     def format(self, line: Line) -> str:
         now = time.time()
@@ -108,10 +101,8 @@ def _apply_in_process_writes(config: SimConfig, role: str) -> None:
 def nccl_echo_lines(env: Mapping[str, str], rank: int, pid: int, at_s: float, host: str) -> list[Line]:
     """NCCL's own echo of the variables it read (``NCCL_DEBUG=INFO``), as NCCL 2.2x prints it.
 
-    ``gpu-a:4242:4242 [3] NCCL INFO NCCL_ALGO set by environment to Ring``; integer
-    parameters end with a period (``... NCCL_CUMEM_ENABLE set by environment to 1.``), as in
-    the H200 torchrun log tests/data/logs/127. The authority on what NCCL used: it reads the
-    process's os.environ, including what the engine wrote in-process.
+    ``gpu-a:4242:4242 [3] NCCL INFO NCCL_ALGO set by environment to Ring``; integers end with a period
+    (the H200 torchrun log tests/data/logs/127). It reads os.environ, with the engine's in-process writes.
     """
     if env.get("NCCL_DEBUG", "").upper() not in ("INFO", "TRACE"):
         return []
@@ -147,10 +138,9 @@ def _crash(proc: _Process, parent_pid: int, ready_fd: int) -> int:
         proc.write(Line(0.0, text, level="error"))
         os.kill(parent_pid, signal.SIGQUIT)
         return _wait_for_death(parent_pid)
-    else:
-        core, _ = faults.vllm_engine_dead_traceback()
-        proc.write(Line(0.0, "\n".join(["EngineCore encountered a fatal error.", *core]), level="error",
-                        source="core.py:944"))
+    core, _ = faults.vllm_engine_dead_traceback()
+    proc.write(Line(0.0, "\n".join(["EngineCore encountered a fatal error.", *core]), level="error",
+                    source="core.py:944"))
     _report(ready_fd, "failed")
     return 1
 
@@ -177,7 +167,7 @@ def _wait_for_death(parent_pid: int) -> int:
 
 
 def _idle(proc: _Process, parent_pid: int, ready_fd: int, command_fd: int) -> int:
-    """Stay alive until the server goes away or sends a command ("crash" or "exit")."""
+    """Stay alive until the server goes away or sends a command ("crash", "stall" or "exit")."""
     buffer = b""
     while True:
         readable, _, _ = select.select([command_fd], [], [], 0.5)

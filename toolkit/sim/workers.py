@@ -1,12 +1,9 @@
 """The server's child processes: one per TP rank (plus vLLM's EngineCore), real OS processes.
 
-Each child is `python -m toolkit.sim.worker --engine E --role R --tp-rank N ... -- <server argv>`,
-started with the server's environment plus what the imitated release writes before it starts
-that process in a way `/proc/<pid>/environ` shows (toolkit/sim/release.py: SGLang 0.5.23 keeps a
-user's NCCL_CUMEM_ENABLE and writes NCCL_GRAPH_REGISTER=0 only when unset; 0.4.10 overwrites
-NCCL_CUMEM_ENABLE with 0). The server's /proc environ keeps the user's values, exactly as with
-the real engines. Children report over a pipe ("ready" or "failed"); the pipe's EOF tells the
-server that a child died.
+Each child is `python -m toolkit.sim.worker ... -- <server argv>`, started with the server's environment
+plus the release's writes that its `/proc/<pid>/environ` shows (toolkit/sim/release.py); the server's own
+keeps the user's values, as with the real engines. Children report "ready" or "failed" over a pipe,
+whose EOF tells the server that a child died.
 """
 
 from __future__ import annotations
@@ -22,6 +19,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from toolkit.sim.args import SimConfig
+from toolkit.sim.logs import vllm_label
 
 __all__ = ["Child", "WorkerFailed", "WorkerPool", "worker_environment"]
 
@@ -49,9 +47,7 @@ class Child:
 
     @property
     def label(self) -> str:
-        """The process prefix vLLM prints, e.g. `Worker_TP3 pid=4242`."""
-        name = "EngineCore" if self.role == "engine-core" else f"Worker_TP{self.rank}"
-        return f"{name} pid={self.pid}"
+        return vllm_label(self.role, self.rank, self.pid)
 
 
 class WorkerFailed(RuntimeError):
