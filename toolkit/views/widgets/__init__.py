@@ -1,16 +1,10 @@
 """Widgets: views over the toolkit's core state, never a second source of truth.
 
-Each widget holds its state in traits and bounded buffers, redraws from a throttle thread
-of its own at most ~10 times a second (data arrives on reader threads; from threads we
-only assign traits), does no SSH or HTTP in a callback (the one exception is the Stop
-button, a person's explicit request, run on a thread), answers `repr()` with a useful
-text summary for executed notebooks, and releases its threads in `close()`.
+State lives in traits and bounded buffers; each widget redraws from its own throttle thread at most
+~10 times a second, does no SSH or HTTP in a callback (except the Stop button, on a thread), answers
+`repr()` with a text summary for executed notebooks, and releases its threads in `close()`.
 
-    >>> import toolkit.views.widgets as tkw                                     # doctest: +SKIP
     >>> display(tkw.ServerPanel(server), tkw.LogView(server))             # doctest: +SKIP
-
-Long loops (benchmarks, sweeps) show progress as text (`toolkit.progress.progress_bar`, tqdm on stderr): a
-widget bar's state is not saved, so a reopened notebook showed "model not found" where it had been.
 
 DOM contract (what browser tests and a person's CSS may rely on)
 ----------------------------------------------------------------

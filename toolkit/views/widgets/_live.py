@@ -1,9 +1,5 @@
-"""``tk.measure``: :func:`toolkit.moves.measure.measure` with the server shown live while it runs.
-
-The move decides and records; this only adds the view: once the server is launched, a
-:class:`ServerPanel` and a :class:`LogView` are displayed under the running cell, and both
-draw their end (stopped, or failed with its evidence) before the call returns.
-"""
+"""``tk.measure``: :func:`toolkit.moves.measure.measure` with a :class:`ServerPanel` and a :class:`LogView`
+shown under the running cell; both draw their end before the call returns."""
 
 from __future__ import annotations
 

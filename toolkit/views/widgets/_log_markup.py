@@ -1,9 +1,5 @@
-"""Pure: which log events a view shows, and the HTML and text it shows them as.
-
-No ipywidgets here, so the DOM contract is tested as exact strings. The markup is one
-`<style>` block plus one element per line; see `toolkit.views.widgets` for the contract that
-browser tests rely on.
-"""
+"""Pure: which log events a view shows, and the HTML and text it shows them as (the DOM contract of
+`toolkit.views.widgets`, tested as exact strings)."""
 
 from __future__ import annotations
 
@@ -17,19 +13,8 @@ from toolkit.logs.caused import REQUEST
 from toolkit.logs.inert import inert_text
 from toolkit.logs.line import strip_ansi
 
-__all__ = [
-    "VERDICTS",
-    "LogFilter",
-    "LOG_CSS",
-    "select",
-    "verdict_of",
-    "display_text",
-    "line_html",
-    "log_html",
-    "count_text",
-    "natural_key",
-    "is_ours",
-]
+__all__ = ["VERDICTS", "LogFilter", "LOG_CSS", "select", "verdict_of", "display_text", "line_html",
+           "log_html", "count_text", "natural_key", "is_ours"]
 
 # Display order of the verdict filters: what a person looks for first comes first.
 VERDICTS: tuple[str, ...] = ("fatal", "warning", "benign", "ready", "metric", "progress", "info", "shutdown")
@@ -44,16 +29,14 @@ def verdict_of(event: LogEvent) -> str:
 
 
 def is_ours(event: LogEvent, *, probing: bool = False) -> bool:
-    """Whether ``event`` is the access line of the toolkit's own request (``event.caused``, set by the classifier):
-    a probe or scrape always; a completion while ``probing`` (readiness not yet proven: nothing but
-    the toolkit's one-token probe sends one then)."""
+    """Whether ``event`` is the access line of the toolkit's own request: a probe or scrape (``event.caused``)
+    always; a completion while ``probing`` (before readiness only the toolkit's probe sends one)."""
     return event.caused == REQUEST or (probing and is_probe_completion(event.raw))
 
 
 @dataclass(frozen=True)
 class LogFilter:
-    """What the view shows: a set of verdicts, one rank or all, an optional regex, and whether the
-    toolkit's own requests are shown (hidden by default: they are the toolkit's, not the engine's)."""
+    """What the view shows: verdicts, one rank or all, an optional regex, the toolkit's requests or not."""
 
     verdicts: frozenset[str] = frozenset(VERDICTS)
     rank: str | None = None
@@ -61,13 +44,9 @@ class LogFilter:
     show_ours: bool = False
 
     def matches(self, event: LogEvent, ours: bool = False) -> bool:
-        if ours and not self.show_ours:
-            return False
-        if verdict_of(event) not in self.verdicts:
-            return False
-        if self.rank is not None and event.rank != self.rank:
-            return False
-        return self.pattern is None or self.pattern.search(event.raw) is not None
+        return ((self.show_ours or not ours) and verdict_of(event) in self.verdicts
+                and (self.rank is None or event.rank == self.rank)
+                and (self.pattern is None or self.pattern.search(event.raw) is not None))
 
     @property
     def is_default(self) -> bool:
@@ -88,8 +67,7 @@ class LogFilter:
 
 
 def select(events: Sequence[LogEvent], log_filter: LogFilter, limit: int, ours: Container[int] = ()) -> list[LogEvent]:
-    """The last `limit` events that pass the filter, oldest first; ``ours`` holds the line numbers of
-    the toolkit's own requests (see :func:`is_ours`)."""
+    """The last `limit` events that pass the filter, oldest first (``ours``: the toolkit's requests)."""
     if log_filter.is_default and not ours:
         return list(events[-limit:]) if limit else []
     chosen: list[LogEvent] = []
@@ -103,8 +81,7 @@ def select(events: Sequence[LogEvent], log_filter: LogFilter, limit: int, ours: 
 
 
 def display_text(raw: str, max_chars: int = MAX_LINE_CHARS) -> str:
-    """What a person would have seen in a terminal: no colour codes, the last `\\r` redraw; OSC and other
-    escapes dropped, other control and direction characters shown escaped (``toolkit.logs.inert``)."""
+    """What a terminal would show: no colour codes, the last `\\r` redraw, control characters made inert."""
     text = strip_ansi(raw).rstrip("\r\n")
     if "\r" in text:  # a progress bar redrawn in place: the terminal shows the last frame
         frames = [frame for frame in text.split("\r") if frame.strip()]
@@ -130,8 +107,7 @@ def _title(event: LogEvent, verdict: str) -> str:
 
 
 def line_html(event: LogEvent, *, ours: bool = False) -> str:
-    """One line element; every piece of log text is escaped, in content and in attributes.
-    The toolkit's own requests carry ``data-toolkit="1"`` and are dimmed."""
+    """One line element; every piece of log text is escaped, in content and in attributes."""
     verdict = verdict_of(event)
     attrs = [
         f'class="tk-line tk-{html.escape(verdict)}{" tk-toolkit" if ours else ""}"',
@@ -156,11 +132,8 @@ def line_html(event: LogEvent, *, ours: bool = False) -> str:
     return f"<div {' '.join(attrs)}>{body}</div>"
 
 
-# Theme variables first, so JupyterLab's dark theme keeps the log readable; the literal
-# colours are the fallback in exported HTML. Red/amber/green carry meaning; benign lines are
-# dimmed, not hidden, because "benign" is our judgement and the person may disagree; so are the
-# lines written after the toolkit asked for a stop (`shutdown`, italic).
-# Progress and info lines stay plain, so that a dimmed line stands out as benign.
+# Theme variables first (JupyterLab's dark theme), literal colours as the exported fallback. Benign lines are
+# dimmed, not hidden: "benign" is our judgement and the person may disagree.
 LOG_CSS = """<style>
 .tk-log{font-family:var(--jp-code-font-family,monospace);font-size:var(--jp-code-font-size,12px);
  max-height:28em;overflow-y:auto;display:flex;flex-direction:column-reverse;
@@ -179,19 +152,14 @@ LOG_CSS = """<style>
 
 
 def log_html(events: Iterable[LogEvent], *, empty: str = "no log lines yet", ours: Container[int] = ()) -> str:
-    """The whole frame: the style block and a scroller that stays pinned to the newest line.
-
-    `flex-direction: column-reverse` pins the scroll position to the bottom without any
-    JavaScript (the HTML widget runs none), so the view follows the log like `tail -f`.
-    """
+    """The style block and a scroller pinned to the newest line (`column-reverse`: the widget runs no JS)."""
     lines = [line_html(event, ours=event.line_no in ours) for event in events]
     body = "".join(lines) if lines else f'<div class="tk-empty">{html.escape(empty)}</div>'
     return f'{LOG_CSS}<div class="tk-log" data-lines="{len(lines)}"><div class="tk-lines">{body}</div></div>'
 
 
 def count_text(total: int, counts: Mapping[str, int], ours: int = 0, *, ours_shown: bool = False) -> str:
-    """ "12,345 lines, 3 benign, 0 fatal" and any warnings, shutdown lines and toolkit requests: the
-    numbers a person checks first. ``counts`` leave the toolkit's own requests out (``ours`` counts them)."""
+    """ "12,345 lines, 3 benign, 0 fatal" and any warnings, shutdown lines and toolkit requests (``ours``)."""
     text = f"{total:,} lines, {counts.get('benign', 0):,} benign, {counts.get('fatal', 0):,} fatal"
     if counts.get("warning"):
         text += f", {counts['warning']:,} warning"

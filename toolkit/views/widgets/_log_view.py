@@ -1,10 +1,8 @@
 """LogView: a live, filterable, coloured view of a server log that never freezes the notebook.
 
-The follower's reader thread hands us batches; we append them to a bounded deque and poke
-a throttle. The throttle's thread rebuilds one HTML widget from the last `max_lines`
-matching events at most `rate_hz` times a second. Memory is bounded by `history`, the
-frame by `max_lines`, and the kernel's traffic by `rate_hz`, however fast the log runs:
-`Output.append_stdout` would re-send every earlier line on each append (quadratic).
+Reader-thread batches go to a bounded deque (`history`); a throttle rebuilds one HTML widget from the
+last `max_lines` matching events at most `rate_hz` times a second. `Output.append_stdout` would re-send
+every earlier line on each append (quadratic).
 """
 
 from __future__ import annotations
@@ -47,41 +45,23 @@ class LogView(TextRepr, widgets.VBox):
 
     >>> view = LogView(server)            # or LogView(follower)       # doctest: +SKIP
     >>> display(view)                                                   # doctest: +SKIP
-    >>> view.close()                      # unsubscribes; joins its thread # doctest: +SKIP
 
-    Fatal lines are red, warnings amber, ready lines green, metric lines carry a blue bar,
-    and benign lines are dimmed with the rule that judged them in their tooltip. The view
-    keeps the last `history` events and shows the last `max_lines` that pass the filters.
-    Filters and pause act when the kernel is idle: a cell that blocks (`wait_ready`) holds
-    the widget messages from the browser until it returns, while lines keep arriving.
-
-    Given a Server, the view subscribes to the server's one shared follower
-    (`server.follow()`, stopped with the server); `close()` unsubscribes and never stops
-    a follower, which belongs to the server or to whoever passed it in.
-
-    The toolkit's own requests (its readiness probes, version asks and metric scrapes:
-    ``LogEvent.caused``) are hidden by default and counted; the "toolkit
-    requests" toggle shows them. Lines written after the toolkit asked the server to stop are
-    `shutdown` lines, dimmed. Once the server is stopped, the view draws its last frame on the
-    thread that stopped it, so an executed notebook records the end, not a frame from before it.
+    Filters and pause act when the kernel is idle: a blocking cell (`wait_ready`) holds the browser's
+    widget messages until it returns. Given a Server, the view subscribes to its one shared follower;
+    `close()` unsubscribes and never stops a follower. The toolkit's own requests (``LogEvent.caused``)
+    are hidden by default and counted. Once the server is stopped, the last frame is drawn on the thread
+    that stopped it, so an executed notebook records the end.
     """
 
     total_lines = Int(0, help="lines read from the log so far (the follower's count when it has one)")
     counts = Dict(help="events received per verdict, e.g. {'benign': 3, 'fatal': 0}")
     paused = Bool(False, help="while True the line frame is frozen; counts keep updating")
 
-    def __init__(
-        self,
-        source: Server | MultiNodeServer | LogFollower | EventSource,
-        *,
-        max_lines: int = 500,
-        history: int = 5_000,
-        rate_hz: float = 10.0,
-    ) -> None:
+    def __init__(self, source: Server | MultiNodeServer | LogFollower | EventSource, *, max_lines: int = 500,
+                 history: int = 5_000, rate_hz: float = 10.0) -> None:
         if max_lines <= 0 or history < max_lines:
-            raise ValueError(
-                f"LogView needs 0 < max_lines <= history, got max_lines={max_lines}, history={history}."
-            )
+            raise ValueError(f"LogView needs 0 < max_lines <= history, got max_lines={max_lines}, "
+                             f"history={history}.")
         self.max_lines = max_lines
         self._buffer: deque[LogEvent] = deque(maxlen=history)
         self._lock = threading.Lock()
@@ -95,46 +75,32 @@ class LogView(TextRepr, widgets.VBox):
         self._pattern_error: str | None = None
         self._closed = True  # nothing to release until the throttle and follower exist
 
-        self.verdict_toggles = {
-            verdict: widgets.ToggleButton(
-                value=True,
-                description=verdict,
-                tooltip=f"show {verdict} lines",
-                layout=widgets.Layout(width="auto"),
-            )
-            for verdict in VERDICTS
-        }
+        self.verdict_toggles = {verdict: widgets.ToggleButton(value=True, description=verdict,
+                                                              tooltip=f"show {verdict} lines",
+                                                              layout=widgets.Layout(width="auto"))
+                                for verdict in VERDICTS}
         for verdict, toggle in self.verdict_toggles.items():
             toggle.add_class(f"tk-filter-{verdict}")
-        self.rank = widgets.Dropdown(
-            options=[("all ranks", _ALL_RANKS)], value=_ALL_RANKS, layout=widgets.Layout(width="9em")
-        )
+        self.rank = widgets.Dropdown(options=[("all ranks", _ALL_RANKS)], value=_ALL_RANKS,
+                                     layout=widgets.Layout(width="9em"))
         self.pattern = widgets.Text(placeholder="regex (smart case)", layout=widgets.Layout(width="14em"))
         self.toolkit_toggle = widgets.ToggleButton(
-            value=False,
-            description="toolkit requests",
+            value=False, description="toolkit requests", layout=widgets.Layout(width="auto"),
             tooltip="show the access lines of the toolkit's own probes and metric scrapes (hidden by default)",
-            layout=widgets.Layout(width="auto"),
         )
         self.toolkit_toggle.add_class("tk-filter-toolkit")
-        self.pause = widgets.ToggleButton(
-            value=False, description="pause", icon="pause", tooltip="freeze the view; lines are still counted"
-        )
+        self.pause = widgets.ToggleButton(value=False, description="pause", icon="pause",
+                                          tooltip="freeze the view; lines are still counted")
         self.count_label = widgets.HTML(value=self._count_html(0, {}))
         self.lines = widgets.HTML(value=log_html([]))
         self.lines.add_class("tk-logview-lines")
-        controls = widgets.HBox(
-            [*self.verdict_toggles.values(), self.toolkit_toggle, self.rank, self.pattern, self.pause],
-            layout=widgets.Layout(flex_flow="row wrap"),
-        )
+        controls = widgets.HBox([*self.verdict_toggles.values(), self.toolkit_toggle, self.rank, self.pattern,
+                                 self.pause], layout=widgets.Layout(flex_flow="row wrap"))
         super().__init__(children=(controls, self.count_label, self.lines))
         self.add_class("tk-logview")
 
-        for toggle in self.verdict_toggles.values():
-            toggle.observe(self._on_filter_change, "value")
-        self.rank.observe(self._on_filter_change, "value")
-        self.toolkit_toggle.observe(self._on_filter_change, "value")
-        self.pattern.observe(self._on_filter_change, "value")
+        for control in (*self.verdict_toggles.values(), self.rank, self.toolkit_toggle, self.pattern):
+            control.observe(self._on_filter_change, "value")
         self.pause.observe(self._on_pause, "value")
 
         self._server = source if isinstance(source, Server | MultiNodeServer) else None
@@ -173,9 +139,7 @@ class LogView(TextRepr, widgets.VBox):
         self._throttle.poke()
 
     def _on_status(self, status: ServerStatus) -> None:
-        """The server's state changed (on the thread that changed it). Once it is stopped (its follower
-        joined: every line is here), draw the last frame here and now, so that the cell that stopped the
-        server records it."""
+        """Once the server is stopped (every line is here), draw the last frame on the stopping thread."""
         if status.stopped_at is not None and not self._ended and not self._closed:
             self._ended = True
             self._throttle.flush()
@@ -184,13 +148,10 @@ class LogView(TextRepr, widgets.VBox):
     # -- the redraw thread's side ----------------------------------------------------------
     def _render(self) -> None:
         with self._lock:
-            events = list(self._buffer)
-            counts = dict(self._counter)
-            received = self._received
-            ranks = sorted(self._ranks, key=natural_key)
-            ours = set(self._ours)
+            events, counts, ours = list(self._buffer), dict(self._counter), set(self._ours)
             ours_count = self._ours_count
-        total = max(received, self._follower.stats.lines) if isinstance(self._follower, LogFollower) else received
+            ranks = sorted(self._ranks, key=natural_key)
+        total = self._total()
         self.total_lines = total
         self.counts = counts
         options = [("all ranks", _ALL_RANKS), *((rank, rank) for rank in ranks)]
@@ -227,11 +188,9 @@ class LogView(TextRepr, widgets.VBox):
     def _on_filter_change(self, _change: dict[str, Any] | None = None) -> None:
         verdicts = frozenset(v for v, toggle in self.verdict_toggles.items() if toggle.value)
         text = self.pattern.value
-        pattern = self._filter.pattern
+        pattern = self._filter.pattern if text else None
         self._pattern_error = None
-        if not text:
-            pattern = None
-        else:
+        if text:
             # Smart case, as ripgrep: lower-case patterns ignore case, "TP5" means TP5.
             flags = 0 if any(ch.isupper() for ch in text) else re.IGNORECASE
             try:
@@ -277,10 +236,8 @@ class LogView(TextRepr, widgets.VBox):
     def summary(self, last: int = 10) -> str:
         """The counts and the last lines, as text: what an executed notebook records."""
         with self._lock:
-            counts = dict(self._counter)
-            received = self._received
-            ours = self._ours_count
-        total = max(received, self._follower.stats.lines) if isinstance(self._follower, LogFollower) else received
+            counts, ours = dict(self._counter), self._ours_count
+        total = self._total()
         where = self._follower.path if isinstance(self._follower, LogFollower) else None
         head = f"LogView{f' of {where}' if where else ''}: {count_text(total, counts, ours, ours_shown=self._filter.show_ours)}"
         if not self._filter.is_default:
@@ -291,6 +248,13 @@ class LogView(TextRepr, widgets.VBox):
         width = max((len(verdict_of(e)) for e in shown), default=0)
         body = [f"  {verdict_of(e):<{width}} | {display_text(e.raw, 300)}" for e in shown]
         return "\n".join([head, *body])
+
+    def _total(self) -> int:
+        """Lines read so far: the follower's count when it has one."""
+        with self._lock:
+            received = self._received
+        follower = self._follower
+        return max(received, follower.stats.lines) if isinstance(follower, LogFollower) else received
 
     def close(self) -> None:
         """Unsubscribe, stop and join the redraw thread, close the widgets (idempotent)."""
@@ -318,6 +282,5 @@ def _follower_of(source: Server | MultiNodeServer | LogFollower | EventSource) -
         return source.follow()  # the server's one follower, started; it stops with the server
     if isinstance(source, LogFollower | EventSource):
         return source
-    raise TypeError(
-        f"LogView needs a Server or a LogFollower, got {type(source).__name__}; pass server or server.follow()."
-    )
+    raise TypeError(f"LogView needs a Server or a LogFollower, got {type(source).__name__}; pass server or "
+                    "server.follow().")

@@ -13,10 +13,8 @@ PanelState = Literal["starting", "ready", "failed", "stopping", "stopped"]
 STATES: tuple[PanelState, ...] = ("starting", "ready", "failed", "stopping", "stopped")
 
 _BADGE_COLOURS: dict[str, str] = {
-    "starting": "var(--jp-warn-color1,#b26a00)",
-    "ready": "var(--jp-success-color1,#2e7d32)",
-    "failed": "var(--jp-error-color1,#d32f2f)",
-    "stopping": "var(--jp-content-font-color2,#666)",
+    "starting": "var(--jp-warn-color1,#b26a00)", "ready": "var(--jp-success-color1,#2e7d32)",
+    "failed": "var(--jp-error-color1,#d32f2f)", "stopping": "var(--jp-content-font-color2,#666)",
     "stopped": "var(--jp-content-font-color2,#666)",
 }
 _MAX_EVIDENCE_LINES = 40
@@ -54,32 +52,16 @@ def format_duration(seconds: float | None) -> str:
 
 
 def _verb(snapshot: StatusSnapshot) -> str:
-    elapsed = format_duration(snapshot.elapsed_s)
-    return {
-        "starting": f"starting for {elapsed}",
-        "ready": f"ready after {elapsed}",
-        "failed": f"failed after {elapsed}",
-        "stopping": f"stopping after {elapsed}",
-        "stopped": f"stopped after {elapsed}",
-    }[snapshot.state]
+    since = "for" if snapshot.state == "starting" else "after"
+    return f"{snapshot.state} {since} {format_duration(snapshot.elapsed_s)}"
 
 
 def status_text(snapshot: StatusSnapshot) -> str:
     """One line (plus the error block when failed): what an executed notebook records."""
-    parts = [_verb(snapshot)]
-    if snapshot.phase:
-        parts.append(f"phase {snapshot.phase!r}")
-    if snapshot.label:
-        parts.append(snapshot.label)
-    if snapshot.url:
-        parts.append(snapshot.url)
-    if snapshot.host:
-        parts.append(f"host {snapshot.host}")
-    if snapshot.pid is not None:
-        parts.append(f"pid {snapshot.pid}")
-    if snapshot.note:
-        parts.append(snapshot.note)
-    lines = ["ServerPanel: " + " · ".join(parts)]
+    parts = [_verb(snapshot), snapshot.phase and f"phase {snapshot.phase!r}", snapshot.label, snapshot.url,
+             snapshot.host and f"host {snapshot.host}",
+             None if snapshot.pid is None else f"pid {snapshot.pid}", snapshot.note]
+    lines = ["ServerPanel: " + " · ".join(part for part in parts if part)]
     if snapshot.error_message:
         kind = f"{snapshot.error_kind}: " if snapshot.error_kind else ""
         lines.append(f"  {kind}{snapshot.error_message}")
@@ -90,8 +72,7 @@ def status_text(snapshot: StatusSnapshot) -> str:
 
 
 def _quoted(evidence: Sequence[str], message: str) -> list[str]:
-    """The evidence lines, less the one the message already quotes (``line 12 [TP3]: RuntimeError: CUDA error:
-    out of memory`` under a message that ends with it: the OOM read four times in one cell, issue 28)."""
+    """The evidence lines, less the one the message quotes (an OOM read four times in one cell, issue 28)."""
     lines = [line for line in evidence if line.split(": ", 1)[-1] not in message]
     if len(lines) > _MAX_EVIDENCE_LINES:
         lines = [f"… {len(lines) - _MAX_EVIDENCE_LINES} earlier lines"] + lines[-_MAX_EVIDENCE_LINES:]
@@ -106,9 +87,8 @@ def status_html(snapshot: StatusSnapshot) -> str:
     if snapshot.label:
         meta.append(f'<span class="tk-label">{esc(snapshot.label)}</span>')
     if snapshot.url:
-        meta.append(
-            f'<a class="tk-url" href="{esc(snapshot.url)}" target="_blank" rel="noopener">{esc(snapshot.url)}</a>'
-        )
+        meta.append(f'<a class="tk-url" href="{esc(snapshot.url)}" target="_blank" rel="noopener">'
+                    f'{esc(snapshot.url)}</a>')
     if snapshot.host:
         meta.append(f'host <code class="tk-host">{esc(snapshot.host)}</code>')
     if snapshot.pid is not None:

@@ -20,23 +20,12 @@ TABLE_CSS = """<style>
 .tk-table td.tk-cell-status{color:#111}
 </style>"""
 
-# Background colours by status: the reader scans for red and amber. Text is forced dark so
-# the light backgrounds stay readable under JupyterLab's dark theme.
+# Background colours by status (text forced dark, readable under JupyterLab's dark theme).
 _GREEN, _AMBER, _RED, _GREY, _BLUE = "#e8f5e9", "#fff3e0", "#ffebee", "#eceff1", "#e3f2fd"
 STATUS_STYLES: Mapping[str, str] = {
-    # envcheck statuses
-    "ok": _GREEN,
-    "overridden": _AMBER,
-    "missing": _RED,
-    "unreadable": _GREY,
-    # journal step status and hypothesis verdicts
-    "done": _GREEN,
-    "running": _BLUE,
-    "failed": _RED,
-    "interrupted": _AMBER,
-    "confirmed": _GREEN,
-    "refuted": _AMBER,
-    "inconclusive": _GREY,
+    "ok": _GREEN, "overridden": _AMBER, "missing": _RED, "unreadable": _GREY,  # envcheck
+    "done": _GREEN, "running": _BLUE, "failed": _RED, "interrupted": _AMBER,  # journal steps
+    "confirmed": _GREEN, "refuted": _AMBER, "inconclusive": _GREY,  # verdicts
 }
 
 
@@ -61,20 +50,13 @@ def _cell(value: Any, *, status_column: bool = False) -> str:
     text = html.escape(inert_text(format_value(value)))
     if status_column and isinstance(value, str) and value.lower() in STATUS_STYLES:
         key = html.escape(value.lower())
-        return (
-            f'<td class="tk-cell-status tk-status-{key}" data-status="{key}" '
-            f'style="background:{STATUS_STYLES[value.lower()]}">{text}</td>'
-        )
+        return (f'<td class="tk-cell-status tk-status-{key}" data-status="{key}" '
+                f'style="background:{STATUS_STYLES[value.lower()]}">{text}</td>')
     return f"<td>{text}</td>"
 
 
-def frame_html(
-    frame: pd.DataFrame,
-    *,
-    max_rows: int,
-    css_class: str,
-    status_columns: tuple[str, ...] = ("verdict", "status", "outcome"),
-) -> str:
+def frame_html(frame: pd.DataFrame, *, max_rows: int, css_class: str,
+               status_columns: tuple[str, ...] = ("verdict", "status", "outcome")) -> str:
     """The last `max_rows` rows as an escaped table; status-like columns are coloured."""
     shown = frame.tail(max_rows)
     columns = [str(c) for c in shown.columns]
@@ -97,23 +79,17 @@ def frame_text(frame: pd.DataFrame, *, max_rows: int = 10) -> str:
     """The last rows as aligned text (numbers formatted as in the HTML)."""
     if frame.empty:
         return "  (no rows)"
-    shown = frame.tail(max_rows).map(format_value)
-    text = shown.to_string(index=False)
+    text = frame.tail(max_rows).map(format_value).to_string(index=False)
     return "\n".join("  " + line for line in text.splitlines())
 
 
-def env_pivot_html(
-    frame: pd.DataFrame, *, rows: str, columns: str, value: str, status: str, expected: str | None
-) -> str:
-    """Variables down, processes across; each cell the observed value on its status colour.
-
-    The tooltip says what was expected, so a red TP5 cell explains itself on hover.
-    """
+def env_pivot_html(frame: pd.DataFrame, *, rows: str, columns: str, value: str, status: str,
+                   expected: str | None) -> str:
+    """Variables down, processes across; each cell the observed value on its status colour, its tooltip what
+    was expected (a red TP5 cell explains itself on hover)."""
     row_keys = list(dict.fromkeys(str(v) for v in frame[rows]))
     col_keys = list(dict.fromkeys(str(v) for v in frame[columns]))
-    cells: dict[tuple[str, str], dict[str, Any]] = {}
-    for record in frame.to_dict("records"):
-        cells[(str(record[rows]), str(record[columns]))] = record
+    cells = {(str(record[rows]), str(record[columns])): record for record in frame.to_dict("records")}
     head = f"<th>{html.escape(rows)}</th>" + "".join(f"<th>{html.escape(c)}</th>" for c in col_keys)
     body = []
     for r in row_keys:

@@ -1,8 +1,4 @@
-"""Tables a notebook watches: live results, the environment matrix, the journal's steps.
-
-Benchmark and sweep progress needs no widget of ours: loops draw a text bar
-(:func:`toolkit.progress.progress_bar`), which an executed or reopened notebook keeps as its last state.
-"""
+"""Tables a notebook watches: live results, the environment matrix, the journal's steps."""
 
 from __future__ import annotations
 
@@ -30,26 +26,17 @@ class ResultsTable(TextRepr, widgets.VBox):
     """A table that grows as results arrive; safe to `append` from any thread.
 
     >>> table = ResultsTable(columns=["spec", "output_tok_s", "ttft_p99_ms"])   # doctest: +SKIP
-    >>> display(table)                                                            # doctest: +SKIP
     >>> table.append({"spec": "EAGLE3", "output_tok_s": 61.2, "ttft_p99_ms": 240})  # doctest: +SKIP
 
-    Rows are kept up to `history` (oldest dropped) and the last `max_rows` are drawn, at
-    most `rate_hz` times a second however fast rows come.
+    Keeps `history` rows, draws the last `max_rows` at most `rate_hz` times a second.
     """
 
     _closed = True  # until __init__ finished: ipywidgets calls close() from __del__ too
 
     row_count = Int(0, help="rows appended so far (including any dropped from the history)")
 
-    def __init__(
-        self,
-        rows: Iterable[Mapping[str, Any]] = (),
-        *,
-        columns: Sequence[str] | None = None,
-        max_rows: int = 50,
-        history: int = 10_000,
-        rate_hz: float = 10.0,
-    ) -> None:
+    def __init__(self, rows: Iterable[Mapping[str, Any]] = (), *, columns: Sequence[str] | None = None,
+                 max_rows: int = 50, history: int = 10_000, rate_hz: float = 10.0) -> None:
         self.columns = list(columns) if columns is not None else None
         self.max_rows = max_rows
         self._rows: deque[dict[str, Any]] = deque(maxlen=history)
@@ -97,8 +84,7 @@ class ResultsTable(TextRepr, widgets.VBox):
         self._throttle.flush()
 
     def summary(self) -> str:
-        frame = self.dataframe()
-        return f"ResultsTable: {self._appended:,} rows\n{frame_text(frame)}"
+        return f"ResultsTable: {self._appended:,} rows\n{frame_text(self.dataframe())}"
 
     def close(self) -> None:
         if not self._closed:
@@ -113,24 +99,14 @@ class EnvMatrix(TextRepr, widgets.VBox):
 
     >>> display(EnvMatrix(tk.env_report(server, {"NCCL_ALGO": "Ring"})))       # doctest: +SKIP
 
-    Takes a `toolkit.moves.envcheck.EnvReport` (its `frame`) or any long DataFrame with one row
-    per (process, variable); `rows`, `columns`, `value`, `status` and `expected` name its
-    columns. Cells are coloured by status (ok green, overridden amber, missing red,
-    unreadable grey) and their tooltip says what was expected and why it differs.
+    Takes an `EnvReport` or any long DataFrame with one row per (process, variable), its columns named by
+    `rows`, `columns`, `value`, `status` and `expected`; a cell's tooltip says what was expected.
     """
 
     _built = False  # until __init__ made its children: ipywidgets calls close() from __del__ too
 
-    def __init__(
-        self,
-        report: EnvReport | pd.DataFrame,
-        *,
-        rows: str = "variable",
-        columns: str = "process",
-        value: str = "actual",
-        status: str = "status",
-        expected: str | None = "expected",
-    ) -> None:
+    def __init__(self, report: EnvReport | pd.DataFrame, *, rows: str = "variable", columns: str = "process",
+                 value: str = "actual", status: str = "status", expected: str | None = "expected") -> None:
         self._names = {"rows": rows, "columns": columns, "value": value, "status": status}
         self._expected = expected
         self.matrix = widgets.HTML()
@@ -146,10 +122,8 @@ class EnvMatrix(TextRepr, widgets.VBox):
         frame = report if isinstance(report, pd.DataFrame) else report.frame
         missing = [name for name in self._names.values() if name not in frame.columns]
         if missing:
-            raise ValueError(
-                f"EnvMatrix: the report has no column(s) {missing}; it has {list(frame.columns)}. "
-                "Name the right ones with rows=, columns=, value=, status=."
-            )
+            raise ValueError(f"EnvMatrix: the report has no column(s) {missing}; it has "
+                             f"{list(frame.columns)}. Name the right ones with rows=, columns=, value=, status=.")
         self.frame = frame
         self.report = None if isinstance(report, pd.DataFrame) else report
         expected = self._expected if self._expected in frame.columns else None
@@ -158,8 +132,7 @@ class EnvMatrix(TextRepr, widgets.VBox):
     def summary(self) -> str:
         if self.report is not None:
             return f"EnvMatrix: {self.report}"  # EnvReport's own text: counts, worst finding, problems
-        n = self._names
-        frame = self.frame
+        n, frame = self._names, self.frame
         if frame.empty:
             return "EnvMatrix: empty report"
         counts = frame[n["status"]].astype(str).value_counts()
@@ -173,9 +146,8 @@ class EnvMatrix(TextRepr, widgets.VBox):
             if self._expected and self._expected in record:
                 want = f", expected {format_value(record[self._expected]) or 'any value'}"
             observed = format_value(record[n["value"]]) or "(unset)"
-            lines.append(
-                f"  {record[n['columns']]} {record[n['rows']]}: {record[n['status']]}, observed {observed}{want}"
-            )
+            lines.append(f"  {record[n['columns']]} {record[n['rows']]}: {record[n['status']]}, "
+                         f"observed {observed}{want}")
         if len(bad) > 20:
             lines.append(f"  … {len(bad) - 20} more")
         return "\n".join(lines)
@@ -197,24 +169,21 @@ class JournalSteps(TextRepr, widgets.VBox):
 
     >>> display(JournalSteps(journal))                                 # doctest: +SKIP
 
-    Refresh reads the local SQLite file on the kernel's thread when a person clicks (or
-    `refresh()` is called); nothing reads it on a timer. Status and verdict are coloured.
-    `columns=None` shows every column `journal.steps()` returns.
+    Refresh reads the SQLite file on the kernel's thread when clicked, never on a timer;
+    `columns=None` shows every column of `journal.steps()`.
     """
 
     _built = False  # until __init__ made its children: ipywidgets calls close() from __del__ too
 
-    def __init__(
-        self, journal: Journal, *, columns: Sequence[str] | None = STEP_COLUMNS, max_rows: int = 100
-    ) -> None:
+    def __init__(self, journal: Journal, *, columns: Sequence[str] | None = STEP_COLUMNS,
+                 max_rows: int = 100) -> None:
         self.journal = journal
         self.columns = None if columns is None else tuple(columns)
         self.max_rows = max_rows
         self.table = widgets.HTML()
         self.table.add_class("tk-steps-widget")
-        self.refresh_button = widgets.Button(
-            description="Refresh", icon="refresh", tooltip="re-read the journal"
-        )
+        self.refresh_button = widgets.Button(description="Refresh", icon="refresh",
+                                             tooltip="re-read the journal")
         self.refresh_button.on_click(lambda _button: self.refresh())
         super().__init__(children=(self.refresh_button, self.table))
         self._built = True

@@ -1,10 +1,7 @@
 """A redraw throttle: many pokes from any thread, at most `rate_hz` renders on one owned thread.
 
-Log lines arrive on a follower's reader thread, hundreds or thousands per second. Sending a
-widget update per line floods the kernel's IOPub channel and freezes the browser, so the
-reader only marks the view dirty (`poke`) and this thread rebuilds it at most `rate_hz`
-times a second, and only when something changed. An optional `tick_s` also renders when
-nothing changed, for clocks (a status badge's elapsed time).
+A widget update per log line floods the kernel's IOPub channel and freezes the browser, so readers only
+`poke`; `tick_s` also renders when nothing changed, for clocks (a badge's elapsed time).
 """
 
 from __future__ import annotations
@@ -20,21 +17,14 @@ class Throttle:
     """Call `render()` on an owned daemon thread, at most `rate_hz` times a second.
 
     >>> throttle = Throttle(lambda: None, rate_hz=10, name="demo")
-    >>> throttle.poke(); throttle.close()
+    >>> throttle.close()
 
-    `render` runs under a lock shared with `flush()`, so a synchronous flush from the main
-    thread never interleaves with a background redraw. An exception in `render` is kept in
-    `error` and the thread goes on: a view that cannot draw one frame must not stop drawing.
+    `render` runs under a lock shared with `flush()`. An exception in `render` is kept in `error` and
+    the thread goes on: a view that cannot draw one frame must not stop drawing.
     """
 
-    def __init__(
-        self,
-        render: Callable[[], None],
-        *,
-        rate_hz: float = 10.0,
-        tick_s: float | None = None,
-        name: str = "widget-redraw",
-    ) -> None:
+    def __init__(self, render: Callable[[], None], *, rate_hz: float = 10.0, tick_s: float | None = None,
+                 name: str = "widget-redraw") -> None:
         if rate_hz <= 0:
             raise ValueError(f"rate_hz must be positive, got {rate_hz!r}; 10 keeps a notebook responsive.")
         self._render = render
