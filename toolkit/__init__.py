@@ -6,10 +6,8 @@
 >>> spec.with_flags({"--speculative-algorithm": "EAGLE3"}).describe()
 'sim EAGLE3'
 
-Names are imported on first use (PEP 562): every simulated TP rank and the CPU server's venv
-(which has no fabric) import this package, and a notebook pays only for what it touches
-(importing everything eagerly costs seconds: pandas, seaborn, fabric, ipywidgets). The imports
-below are plain `from ... import` statements, one loader per group, so the import graph shows them.
+Names are imported on first use (PEP 562): every simulated TP rank and the CPU server's venv (no fabric)
+import this package, and importing everything eagerly costs seconds. The loaders below are plain imports.
 """
 
 from __future__ import annotations
@@ -18,42 +16,11 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 __all__ = [
-    "Host",
-    "HostGroup",
-    "SlurmTarget",
-    "ContainerTarget",
-    "ServerSpec",
-    "Server",
-    "launch",
-    "launch_multinode",
-    "leftovers",
-    "Journal",
-    "Load",
-    "bench",
-    "Plan",
-    "sweep",
-    "compare",
-    "compare_flag",
-    "perf_bisect",
-    "compare_commits",
-    "env_report",
-    "profile",
-    "observed",
-    "agreement",
-    "greedy_outputs",
-    "compare_outputs",
-    "compare_profiles",
-    "diagnose",
-    "diagnose_commits",
-    "validate_spec",
-    "LogView",
-    "ServerPanel",
-    "measure",
-    "ToolkitError",
-    "errors",
-    "logs",
-    "plots",
-    "report",
+    "Host", "HostGroup", "SlurmTarget", "ContainerTarget", "ServerSpec", "Server", "launch",
+    "launch_multinode", "leftovers", "Journal", "Load", "bench", "Plan", "sweep", "compare", "compare_flag",
+    "perf_bisect", "compare_commits", "env_report", "profile", "observed", "agreement", "greedy_outputs",
+    "compare_outputs", "compare_profiles", "diagnose", "diagnose_commits", "validate_spec", "LogView",
+    "ServerPanel", "measure", "ToolkitError", "errors", "logs", "plots", "report",
 ]
 
 

@@ -1,12 +1,7 @@
-"""Errors that say what happened, show the evidence, and say what to do.
+"""Errors that say what happened, show the evidence (host, port, command, log lines), and say what to do.
 
-Every error the toolkit raises on purpose derives from :class:`ToolkitError`. Each
-carries the evidence that decided it (a host, a port, a command, the quoted log
-lines) so that a notebook shows the cause without a second look at the host.
-
-An error is shown, printed, pasted and journaled, so what it quotes is redacted where it is made
-(a server's log lines arrive redacted from its follower), and :meth:`ToolkitError.redacted` passes
-the whole error through a redactor (a Server's, which knows its launch's secret values).
+An error is shown, pasted and journaled, so what it quotes is redacted where it is made;
+:meth:`ToolkitError.redacted` passes the whole error through a Server's redactor.
 """
 
 from __future__ import annotations
@@ -18,26 +13,10 @@ if TYPE_CHECKING:  # a type only: the readiness report an error carries (no impo
     from toolkit.server.readiness import ReadinessReport
 
 __all__ = [
-    "ToolkitError",
-    "HostError",
-    "HostUnreachable",
-    "AuthenticationFailed",
-    "UnknownHostKey",
-    "ChangedHostKey",
-    "CommandFailed",
-    "CommandNotFound",
-    "PortInUse",
-    "UnsafeLogDir",
-    "ProcessDied",
-    "JobNotStarted",
-    "ServerDied",
-    "ExtensionMismatch",
-    "ReadinessTimeout",
-    "ServerHung",
-    "InvalidFlag",
-    "BenchmarkFailed",
-    "MalformedResponse",
-    "JournalError",
+    "ToolkitError", "HostError", "HostUnreachable", "AuthenticationFailed", "UnknownHostKey",
+    "ChangedHostKey", "CommandFailed", "CommandNotFound", "PortInUse", "UnsafeLogDir", "ProcessDied",
+    "JobNotStarted", "ServerDied", "ExtensionMismatch", "ReadinessTimeout", "ServerHung", "InvalidFlag",
+    "BenchmarkFailed", "MalformedResponse", "JournalError",
 ]
 
 
@@ -147,10 +126,8 @@ class JobNotStarted(HostError):
 
 
 class ServerDied(ProcessDied):
-    """The server failed during start-up or serving; the evidence quotes the decisive log lines.
-
-    ``report`` is the readiness report at the failure (phases reached, benign lines, probes).
-    """
+    """The server failed during start-up or serving; the evidence quotes the decisive log lines, ``report`` is
+    the readiness report at the failure."""
 
     def __init__(self, message: str, *, host: str, evidence: Sequence[str] = (), hint: str | None = None,
                  report: ReadinessReport | None = None) -> None:
@@ -161,8 +138,7 @@ class ServerDied(ProcessDied):
 class ExtensionMismatch(ServerDied):
     """A commit's compiled parts (SGLang's kernel wheel, vLLM's ``_C``) do not fit the code: it cannot run.
 
-    Raised before a launch (the source check) or from the engine's own words in the log. A
-    bisection skips such a commit (it cannot be measured); it is never judged benign.
+    Raised by the source check or from the engine's words in the log; a bisection skips such a commit.
     """
 
 

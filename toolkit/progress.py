@@ -1,11 +1,8 @@
 """Progress bars as plain text, so that a notebook reads right live, after reopening, and in the executed file.
 
-tqdm's notebook bar is an ipywidget: its state is not saved with the notebook, so a reopened
-notebook showed "Error displaying widget: model not found" for every finished bar, and the
-executed file ``make demo`` writes kept each bar's first text (``bench: 0%| 0/3``), frozen (issue
-28). A text bar writes ``\\r``-separated redraws to stderr: JupyterLab and the terminal draw the
-latest one live, and the executed file keeps the last one as plain text. Descriptions are cut
-at a word boundary so the bar itself stays readable.
+tqdm's notebook bar is an ipywidget whose state is not saved: a reopened notebook showed "Error
+displaying widget: model not found", and the executed file kept each bar's first text (issue 28).
+A text bar's ``\\r`` redraws on stderr leave the last one as plain text.
 
 >>> bar = progress_bar(total=3, desc="bench", unit="req", disable=True)
 >>> bar.close()

@@ -1,8 +1,7 @@
 """Prometheus text pages -> samples. Pure: the stdlib alone.
 
-Both engines expose ``/metrics`` in the Prometheus text format 0.0.4 (prometheus_client), and a DCGM
-exporter speaks it too. The sensors (``observe/``) and the benchmark's before-and-after read of vLLM's
-spec-decode counters (``benchmark/server_view``) both parse pages here: one parser for one format.
+Both engines' ``/metrics`` and a DCGM exporter speak the text format 0.0.4; the sensors (``observe/``) and
+the benchmark's spec-decode counters (``benchmark/server_view``) both parse pages here.
 
 >>> samples = parse_prometheus('vllm:num_requests_running{engine="0",model_name="m"} 3.0 1712345678000')
 >>> samples[0].name, samples[0].labels["engine"], samples[0].value
@@ -38,11 +37,8 @@ class PromSample:
 def _labels(text: str | None) -> dict[str, str]:
     if not text:
         return {}
-    out = {}
-    for match in _LABEL.finditer(text):
-        value = re.sub(r"\\[\\\"n]", lambda m: _UNESCAPE[m.group(0)], match.group(2))
-        out[match.group(1)] = value
-    return out
+    return {match.group(1): re.sub(r"\\[\\\"n]", lambda m: _UNESCAPE[m.group(0)], match.group(2))
+            for match in _LABEL.finditer(text)}
 
 
 def _number(text: str) -> float | None:

@@ -1,39 +1,25 @@
 """Remove secrets before anything is stored or shown: the one function behind the journal boundary.
 
-A journal is shared: attached to issues, pasted into chats, committed next to notebooks. So
-every string that reaches the SQLite file, a report or a plot label passes through this
-module first. One core decides, three entry points apply it:
+A journal is shared (attached to issues, pasted into chats), so every string that reaches SQLite,
+a report or a plot label passes here. :func:`redact_text` takes free text, :func:`redact_mapping` an
+environment, :func:`redact_spec_dict` a ``ServerSpec.to_dict()``, :func:`redact_obj` any JSON-like tree;
+:class:`Redactor` adds the literal values of one launch's secrets, for the lines a server prints: SGLang
+logs ``server_args=...api_key='Xk9s3cr3tpass'`` in every release to 0.5.23 (0.5.22/0.5.23
+engine.py:170-171/173-174 hide only the watermark's secrets).
 
-* :func:`redact_text` for free text (log lines, notes, error texts, shell command lines);
-* :func:`redact_mapping` for ``name -> value`` data (an environment, a flag list);
-* :func:`redact_spec_dict` for a ``ServerSpec.to_dict()``;
-* :func:`redact_obj` for any JSON-like tree (benchmark summaries, error evidence);
-* :class:`Redactor`: the same, plus the literal values of one launch's secrets (``spec.secrets()``),
-  for the lines a server prints: SGLang logs ``server_args=...api_key='Xk9s3cr3tpass'`` in every release to
-  0.5.23 (0.5.22/0.5.23 engine.py:170-171/173-174 hide only the watermark's secrets),
-  a value with no known shape whose name is not beside it in every form it takes.
+Two pure rules decide:
 
-Two rules decide, both pure:
+1. **By name** (:func:`is_secret_name`): the name's *last* word is a credential noun (token, key,
+   secret, password, passphrase, credential(s), authorization, cookie, or a compound such as
+   ``apikey``), or any word holds ``password``/``passwd``/``secret``. Near misses kept on purpose:
+   ``--max-tokens``, ``TOKENIZERS_PARALLELISM``, ``HF_TOKEN_PATH`` (a file), ``KEY_VALUE_CACHE``,
+   ``--ssl-keyfile``, ``PWD`` (but ``MYSQL_PWD`` is secret).
+2. **By shape** (:func:`looks_like_secret`): known formats (``hf_``, ``sk-``, ``AKIA``, ``ghp_``,
+   ``github_pat_``, ``glpat-``, ``xox?-``, JWTs, PEM keys, ``Bearer x``, ``user:pass@`` in URLs) and
+   32+ base64 characters mixing cases and digits at >= 4 bits/char. Lower-case hex (commits, request
+   ids) is never a secret by shape: the journal must keep commits.
 
-1. **By name** (:func:`is_secret_name`). The name is split into words (``HF_TOKEN`` ->
-   ``hf token``, ``apiKey`` -> ``api key``). It is secret when its *last* word is a
-   credential noun (token, key, secret, password, passphrase, credential(s), authorization,
-   cookie; or a compound ending in one, such as ``apikey``), or when any word contains
-   ``password``/``passwd``/``secret``. Deliberate near misses, all kept:
-   ``--max-tokens 128`` and ``--max-total-tokens`` (plural: counts, not credentials),
-   ``TOKENIZERS_PARALLELISM``, ``--speculative-token-map`` and ``HF_TOKEN_PATH`` (the
-   last word is map/path: a file, not the secret), ``KEY_VALUE_CACHE`` (KEY qualifies a
-   data structure), ``--ssl-keyfile`` (a path), ``PWD`` (the working directory; but
-   ``MYSQL_PWD`` is secret).
-2. **By shape** (:func:`looks_like_secret`): known credential formats (``hf_``, ``sk-``,
-   ``AKIA``, ``ghp_``, ``github_pat_``, ``glpat-``, ``xox?-``, JWTs, PEM private keys,
-   ``Bearer x``, ``user:pass@`` in URLs) and long high-entropy tokens: 32+ characters of
-   base64 alphabet holding upper case, lower case and digits with entropy >= 4 bits/char.
-   Pure lower-case hex (git commits, request ids, UUIDs) is *not* a secret by shape: the
-   journal must keep commits; hex secrets are caught by their names.
-
-Redaction is idempotent and never introduces quotes or backslashes, so JSON text stays
-JSON after it.
+Redaction is idempotent and never adds quotes or backslashes, so JSON stays JSON.
 """
 
 from __future__ import annotations
@@ -47,18 +33,8 @@ from functools import lru_cache
 from typing import Any
 from urllib.parse import quote
 
-__all__ = [
-    "REDACTED",
-    "redact",
-    "is_secret_name",
-    "looks_like_secret",
-    "redact_text",
-    "redact_mapping",
-    "redact_pairs",
-    "redact_spec_dict",
-    "redact_obj",
-    "Redactor",
-]
+__all__ = ["REDACTED", "redact", "is_secret_name", "looks_like_secret", "redact_text", "redact_mapping",
+           "redact_pairs", "redact_spec_dict", "redact_obj", "Redactor"]
 
 REDACTED = "[REDACTED]"
 
@@ -75,13 +51,9 @@ _WORD_SPLIT = re.compile(r"[^A-Za-z0-9]+|(?<=[a-z0-9])(?=[A-Z])")
 def _first_start(run: str, start: str) -> str:
     """A regex prefix that tries only the first place in a run of ``run`` characters where ``start`` holds.
 
-    Linear time. Without it, a pattern such as ``\\beyJ[A-Za-z0-9_-]{8,}\\.`` starts again at
-    every ``\\b`` of one long run, scans to the run's end and fails each time: quadratic in
-    the run's length (a 60 kB log line with no spaces took 33.6 s, issue 20). For the patterns
-    built on it, the part that follows the start must extend to the run's end (the next
-    character is not a run character), so a later start in the same run fails whenever the
-    first one does, and trying only the first one changes no result. The skipped lead-in is
-    the ``lead`` group; replacements keep it.
+    Without it a pattern such as ``\\beyJ[A-Za-z0-9_-]{8,}\\.`` restarts at every ``\\b`` of a long run:
+    quadratic (a 60 kB line with no spaces took 33.6 s, issue 20). The patterns built on it extend to the
+    run's end, so a later start fails whenever the first does. The skipped lead-in is the ``lead`` group.
     """
     return rf"(?<!{run})(?>(?P<lead>{run}*?){start})"
 
@@ -263,10 +235,9 @@ def _is_pair(item: Any) -> bool:
 
 
 def _is_count(name: str, value: Any) -> bool:
-    """A number named like a token is a count: SGLang's decode line ``#token: 221`` (the KV tokens in use,
-    ``f"#token: {num_used}, "`` in python/sglang/srt/managers/scheduler.py ``log_decode_stats``, SGLang 0.4.x
-    and 0.5.x) parses to ``{"token": 221}``. The rule of :func:`_named_value` for a number in text, applied
-    to a value that is already a number; beside a password it is still a secret."""
+    """A number named like a token is a count: SGLang's decode line ``#token: 221``
+    (``f"#token: {num_used}, "`` in python/sglang/srt/managers/scheduler.py ``log_decode_stats``, SGLang
+    0.4.x and 0.5.x). Beside a password it is still a secret."""
     return (isinstance(value, int | float) and not isinstance(value, bool)
             and not any(fragment in name.lower() for fragment in _ANYWHERE))
 
@@ -309,11 +280,8 @@ def _forms(value: str) -> set[str]:
 
 @dataclass(frozen=True)
 class Redactor:
-    """:func:`redact_text` and :func:`redact_obj`, plus the literal ``values`` of one launch's secrets.
-
-    Built from ``ServerSpec.secrets()`` (the values of ``--api-key``, ``HF_TOKEN``...): a line the
-    server prints that quotes one of them loses it whatever its shape and wherever it stands.
-    Linear: one alternation of the escaped values, longest first, then the shape rules.
+    """:func:`redact_text` and :func:`redact_obj`, plus the literal ``values`` of one launch's secrets
+    (``ServerSpec.secrets()``), removed whatever their shape; one alternation, longest first.
 
     >>> Redactor(frozenset({"Xk9s3cr3tpass"})).text("server_args=ServerArgs(api_key='Xk9s3cr3tpass', tp_size=8)")
     "server_args=ServerArgs(api_key='[REDACTED]', tp_size=8)"

@@ -1,14 +1,9 @@
 """Is B really faster than A, or is it noise? Pure statistics for A/B benchmark comparison.
 
-The EAGLE-3 investigation compared 59-61 tok/s against 82-83 tok/s: an obvious gap. Most
-comparisons are not: a flag that buys 1 % is invisible behind run-to-run spread. So every
-comparison carries a confidence interval for the difference of means (Welch's t interval:
-unequal variances, small samples, as repeats of a benchmark are) and a verdict that says
-``within_noise`` unless the interval excludes zero.
-
-No SciPy: the Student-t distribution is computed here from the regularized incomplete
-beta function (Numerical Recipes' continued fraction), checked against tabulated quantiles
-in the tests.
+A flag that buys 1 % is invisible behind run-to-run spread, so every comparison carries Welch's t
+interval for the difference of means (unequal variances, small samples) and says ``within_noise``
+unless it excludes zero. No SciPy: Student's t comes from the regularized incomplete beta function
+(Numerical Recipes' continued fraction), checked against tabulated quantiles in the tests.
 """
 
 from __future__ import annotations
@@ -30,11 +25,8 @@ difference beyond noise and one too small to matter."""
 
 @dataclass(frozen=True)
 class Comparison:
-    """B against A for one metric. ``diff = mean_b - mean_a``; ``ratio = mean_b / mean_a``.
-
-    ``ci_low``/``ci_high`` bound ``diff`` at ``confidence`` (NaN when either side has fewer
-    than two samples: one run says nothing about noise). ``reason`` says why the verdict.
-    """
+    """B against A for one metric: ``diff = mean_b - mean_a``, ``ratio = mean_b / mean_a``,
+    ``ci_low``/``ci_high`` bounding ``diff`` (NaN with fewer than two samples on a side)."""
 
     n_a: int
     n_b: int
@@ -120,10 +112,9 @@ def t_quantile(p: float, df: float) -> float:
 
 
 def mean_interval(values: Sequence[float | None], confidence: float = 0.95) -> tuple[float, float, float]:
-    """Mean and Student-t interval of the mean: ``mean +- t((1+c)/2, n-1) * s / sqrt(n)``.
+    """Mean and Student-t interval of the mean (NaN and None dropped; NaN bounds under two values).
 
-    NaN and None values are dropped; NaN bounds for fewer than two values (one run says
-    nothing of the noise). The one t-interval of the toolkit: tables, plots and bench repeats.
+    The one t-interval of the toolkit: tables, plots and bench repeats.
 
     >>> [round(v, 2) for v in mean_interval([80.0, 82.0, 81.0])]
     [81.0, 78.52, 83.48]
@@ -140,10 +131,7 @@ def mean_interval(values: Sequence[float | None], confidence: float = 0.95) -> t
 
 
 def metric_direction(name: str) -> bool | None:
-    """True when more is better (throughput, accept length), False for latencies and failures.
-
-    None when the name says neither; callers then skip the verdict rather than guess.
-    """
+    """True when more is better (throughput, accept length), False for latencies and failures, else None."""
     lowered = name.lower()
     if "throughput" in lowered or lowered in {"accept_length", "accept_len", "completed"} or "tok_s" in lowered:
         return True
@@ -200,9 +188,8 @@ def compare_samples(
 def knee(xs: Sequence[float], ys: Sequence[float], *, growth: float = 0.10) -> float | None:
     """Where a curve stops growing: the first ``x`` beyond which ``y`` never rises more than ``growth``.
 
-    ``xs`` ascending (concurrencies), ``ys`` their means (output tok/s). None when the curve still
-    grows by more than ``growth`` at its last step, or has fewer than three points (two points
-    draw no bend).
+    ``xs`` ascending (concurrencies), ``ys`` their means. None when it still grows at its last step, or
+    has fewer than three points.
 
     >>> knee([1, 4, 16, 32], [40.0, 150.0, 310.0, 318.0])
     16
