@@ -32,18 +32,8 @@ from toolkit.errors import InvalidFlag
 from toolkit.host.shell import check_env_name, check_word
 
 __all__ = [
-    "Engine",
-    "ENGINES",
-    "ContainerRun",
-    "run_argv",
-    "throwaway_prefix",
-    "exec_prefix",
-    "inspect_argv",
-    "stop_argv",
-    "remove_argv",
-    "parse_running",
-    "container_name",
-    "check_name",
+    "Engine", "ENGINES", "ContainerRun", "run_argv", "throwaway_prefix", "exec_prefix", "inspect_argv",
+    "stop_argv", "remove_argv", "parse_running", "container_name", "check_name",
 ]
 
 Engine = Literal["docker", "podman"]

@@ -1,15 +1,10 @@
 """The launch registry as data: one record per server, and which records are orphans.
 
-Pure. Every launch writes one small JSON file on the host it runs on (in a per-user
-directory, see :data:`REGISTRY_DIR`), naming the server's process (pid *and* start-time
-token, so a recycled pid is never taken for it), what it runs (the redacted description),
-its port and log, and its owner: the driver process that launched it (machine, pid, start
-token). The shell (:mod:`toolkit.server.registry`) writes, lists and removes those files;
-this module decides what they mean.
-
-Why: a driver killed with ``kill -9`` (or a kernel that died) runs no exit hook, and an
-8-GPU server left behind holds every GPU's memory until someone finds it by hand. The next
-session reads the records and sees which servers outlived their owner.
+Pure. Every launch writes a small JSON file on its host naming the server's process (pid *and*
+start token, so a recycled pid is never taken for it), port, log and owner (the driver's machine,
+pid, start token); :mod:`toolkit.server.registry` moves the files, this module judges them. Why: a
+driver killed with ``kill -9`` runs no exit hook, and an 8-GPU server left behind holds every GPU's
+memory until someone finds it by hand.
 
 >>> owner = Owner("box", 4000, 17)
 >>> rec = LaunchRecord(pid=4242, start_ticks=900, description="sim EAGLE3", port=30000,
@@ -30,24 +25,9 @@ from typing import Literal
 from toolkit.host.shell import check_word, quote
 
 __all__ = [
-    "REGISTRY_DIR",
-    "Owner",
-    "LaunchRecord",
-    "Verdict",
-    "Status",
-    "encode_record",
-    "decode_record",
-    "record_name",
-    "verdict",
-    "group_members",
-    "write_script",
-    "list_script",
-    "parse_listing",
-    "remove_script",
-    "self_ticks",
-    "LAUNCH_MARKER",
-    "marked_script",
-    "parse_marked",
+    "REGISTRY_DIR", "Owner", "LaunchRecord", "Verdict", "Status", "encode_record", "decode_record",
+    "record_name", "verdict", "group_members", "write_script", "list_script", "parse_listing",
+    "remove_script", "self_ticks", "LAUNCH_MARKER", "marked_script", "parse_marked",
 ]
 
 #: The per-user registry on each host, expanded by the host's shell (XDG's cache directory).

@@ -1,9 +1,7 @@
 """Slurm as data: the job a server launch submits, and what squeue and scontrol answer about it.
 
-Pure. :class:`toolkit.host.slurm.SlurmTarget` runs the commands built here on the login node
-and hands the printed text back to the parsers here. Every word goes through
-:mod:`toolkit.host.shell`, so a partition, a path or an extra option with spaces or quotes
-reaches Slurm as written (property-tested).
+Pure: ``SlurmTarget`` runs these on the login node and hands back the text. Every word goes through
+:mod:`toolkit.host.shell`, so any partition, path or option reaches Slurm as written (property-tested).
 
 The job follows SGLang's Slurm recipe (docs/references/multi_node_deployment/multi_node.md,
 "Multi-Node Inference on SLURM", checked on sglang main, 2026-12): one task per node
@@ -28,26 +26,9 @@ from toolkit.host.procs import port_holder_script
 from toolkit.host.shell import check_env_name, check_word, join, quote, quote_path
 
 __all__ = [
-    "SlurmRequest",
-    "NodeFlags",
-    "job_name",
-    "QueueState",
-    "ALIVE_STATES",
-    "sbatch_argv",
-    "batch_script",
-    "task_path",
-    "task_file",
-    "step_argv",
-    "task_script",
-    "probe_prefix",
-    "with_conf",
-    "parse_job_id",
-    "parse_queue",
-    "parse_steps",
-    "parse_node_addresses",
-    "parse_fields",
-    "pending_hint",
-    "pid_path",
+    "SlurmRequest", "NodeFlags", "job_name", "QueueState", "ALIVE_STATES", "sbatch_argv", "batch_script",
+    "task_path", "task_file", "step_argv", "task_script", "probe_prefix", "with_conf", "parse_job_id",
+    "parse_queue", "parse_steps", "parse_node_addresses", "parse_fields", "pending_hint", "pid_path",
     "node_log_path",
 ]
 
@@ -58,13 +39,11 @@ _JOB_NAME = re.compile(r"[^A-Za-z0-9._-]+")
 
 @dataclass(frozen=True)
 class SlurmRequest:
-    """What to ask Slurm for, in Slurm's own spelling.
+    """What to ask Slurm for, in Slurm's own spelling (``time="1:00:00"``).
 
-    ``time`` as Slurm writes it (``"30"``, ``"1:00:00"``, ``"2-00:00:00"``). ``options`` are
-    more ``sbatch`` options, one per word (``"--exclusive"``, ``"--mem=0"``, ``"--qos=high"``);
-    ``srun_options`` more options of the server's step (``"--container-image=..."`` with
-    pyxis, ``"--mpi=none"``). ``allocation`` runs the server as a step of that existing job
-    (``salloc --no-shell``, or a placeholder ``sbatch``) instead of submitting a new one.
+    ``options``: more ``sbatch`` options, one per item (``"--exclusive"``); ``srun_options``: more
+    options of the server's step (``"--container-image=..."`` with pyxis); ``allocation``: run the
+    server as a step of that existing job instead of submitting a new one.
     """
 
     partition: str | None = None
