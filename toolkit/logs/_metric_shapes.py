@@ -1,12 +1,8 @@
 """Compiled readers for the metric line shapes a busy server repeats.
 
-SGLang prints ``Decode batch. #running-req: 12, #token: 5544, ...`` thousands of times with
-new numbers and the same field names. The first line of a shape goes through the general
-parser (``metrics._sglang`` / ``metrics._vllm``); from it one regex for the whole shape is
-compiled (names literal, each value typed) together with a converter for its values, so a
-later line of that shape costs one ``fullmatch`` and one conversion per value. A value the
-shape's type does not accept (a sign, a space, ``1e5``, a word) fails the ``fullmatch``
-and that line takes the general parser: results never differ from it, and a shape is only
+SGLang prints ``Decode batch. #running-req: 12, #token: 5544, ...`` thousands of times with new numbers.
+From the first line of a shape one regex is compiled (names literal, each value typed), so a later line costs
+one ``fullmatch``; a value the type does not accept fails it and takes the general parser. A shape is only
 kept when it reads its own line exactly as the general parser did.
 """
 
@@ -116,10 +112,8 @@ class ShapeCache:
     def values(self, kind: str, rest: str, general: Callable[[str], Values],
                build: Callable[[str], Shape | None]) -> Values:
         """The values of ``rest`` (a metric line of ``kind`` after its prefix), as ``general(rest)`` gives them."""
-        for shape in self._shapes.get(kind, ()):
-            m = shape.fullmatch(rest)
-            if m is not None:
-                return shape.convert(m)
+        if (found := self.match(kind, rest)) is not None:
+            return found[0].convert(found[1])
         values = general(rest)
         wait = self._backoff.get(kind, 0)
         if wait:

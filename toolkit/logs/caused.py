@@ -1,27 +1,15 @@
 """Lines the toolkit caused: its own probe and scrape requests, and the shutdown it asked for.
 
-A server log mixes the engine's own story with echoes of what the toolkit did to it. Two
-echoes mislead a reader: the access lines of the toolkit's probes and scrapes (14 amber
-``GET /health_generate 503`` lines while SGLang warms up, ``GET /metrics 404`` when SGLang runs
-without ``--enable-metrics``), and the lines the ranks write while dying of the SIGTERM the
-toolkit sent (``Child process unexpectedly failed with an exit code 15``, ``Received sigquit
-from a child process``: fatal rules when the server dies on its own). Both are facts about
-the toolkit, not about the engine; this module names them, purely, so that views hide or dim
-them and the post-mortem leaves them out of its decisive lines.
+Two echoes of the toolkit mislead a reader: the access lines of its probes and scrapes (14 amber
+``GET /health_generate 503`` lines while SGLang warms up), and the lines the ranks write while dying of the
+SIGTERM it sent (``Child process unexpectedly failed with an exit code 15``: fatal when the server dies on its
+own). Views hide or dim them and the post-mortem leaves them out of its decisive lines.
 
-How a line is known to be ours: by its request line (method and path), because that is all an
-access line holds. uvicorn's access format is ``%(levelprefix)s %(client_addr)s - "%(request_line)s"
-%(status_code)s`` (uvicorn config.py ``LOGGING_CONFIG``), which SGLang prints inside its own header
-(``[2026-08-01 23:43:44] INFO:     127.0.0.1:34498 - "GET /model_info HTTP/1.1" 200 OK`` in the real
-SGLang 0.5.x logs of ../shared/real-logs) and vLLM under its process tag: no User-Agent, so a
-distinctive one would never reach the log. The paths are the ones
-:mod:`toolkit.server.http` and the sensors of :mod:`toolkit.observe` ask (the engine profiles name
-them; ``tests/test_logs_caused.py`` checks that every profile's path is here). A person who
-also polls ``/health`` from a script sees those lines counted as the toolkit's: the view shows
-them with one click. The one-token completion that proves generation (vLLM, transformers
-serve) has the same request line as a benchmark's or a user's request, so the predicate alone
-cannot claim it: :func:`is_probe_completion` names the shape, and a caller that knows readiness
-is not yet proven (nothing else sends completions then) claims it.
+A line is known to be ours by its request line alone: uvicorn's access format is ``%(levelprefix)s
+%(client_addr)s - "%(request_line)s" %(status_code)s`` (uvicorn config.py ``LOGGING_CONFIG``; SGLang 0.5.x
+in ../shared/real-logs), with no User-Agent. The one-token completion that proves generation has the request
+line of any user's request: :func:`is_probe_completion` names the shape, a caller that knows readiness is not
+yet proven claims it.
 
 >>> is_toolkit_request('[2026-02-09 14:38:44] INFO:     127.0.0.1:40330 - "GET /health_generate HTTP/1.1" 503 Service Unavailable')
 True

@@ -1,20 +1,11 @@
 """The streaming classifier: lines in, :class:`LogEvent` verdicts out.
 
-``LogClassifier.feed(line)`` returns the events that line completes (none while a
-traceback is still open, one per line otherwise); ``finish()`` flushes what is still
-open (a live follower's quiet), ``end_of_log()`` what the end of a file decides. A traceback
-(from its header, or its first frame when the log lost the header) is one event: its ``line_no``
-is its exception line, ``context`` the lines before; its verdict is
-:func:`toolkit.logs.tracebacks.choose` of its header's, its exception line's and its default rule. Engine
-packs are chosen from the log itself unless ``engine=`` says which.
+A traceback is one event: its ``line_no`` is its exception line, ``context`` the lines before.
 
-Live following must keep up with a busy server, whose log is a few line shapes repeated with
-other numbers. So a line with a common header and no traceback open is read by its digit shape
-(:mod:`toolkit.logs.digits`): the first line of a shape finds where its header's fields are and
-which rule decides it; later lines of that shape slice their fields at those positions and ask
-only the rules that read digits (an HTTP status, an exit code); one :class:`LogEvent` is built
-positionally. ``benchmarks/classify_speed.py`` measures it; what traceback grouping knows about
-tracebacks is in :mod:`toolkit.logs.tracebacks`.
+Live following must keep up with a busy server, whose log is a few line shapes repeated with other numbers:
+a line with a common header and no traceback open is read by its digit shape (:mod:`toolkit.logs.digits`),
+the header's fields sliced at known positions and only the rules that read digits asked again
+(``benchmarks/classify_speed.py`` measures it).
 """
 
 from __future__ import annotations
@@ -116,8 +107,7 @@ class LogClassifier:
         self._rules: tuple[Rule, ...] = ()
         self._compiled: CompiledRules = ()
         self._select_rules()
-        # False: once ready, a metric line's event carries no MetricRow (verdict METRIC, metric None), for a
-        # reader that keeps only the last rows and parses those (toolkit.logs.summary.SummaryBuilder)
+        # False: once ready, a metric event carries no MetricRow (a SummaryBuilder parses the rows it keeps)
         self._parse_after_ready = parse_metrics_after_ready
         # False: every line read in full, none by its digit shape (the reference the shape path is held to)
         self._by_shape = by_shape and HEADERS_DIGIT_BLIND
@@ -155,9 +145,8 @@ class LogClassifier:
     def _detect(self, raw: str) -> None:
         """Pick the engine's packs from the log itself (:mod:`toolkit.logs.detect`).
 
-        A vLLM marker is only tentative for the first lines: older SGLang prints
-        vLLM-formatted lines ("INFO 05-14 13:49:25 [__init__.py:239] ...") before its own,
-        and other engines mention vLLM; their own markers then win.
+        A vLLM marker is only tentative for the first lines: older SGLang prints vLLM-formatted lines
+        ("INFO 05-14 13:49:25 [__init__.py:239] ...") before its own.
         """
         found = engine_of_line(raw)
         if found is not None and (found[1] or self.engine is None):
@@ -186,8 +175,7 @@ class LogClassifier:
         if (self.engine is None or self._tentative) and self._explicit_packs is None:
             self._detect(line)
         if not self._groups and self._held is None and self._by_shape:
-            # the common line: its digit shape says where its header's fields are and which rule decides it;
-            # a shape is learnt the second time it is seen (start-up chatter, line after line new, is not)
+            # the common line, read by its digit shape, learnt when seen twice (start-up chatter is not)
             key = line.encode("utf-8", "surrogatepass").translate(DIGIT_MASK)
             shape = self._shapes.get(key)
             if shape is None:
@@ -234,8 +222,7 @@ class LogClassifier:
                                     self._match(text) if text else None)]
 
     def _learn_shape(self, line: str) -> _LineShape:
-        """What every line with ``line``'s digit mask shares (:func:`~toolkit.logs.line.header_shape`,
-        :func:`~toolkit.logs.rules.match_shape`), or ``_UNSHAPED`` when it takes the general path."""
+        """What every line with ``line``'s digit mask shares, or ``_UNSHAPED``: the general path."""
         header = header_shape(line)
         if header is None:
             return _UNSHAPED
@@ -264,9 +251,7 @@ class LogClassifier:
                 prior = self._last_header.get(key)
                 if prior is not None and prior[0] >= self.line_no - 2:
                     header = prior[1]
-            group = OpenTraceback(key, parsed, self.line_no, header, [text])
-            self._groups[key] = group
-            self._last_group = group
+            self._groups[key] = self._last_group = OpenTraceback(key, parsed, self.line_no, header, [text])
             return events
 
         group = self._groups.get(parsed.rank)
@@ -295,9 +280,8 @@ class LogClassifier:
         return ([held[0]] if held is not None else []) + [self._close(g, None) for g in list(self._groups.values())]
 
     def end_of_log(self) -> list[LogEvent]:
-        """:meth:`finish` where nothing can follow (a file read to its end; a live follower's quiet flush is
-        ``finish``): a traceback the log ends inside, or an engine process's traceback after readiness after which
-        that process wrote nothing and nothing fatal came, is that process's death (``traceback_ends_log``)."""
+        """:meth:`finish` where nothing can follow: a traceback the log ends inside, or an engine process's
+        traceback after readiness followed by nothing of that process, is its death."""
         self._at_end = True
         events = self.finish()
         candidate, self._end_candidate = self._end_candidate, None

@@ -1,10 +1,7 @@
 """Which engine wrote a log, and so which packs classify it.
 
-Markers are read from the log itself, line by line, until one is decisive. SGLang's markers
-win over every other (older SGLang imports vLLM and prints vLLM-formatted lines); the other
-engines' markers are specific enough to decide at once; a vLLM marker is only tentative for
-the first lines, because other engines mention vLLM too (Ray Serve LLM runs it; SGLang used
-its layers). Ray Serve LLM logs are read with the Ray pack *and* vLLM's.
+Markers are read line by line until one is decisive. A vLLM marker is only tentative for the first lines:
+other engines mention vLLM too (Ray Serve LLM runs it; older SGLang prints vLLM-formatted lines).
 """
 
 from __future__ import annotations
@@ -131,11 +128,7 @@ def detect_engine(lines: Iterable[str]) -> str | None:
     'sglang'
     """
     tentative: str | None = None
-    for line in lines:
-        found = engine_of_line(line)
-        if found is None:
-            continue
-        engine, decisive = found
+    for engine, decisive in filter(None, map(engine_of_line, lines)):
         if decisive:
             return engine
         tentative = tentative or engine

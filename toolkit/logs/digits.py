@@ -1,15 +1,9 @@
 """Lines that differ only in their digits are decided alike: the proof, and the key.
 
-Pure. A serving log repeats a few line shapes by the million (``Decode batch. #running-req:
-12, ...``, ``"POST /v1/completions HTTP/1.1" 200 OK``); what changes from one to the next is
-numbers. :func:`digit_mask` maps every ASCII digit to ``0`` (in the line's UTF-8 bytes: one
-C call, length kept), so two such lines get one key. A pattern decides alike on two lines
-with one mask when it cannot tell one ASCII digit from another: it names no digit (no ``5``,
-no ``[1-9]``, no escape that spells one) and compares no captured text (no back-reference).
-``\\d``, ``\\w``, ``.`` and ``[0-9]`` treat all ten digits the same, and the mask keeps every
-length, so quantifiers and look-behinds see the same text. :func:`digit_blind` reads a
-pattern's parse tree (``re._parser``: the tree the ``re`` module itself compiles) to prove it;
-whatever it cannot prove is not blind, and a caller then checks that pattern on every line.
+A serving log repeats a few line shapes by the million, differing in numbers: :func:`digit_mask` maps every
+ASCII digit to ``0`` (length kept), so such lines get one key. A pattern decides alike on them when it names
+no digit and has no back-reference; :func:`digit_blind` proves it from ``re._parser``'s tree, and whatever it
+cannot prove is checked on every line.
 
 >>> digit_mask("[2026-02-26 20:26:06 TP5] Decode batch. #running-req: 12")
 b'[0000-00-00 00:00:00 TP0] Decode batch. #running-req: 00'
@@ -31,7 +25,7 @@ try:  # the parser the `re` module compiles with (named sre_parse before Python 
 except ImportError:  # pragma: no cover - another Python: nothing is proven blind, nothing is memoised
     _sre = _sre_parse = None
 
-__all__ = ["digit_mask", "digit_blind", "all_digit_blind", "has_digit", "DIGIT_MASK"]
+__all__ = ["digit_mask", "digit_blind", "has_digit", "DIGIT_MASK"]
 
 #: the table of :func:`digit_mask` (hot loops inline ``line.encode("utf-8", "surrogatepass").translate(DIGIT_MASK)``)
 DIGIT_MASK = bytes.maketrans(b"123456789", b"000000000")
@@ -57,11 +51,6 @@ def digit_blind(pattern: str, flags: int = 0) -> bool:
     except (re.error, TypeError, ValueError):
         return False
     return _blind(tree)
-
-
-def all_digit_blind(patterns: Iterable[re.Pattern[str]]) -> bool:
-    """True when every compiled pattern is :func:`digit_blind`."""
-    return all(digit_blind(p.pattern, p.flags) for p in patterns)
 
 
 def _blind(items: Iterable[tuple[Any, Any]]) -> bool:

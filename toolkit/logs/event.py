@@ -1,8 +1,4 @@
-"""One classified line, or one grouped traceback: what the classifier gives its readers.
-
-Pure data: :class:`LogEvent` is built by :class:`~toolkit.logs.classify.LogClassifier` and read by the
-summary, the follower, the widgets and the journal.
-"""
+"""One classified line, or one grouped traceback: what the classifier gives its readers."""
 
 from __future__ import annotations
 
@@ -17,11 +13,7 @@ __all__ = ["LogEvent"]
 
 @dataclass(frozen=True, slots=True)
 class LogEvent:
-    """One classified line, or one grouped traceback (then ``context`` holds its earlier lines).
-
-    ``line_no`` is 1-based over ``\\n``-separated lines; for a traceback it is the final
-    exception line and ``first_line_no`` the line the traceback began on.
-    """
+    """One classified line, or one grouped traceback (``context``: earlier lines, ``line_no``: the last)."""
 
     line_no: int
     raw: str

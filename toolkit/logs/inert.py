@@ -1,12 +1,9 @@
 """Text from a log, a journal or a server made inert for any output: terminal, widget, Markdown, HTML.
 
-Issue 25: ``logs follow`` wrote a log's OSC 52 (a clipboard write), OSC 0 (the window title),
-clear-screen and OSC 8 hyperlinks to the user's terminal byte for byte; the widgets stripped CSI
-but not OSC; the post-mortem kept ESC, BEL, NUL and U+202E (a right-to-left override reverses
-the text after it on the page). Complete escape sequences (colours, cursor moves, OSC, APC) are
-dropped, as a terminal would not print them; every other control character and every direction
-override is shown as its escape (``\\x07``, ``\\u202e``), so that it is visible and does nothing.
-Tabs and newlines stay; ``\\r\\n`` becomes ``\\n``.
+Issue 25: ``logs follow`` wrote a log's OSC 52 (a clipboard write), OSC 0 (the window title) and OSC 8
+hyperlinks to the user's terminal byte for byte; the post-mortem kept ESC, BEL, NUL and U+202E (a
+right-to-left override reverses the text after it). Escape sequences are dropped; every other control or
+direction character is shown escaped (``\\x07``, ``\\u202e``), visible and harmless.
 """
 
 from __future__ import annotations

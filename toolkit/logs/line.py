@@ -1,11 +1,8 @@
 """Parse one raw log line: strip transport noise, then read the header (time, rank, level).
 
-Real server logs arrive wrapped: ANSI colours, ``\\r``-redrawn progress bars glued to a
-record, CRLF endings, and prefixes added by whatever carried the line (docker compose
-``name  | ``, GitHub Actions ``2024-05-01T12:00:00.123Z ``, systemd journal, ray/vLLM
-process tags such as ``(EngineCore_DP0 pid=417364)``). :func:`parse_line` removes the
-transport layers and returns the record's own text plus the fields every engine prints.
-Pure and cheap: each step is guarded by a literal test before any regex runs.
+Real server logs arrive wrapped: ANSI colours, ``\\r``-redrawn progress bars glued to a record, and
+prefixes added by whatever carried the line (docker compose, CI stamps, systemd, ray/vLLM process tags).
+Each step is guarded by a literal test before any regex runs.
 """
 
 from __future__ import annotations
@@ -16,7 +13,7 @@ from datetime import datetime
 from functools import lru_cache
 
 from toolkit.logs._construct import fast_constructor
-from toolkit.logs.digits import all_digit_blind
+from toolkit.logs.digits import digit_blind
 
 __all__ = ["ParsedLine", "parse_line", "parse_fields", "text_and_level", "strip_ansi", "HEADER_PATTERNS",
            "HEADERS_DIGIT_BLIND", "HeaderShape", "header_shape", "fields_at"]
@@ -85,9 +82,8 @@ def _renamed(regex: re.Pattern[str], **names: str) -> str:
     return pattern
 
 
-# The headers a busy server prints most, each read by one match when the line carries no
-# transport noise. Exact: each part is the general path's own regex, tried at the same place
-# in the same order, atomic where the general path commits to a first match (the process tag).
+# The headers a busy server prints most, each read by one match when the line carries no transport noise:
+# each part is the general path's own regex, tried in the same order (atomic where the general path commits).
 # SGLang: `[ts TP0] ...`, and uvicorn inside SGLang's logger when no level was printed.
 _FAST_SGLANG = re.compile(f"{_SGLANG.pattern}(?(level)|(?:{_renamed(_UVICORN, level='uvicorn_level')})?)")
 # vLLM and uvicorn, bare or under a process tag: `(APIServer pid=1) INFO 08-01 23:30:50 [x.py:1] ...`,
@@ -98,14 +94,13 @@ _FAST_VLLM = re.compile(
     f"(?:{_renamed(_VLLM, level='vllm_level')}|{_renamed(_UVICORN, level='uvicorn_level')})"
 )
 
-# Every pattern parse_fields reads a line with: the fast lane (toolkit.logs.skim) reuses one line's reading
-# for lines that differ only in digits, which holds while each of these is digit-blind (toolkit.logs.digits;
-# tests/test_logs_skim.py checks that the list is whole).
+# Every pattern parse_fields reads a line with: one line's reading holds for lines that differ only in digits
+# while each is digit-blind (tests/test_logs_skim.py checks that the list is whole).
 HEADER_PATTERNS = (_ANSI, _FAST_SGLANG, _FAST_VLLM, _GLUED, _BRACKET_PREFIX, _GUTTER, _CI_STAMP, _JOURNAL, _COMPOSE,
                    _PROC_TAG, _TORCH_RANK, _SGLANG, _UVICORN, _C10, _SGLANG_RANK_ONLY, _VLLM, _GLOG, _TRACING, _PYLOG)
 
 #: parse_fields reads a line alike whatever its digits (checked once, at import; the shape memos rest on it)
-HEADERS_DIGIT_BLIND = all_digit_blind(HEADER_PATTERNS)
+HEADERS_DIGIT_BLIND = all(digit_blind(p.pattern, p.flags) for p in HEADER_PATTERNS)
 
 _GLOG_LEVEL = {"I": "INFO", "W": "WARNING", "E": "ERROR", "F": "FATAL"}
 _TRACING_LEVEL = {"TRACE": "DEBUG", "DEBUG": "DEBUG", " INFO": "INFO", " WARN": "WARNING", "ERROR": "ERROR"}
@@ -115,10 +110,8 @@ _TRACING_LEVEL = {"TRACE": "DEBUG", "DEBUG": "DEBUG", " INFO": "INFO", " WARN": 
 class ParsedLine:
     """One line with its transport layers removed.
 
-    ``text`` is the record's message (what rules match), ``timestamp`` its time (year
-    1900 when the engine does not print one, as vLLM does), ``rank`` the process or
-    rank tag as printed (``TP5``, ``DP0 TP0``, ``EngineCore_DP0 pid=417364``), ``level``
-    the log level in capitals when the line has one.
+    ``timestamp``'s year is 1900 when the engine prints none (vLLM); ``rank`` is the process or rank tag
+    as printed (``TP5``, ``DP0 TP0``, ``EngineCore_DP0 pid=417364``).
     """
 
     raw: str
@@ -134,14 +127,6 @@ _make_parsed = fast_constructor(ParsedLine)
 def strip_ansi(text: str) -> str:
     """Remove ANSI colour and cursor sequences."""
     return _ANSI.sub("", text) if "\x1b" in text or "^[[" in text else text
-
-
-def _last_segment(text: str) -> str:
-    """A line redrawn with ``\\r`` shows its last non-empty segment (what a terminal shows)."""
-    if "\r" not in text:
-        return text
-    segments = [s for s in text.split("\r") if s.strip()]
-    return segments[-1] if segments else ""
 
 
 @lru_cache(maxsize=4096)
@@ -171,16 +156,14 @@ def parse_line(raw: str) -> ParsedLine:
     return _make_parsed(raw, *parse_fields(raw))
 
 
-# A common header read as positions: (where the text starts, the level, the timestamp's spans, the rank's
-# span, whether the rank is stripped). The patterns are digit-blind, so every line with one digit mask has
-# the same (toolkit.logs.digits): the live classifier reads a header once per shape, then slices.
+# A common header read as positions, alike for every line of one digit mask: (where the text starts, the
+# level, the timestamp's spans, the rank's span, whether the rank is stripped).
 HeaderShape = tuple[int, str | None, tuple[int, int, int, int] | None, tuple[int, int], bool]
 
 
 def header_shape(raw: str) -> HeaderShape | None:
     """Where :func:`parse_fields` finds the fields of ``raw`` when it carries a common header and no
-    transport noise (an SGLang ``[ts TP0]`` record, a vLLM or uvicorn line, bare or under a process tag);
-    None otherwise.
+    transport noise; None otherwise.
 
     >>> header_shape("[2026-02-26 20:26:06 TP5] Decode batch. #running-req: 1")
     (26, None, (1, 20, -1, -1), (20, 24), True)
@@ -222,12 +205,8 @@ def text_and_level(raw: str) -> tuple[str, str | None]:
     >>> text_and_level("[2026-02-26 20:26:06 TP5] Decode batch. #running-req: 1")
     ('Decode batch. #running-req: 1', None)
     """
-    if "\x1b" not in raw and "\r" not in raw and "it/s]" not in raw and "s/it]" not in raw:
-        if raw[:1] == "[":
-            if (m := _FAST_SGLANG.match(raw)) is not None:
-                return raw[m.end():].rstrip("\n"), m.group("level") or m.group("uvicorn_level")
-        elif (m := _FAST_VLLM.match(raw)) is not None:
-            return raw[m.end():].rstrip("\n"), m.group("vllm_level") or m.group("uvicorn_level")
+    if (shape := header_shape(raw)) is not None:
+        return raw[shape[0]:].rstrip("\n"), shape[1]
     text, _timestamp, _rank, level = parse_fields(raw)
     return text, level
 
@@ -236,8 +215,7 @@ def parse_fields(raw: str) -> tuple[str, datetime | None, str | None, str | None
     """:func:`parse_line`'s fields as a tuple ``(text, timestamp, rank, level)``: the classifier's
     hot path, which needs no :class:`ParsedLine` for a line that does not open a traceback."""
     if "\x1b" not in raw and "\r" not in raw and "it/s]" not in raw and "s/it]" not in raw:
-        # no transport noise: the common headers in one match each, the rest the general way below (header_shape
-        # reads the same matches as positions; tests/test_logs_skim.py holds the two readings equal)
+        # the common headers in one match each (tests/test_logs_skim.py holds it equal to header_shape)
         if raw[:1] == "[":
             if (m := _FAST_SGLANG.match(raw)) is not None:
                 ts, ranks, own_level, uvicorn_level = m.groups()  # (a new group fails this unpacking loudly)
@@ -248,8 +226,8 @@ def parse_fields(raw: str) -> tuple[str, datetime | None, str | None, str | None
     text = strip_ansi(raw)
     if text.endswith("\r"):
         text = text.rstrip("\r")
-    if "\r" in text:
-        text = _last_segment(text)
+    if "\r" in text:  # a line redrawn with \r shows its last non-empty segment (as a terminal does)
+        text = next((segment for segment in reversed(text.split("\r")) if segment.strip()), "")
     if "it/s]" in text or "s/it]" in text:
         glued = _GLUED.search(text, 1)
         if glued is not None:

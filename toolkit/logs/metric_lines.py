@@ -1,19 +1,10 @@
 """Server-side metric lines -> :class:`MetricRow`.
 
-Kinds and the keys they always carry when printed (other printed fields come along,
-named by the same normalisation: ``#new-token`` -> ``new_token``, a ``%`` value gets a
-``_pct`` suffix, ``N reqs`` a ``_reqs`` suffix, ``N tokens`` a ``_tokens`` suffix):
-
-- ``sglang_decode`` (``Decode batch.`` / ``Decode batch,``): ``running_req``, ``queue_req``,
-  ``gen_throughput``, ``accept_len`` (speculative decoding only)
-- ``sglang_prefill`` (``Prefill batch``): ``running_req``, ``queue_req``, ``new_token``,
-  ``input_throughput`` (newer SGLang only)
-- ``vllm_throughput`` (``Avg prompt throughput ...``): ``prompt_throughput``,
-  ``gen_throughput``, ``running_reqs``
-- ``vllm_specdecode`` (``SpecDecoding metrics: ...``): ``mean_acceptance_length``,
-  ``accepted_tokens``, ``drafted_tokens`` (and ``per_position_acceptance_rate`` as a tuple)
-
-Throughputs are the engine's own figures (tokens/s over its logging interval), not ours.
+Keys are the printed names normalised (``#new-token`` -> ``new_token``; a ``%`` value gets ``_pct``,
+``N reqs`` ``_reqs``, ``N tokens`` ``_tokens``). Always present: ``sglang_decode`` running_req, queue_req,
+gen_throughput (accept_len with speculative decoding); ``sglang_prefill`` running_req, queue_req, new_token;
+``vllm_throughput`` prompt_throughput, gen_throughput, running_reqs; ``vllm_specdecode``
+mean_acceptance_length, accepted_tokens, drafted_tokens. Throughputs are the engine's own figures, not ours.
 """
 
 from __future__ import annotations
@@ -59,8 +50,7 @@ _SUFFIX = {"%": "_pct", " reqs": "_reqs", " tokens": "_tokens", " tokens/s": "",
 
 @lru_cache(maxsize=1024)
 def _key(raw: str, unit: str | None = None) -> str:
-    """``#running-req`` -> ``running_req``; ``gen throughput (token/s)`` -> ``gen_throughput``;
-    vLLM's ``Avg generation throughput`` -> ``gen_throughput``, ``Running`` + `` reqs`` -> ``running_reqs``."""
+    """``gen throughput (token/s)`` and vLLM's ``Avg generation throughput`` -> ``gen_throughput``."""
     key = _SEPARATORS.sub("_", _UNIT.sub("", raw).strip().lstrip("#").strip().lower())
     if key.startswith("avg_") and key.endswith("throughput"):
         key = key[4:]
@@ -84,15 +74,10 @@ def _sglang(rest: str) -> dict[str, MetricValue]:
         name, sep, value = part.partition(": ")
         if not sep:
             continue
-        value = value.strip()
-        if value.endswith("%"):
-            number = _number(value[:-1])
-            if number is not None:
-                values[_key(name, "%")] = float(number)
-        else:
-            number = _number(value)
-            if number is not None:
-                values[_key(name)] = number
+        pct = value.strip().endswith("%")
+        number = _number(value.strip().removesuffix("%"))
+        if number is not None:
+            values[_key(name, "%" if pct else None)] = float(number) if pct else number
     return values
 
 
@@ -215,14 +200,12 @@ def parse_metric(text: str, *, line_no: int = 0, timestamp: datetime | None = No
     return _make_row(kind, MappingProxyType(values), timestamp, rank, line_no)
 
 
-# A metric line read by position: its kind and the function that gives its values from its text. Every text
-# with the digit mask of the line it was made from reads the same through it as through parse_metric.
+# A metric line read by position: its kind and the function that gives its values from its text.
 MetricReader = tuple[str, Callable[[str], dict[str, MetricValue]]]
 
 
 def metric_reader(text: str) -> MetricReader | None:
-    """How to read every metric line with ``text``'s digit mask by slicing (:mod:`toolkit.logs.digits`): the
-    values stand where a digit-blind shape found them in ``text``. None: such lines go through parse_metric.
+    """How to read every metric line with ``text``'s digit mask by slicing; None: through parse_metric.
 
     >>> kind, read = metric_reader("Decode batch. #running-req: 1, #queue-req: 0")
     >>> kind, read("Decode batch. #running-req: 7, #queue-req: 3")

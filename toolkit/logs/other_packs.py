@@ -1,10 +1,7 @@
-"""Packs for the other serving engines: Hugging Face TGI, Triton + TensorRT-LLM, LMDeploy,
-Ray Serve LLM and the llama.cpp server: at least their ready lines and their fatal lines.
+"""Packs for TGI, Triton + TensorRT-LLM, LMDeploy, Ray Serve LLM and llama.cpp: their ready and fatal lines.
 
-Each is chosen automatically when the log shows its markers (:mod:`toolkit.logs.detect`).
-The comments name the source of each line (the engine's own format string, or the real log
-in ``tests/data/logs`` it was read from); every rule has a positive case and a near miss in
-``tests/test_logs_rules.py``.
+The comments name the source of each line (the engine's format string, or a real log in tests/data/logs);
+every rule has a positive case and a near miss in ``tests/test_logs_rules.py``.
 """
 
 from __future__ import annotations

@@ -1,9 +1,7 @@
 """The rule packs: what SGLang, vLLM and the common Python/CUDA/NCCL stack print.
 
-Order matters inside a pack (first match wins): benign rules come before the fatal
-rules they resemble. A classifier uses ``extra rules -> engine pack -> GENERIC``.
-Every rule here has a positive case and a near miss in ``tests/test_logs_rules.py``;
-the comments name the real log or issue that motivated a rule.
+First match wins, so benign rules come before the fatal rules they resemble. The comments name the real log
+or issue behind a rule; each has a positive case and a near miss in ``tests/test_logs_rules.py``.
 """
 
 from __future__ import annotations
@@ -235,16 +233,12 @@ COMMON = RulePack("common", (
     Rule("http_ok", r"\"(?:GET|POST|PUT|DELETE|HEAD|OPTIONS|PATCH) (?!/(?:model_info|get_model_info|encode) )[^\"]*HTTP/[\d.]+\" [23]\d\d", INFO, literal="HTTP/"),
 ))
 
-# The lines that prove a server is serving: a log joined mid-run (the last 200 lines, a follower started late)
-# that shows them before any start-up phase is ready, though its ready line scrolled away long ago.
-# A request's own error (rejected as too long, its prompt failed to preprocess) proves the same: only a server
-# that serves reads requests.
-# A record that names one OpenAI-API request by the id the server gave it (vLLM's serving layer: "chatcmpl-" +
-# X-Request-Id or random_uuid(), entrypoints/openai/serving_chat.py; "cmpl-" serving_completion.py; "chat-" before
-# 0.6.4) is about a request the server accepted: the server serves (issue 24: `Received request chatcmpl-...`
-# alone, 463; a prefiller's request-level NIXL error, 414). Asked by the classifier of a line no rule decided,
-# before readiness and any start-up phase (toolkit.logs.classify), never as a pack rule: an ERROR line that names a
-# request after readiness keeps its warning.
+# The lines that prove a server is serving, when a log joined mid-run shows them before any start-up phase: a
+# request's own error proves it too (only a server that serves reads requests), and so does a record naming an
+# OpenAI-API request by the id the server gave it (vLLM: "chatcmpl-" + X-Request-Id or random_uuid(),
+# entrypoints/openai/serving_chat.py; "cmpl-" serving_completion.py; "chat-" before 0.6.4; issue 24:
+# `Received request chatcmpl-...` alone, 463; a prefiller's request-level NIXL error, 414). REQUEST_NAMED is
+# asked by the classifier, never as a pack rule: an ERROR line naming a request after readiness is a warning.
 REQUEST_NAMED = Rule("request_named", r"(?<![\w-])(?:chatcmpl|cmpl|chat)-[0-9a-fA-F]{8}", INFO, literal="-")
 SERVING_RULES = frozenset({"request_named", "sglang_metric", "vllm_throughput_metric", "vllm_specdecode_metric", "http_generate_ok",
                            "llamacpp_serving", "request_validation_error", "vllm_request_error", "tgi_request_success",

@@ -1,13 +1,7 @@
 """Rules and rule packs: the data that decides what a log line means.
 
-A :class:`Rule` is a name, a pattern and a :class:`Verdict` (plus, optionally, the
-startup phase the line marks, the verdict once the server is ready, and a hint for a
-person). A :class:`RulePack` is an ordered tuple of rules for one engine; the first rule
-that matches a line decides it. Packs are values: ``pack.with_rules(...)`` returns a new
-pack, nothing is mutated in place.
-
-Each rule carries a cheap literal prefilter (``literal``): the regex only runs when the
-literal occurs in the line, which keeps classification fast on long logs.
+In a :class:`RulePack` the first rule that matches a line decides it. Each rule carries a literal
+prefilter: its regex only runs when a literal occurs in the line, which keeps long logs fast.
 """
 
 from __future__ import annotations
@@ -51,16 +45,8 @@ class Phase(StrEnum):
 
 
 # Used to combine verdicts (a traceback's header and its final exception line).
-SEVERITY: dict[Verdict, int] = {
-    Verdict.INFO: 0,
-    Verdict.METRIC: 0,
-    Verdict.SHUTDOWN: 0,
-    Verdict.PROGRESS: 1,
-    Verdict.READY: 1,
-    Verdict.BENIGN: 2,
-    Verdict.WARNING: 3,
-    Verdict.FATAL: 4,
-}
+SEVERITY: dict[Verdict, int] = {Verdict.INFO: 0, Verdict.METRIC: 0, Verdict.SHUTDOWN: 0, Verdict.PROGRESS: 1,
+                                Verdict.READY: 1, Verdict.BENIGN: 2, Verdict.WARNING: 3, Verdict.FATAL: 4}
 
 _META = frozenset(".^$*+?{}[]\\|()")
 
@@ -69,14 +55,9 @@ _META = frozenset(".^$*+?{}[]\\|()")
 class Rule:
     """One line pattern and what it means.
 
-    ``pattern`` is a regex searched in the line's text (header and transport prefixes
-    already removed). ``literal`` is a substring that every matching line contains; it is
-    tested first, so the regex runs only on candidates. A pattern without regex
-    metacharacters is its own literal and needs no regex at all. ``after_ready`` is the
-    verdict once the server has been ready (a request's 404 is not a server failure);
-    ``None`` keeps ``verdict``. A ``notice`` is a fatal line that announces a death
-    whose cause follows (``Received sigquit from a child process``): the next rank
-    exception, when there is one, is the decisive line.
+    ``literal``: a substring every matching line contains, tested before the regex. ``after_ready``: the
+    verdict once the server has been ready (a request's 404 is not a server failure). A ``notice`` announces
+    a death whose cause follows (``Received sigquit from a child process``): the next rank exception decides.
 
     >>> Rule("my_benign", r"harmless thing \\d+", Verdict.BENIGN, literal="harmless thing").matches("a harmless thing 42")
     True
@@ -153,22 +134,17 @@ class Rule:
 
     @cached_property
     def masked_literals(self) -> tuple[bytes, ...]:
-        """Its literals' digit masks (:func:`~toolkit.logs.digits.digit_mask`)."""
         return tuple(digit_mask(literal) for literal in self._literals)
 
     @cached_property
     def digit_free_literals(self) -> tuple[bool, ...]:
-        """For each literal: it names no digit."""
         return tuple(not has_digit(literal) for literal in self._literals)
 
     def matches(self, text: str, lowered: str | None = None) -> bool:
         """True when this rule matches ``text`` (``lowered`` may pass ``text.lower()`` to save work)."""
         if self._literals:
             hay = (lowered if lowered is not None else text.lower()) if self.ignore_case else text
-            for lit in self._literals:
-                if lit in hay:
-                    break
-            else:
+            if not any(lit in hay for lit in self._literals):
                 return False
         return self._regex is None or self._regex.search(text) is not None
 
@@ -200,10 +176,7 @@ class RulePack:
             raise ValueError(f"pack {self.name!r} has duplicate rule names {dupes}; rule names must be unique")
 
     def with_rules(self, *rules: Rule, first: bool = True) -> RulePack:
-        """A new pack with ``rules`` added (ahead of the others by default, so they win).
-
-        A rule with the name of an existing one replaces it.
-        """
+        """A new pack with ``rules`` added (first by default, so they win), replacing namesakes."""
         names = {r.name for r in rules}
         kept = tuple(r for r in self.rules if r.name not in names)
         return replace(self, rules=(tuple(rules) + kept) if first else (kept + tuple(rules)))
@@ -238,18 +211,13 @@ CompiledRules = tuple[tuple[Rule, tuple[str, ...], bool, "re.Pattern[str] | None
 
 
 def compile_rules(rules: Iterable[Rule]) -> CompiledRules:
-    """Flatten rules into the tuples :func:`first_match` walks (fewer attribute look-ups per line)."""
+    """Flatten rules into the tuples :func:`match_compiled` walks (fewer attribute look-ups per line)."""
     return tuple((r, r._literals, r.ignore_case, r._regex, Match(r, r.verdict_for(False)), Match(r, r.verdict_for(True)))
                  for r in rules)
 
 
-def first_match(rules: Iterable[Rule], text: str, *, ready: bool = False) -> Match | None:
-    """The first of ``rules`` that matches ``text``, with the verdict it gives there."""
-    return match_compiled(compile_rules(rules), text, ready=ready)
-
-
 def match_compiled(compiled: CompiledRules, text: str, *, ready: bool = False) -> Match | None:
-    """:func:`first_match` over rules flattened once by :func:`compile_rules` (the hot path)."""
+    """The first rule that matches ``text``, with the verdict it gives there (the hot path)."""
     lowered: str | None = None
     for _rule, lits, ignore_case, regex, before, after in compiled:
         if lits:
@@ -278,8 +246,7 @@ Recheck = tuple[tuple[str, ...], bool, "re.Pattern[str] | None", tuple[Rule, tup
 def match_shape(compiled: CompiledRules, text: str, blind: tuple[bool, ...] | None = None) -> tuple[int, tuple[Recheck, ...]]:
     """What :func:`match_compiled` says of every text with ``text``'s digit mask, as far as digits do not decide:
     the index of the first digit-blind rule that matches (-1: none), and the digit-reading rules before it,
-    in order, to ask of each such text (the first of them that matches wins over the blind one). ``blind`` may
-    pass each rule's :attr:`Rule.digit_blind`, worked out once for the rules.
+    to ask of each such text (the first that matches wins over the blind one).
 
     >>> rules = compile_rules([Rule("five", r'" 5\\d\\d', Verdict.WARNING, literal="HTTP"), Rule("any", "HTTP", Verdict.INFO)])
     >>> first, recheck = match_shape(rules, '"GET / HTTP/1.1" 200')

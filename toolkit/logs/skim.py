@@ -1,23 +1,10 @@
 """The fast lane of a long log: once the server is ready, most lines decide nothing.
 
-Pure. After the ready line, with no traceback open and the engine settled, a serving log is
-metric lines and access lines by the million (``logs classify`` of 2M lines took 20 s idle and
-46 s on a busy machine, issue 20). The summary needs little from such a line: a quiet line
-(no rule and no warning or error level, or a rule whose verdict is info or progress) changes
-nothing but the line count, and a metric line is counted and parsed at the end only if it is
-among the rows kept. :func:`sort_line` reads the header's text and level only (no timestamp)
-and asks the rules in force, in their order, exactly as :meth:`LogClassifier.feed` would, but
-builds no event; anything else (a traceback, a benign or fatal rule, a warning level, a line
-that marks a phase or heads a traceback) goes through ``feed`` as before.
-
-Millions of serving lines come in a few hundred shapes that differ only in their numbers: a
-:class:`Skimmer` sorts each shape once (keyed by :func:`~toolkit.logs.digits.digit_mask`) and
-reuses the answer while the header patterns and the rules it rests on are digit-blind; the rules
-that read digits (an HTTP status, an exit code) are still asked on every line of the shape, after
-their literals' masks say they can match it at all (:func:`~toolkit.logs.rules.match_shape`). :func:`toolkit.logs.stream.classify_chunks`
-uses it; ``tests/test_logs_skim.py`` holds it equal to :func:`sort_line`, and
-``tests/test_logs_stream.py`` the two paths equal on every corpus log;
-``benchmarks/classify_memory.py`` measures them.
+After the ready line a serving log is metric and access lines by the million (``logs classify`` of 2M lines
+took 20 s idle and 46 s on a busy machine, issue 20). A quiet line changes nothing but the line count, and a
+metric line is parsed at the end only if kept: :func:`sort_line` asks the rules in force as
+:meth:`LogClassifier.feed` would, but builds no event. A :class:`Skimmer` sorts each digit shape once; rules
+that read digits (an HTTP status) are still asked on every line (:func:`~toolkit.logs.rules.match_shape`).
 
 >>> from toolkit.logs.detect import packs_for
 >>> from toolkit.logs.rules import compile_rules
@@ -42,12 +29,11 @@ from toolkit.logs.rules import (
     match_shape,
     recheck_first,
 )
-from toolkit.logs.tracebacks import TB_START, opens_traceback
+from toolkit.logs.tracebacks import opens_traceback
 
-__all__ = ["Kind", "sort_line", "Skimmer", "TRACEBACK_START", "LOUD_LEVELS", "QUIET_VERDICTS"]
+__all__ = ["Kind", "sort_line", "Skimmer", "LOUD_LEVELS", "QUIET_VERDICTS"]
 
 Kind = Literal["quiet", "metric", "feed"]
-TRACEBACK_START = TB_START
 #: header levels that make a line without a rule a warning (LogClassifier._single)
 LOUD_LEVELS = frozenset({"WARNING", "ERROR", "CRITICAL", "FATAL"})
 #: verdicts a summary ignores (SummaryBuilder.add returns at once)
@@ -101,8 +87,7 @@ class Skimmer:
     def skim(self, lines: list[str], start: int, metrics: list[int] | None) -> int:
         """The index of the first of ``lines[start:]`` that must be fed (``len(lines)`` when none).
 
-        The lines before it are quiet, or metric lines whose indices are appended to ``metrics``;
-        with ``metrics=None`` a metric line must be fed too (a reader that keeps every row).
+        Metric lines before it are appended to ``metrics``; with ``metrics=None`` they must be fed too.
         """
         if not self.enabled:
             for i in range(start, len(lines)):

@@ -1,12 +1,8 @@
 """A log given as a stream of byte chunks, classified in memory that does not grow with its length.
 
-The CLI reads a file in chunks and feeds them here: bytes are decoded as UTF-8 (errors
-replaced) chunk by chunk, split on ``\\n`` only (line numbers agree with ``grep -n``), and
-each line goes through one :class:`~toolkit.logs.classify.LogClassifier` into a capped
-:class:`~toolkit.logs.summary.SummaryBuilder`. A line longer than ``max_line_chars`` is
-classified by its head and tail (a 50 MB line of a logged prompt ends in the exception
-that matters), so no line is ever held whole. Input that is empty, or binary rather than
-text, is refused with a :class:`~toolkit.errors.ToolkitError` that says so.
+Lines are split on ``\\n`` only (line numbers agree with ``grep -n``). A line longer than ``max_line_chars``
+is classified by its head and tail (a 50 MB line of a logged prompt ends in the exception that matters), so
+no line is ever held whole.
 """
 
 from __future__ import annotations
@@ -37,12 +33,10 @@ def _looks_binary(sample: str) -> bool:
 
 
 def iter_lines(chunks: Iterable[bytes], *, max_line_chars: int = MAX_LINE_CHARS, name: str = "the input") -> Iterator[str]:
-    """The lines of a byte stream (without their ``\\n``; a last line without one included).
+    """The lines of a byte stream; ToolkitError when it is empty or its first bytes are binary.
 
     >>> list(iter_lines([b"a\\nb", b"c\\n", b"d"]))
     ['a', 'bc', 'd']
-
-    Raises ToolkitError when the stream is empty or its first bytes are binary.
     """
     for batch in iter_line_batches(chunks, max_line_chars=max_line_chars, name=name):
         yield from batch
@@ -52,8 +46,8 @@ def iter_line_batches(chunks: Iterable[bytes], *, max_line_chars: int = MAX_LINE
                       name: str = "the input", live: bool = False) -> Iterator[list[str]]:
     """:func:`iter_lines` a chunk's worth at a time: one ``split`` per chunk, no Python step per line.
 
-    ``live``: a followed log (``tail -F``), which may be empty or start with any bytes: neither is refused.
-    The followers use this too (issue 25: ``pending += chunk; rfind`` took 26.6 s and 305 MB on a 50 MB line).
+    ``live``: a followed log, which may be empty or start with any bytes. The followers use this too
+    (issue 25: ``pending += chunk; rfind`` took 26.6 s and 305 MB on a 50 MB line).
     """
     decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
     half = max(max_line_chars // 2, 1)
@@ -106,9 +100,8 @@ def _keep_ends(head: str, tail: str, cut: int, piece: str, half: int) -> tuple[s
     """A too-long line: keep its first ``half`` characters and its last ``half``, count what falls between."""
     if not cut:  # first time over the limit: the head so far becomes the kept head
         joined = head + piece
-        head, rest = joined[:half], joined[half:]
-        tail, cut = rest[-half:], len(rest) - len(rest[-half:])
-        return head, tail, cut
+        rest = joined[half:]
+        return joined[:half], rest[-half:], len(rest) - len(rest[-half:])
     joined = tail + piece
     kept = joined[-half:]
     return head, kept, cut + len(joined) - len(kept)
@@ -125,9 +118,7 @@ def classify_chunks(chunks: Iterable[bytes], engine: str = "auto", *, extra_rule
     classifier = LogClassifier(engine=engine, extra_rules=extra_rules, parse_metrics_after_ready=max_metrics is None)
     builder = SummaryBuilder(max_metrics=max_metrics, max_lines=max_lines)
     feed, add = classifier.feed, builder.add
-    # The fast lane (toolkit.logs.skim): while the classifier is skimmable, quiet and metric lines build
-    # no event and each digit shape of a line is sorted once; a metric line is kept raw and parsed at the
-    # end if it is among the rows kept. This loop is what `logs classify` of 2M lines spends its time in.
+    # The fast lane (toolkit.logs.skim): what `logs classify` of 2M lines spends its time in.
     skimmer: Skimmer | None = None
     # keeping every row, the classifier parses each metric line and counts only those that parse: feed them
     capped = max_metrics is not None

@@ -1,8 +1,7 @@
 """A whole log in one value: its state, ready and fatal lines, benign lines, metrics.
 
-:class:`SummaryBuilder` takes events one at a time and keeps only what the summary needs,
-so a log of any length is summarized in bounded memory when it is given caps (the CLI's
-streaming path); :func:`summarize` is the same over a list of events, without caps.
+:class:`SummaryBuilder` keeps only what the summary needs, so with caps a log of any length is summarized
+in bounded memory (the CLI's streaming path).
 """
 
 from __future__ import annotations
@@ -36,12 +35,9 @@ def shorten(text: str, limit: int = MAX_QUOTED_CHARS) -> str:
 class LogSummary:
     """What a person wants from a log: did it start, where did it die, what is noise.
 
-    ``fatal_line`` is the decisive fatal line: the first fatal event that is not a mere
-    notice (``Received sigquit``, ``EngineCore failed to start``) when there is one, since
-    the rank's exception that follows a notice says why. ``ready_evidence`` says what proved
-    readiness: ``"ready line"`` (the engine's own) or ``"serving lines"`` (a log joined
-    mid-run that shows the server serving). ``metrics`` may be the last rows only when the
-    summary was built with a cap; ``metric_count`` counts them all.
+    ``fatal_line`` is the first fatal event that is not a mere notice (``Received sigquit``) when there is
+    one: the rank's exception that follows a notice says why. ``ready_evidence``: ``"ready line"`` or
+    ``"serving lines"`` (a log joined mid-run). With a cap, ``metrics`` are the last rows only.
     """
 
     state: str
@@ -63,18 +59,11 @@ class LogSummary:
     def to_dict(self) -> dict[str, object]:
         """The CLI's JSON object."""
         return {
-            "state": self.state,
-            "ready_line": self.ready_line,
-            "ready_evidence": self.ready_evidence,
-            "fatal_line": self.fatal_line,
-            "fatal_reason": self.fatal_reason,
-            "benign_lines": list(self.benign_lines),
-            "benign_count": self.benign_count,
-            "metrics": [m.to_dict() for m in self.metrics],
-            "metric_count": self.metric_count,
-            "fatal_rule": self.fatal_rule,
-            "fatal_rank": self.fatal_rank,
-            "hint": self.hint,
+            "state": self.state, "ready_line": self.ready_line, "ready_evidence": self.ready_evidence,
+            "fatal_line": self.fatal_line, "fatal_reason": self.fatal_reason,
+            "benign_lines": list(self.benign_lines), "benign_count": self.benign_count,
+            "metrics": [m.to_dict() for m in self.metrics], "metric_count": self.metric_count,
+            "fatal_rule": self.fatal_rule, "fatal_rank": self.fatal_rank, "hint": self.hint,
             "phases": [{"phase": p, "line": n} for p, n in self.phases],
         }
 
@@ -93,12 +82,9 @@ def decisive_fatal(events: Iterable[LogEvent]) -> LogEvent | None:
 class SummaryBuilder:
     """Builds a :class:`LogSummary` from events fed one by one, in any order of arrival.
 
-    A traceback's event arrives when it closes, after single lines of other ranks that came
-    later in the file: every "first" here is the lowest line number, not the first to arrive.
-    With ``max_metrics``/``max_lines`` the memory it holds is bounded whatever the log's length:
-    the last ``max_metrics`` metric rows and the first ``max_lines`` benign and warning lines
-    are kept, and counted all. A metric event that comes unparsed (a classifier made with
-    ``parse_metrics_after_ready=False``) is parsed here only if it is among the rows kept.
+    A traceback's event arrives when it closes, after later lines of other ranks: every "first" here is
+    the lowest line number. With caps it keeps the last ``max_metrics`` metric rows and the first
+    ``max_lines`` benign and warning lines, counting all; an unparsed metric is parsed only if kept.
 
     >>> from toolkit.logs.classify import classify_lines
     >>> b = SummaryBuilder(max_metrics=1)
@@ -123,8 +109,7 @@ class SummaryBuilder:
         self._metric_count = 0
 
     def add_metric_lines(self, lines: Sequence[str], indices: Sequence[int], first_line_no: int) -> None:
-        """The fast lane's metric lines: each ``lines[k]`` with ``k`` in ``indices`` is line ``first_line_no + k``,
-        kept raw and parsed only if it is among the rows kept (all are counted)."""
+        """The fast lane's metric lines: ``lines[k]`` (``k`` in ``indices``) is line ``first_line_no + k``."""
         keep = self._raw_metrics.maxlen
         chosen = indices if keep is None else indices[len(indices) - keep:] if keep else ()
         self._raw_metrics.extend((lines[k], first_line_no + k) for k in chosen)
@@ -139,10 +124,8 @@ class SummaryBuilder:
         elif verdict is Verdict.METRIC:
             self._unparsed.append((event.text, n, event.timestamp, event.rank))
             self._metric_count += 1
-        if event.phase is not None:
-            seen = self._phases.get(event.phase.value)
-            if seen is None or n < seen:
-                self._phases[event.phase.value] = n
+        if event.phase is not None and n < self._phases.get(event.phase.value, n + 1):
+            self._phases[event.phase.value] = n
         if verdict is Verdict.METRIC or verdict is Verdict.INFO or verdict is Verdict.PROGRESS:
             return
         if verdict is Verdict.READY:
@@ -164,8 +147,8 @@ class SummaryBuilder:
     def summary(self) -> LogSummary:
         ready, fatal = self._ready, self._fatal or self._notice
         phases = dict(self._phases)
-        if ready is not None and "ready" not in phases:
-            phases["ready"] = ready.line_no
+        if ready is not None:
+            phases.setdefault("ready", ready.line_no)
         reason = None
         if fatal is not None:
             reason = shorten(fatal.text.strip())
@@ -173,22 +156,16 @@ class SummaryBuilder:
                 reason = f"[{shorten(fatal.rank, 80)}] {reason}"
         return LogSummary(
             state="failed" if fatal is not None else "ready" if ready is not None else "starting",
-            ready_line=ready.line_no if ready else None,
-            fatal_line=fatal.line_no if fatal else None,
-            fatal_reason=reason,
-            fatal_rule=fatal.rule if fatal else None,
+            ready_line=ready.line_no if ready else None, fatal_line=fatal.line_no if fatal else None,
+            fatal_reason=reason, fatal_rule=fatal.rule if fatal else None,
             fatal_rank=fatal.rank if fatal else None,
             fatal_context=tuple(shorten(line) for line in fatal.context[-MAX_CONTEXT_LINES:]) if fatal else (),
-            hint=fatal.hint if fatal else None,
-            benign_lines=tuple(sorted(self._benign)),
-            warning_lines=tuple(sorted(self._warnings)),
-            metrics=self._kept_metrics(),
+            hint=fatal.hint if fatal else None, benign_lines=tuple(sorted(self._benign)),
+            warning_lines=tuple(sorted(self._warnings)), metrics=self._kept_metrics(),
             phases=tuple(sorted(phases.items(), key=lambda kv: kv[1])),
-            ready_evidence=ready.ready_evidence if ready else None,
-            metric_count=self._metric_count,
+            ready_evidence=ready.ready_evidence if ready else None, metric_count=self._metric_count,
             benign_count=self._benign_count,
         )
-
 
     def _kept_metrics(self) -> tuple[MetricRow, ...]:
         rows = list(self._metrics)

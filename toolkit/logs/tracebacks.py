@@ -1,9 +1,7 @@
 """What a Python traceback in a server log is, and whose it is.
 
-Pure. :class:`~toolkit.logs.classify.LogClassifier` groups a traceback's lines into one event;
-this module holds what it needs to know about them: where one starts, which line is its exception,
-the rules a traceback's event is given when no line rule decides it, and whether it came from an
-engine process (a scheduler rank, an EngineCore, a worker: a death during start-up) or from a request.
+Pure: where one starts, which line is its exception, the rules its event gets when no line rule decides,
+and whether it came from an engine process (a scheduler rank, an EngineCore, a worker) or from a request.
 """
 
 from __future__ import annotations
@@ -69,10 +67,8 @@ def opens_traceback(text: str) -> bool:
 
 
 def from_engine_process(lines: Sequence[str]) -> bool:
-    """A traceback whose first frame is a program's ``<module>`` (the main process itself is raising, nothing
-    above it can catch: ``File "/opt/venv/bin/vllm", line 33, in <module>``) or ``python -m``'s
-    ``File "<frozen runpy>", line 198, in _run_module_as_main`` (CPython 3.11+ names runpy's frames so), or one
-    that passes through an engine process's entry function (``File ".../engine.py", line 391, in run_mp_engine``)."""
+    """A traceback whose first frame is a program's ``<module>`` (nothing above it can catch) or
+    ``python -m``'s ``File "<frozen runpy>"`` (CPython 3.11+), or that passes an engine process's entry."""
     first = next((line.rstrip() for line in lines[:3] if is_frame(line)), "")  # a header or message line may lead
     if first.endswith("in <module>") or '"<frozen runpy>"' in first:
         return True
@@ -81,8 +77,7 @@ def from_engine_process(lines: Sequence[str]) -> bool:
 
 @dataclass
 class OpenTraceback:
-    """A traceback still being read: the process (rank) it belongs to, its first line, the header rule
-    that announced it (``Scheduler hit an exception``), and its lines so far."""
+    """A traceback still being read, with the header rule that announced it (``... hit an exception``)."""
 
     key: str | None
     first: ParsedLine
@@ -93,16 +88,14 @@ class OpenTraceback:
 
 
 def is_engine_group(group: OpenTraceback) -> bool:
-    """The traceback came from an engine process: its process tag says so (a rank, an EngineCore, a worker), or
-    its frames do (:func:`from_engine_process`)."""
+    """The traceback came from an engine process: its process tag or its frames say so."""
     return (group.key is not None and ENGINE_RANK.search(group.key) is not None) or from_engine_process(group.lines)
 
 
 def default_rule(group: OpenTraceback, complete: bool, *, ready: bool, failed: bool, at_end: bool) -> Rule:
-    """The rule a traceback's event gets when no line rule is more severe: unhandled (``complete``: it reached its
-    exception line); the log's last words when nothing had failed yet (an engine process's at any time; before
-    readiness also bare frames whose header the log lost, whoever printed them); cut short by an engine process; or cut short elsewhere. Frames whose header the
-    log lost, cut short by another line (a terminal's wrap, another record), state nothing yet."""
+    """The rule a traceback's event gets when no line rule is more severe: unhandled (``complete``); the log's
+    last words when nothing had failed yet; cut short by an engine process; or cut short elsewhere. Frames
+    whose header the log lost, cut short by another line (a terminal's wrap), state nothing yet."""
     if complete:
         return TRACEBACK
     engine = is_engine_group(group)
@@ -116,8 +109,8 @@ def default_rule(group: OpenTraceback, complete: bool, *, ready: bool, failed: b
 
 
 def choose(header: Match | None, exception: Match | None, default: Rule, *, ready: bool) -> Match:
-    """A traceback's verdict: a benign header or exception line makes it benign; otherwise the most severe of the
-    exception line's rule, the header's and the default's (the first of equals wins)."""
+    """A benign header or exception line makes it benign; else the most severe of the exception line's rule,
+    the header's and the default's (the first of equals wins)."""
     if header is not None and header.verdict is Verdict.BENIGN:
         return header
     if exception is not None and exception.verdict is Verdict.BENIGN:

@@ -1,13 +1,8 @@
 """Which of a server's log events a journal step keeps: a run's metric lines, and the decisive lines.
 
-A :class:`LogLedger` listens to a server's follower from its first line and keeps, as the events
-happen, what a journal step stores: every metric row (a run's window is cut from them by line
-number), the line that made the server ready, the first benign lines and the last fatal ones.
-The follower's ring buffer holds the last 20,000 events for views; on a long, chatty run (an access
-line per request) the start-up and the first runs' lines leave it, never the ledger. Shared by the
-trial (``toolkit.moves.trial``), the diagnosis and ``tk.bench`` on a ``Server``
-(``toolkit.benchmark.log_evidence``), so the README's ``with journal.step(...) as step, tk.launch(...) as
-server:`` pattern stores what a trial stores. :func:`metric_window` is the ledger's pure cut.
+A :class:`LogLedger` keeps, from a follower's first line, what a journal step stores: every metric row, the
+ready line, the first benign lines and the last fatal ones. The follower's ring buffer holds only the last
+20,000 events: on a long, chatty run the start-up lines leave it, never the ledger.
 """
 
 from __future__ import annotations
@@ -31,10 +26,8 @@ def metric_window(events: Iterable[LogEvent], after_line: int, upto_line: int,
                   since: float | None = None, *, rows: list[MetricRow] | None = None) -> list[MetricRow]:
     """Metric rows of log lines ``after_line < line_no <= upto_line``, stamped at ``since`` (epoch s) or later.
 
-    Line numbers bound a run exactly whatever the host's clock says; the stamps (whole
-    seconds in SGLang logs: 1 s of slack) then drop the benchmark's warm-up. If they drop
-    every row (a host clock far from ours), the line window alone is kept. ``rows``: the
-    window's rows already cut (a :class:`LogLedger`'s), instead of ``events``.
+    Line numbers bound a run exactly whatever the host's clock says; the stamps (whole seconds in SGLang
+    logs: 1 s of slack) then drop the warm-up, unless they drop every row (a host clock far from ours).
     """
     if rows is None:
         rows = [e.metric for e in events if e.metric is not None and after_line < e.line_no <= upto_line]
@@ -50,11 +43,9 @@ def metric_window(events: Iterable[LogEvent], after_line: int, upto_line: int,
 
 
 class LogLedger:
-    """A follower's subscriber keeping what a journal step stores, in bounded memory, as the events arrive.
+    """A follower's subscriber keeping what a journal step stores, in bounded memory; thread-safe.
 
-    Subscribe it before the follower starts, or with the backlog (``follower.subscribe(ledger)``), and give each
-    follower its own (a follower started again reads the file from line 1 again). Thread-safe: the follower's
-    thread writes, a trial or a notebook reads.
+    Give each follower its own: a follower started again reads the file from line 1 again.
     """
 
     def __init__(self) -> None:

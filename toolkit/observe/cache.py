@@ -1,7 +1,6 @@
-"""The prefix cache before a measured run: flushed through the release's endpoint, or its state noted.
+"""The prefix cache before a measured run: flushed, or its state noted in a ``cache`` row.
 
 An A/B test must never compare a cold cache with a warm one by accident (sgl-project/sglang#39651).
-Each run gets a ``cache`` row (``flushed``/``warm`` booleans: :func:`cache_state` reads them back).
 """
 
 from __future__ import annotations

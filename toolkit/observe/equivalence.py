@@ -1,12 +1,8 @@
 """Output equivalence: does a change that should only be faster leave greedy outputs unchanged?
 
-Speculative decoding, another attention backend, a kernel flag, a commit that claims only
-speed: with greedy sampling (``temperature: 0``) each must produce the same tokens for the
-same prompts. :func:`greedy_outputs` asks a server for them (per-token texts through
-``logprobs`` where the server gives them, else the text, compared character by character);
-:func:`compare_outputs` compares two such sets prompt by prompt and says how many were
-identical and where the first divergence was. Storing that in a journal step is the move's
-(:mod:`toolkit.moves.measure`).
+Speculative decoding, another attention backend, a commit that claims only speed: with greedy sampling
+(``temperature: 0``) each must produce the same tokens for the same prompts (compared per token through
+``logprobs`` where the server gives them, else per character).
 
 >>> a = GreedyOutputs("base", ("p",), ((" a", " b", " c"),), "token", 3)
 >>> b = GreedyOutputs("eagle", ("p",), ((" a", " x", " c"),), "token", 3)
@@ -62,12 +58,10 @@ class GreedyOutputs:
 
 def complete_greedy(url: str, prompt: str, *, model: str | None, max_tokens: int, chat: bool = False,
                     logprobs: bool = True, timeout_s: float = 120.0, api_key: str | None = None) -> HttpAnswer:
-    """One non-streamed greedy completion (``temperature: 0``), with per-token texts when ``logprobs``.
+    """One non-streamed greedy completion, with per-token texts when ``logprobs``.
 
-    Completions ask ``logprobs: 1`` (the answer's ``choices[0].logprobs.tokens``), chat asks
-    ``logprobs: true`` (``choices[0].logprobs.content[i].token``). A server that rejects the
-    field (``transformers serve`` answers 422 to unknown fields) is asked again by the caller
-    without it.
+    A server that rejects the field (``transformers serve`` answers 422 to unknown fields) is asked again by
+    the caller without it.
     """
     body: dict[str, object] = {"max_tokens": max_tokens, "temperature": 0, "stream": False}
     if model is not None:
@@ -97,10 +91,9 @@ def _pieces(answer: HttpAnswer, chat: bool) -> tuple[tuple[str, ...], Unit]:
 
 def _one(url: str, prompt: str, model: str | None, max_tokens: int, api_key: str | None
          ) -> tuple[tuple[str, ...], Unit, str]:
-    chat = False
     answer = complete_greedy(url, prompt, model=model, max_tokens=max_tokens, api_key=api_key)
-    if answer.status in (404, 405):  # a chat-only server (transformers serve)
-        chat = True
+    chat = answer.status in (404, 405)  # a chat-only server (transformers serve)
+    if chat:
         answer = complete_greedy(url, prompt, model=model, max_tokens=max_tokens, chat=True, api_key=api_key)
     if answer.status in (400, 422):  # a server that rejects the logprobs field
         answer = complete_greedy(url, prompt, model=model, max_tokens=max_tokens, chat=chat, logprobs=False,
@@ -198,10 +191,8 @@ class EquivalenceResult:
 
 
 def _divergence(a: Sequence[str], b: Sequence[str]) -> int | None:
-    for i, (x, y) in enumerate(zip(a, b, strict=False)):
-        if x != y:
-            return i
-    return None if len(a) == len(b) else min(len(a), len(b))
+    differs = (i for i, (x, y) in enumerate(zip(a, b, strict=False)) if x != y)
+    return next(differs, None if len(a) == len(b) else min(len(a), len(b)))
 
 
 def _as_unit(outputs: GreedyOutputs, unit: Unit) -> list[tuple[str, ...]]:
@@ -215,8 +206,7 @@ def compare_outputs(reference: GreedyOutputs, candidate: GreedyOutputs) -> Equiv
                          f"(reference has {len(reference.prompts)}, candidate {len(candidate.prompts)})")
     unit: Unit = "token" if reference.unit == candidate.unit == "token" else "character"
     ref, cand = _as_unit(reference, unit), _as_unit(candidate, unit)
-    errors_a = reference.errors or ("",) * len(ref)
-    errors_b = candidate.errors or ("",) * len(cand)
+    errors_a, errors_b = reference.errors or ("",) * len(ref), candidate.errors or ("",) * len(cand)
     rows = []
     for i, prompt in enumerate(reference.prompts):
         error = errors_a[i] or errors_b[i]

@@ -1,10 +1,7 @@
 """GPU telemetry as data: nvidia-smi CSV lines and DCGM exporter pages -> :class:`GpuSample`. Pure.
 
-``nvidia-smi --query-gpu=FIELDS --format=csv,noheader,nounits -lms N`` prints one line per
-GPU every N ms, stamped with the *host's* local time without a zone
-(``2026/12/01 10:00:00.123``). :class:`HostClock` maps those stamps onto this machine's
-epoch, zone and clock skew included, from one ``date`` on the host. A DCGM exporter
-(``dcgm-exporter``, Prometheus text) names the same quantities ``DCGM_FI_DEV_*``.
+nvidia-smi stamps its lines with the *host's* local time without a zone (``2026/12/01 10:00:00.123``):
+:class:`HostClock` maps them onto this machine's epoch, zone and skew included, from one ``date`` on the host.
 
 >>> clock = HostClock(offset_s=0.0)
 >>> s = parse_nvidia_smi_line("2026/12/01 10:00:00.500, 0, NVIDIA H200, 87, 41, 120000, 143771, 1980, 612.30, 55",
@@ -57,8 +54,8 @@ def _naive_epoch(text: str) -> float:
 class HostClock:
     """Maps the host's zone-less local stamps onto this machine's epoch seconds.
 
-    ``offset_s`` = our epoch minus the host stamp read as UTC: it holds the host's zone and
-    its clock's skew from ours, to within half the round trip of the ``date`` that measured it.
+    ``offset_s`` = our epoch minus the host stamp read as UTC: the host's zone and its skew from ours,
+    to within half the round trip of the ``date`` that measured it.
     """
 
     offset_s: float
@@ -94,25 +91,19 @@ class GpuSample:
 
     def metric_row(self) -> MetricRow:
         """The journal's form: kind ``gpu``, rank ``GPU0``, values without the missing ones."""
-        values: dict[str, float | bool] = {
-            key: value for key, value in (
-                ("gpu_util_pct", self.util_pct), ("mem_util_pct", self.mem_util_pct),
-                ("mem_used_mib", self.mem_used_mib), ("mem_total_mib", self.mem_total_mib),
-                ("sm_clock_mhz", self.sm_clock_mhz), ("power_w", self.power_w),
-                ("temperature_c", self.temperature_c),
-            ) if value is not None
-        }
+        values: dict[str, float | bool] = {key: value for key, value in (
+            ("gpu_util_pct", self.util_pct), ("mem_util_pct", self.mem_util_pct),
+            ("mem_used_mib", self.mem_used_mib), ("mem_total_mib", self.mem_total_mib),
+            ("sm_clock_mhz", self.sm_clock_mhz), ("power_w", self.power_w),
+            ("temperature_c", self.temperature_c)) if value is not None}
         values["simulated"] = self.simulated
         return MetricRow("gpu", values, datetime.fromtimestamp(self.timestamp), self.gpu, 0)
 
 
 def _float(text: str) -> float | None:
-    text = text.strip()
-    if not text or text.startswith("[") or text.upper() == "N/A":
-        return None
     try:
         value = float(text)
-    except ValueError:
+    except ValueError:  # "", "[N/A]", "[Not Supported]"
         return None
     return value if math.isfinite(value) else None
 
@@ -120,7 +111,7 @@ def _float(text: str) -> float | None:
 def parse_nvidia_smi_line(line: str, clock: HostClock, source: str = "nvidia-smi") -> GpuSample | None:
     """One line of ``nvidia_smi_command`` output, or None for anything else (a header, an error line).
 
-    The GPU name may hold commas only in theory; the fields around it are counted from both ends.
+    The fields around the GPU name are counted from both ends, in case the name holds commas.
     """
     parts = [p.strip() for p in line.strip().split(",")]
     if len(parts) < len(NVIDIA_SMI_FIELDS):

@@ -1,9 +1,7 @@
 """Kernel tables: which kernels took the GPU's time, how often, inside CUDA graphs or not, per phase.
 
-A profile's answer to "where did the time go" is one table: per (phase, kernel) the number of
-calls, the GPU time, its share of the profile's kernel time, and the share of calls that ran
-inside a CUDA graph. Comparing two tables (prefill-mode verify against decode-mode verify)
-shows which kernels moved: into or out of CUDA graphs, slower, faster, new or gone.
+Comparing two tables (prefill-mode verify against decode-mode verify) shows which kernels moved: into or
+out of CUDA graphs, slower, faster, new or gone.
 
 >>> from toolkit.observe.trace import KernelCall
 >>> calls = [KernelCall("void gemm<1>()", 0, 30.0, True, "decode"), KernelCall("void attn()", 40, 10.0, False, "verify")]
@@ -37,8 +35,7 @@ def where_label(in_graph_pct: float) -> str:
 def kernel_table(calls: Sequence[KernelCall], *, top: int | None = None) -> pd.DataFrame:
     """Per (phase, kernel short name): calls, GPU ms, mean µs, share of all kernel time, % calls in a graph.
 
-    Sorted by GPU time, largest first; ``top`` keeps the largest rows. Phase ``""`` (the trace
-    does not say) is shown as ``(unknown)``.
+    Largest GPU time first; phase ``""`` (the trace does not say) is shown as ``(unknown)``.
     """
     import pandas as pd
 
@@ -63,9 +60,8 @@ def phase_table(calls: Sequence[KernelCall]) -> pd.DataFrame:
     """Per phase: kernel calls, GPU ms, share of kernel time, % of its kernel time inside CUDA graphs."""
     import pandas as pd
 
-    columns = PHASE_COLUMNS
     if not calls:
-        return pd.DataFrame(columns=columns)
+        return pd.DataFrame(columns=PHASE_COLUMNS)
     frame = pd.DataFrame({"phase": [c.phase or "(unknown)" for c in calls], "dur_us": [c.dur_us for c in calls],
                           "graph_us": [c.dur_us if c.in_graph else 0.0 for c in calls]})
     total_us = float(frame["dur_us"].sum()) or 1.0
@@ -75,7 +71,7 @@ def phase_table(calls: Sequence[KernelCall]) -> pd.DataFrame:
     table["share_pct"] = 100.0 * table["gpu_us"] / total_us
     table["graph_time_pct"] = 100.0 * table["graph_us"] / table["gpu_us"].where(table["gpu_us"] > 0, 1.0)
     table["where"] = table["graph_time_pct"].map(where_label)
-    return table.sort_values("gpu_us", ascending=False, kind="stable").reset_index(drop=True)[columns]
+    return table.sort_values("gpu_us", ascending=False, kind="stable").reset_index(drop=True)[PHASE_COLUMNS]
 
 
 def _moved(row: pd.Series, label_a: str, label_b: str) -> str:
@@ -101,8 +97,7 @@ def compare_kernel_tables(a: pd.DataFrame, b: pd.DataFrame, *, label_a: str = "A
                           label_b: str = "B") -> pd.DataFrame:
     """Which kernels moved from profile A to profile B, largest change of GPU time first.
 
-    Rows are (phase, kernel) pairs from either table; ``delta_ms`` is B's GPU time minus A's
-    (each profile's own window: capture the same number of steps for a like-for-like delta).
+    ``delta_ms`` is B's GPU time minus A's, each in its own window: capture the same number of steps.
     """
     import pandas as pd
 

@@ -2,16 +2,10 @@
 
     python -m toolkit.observe.profiled --trace-dir DIR -- transformers serve MODEL --port 8000
 
-runs the console program ``transformers`` *in this process* (its ``console_scripts`` entry
-point, or ``python -m MODULE``, or a ``.py`` file), so that the profiler sees its CUDA kernels
-and Python frames. ``kill -USR1 PID`` starts a profile; ``kill -USR2 PID`` stops it and writes
-``DIR/profile-<n>-<pid>.trace.json.gz`` (written under a dot-name and renamed, so a reader never
-sees half a file). Both say so on stderr, which is the server's log.
-
-Kernels and CUDA runtime calls are recorded from every thread (CUPTI is process-wide), and so
-are Python frames (the tracer hooks every thread that exists when the profile starts); CPU
-operators only on the main thread, which serves HTTP. Imports nothing of the toolkit: it runs in
-the engine's environment. ``toolkit.moves.profile.with_profiling`` builds the command line.
+runs ``transformers`` *in this process*, so that the profiler sees its CUDA kernels and Python frames.
+``kill -USR1 PID`` starts a profile; ``kill -USR2 PID`` writes ``DIR/profile-<n>-<pid>.trace.json.gz`` (under
+a dot-name, then renamed: a reader never sees half a file). CPU operators are recorded only on the main
+thread, which serves HTTP. Imports nothing of the toolkit: it runs in the engine's environment.
 """
 
 from __future__ import annotations

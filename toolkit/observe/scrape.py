@@ -1,10 +1,7 @@
 """Scrape a server's Prometheus ``/metrics`` at a set interval while a run is measured.
 
 vLLM mounts ``/metrics`` always; SGLang only with ``--enable-metrics`` (sglang 0.5.9
-entrypoints/http_server.py; :attr:`toolkit.engines.MetricNames.enabled_by`), so a 404 there
-ends the scraping with a note that says which flag is missing. Each scrape becomes one
-row of the toolkit's names (:data:`toolkit.observe.prometheus.SERVER_METRIC_KEYS`) with the
-time it was taken on this machine's clock.
+entrypoints/http_server.py), so a 404 there ends the scraping with a note naming the missing flag.
 
 >>> with MetricsScraper(server.url, profile_for("vllm", "0.33.0").metrics, interval_s=1.0) as scraper:  # doctest: +SKIP
 ...     tk.bench(server, num_prompts=64)
@@ -36,8 +33,7 @@ def scrape_metrics(url: str, path: str = "/metrics", *, timeout_s: float = 2.0,
 class MetricsScraper:
     """Scrapes ``url + path`` every ``interval_s`` on its own thread, from ``start()`` to ``stop()``.
 
-    Rows are ``MetricRow(kind="prometheus", rank=None)``; ``note`` says what happened (how
-    many scrapes, or why there were none). Never raises for an HTTP failure.
+    Never raises for an HTTP failure: ``note`` says how many scrapes there were, or why none.
     """
 
     def __init__(self, url: str, names: MetricNames, *, path: str = "/metrics", interval_s: float = 1.0,

@@ -1,10 +1,7 @@
 """Sample a host's GPUs while a run is measured: nvidia-smi over the host's one connection, or a DCGM exporter.
 
-``nvidia-smi -lms N`` runs on the host through :meth:`Host.open_stream` (one SSH channel for
-the whole run, like the log follower's ``tail -F``); closing the stream ends it there. A
-DCGM exporter is scraped over HTTP when the user names its URL. On machines without GPUs
-the simulator's stand-in (``python -m toolkit.sim telemetry``) prints the same CSV with a
-GPU name that says it is simulated, derived from the simulated server's load.
+``nvidia-smi -lms N`` runs through :meth:`Host.open_stream` (one SSH channel for the whole run); closing the
+stream ends it there. Without GPUs, ``python -m toolkit.sim telemetry`` prints the same CSV, marked simulated.
 
 >>> with GpuTelemetry(tk.Host("gpu-a"), interval_ms=200) as gpus:   # doctest: +SKIP
 ...     tk.bench(server, num_prompts=64)
@@ -51,12 +48,8 @@ def simulated_telemetry_command(python: str, server_url: str, interval_ms: int) 
 class GpuTelemetry:
     """Samples GPUs from ``start()`` to ``stop()`` on its own thread; a context manager.
 
-    ``kind``: ``nvidia-smi`` (the default ``command`` is :func:`nvidia_smi_command`),
-    ``simulated`` (``command`` from :func:`simulated_telemetry_command`), or ``dcgm``
-    (``dcgm_url``: the exporter's ``/metrics``). ``start()`` returns once the first sample came
-    (at most ``first_sample_timeout_s``), so the run it watches is covered from its start.
-    Never raises for a missing tool: ``note`` then says what happened and ``samples()`` is
-    empty. At most ``capacity`` samples are kept.
+    ``start()`` returns once the first sample came (at most ``first_sample_timeout_s``), so the run it
+    watches is covered from its start. A missing tool never raises: ``note`` says what happened.
     """
 
     def __init__(self, host: Place, *, kind: TelemetryKind = "nvidia-smi", interval_ms: int = 500,

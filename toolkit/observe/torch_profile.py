@@ -1,10 +1,8 @@
 """A torch profile: the calls that start and stop one; a captured one's files, kernel table and Perfetto page.
 
-The traces are stored beside the journal (``eagle3.profiles/step-7-prefill-mode/``) with
-``kernels.csv`` (the whole kernel table, so a post-mortem needs no re-parse) and
-``perfetto.html`` (a button per trace that hands the file to https://ui.perfetto.dev through
-``postMessage``, the way Perfetto documents for opening a trace from another page; the
-trace never leaves the browser). :func:`load_profile` reads such a folder back.
+Stored beside the journal with ``kernels.csv`` (a post-mortem needs no re-parse) and ``perfetto.html`` (a
+button per trace that posts the file to https://ui.perfetto.dev, as Perfetto documents: it never leaves the
+browser).
 """
 
 from __future__ import annotations
@@ -42,9 +40,8 @@ def start_profile(url: str, path: str = "/start_profile", *, body: dict[str, obj
                   timeout_s: float = 30.0, api_key: str | None = None) -> HttpAnswer:
     """``POST {path}`` with the engine's profiler request (SGLang ``ProfileReqInput``; vLLM 0.33 start body).
 
-    SGLang answers ``Start profiling.`` (200) once every rank's profiler runs (sglang 0.5.9
-    entrypoints/http_server.py:832-854); vLLM registers the route only when profiling was
-    configured at launch, else 404.
+    SGLang answers 200 once every rank's profiler runs (sglang 0.5.9 entrypoints/http_server.py:832-854);
+    vLLM registers the route only when profiling was configured at launch, else 404.
     """
     return request(url.rstrip("/") + path, body=body, method="POST", timeout_s=timeout_s, api_key=api_key)
 
@@ -126,8 +123,7 @@ class Profile:
     def summary(self) -> str:
         """One paragraph: what was captured and where the GPU time went."""
         fetched = [f for f in self.files if f.local_name]
-        phases = self.phases()
-        split = ", ".join(f"{r.phase} {r.share_pct:.0f}% ({r.where})" for r in phases.itertuples())
+        split = ", ".join(f"{r.phase} {r.share_pct:.0f}% ({r.where})" for r in self.phases().itertuples())
         skipped = [f for f in self.files if f.skipped]
         text = (f"{'SIMULATED ' if self.simulated else ''}profile {self.label!r}: {len(fetched)} trace file(s) "
                 f"in {self.directory}, captured in {self.capture_s:.1f} s; {self.n_kernel_calls} kernel calls, "
@@ -160,7 +156,6 @@ class Profile:
 
 def load_profile(directory: str | Path) -> Profile:
     """A profile folder written by :func:`toolkit.moves.profile.profile`, read back (tables from its CSVs)."""
-
     folder = Path(directory)
     meta = json.loads((folder / PROFILE_META).read_text(encoding="utf-8"))
     files = tuple(TraceFile(f["remote_path"], int(f["size_bytes"]), f.get("local_name"), f.get("skipped"))

@@ -1,18 +1,12 @@
 """A torch profiler trace (Chrome trace JSON, as Kineto writes it) -> the GPU kernels it ran. Pure.
 
-What a performance engineer reads off a trace, as data:
-
-- **kernels**: events with ``cat == "kernel"`` on the GPU's ``pid``, ``dur`` in microseconds;
-- **inside a CUDA graph or not**: a kernel launched by a graph replay shares its correlation id
-  with the CPU's ``cudaGraphLaunch`` runtime event (CUPTI gives every node of a graph launch the
-  launch's correlation id); Kineto from 2026-02 (pytorch/kineto 1a72dcae) also writes
-  ``"graph id"`` (non-zero inside a graph) in the kernel's args. Either marks it;
-- **the phase** (prefill/extend, decode, draft, verify): the CPU-side Python frames that
-  enclosed the launch (``cat == "python_function"``, recorded by ``with_stack=True``, which
-  SGLang turns on by default: sglang 0.5.9 managers/scheduler_profiler_mixin.py:180) matched
-  against :data:`PHASE_RULES`, the most specific rule winning (a verify replayed from a CUDA
-  graph is ``verify``, not ``decode``). SGLang's ``profile_by_stage`` files name their stage
-  in the file name (``...-TP-0-EXTEND.trace.json.gz``, same file :268-288): that is the default.
+- **inside a CUDA graph**: a kernel of a graph replay shares its correlation id with the CPU's
+  ``cudaGraphLaunch`` (CUPTI gives every node of a graph launch the launch's id); Kineto from 2026-02
+  (pytorch/kineto 1a72dcae) also writes a non-zero ``"graph id"`` in the kernel's args;
+- **the phase**: the Python frames that enclosed the launch (``with_stack=True``, SGLang's default:
+  sglang 0.5.9 managers/scheduler_profiler_mixin.py:180) matched against :data:`PHASE_RULES`, the most
+  specific winning (a verify replayed from a CUDA graph is ``verify``). SGLang's ``profile_by_stage`` files
+  name their stage (``...-TP-0-EXTEND.trace.json.gz``, same file :268-288): that is the default.
 
 >>> trace = {"traceEvents": [
 ...     {"ph": "X", "cat": "python_function", "name": "sglang/srt/speculative/eagle_worker.py(691): verify",
@@ -106,8 +100,7 @@ class KernelCall:
 @lru_cache(maxsize=4096)
 def short_kernel_name(name: str) -> str:
     """``void flashinfer::BatchDecodeKernel<8u, bf16>(Params)`` -> ``flashinfer::BatchDecodeKernel``."""
-    text = name.strip()
-    text = re.sub(r"^(?:void|__global__ void)\s+", "", text)
+    text = re.sub(r"^(?:void|__global__ void)\s+", "", name.strip())
     depth, out = 0, []
     for char in text:  # drop template arguments and the parameter list, which can nest
         if char in "<(":
@@ -159,11 +152,9 @@ def _number(value: Any) -> float | None:
 
 
 def _rule_index(name: str, rules: Sequence[PhaseRule], cache: dict[str, int]) -> int:
-    index = cache.get(name)
-    if index is None:
-        index = next((i for i, rule in enumerate(rules) if rule.regex.search(name)), len(rules))
-        cache[name] = index
-    return index
+    if name not in cache:
+        cache[name] = next((i for i, rule in enumerate(rules) if rule.regex.search(name)), len(rules))
+    return cache[name]
 
 
 def _launch_phases(events: Iterable[Mapping[str, Any]], rules: Sequence[PhaseRule]) -> tuple[dict[int, int], set[int]]:
