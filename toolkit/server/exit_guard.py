@@ -1,21 +1,8 @@
 """Stop this driver's servers when the driver ends: normally, on SIGTERM/SIGHUP, or on an unhandled Ctrl-C.
 
-A server launched from a notebook outlives the kernel unless someone stops it: papermill and
-``timeout`` send SIGTERM, a Jupyter kernel shutdown exits the interpreter (``atexit``), and
-Python's default SIGTERM/SIGHUP action ends the process without running ``atexit`` at all
-(issue 20: SIGTERM inside ``with tk.launch(...)`` left the server and its TP ranks running).
-
-The guard holds one stop callable per live server (released by ``Server.stop``), runs them all
-at exit and on SIGTERM/SIGHUP, then hands the signal to whatever handler was there before
-(a callable is called; the default action is restored and the signal re-raised, so the exit
-status still says "terminated"). SIGINT is left to Python: its handler raises
-KeyboardInterrupt, which ends a script through ``atexit`` and only interrupts a Jupyter cell
-(interrupting a cell must not kill the server the notebook holds). Handlers are installed
-from the main thread only (Python allows no other); a launch from a worker thread still gets
-``atexit``, and the next launch from the main thread installs them; a host pool arms them (:func:`arm`)
-before its lanes start.
-
-This is the one piece of process-wide state the toolkit keeps: exit hooks are process-wide.
+Python's default SIGTERM/SIGHUP action skips ``atexit`` (issue 20: SIGTERM inside ``with tk.launch(...)``
+left the server and its TP ranks running). The guard runs one stop per live server, then hands the signal
+on; SIGINT stays Python's (interrupting a cell must not kill the notebook's server).
 """
 
 from __future__ import annotations
@@ -47,9 +34,8 @@ def hold(key: int, stop: Callable[[], object]) -> None:
 
 
 def arm() -> None:
-    """Install the SIGTERM/SIGHUP handlers now, from the main thread (elsewhere: nothing). A driver about to launch
-    servers from worker threads (a host pool's lanes) calls it first: a launch from a worker thread cannot install
-    them, and without them SIGTERM ends the driver with no ``atexit``, leaving its servers running."""
+    """Install the SIGTERM/SIGHUP handlers now, from the main thread (elsewhere: nothing), before
+    launches from worker threads (a host pool's lanes), which cannot install them."""
     with _lock:
         if not _state["signals"] and threading.current_thread() is threading.main_thread():
             _install_signals()

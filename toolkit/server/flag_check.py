@@ -1,31 +1,25 @@
-"""Check a spec's flags against the engine's flag table, and keep one table per build.
+"""Check a spec's flags against the engine's flag table (pure), and keep one table per build.
 
-Pure: :func:`validate` lists :class:`~toolkit.server.help_table.FlagProblem` values;
-:func:`check_flags` raises :class:`~toolkit.errors.InvalidFlag` naming every problem at once
-(an invalid choice lists the valid ones; a misspelling suggests the flag meant).
-:class:`FlagTableCache` keeps one table per (host, engine, version) so ``--help`` runs once.
+:func:`check_flags` names every problem at once: an invalid choice lists the valid ones, a
+misspelling suggests the flag meant.
 """
 
 from __future__ import annotations
 
 import difflib
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
 
 from toolkit.errors import InvalidFlag
 from toolkit.server.help_table import FlagProblem, FlagSpec, FlagTable, parse_help
 
-__all__ = ["HelpValue", "validate", "check_flags", "FlagTableKey", "FlagTableCache"]
+__all__ = ["HelpValue", "validate", "check_flags", "FlagTableCache"]
 
 HelpValue = str | int | float | bool | None
 Flags = Mapping[str, HelpValue] | Iterable[tuple[str, HelpValue]]
 
 
 def validate(flags: Flags, table: FlagTable) -> list[FlagProblem]:
-    """Every problem the engine would have with ``flags``, in the order given.
-
-    ``flags`` maps a flag to its value: ``None`` or ``True`` for a switch, ``False``
-    for "not passed", anything else is the value (``ServerSpec.flags`` works as is).
+    """Every problem the engine would have with ``flags`` (None/True: a switch, False: not passed), in order.
 
     >>> table = parse_help("options:\\n  --mode {prefill,decode}\\n", engine="sglang")
     >>> [p.message for p in validate({"--mode": "decoder"}, table)]
@@ -61,8 +55,9 @@ def check_flags(flags: Flags, table: FlagTable) -> tuple[FlagProblem, ...]:
     errors = [problem for problem in problems if problem.is_error]
     if errors:
         if len(errors) == 1:
-            message = errors[0].message
-            evidence = [spec.invocation for spec in _specs_named(errors[0], table)]
+            first = errors[0]
+            spec = table.lookup((first.suggestion if first.kind == "unknown" else first.flag) or "")
+            message, evidence = first.message, [spec.invocation] if spec is not None else []
         else:
             message = f"{len(errors)} flags would be rejected by {table.label}"
             evidence = [problem.message for problem in errors]
@@ -71,18 +66,11 @@ def check_flags(flags: Flags, table: FlagTable) -> tuple[FlagProblem, ...]:
     return tuple(problem for problem in problems if not problem.is_error)
 
 
-def _specs_named(problem: FlagProblem, table: FlagTable) -> list[FlagSpec]:
-    name = problem.suggestion if problem.kind in ("unknown",) else problem.flag
-    spec = table.lookup(name) if name else None
-    return [spec] if spec is not None else []
-
-
 def _resolve_unknown(name: str, table: FlagTable) -> tuple[FlagProblem | None, FlagSpec | None]:
     """A name the table does not know: an argparse abbreviation, or a typo."""
     if table.allow_abbrev and name.startswith("--") and len(name) > 2:
-        matches = sorted(
-            {spec.name for spec in table.flags for alias in spec.names if alias.startswith(name)}
-        )
+        matches = sorted({spec.name for spec in table.flags
+                          for alias in spec.names if alias.startswith(name)})
         if len(matches) == 1:
             spec = table.lookup(matches[0])
             message = (
@@ -106,11 +94,8 @@ def _check_value(name: str, value: str | None, spec: FlagSpec) -> list[FlagProbl
     if value is None:
         if spec.takes_value and not spec.value_optional:
             wanted = f"one of {', '.join(spec.choices)}" if spec.choices else spec.metavar
-            return [
-                FlagProblem(
-                    name, "missing_value", f"{name} needs a value ({wanted}); it was given as a switch"
-                )
-            ]
+            message = f"{name} needs a value ({wanted}); it was given as a switch"
+            return [FlagProblem(name, "missing_value", message)]
         return []
     if not spec.takes_value:
         message = f"{name} is a switch and takes no value; got {value!r}"
@@ -122,66 +107,31 @@ def _check_value(name: str, value: str | None, spec: FlagSpec) -> list[FlagProbl
         if item not in spec.choices:
             close = difflib.get_close_matches(item, spec.choices, n=1, cutoff=0.6)
             message = f"{name} must be one of {', '.join(spec.choices)}; got {item!r}"
-            return [
-                FlagProblem(
-                    name, "invalid_choice", message, value=item, suggestion=close[0] if close else None
-                )
-            ]
+            suggestion = close[0] if close else None
+            return [FlagProblem(name, "invalid_choice", message, value=item, suggestion=suggestion)]
     return []
 
 
-# --- cache -----------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class FlagTableKey:
-    """Which help a table came from. ``version`` must change whenever the CLI can."""
-
-    host: str
-    engine: str
-    version: str
-
-
 class FlagTableCache:
-    """One parsed table per (host, engine, version), so ``--help`` runs once per build.
-
-    A ``None`` version is never cached: during a bisection the checkout changes under
-    the same host and engine, and a stale table would accept flags the build lacks.
-    Pass a version that names the build (``"0.5.23+g1a2b3c4"``) to cache safely.
-    """
+    """One parsed table per (host, engine, version); a ``None`` version is never cached (a bisection
+    changes the checkout under the same host and engine: a stale table would accept flags the build lacks)."""
 
     def __init__(self) -> None:
-        self._tables: dict[FlagTableKey, FlagTable] = {}
+        self._tables: dict[tuple[str, str, str], FlagTable] = {}
 
     def __len__(self) -> int:
         return len(self._tables)
 
-    def __contains__(self, key: object) -> bool:
-        return key in self._tables
-
     def get(self, host: str, engine: str, version: str | None) -> FlagTable | None:
-        if version is None:
-            return None
-        return self._tables.get(FlagTableKey(host, engine, version))
+        return None if version is None else self._tables.get((host, engine, version))
 
     def put(self, host: str, engine: str, version: str | None, table: FlagTable) -> None:
         if version is not None:
-            self._tables[FlagTableKey(host, engine, version)] = table
+            self._tables[(host, engine, version)] = table
 
-    def get_or_parse(
-        self,
-        host: str,
-        engine: str,
-        version: str | None,
-        help_text: Callable[[], str],
-        *,
-        source: str | None = None,
-    ) -> FlagTable:
-        """The cached table, or ``parse_help(help_text())`` stored for next time.
-
-        ``help_text`` is the driver's I/O (run ``--help`` on the host); it is called
-        only on a miss.
-        """
+    def get_or_parse(self, host: str, engine: str, version: str | None, help_text: Callable[[], str], *,
+                     source: str | None = None) -> FlagTable:
+        """The cached table, or ``parse_help(help_text())`` (the driver's I/O, called only on a miss) kept."""
         table = self.get(host, engine, version)
         if table is None:
             table = parse_help(help_text(), engine=engine, version=version, source=source)

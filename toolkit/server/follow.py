@@ -1,16 +1,8 @@
 """Follow a server log live, on any host, through one long-lived `tail -F` channel.
 
-The seed's wait loop re-ran `ssh ... grep` every 75 s: each look cost a new SSH
-session and saw the log up to a minute late. A follower opens ONE channel running
-`tail -F` (which survives truncation, rotation and a relaunch that recreates the
-file), redacts each line as it arrives (the one gate for log lines: every view, error and journal
-record of them reads the follower's events), classifies it, keeps the last `capacity` events in a
-ring buffer (memory does not grow with the log), and hands batches to subscribers.
-
-Once the toolkit asks the server to stop (`stop_requested()`, called by `Server.stop`), every
-line read after that point is the engine dying of our SIGTERM: it reaches subscribers as a
-`shutdown` line (`toolkit.logs.after_stop`), never as a fatal one. The classifier itself stays
-pure and unaware of stops; the mark is the follower's, by line number.
+The seed re-ran `ssh ... grep` every 75 s and saw the log a minute late. `tail -F` survives truncation,
+rotation and a re-created file; each line is redacted here (the one gate for log lines), and lines read
+after `stop_requested()` (the engine dying of our SIGTERM) reach subscribers as `shutdown` lines.
 """
 
 from __future__ import annotations
@@ -61,31 +53,18 @@ class FollowStats:
 
 
 class LogFollower:
-    """Stream `path` on `host` into classified events.
+    """Stream `path` on `host` into classified events; subscribers run on the reader thread: never block.
 
     >>> follower = LogFollower(tk.Host.local(), "/tmp/server.log")   # doctest: +SKIP
     >>> with follower:                                               # doctest: +SKIP
     ...     follower.subscribe(lambda events: print(events[-1].text))
-
-    Subscribers run on the reader thread: they must be quick and must not block
-    (widgets assign traits; the readiness driver sets an event).
     """
 
-    def __init__(
-        self,
-        host: Place,
-        path: str,
-        *,
-        engine: str = "auto",
-        classifier: LogClassifier | None = None,
-        capacity: int = 20_000,
-        backlog_lines: int | None = None,
-        redact: Callable[[str], str] = redact_text,
-    ) -> None:
-        """``backlog_lines=None`` reads the log from its first line; ``N`` joins it mid-run with its
-        last N lines (numbered as in the file), as a person attaching to a running server does.
-        ``redact`` cleans each line before anything sees it (a Server passes its spec's
-        :class:`~toolkit.redaction.Redactor`, which knows the literal values of its secrets)."""
+    def __init__(self, host: Place, path: str, *, engine: str = "auto",
+                 classifier: LogClassifier | None = None, capacity: int = 20_000,
+                 backlog_lines: int | None = None, redact: Callable[[str], str] = redact_text) -> None:
+        """``backlog_lines=N`` joins a running server's log with its last N lines (numbered as in the file);
+        ``redact`` cleans each line before anything sees it (a Server passes its spec's Redactor)."""
         self.host = host
         self.path = path
         self.capacity = capacity
@@ -109,7 +88,6 @@ class LogFollower:
         self._stop_line: int | None = None  # lines after this one were read after the toolkit asked for a stop
         self.finished = threading.Event()  # set when the stream ended or the follower stopped
 
-    # -- lifecycle -------------------------------------------------------------------------
     def start(self) -> LogFollower:
         """Open the channel and start the reader thread (idempotent)."""
         if self._thread is not None:
@@ -120,7 +98,6 @@ class LogFollower:
             total = count_lines(self.host, self.path) or 0
             self._classifier.line_no = max(0, total - self._backlog)
             start = str(self._backlog)
-        # -F: follow by name, so truncation, rotation and a re-created file are all picked up.
         command = f"exec tail -n {start} -F {quote_path(self.path)} 2>/dev/null"
         self._stream = self.host.open_stream(command)
         self._thread = threading.Thread(target=self._run, name=f"follow:{self.path}", daemon=True)
@@ -139,12 +116,9 @@ class LogFollower:
         self.finished.set()
 
     def stop_requested(self) -> int:
-        """The toolkit is stopping the server: lines written from here on are ``shutdown`` lines; returns
-        the last line written before the stop (idempotent: the first call's mark stands).
+        """Lines written from now on are ``shutdown`` lines; returns the last one before (idempotent).
 
-        The mark is the file's line count now, not only what was read: a server that died on its own
-        just before the stop keeps its fatal lines fatal even when the follower had not read them yet.
-        """
+        The mark is the file's line count, not what was read: a death just before the stop stays fatal."""
         if self._stop_line is not None:
             return self._stop_line
         written = count_lines(self.host, self.path) if self._thread is not None else None
@@ -164,13 +138,8 @@ class LogFollower:
     def __exit__(self, *exc: object) -> None:
         self.stop()
 
-    # -- reading ---------------------------------------------------------------------------
     def subscribe(self, callback: Subscriber, *, replay: bool = True) -> Callable[[], None]:
-        """Call `callback(batch)` for each new batch of events; returns an unsubscribe function.
-
-        With `replay`, the callback first receives what the buffer already holds, so a
-        widget opened late still shows the start of the log.
-        """
+        """Call `callback(batch)` for each new batch (`replay`: the buffer first); returns unsubscribe."""
         with self._lock:
             self._subscribers.append(callback)
             backlog = list(self._events) if replay else []
@@ -198,10 +167,7 @@ class LogFollower:
         return FollowStats(self._lines, self._bytes, self._dropped, self._started_at, self._last_line_at)
 
     def wait_for_lines(self, lines: int, timeout_s: float = 3.0) -> bool:
-        """Wait until ``lines`` lines of the file were read (the follower trails it by milliseconds).
-
-        True when caught up; False after ``timeout_s`` or once the stream ended short of it.
-        """
+        """Wait until ``lines`` lines were read; False after ``timeout_s`` or once the stream ended short."""
         deadline = time.monotonic() + timeout_s
         while self._lines < lines:
             if self.finished.is_set() or time.monotonic() >= deadline:
@@ -210,12 +176,8 @@ class LogFollower:
         return True
 
     def flush(self, *, server_died: bool = False) -> None:
-        """Close what the classifier still holds open (a traceback cut short) and publish it.
-
-        ``server_died``: the server's process is gone (``wait_ready`` saw it exit), so nothing more can follow
-        what was read: the classifier's ``end_of_log`` decides, and an engine process's traceback after which that
-        process wrote nothing (or bare frames the log ends with before readiness) is the death
-        (``traceback_ends_log``), not a warning left open as after a quiet spell."""
+        """Close what the classifier holds open (a traceback cut short) and publish it; ``server_died``: a
+        traceback the log ends with is the death (``traceback_ends_log``), not a warning left open."""
         with self._lock:
             pending = self._classifier.end_of_log() if server_died else self._classifier.finish()
         self._publish(pending)
@@ -225,7 +187,6 @@ class LogFollower:
         """Why the reader stopped, when it stopped on an error (a lost SSH channel, say)."""
         return self._error
 
-    # -- the reader thread -----------------------------------------------------------------
     def _run(self) -> None:
         try:
             for lines in iter_line_batches(self._chunks(), live=True):  # linear, long lines cut to their ends
@@ -274,9 +235,7 @@ class LogFollower:
             stop_line = self._stop_line
             if stop_line is not None:
                 batch = [after_stop(e) if e.line_no > stop_line else e for e in batch]
-            overflow = len(self._events) + len(batch) - self.capacity
-            if overflow > 0:
-                self._dropped += overflow
+            self._dropped += max(0, len(self._events) + len(batch) - self.capacity)
             self._events.extend(batch)
             subscribers = list(self._subscribers)
         for callback in subscribers:

@@ -1,19 +1,8 @@
 """What a server's answers to readiness probes mean, and how often to ask: pure.
 
-Issue 13's H200 run: ``transformers serve``'s batching worker died after start; ``/health``
-said ``{"status": "unhealthy", "reason": "cb_worker_dead"}`` and every request got 503 with
-the worker's error in its body. The toolkit read none of it: it probed a completion 2,769
-times in 300 s and ended with a timeout. Here:
-
-- :func:`judge_answer` reads an answer against the engine profile's health endpoint
-  (``toolkit.engines.HealthCheck.answers``): a status the engine's code means as "dead"
-  (vLLM 0.11+ ``/health`` 503, transformers' unhealthy JSON) is a failure at once, with the
-  body quoted; SGLang's 503 means "starting, shutting down or stuck" alike (no body), so it
-  is a wait and the log decides.
-- :class:`RepeatedErrors` turns the same error answer, repeated, into a failure: a 401
-  ``{"error": "Unauthorized"}`` for a key the probe does not have, a 503 naming a dead worker.
-- :class:`ProbeSchedule` backs off: at most a few probes a second once the log says HTTP is
-  up, fewer while loading, and fewer as time passes, so probes never drown the engine's log.
+Issue 13's H200 run: ``transformers serve``'s worker died, ``/health`` said ``{"status": "unhealthy",
+"reason": "cb_worker_dead"}``, and the toolkit probed 2,769 times in 300 s, then timed out. Here an
+answer is read as the engine means it (SGLang's empty 503 is a wait), a repeated error is a failure.
 """
 
 from __future__ import annotations
@@ -34,11 +23,7 @@ _VOLATILE = re.compile(r"\b(?:[0-9a-f]{8,}|[0-9a-f-]{36}|\d+)\b", re.IGNORECASE)
 
 @dataclass(frozen=True)
 class ProbeOutcome:
-    """One readiness probe: did it pass, what it said, did it prove that the server generates.
-
-    ``verdict`` "dead": the answer itself says the engine is dead (``evidence`` quotes it,
-    ``hint`` says what to do); "wait": not ready yet, or not known.
-    """
+    """One readiness probe: did it pass, what it said, did it prove generation; "dead": the answer says so."""
 
     ok: bool
     detail: str
@@ -102,12 +87,7 @@ def judge_answer(check: HealthCheck, what: str, status: int, body: bytes | str, 
 
 @dataclass
 class RepeatedErrors:
-    """The same error answer, again and again: a failure, not a wait.
-
-    An answer counts when it carries a body (an empty 503 is SGLang's "starting", judged by
-    the log) and is not one the profile calls "starting". Numbers and ids are ignored when
-    answers are compared (each request id differs). ``times`` repeats over at least
-    ``span_s`` seconds make :meth:`see` return the failure's message.
+    """The same error answer (with a body; numbers and ids ignored), ``times`` over ``span_s``: a failure.
 
     >>> errors = RepeatedErrors(times=3, span_s=1.0)
     >>> [errors.see("POST /v1/completions", 503, '{"error": "worker dead, request 17"}', at=t) for t in (0, 1, 2)][-1]
@@ -133,19 +113,13 @@ class RepeatedErrors:
             return f"{what} answered {status} {self._count} times in {at - self._first_at:.0f} s: {quote_body(body)}"
         return None
 
-    def reset(self) -> None:
-        self._key, self._count = None, 0
-
 
 @dataclass(frozen=True)
 class ProbeSchedule:
     """How long to wait before the next probe.
 
-    While the log says nothing of HTTP: ``loading_s`` (1 s), growing by ``growth`` per
-    failed probe up to ``max_s``. Once the log says HTTP is up or the engine is ready:
-    ``fast_s`` (0.25 s: at most four a second), growing the same way. Never less than
-    ``elapsed / 60`` (after five minutes at most one probe every five seconds), so a server
-    that never becomes ready is asked a few hundred times an hour, not thousands.
+    ``loading_s`` while loading, ``fast_s`` once the log says HTTP is up, each growing by ``growth`` per
+    failed probe up to ``max_s``; never under ``elapsed / 60``: a few hundred probes an hour, not thousands.
 
     >>> s = ProbeSchedule()
     >>> s.interval(elapsed_s=2, failures=0, fast=True), s.interval(elapsed_s=2, failures=3, fast=True)

@@ -1,13 +1,8 @@
 """Engines' ``--help`` texts kept on the driver's disk, per host, help command and release.
 
-``vllm serve --help=all`` took 24-31 s on the GPU machine (vLLM 0.25.0's import time, issue 23),
-and every new notebook kernel or script paid it again: the in-memory
-:class:`~toolkit.server.flag_check.FlagTableCache` dies with its process. This cache keeps the
-text in ``~/.cache/toolkit/help/<engine>-<release>-<key>.txt`` (``$XDG_CACHE_HOME`` when set),
-the folder 0700 and each file 0600, so a second check of the same release in another process
-reads it in milliseconds. The key hashes host, help command (its interpreter, working directory
-and environment) and release: an upgrade, another venv or another host asks again. A release that
-was not detected is never cached.
+``vllm serve --help=all`` took 24-31 s on the GPU machine (vLLM 0.25.0's import time, issue 23), paid
+again by every kernel. Kept in ``~/.cache/toolkit/help`` (``$XDG_CACHE_HOME``; folder 0700, files 0600)
+under a hash of host, help command and release; an undetected release is never kept.
 
 >>> import tempfile
 >>> cache = HelpTextCache(tempfile.mkdtemp())

@@ -1,19 +1,9 @@
-"""Check engine flags against the engine's own ``--help`` before a long launch.
+"""An engine's flag table, read from the ``--help`` text it prints: pure.
 
-An SGLang launch on 8 GPUs takes minutes to load weights before argparse's verdict
-would matter to anyone, and a typo such as ``--speculative-atention-mode`` costs that
-whole wait (or, with argparse's prefix matching, silently means something else). The
-cheap fix is to read the flag table from the same ``--help`` text the engine prints
-and check a spec against it first.
-
-Pure: :func:`parse_help` turns help text into a :class:`FlagTable`; checking flags
-against it is :mod:`toolkit.server.flag_check`; running ``--help`` on a host is
-:mod:`toolkit.server.preflight`.
-
-Three help dialects are understood, each from real captures in ``tests/data/help``:
-argparse (SGLang ``python -m sglang.launch_server --help``, vLLM
-``vllm serve --help=all``, our simulator), click (``transformers serve --help``), and
-typer's rich boxes (``│ --port   <int>   Server listen port.  │``).
+:func:`parse_help` understands three dialects, each from real captures in ``tests/data/help``:
+argparse (SGLang, vLLM ``--help=all``, the simulator), click (``transformers serve --help``)
+and typer's rich boxes (``│ --port   <int>   Server listen port.  │``). Checking flags against
+the table is :mod:`toolkit.server.flag_check`; running ``--help`` is :mod:`toolkit.server.preflight`.
 """
 
 from __future__ import annotations
@@ -28,9 +18,8 @@ import pandas as pd
 __all__ = ["FlagSpec", "FlagTable", "FlagProblem", "parse_help"]
 
 HelpStyle = Literal["argparse", "click", "rich"]
-ProblemKind = Literal[
-    "unknown", "ambiguous", "abbreviation", "invalid_choice", "missing_value", "unexpected_value"
-]
+ProblemKind = Literal["unknown", "ambiguous", "abbreviation", "invalid_choice", "missing_value",
+                      "unexpected_value"]
 
 # Problems that do not stop a launch: the engine accepts the flag, but it is fragile.
 _WARNING_KINDS: frozenset[str] = frozenset({"abbreviation"})
@@ -40,8 +29,7 @@ _NAME = r"-{1,2}[A-Za-z0-9?][A-Za-z0-9_-]*"
 _ALTERNATIVE = re.compile(rf"^(?P<name>{_NAME})(?:[ =](?P<meta>.+))?$")
 # One metavar token: NAME (VAR,VAR and HOST:PORT too), {a,b}, [X ...], <int>, <on|off>, or the "..." of nargs.
 _META_TOKEN = re.compile(
-    r"^(?:[A-Za-z_][\w,.:-]*|\{[^{}]*\}|\[[^\[\]]*(?:\[[^\[\]]*\])?[^\[\]]*\]|<[^<>]+>|\.\.\.)$"
-)
+    r"^(?:[A-Za-z_][\w,.:-]*|\{[^{}]*\}|\[[^\[\]]*(?:\[[^\[\]]*\])?[^\[\]]*\]|<[^<>]+>|\.\.\.)$")
 # vLLM: "--tool-call-parser {hermes,...} or name registered in --tool-parser-plugin"
 _OPEN_CHOICES = re.compile(r"^\{(?P<choices>[^{}]*)\}\s+or\s+.+$")
 # vLLM, for `str | Literal[...]` fields: "--config-format ['auto', 'hf', 'mistral']" (any string goes)
@@ -54,13 +42,8 @@ _VLLM_SUMMARY = re.compile(r"--help=all")
 
 @dataclass(frozen=True)
 class FlagSpec:
-    """One flag as the engine's help describes it.
-
-    ``name`` is the canonical long spelling; ``aliases`` the other spellings that
-    reach the same option (``-tp``, ``--no-enable-prefix-caching``). ``choices`` is
-    set only when the engine enforces them; ``suggested_choices`` keeps an open list
-    such as vLLM's tool parsers, which also accept plugin names.
-    """
+    """One flag as the engine's help describes it; ``suggested_choices``: an open list (vLLM's tool parsers
+    also accept plugin names), ``choices`` only when enforced."""
 
     name: str
     takes_value: bool
@@ -141,19 +124,11 @@ class FlagTable:
 
     def to_frame(self) -> pd.DataFrame:
         """One row per flag, for a notebook: flag, takes_value, choices, aliases, group."""
-        return pd.DataFrame(
-            [
-                {
-                    "flag": spec.name,
-                    "takes_value": spec.takes_value,
-                    "choices": ", ".join(spec.choices) if spec.choices else None,
-                    "aliases": ", ".join(spec.aliases) if spec.aliases else None,
-                    "group": spec.group,
-                }
-                for spec in self.flags
-            ],
-            columns=["flag", "takes_value", "choices", "aliases", "group"],
-        )
+        rows = [{"flag": spec.name, "takes_value": spec.takes_value,
+                 "choices": ", ".join(spec.choices) if spec.choices else None,
+                 "aliases": ", ".join(spec.aliases) if spec.aliases else None, "group": spec.group}
+                for spec in self.flags]
+        return pd.DataFrame(rows, columns=["flag", "takes_value", "choices", "aliases", "group"])
 
 
 @dataclass(frozen=True)
@@ -171,24 +146,13 @@ class FlagProblem:
         return self.kind not in _WARNING_KINDS
 
 
-# --- parsing ---------------------------------------------------------------------
-
-
 def parse_help(text: str, *, engine: str, version: str | None = None, source: str | None = None) -> FlagTable:
-    """Parse an engine's ``--help`` output into a :class:`FlagTable`.
-
-    ``source`` names the command that printed it (quoted in error hints).
-
-    Raises ``ValueError`` when the text holds no flags, or when it is vLLM's short
-    grouped help, which lists config groups instead of flags.
-    """
+    """Parse an engine's ``--help`` output (printed by ``source``) into a :class:`FlagTable`; ``ValueError``
+    when it holds no flags or is vLLM's short help (config groups, not flags)."""
     lines = _ANSI.sub("", text).replace("\r\n", "\n").replace("\r", "\n").split("\n")
     style: HelpStyle = "rich" if any(line.startswith("╭") for line in lines) else "argparse"
-    if style == "argparse" and any(
-        _CLICK_SWITCH_SEP in line and line.lstrip().startswith("--") for line in lines
-    ):
-        style = "click"
-    if style == "argparse" and any(line.startswith(("Usage:", "Options:")) for line in lines):
+    if style == "argparse" and any((_CLICK_SWITCH_SEP in line and line.lstrip().startswith("--"))
+                                   or line.startswith(("Usage:", "Options:")) for line in lines):
         style = "click"
     specs: dict[str, FlagSpec] = {}
     group: str | None = None
@@ -220,24 +184,14 @@ def parse_help(text: str, *, engine: str, version: str | None = None, source: st
         if spec is not None and spec.name not in specs:
             specs[spec.name] = spec
     if engine == "vllm" and len(specs) < 20 and _VLLM_SUMMARY.search(text):
-        raise ValueError(
-            "this is vLLM's short help: it lists config groups, not flags; "
-            "capture `vllm serve --help=all` instead"
-        )
+        raise ValueError("this is vLLM's short help: it lists config groups, not flags; "
+                         "capture `vllm serve --help=all` instead")
     if not specs:
         raise ValueError(f"no flags found in the {engine} help text; pass the output of the engine's --help")
     is_vllm = engine == "vllm"
-    return FlagTable(
-        engine=engine,
-        flags=tuple(specs.values()),
-        style=style,
-        version=version,
-        source=source,
-        # click matches no prefixes; argparse (SGLang, vLLM, the simulator) does by default.
-        allow_abbrev=style == "argparse",
-        underscores_as_dashes=is_vllm,
-        dotted_keys=is_vllm,
-    )
+    # click matches no prefixes; argparse (SGLang, vLLM, the simulator) does by default.
+    return FlagTable(engine=engine, flags=tuple(specs.values()), style=style, version=version, source=source,
+                     allow_abbrev=style == "argparse", underscores_as_dashes=is_vllm, dotted_keys=is_vllm)
 
 
 def _parse_option_line(line: str, style: HelpStyle, group: str | None) -> FlagSpec | None:
@@ -346,18 +300,9 @@ def _make_spec(names: list[str], meta: str | None, group: str | None, invocation
         elif first.startswith("["):
             value_optional = True  # argparse nargs='?' or '*'
         multiple = "..." in meta
-    return FlagSpec(
-        name=canonical,
-        takes_value=meta is not None,
-        choices=choices,
-        aliases=aliases,
-        value_optional=value_optional,
-        multiple=multiple,
-        metavar=meta,
-        group=group,
-        invocation=invocation,
-        suggested_choices=suggested,
-    )
+    return FlagSpec(name=canonical, takes_value=meta is not None, choices=choices, aliases=aliases,
+                    value_optional=value_optional, multiple=multiple, metavar=meta, group=group,
+                    invocation=invocation, suggested_choices=suggested)
 
 
 def _split_choices(text: str, sep: str) -> tuple[str, ...]:

@@ -1,9 +1,7 @@
 """A failure's hint, spelled with the flags of the release that failed: pure.
 
-The log rule packs attach one hint per failure family (``toolkit.logs.packs.Hints``), written
-for SGLang and vLLM at once. Once the release is known (``toolkit.server.release``), the
-engine's own text for that family and release replaces it (``toolkit.engines.hint_text``):
-"lower --cuda-graph-max-bs-decode" on SGLang 0.5.20+, "try --enforce-eager" on vLLM.
+The rule packs' hints (``toolkit.logs.packs.Hints``) serve SGLang and vLLM at once; once the release
+is known, its own text replaces them (``toolkit.engines.hint_text``).
 
 >>> release_hint(Hints.CUDA_GRAPH, "sglang", "0.5.23").count("--cuda-graph-max-bs-decode")
 1

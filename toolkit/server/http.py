@@ -1,14 +1,8 @@
 """HTTP calls to a server outside a benchmark run: `request`, which each one goes through, and a server's own.
 
-Synchronous and short (urllib, a timeout on each call), because they run from `wait_ready`'s
-prober thread and from the drivers between runs. The benchmark's own streaming traffic is
-`toolkit.benchmark.client` (its own wire); the sensors' calls live with them (`toolkit.observe`).
-None of these raises for an HTTP or network failure: a refused connection is an answer too.
-
-Only endpoints the engine serves are asked (the release profile names them: SGLang's
-``/health_generate``, vLLM's and transformers' ``/health``; ``/server_info`` only of SGLang;
-:func:`metrics_route`), and the API key the spec carries goes along (``Authorization: Bearer KEY``),
-because vLLM guards ``/v1`` with it: a probe without it sees 401 forever.
+Synchronous and short (urllib, a timeout each), from `wait_ready`'s prober and the drivers between
+runs; none raises for an HTTP or network failure. Only endpoints the release profile names are
+asked, with the spec's API key: vLLM guards ``/v1`` with it, and a probe without it sees 401 forever.
 """
 
 from __future__ import annotations
@@ -17,7 +11,7 @@ import json
 import urllib.error
 import urllib.request
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from toolkit.engines import EngineProfile, resolve_profile
 from toolkit.server.health import ProbeOutcome, judge_answer, quote_body
@@ -47,11 +41,7 @@ def auth_headers(api_key: str | None) -> dict[str, str]:
 def request(url: str, *, body: dict[str, object] | None = None, timeout_s: float = 5.0,
             max_bytes: int = 1 << 20, headers: Mapping[str, str] | None = None, method: str | None = None,
             api_key: str | None = None) -> HttpAnswer:
-    """GET (or POST ``body`` as JSON) ``url``; never raises for HTTP or network errors.
-
-    ``method="POST"`` posts without a body (vLLM's ``/stop_profile``); ``api_key`` goes in
-    ``Authorization: Bearer KEY``, as both engines expect it.
-    """
+    """GET (or POST ``body`` as JSON; ``method="POST"`` without one) ``url``; never raises for HTTP errors."""
     data = None if body is None else json.dumps(body).encode()
     sent = {"Content-Type": "application/json", **auth_headers(api_key), **(headers or {})}
     req = urllib.request.Request(url, data=data, headers=sent, method=method)
@@ -103,10 +93,8 @@ def probe_server(url: str, profile: EngineProfile | None, *, api_key: str | None
                  timeout_s: float = 5.0) -> ProbeOutcome:
     """Ask the server, as its release answers, whether it is ready; never raises.
 
-    With a profile: its health endpoint first (SGLang's proves generation by itself; a
-    "dead" answer ends it, with the worker's own error from one request when the engine
-    puts a reason in its answers); then, if that endpoint does not prove generation, a
-    one-token completion. Without one (a plain command): ``/v1/models``, then a completion.
+    The profile's health endpoint (a "dead" answer ends it), then, unless that proved generation, a
+    one-token completion; a plain command: ``/v1/models``, then a completion.
     """
     base = url.rstrip("/")
     headers = auth_headers(api_key)
@@ -122,7 +110,8 @@ def probe_server(url: str, profile: EngineProfile | None, *, api_key: str | None
             if dead_answer is not None and dead_answer.reason_field and model is not None:
                 request_said = _one_token(base, model, headers, timeout_s)
                 if not request_said.ok and request_said.body:
-                    judged = _with_evidence(judged, f"and a request: {request_said.detail}")
+                    said = f"and a request: {request_said.detail}"
+                    judged = replace(judged, evidence=(*judged.evidence, said))
             return judged
         if not judged.ok or judged.proves_generation:
             return judged
@@ -135,17 +124,9 @@ def probe_server(url: str, profile: EngineProfile | None, *, api_key: str | None
     return _one_token(base, model, headers, timeout_s)
 
 
-def _with_evidence(outcome: ProbeOutcome, line: str) -> ProbeOutcome:
-    return ProbeOutcome(outcome.ok, outcome.detail, outcome.proves_generation, outcome.verdict,
-                        (*outcome.evidence, line), outcome.hint, outcome.status, outcome.body)
-
-
 def engine_versions(url: str, engine: str, *, timeout_s: float = 2.0, profile: EngineProfile | None = None,
                     api_key: str | None = None) -> dict[str, str]:
-    """The engine version the server reports (SGLang ``/server_info``, vLLM ``/version``); {} if unknown.
-
-    Asks only the endpoints the release serves (transformers serve has none: nothing is asked).
-    """
+    """The engine version the server reports (SGLang ``/server_info``, vLLM ``/version``); {} if unknown."""
     try:
         chosen = profile or resolve_profile(engine, None).profile
     except ValueError:
@@ -171,9 +152,8 @@ def engine_versions(url: str, engine: str, *, timeout_s: float = 2.0, profile: E
 
 
 def metrics_route(spec: ServerSpec, profile: EngineProfile | None) -> str | None:
-    """The Prometheus path a server launched from ``spec`` serves, or None: none in the profile, or the
-    flag that mounts it (SGLang's ``--enable-metrics``) is not in the spec. Asking anyway only fills the
-    server's log with the toolkit's own ``GET /metrics 404`` lines (issue 14).
+    """The Prometheus path ``spec``'s server serves, or None (none in the profile, or ``--enable-metrics``
+    not set): asking anyway fills its log with the toolkit's own ``GET /metrics 404`` lines (issue 14).
 
     >>> from toolkit.engines import profile_for
     >>> metrics_route(ServerSpec.sglang(model="m"), profile_for("sglang", "0.5.9"))
@@ -190,10 +170,4 @@ def metrics_route(spec: ServerSpec, profile: EngineProfile | None) -> str | None
 
 def served_model(url: str, *, timeout_s: float = 5.0, api_key: str | None = None) -> str | None:
     """The first model ``GET /v1/models`` lists, or None."""
-    answer = request(url.rstrip("/") + "/v1/models", timeout_s=timeout_s, api_key=api_key)
-    try:
-        listed = answer.json() if answer.status == 200 else None
-        models = listed.get("data") if isinstance(listed, dict) else None
-        return str(models[0]["id"]) if models else None
-    except (ValueError, KeyError, TypeError, IndexError):
-        return None
+    return _first_model(url.rstrip("/"), auth_headers(api_key), timeout_s)[0]

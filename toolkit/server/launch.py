@@ -1,13 +1,7 @@
-"""Launch a ServerSpec on a target and hold it as a Server that stops its whole process tree.
+"""Launch a ServerSpec on a Host, a Slurm target or a container target, held as a Server.
 
-The target is a :class:`~toolkit.host.host.Host` (this machine or SSH), a Slurm target (a job
-or a step of an allocation, from a login node) or a container target: the same call for each
-(see :mod:`toolkit.host.place`); the server's ``placement`` says where it landed.
-
-``launch`` checks the port first (a stale server on the port makes the new one die after
-minutes of model loading, or worse, makes the benchmark hit the old one), starts the
-command detached with its own log file, and returns a :class:`Server`. Leaving the
-``with`` block stops every process the server started, TP ranks included.
+The port is checked first: a stale server on it makes the new one die after minutes of model
+loading, or makes the benchmark hit the old one.
 
 >>> import sys, tempfile
 >>> spec = ServerSpec.command([sys.executable, "-c", "import time; time.sleep(60)"], port=18431)
@@ -44,11 +38,8 @@ DEFAULT_LOG_DIR = logs.DEFAULT_LOG_DIR
 
 
 def _url(address: str, spec: ServerSpec) -> str:
-    """Where the server answers: the host's address, or the loopback address it binds when the host is this machine.
-
-    ``--host 127.0.0.2`` on this machine listens on 127.0.0.2 only; ``localhost`` would be refused and the
-    wait would end in a timeout after the log said ready.
-    """
+    """The host's address, or the loopback address the server binds on this machine (``--host 127.0.0.2``
+    listens there only: ``localhost`` would be refused and the wait would time out)."""
     bind = spec.flag("--host")
     if isinstance(bind, str) and bind.startswith("127.") and (address == "localhost" or address.startswith("127.")):
         address = bind
@@ -71,23 +62,13 @@ def _check_port(host: Target, port: int) -> None:
     recorded = registry.orphan_holding(records, pid) if records is not None else None
     if recorded is not None and records is not None:
         mine = port_owner.whose(pid, port_owner.holder_owner(host, pid))
-        raise PortInUse(
-            f"port {port} on {host.name} is held by {who}: {registry.explain(recorded)}",
-            host=host.name, port=port, pid=pid, holder=command,
-            hint=f"{mine}: " * (mine is not None) + registry.stop_hint(recorded, records),
-        )
-    raise PortInUse(
-        f"port {port} on {host.name} is held by {who}; stop it or pass port=...",
-        host=host.name,
-        port=port,
-        pid=pid or None,
-        holder=command,
-        hint=(
-            port_owner.hint(port, pid, port_owner.holder_owner(host, pid))
-            if pid
-            else f"find the holder as root (`ss -ltnp 'sport = :{port}'`), or choose another port"
-        ),
-    )
+        raise PortInUse(f"port {port} on {host.name} is held by {who}: {registry.explain(recorded)}",
+                        host=host.name, port=port, pid=pid, holder=command,
+                        hint=f"{mine}: " * (mine is not None) + registry.stop_hint(recorded, records))
+    hint = (port_owner.hint(port, pid, port_owner.holder_owner(host, pid)) if pid
+            else f"find the holder as root (`ss -ltnp 'sport = :{port}'`), or choose another port")
+    raise PortInUse(f"port {port} on {host.name} is held by {who}; stop it or pass port=...", host=host.name,
+                    port=port, pid=pid or None, holder=command, hint=hint)
 
 
 def _log_path(target: Target, spec: ServerSpec, log_dir: str | None, suffix: str = "") -> str:
@@ -114,26 +95,13 @@ def _start(target: Target, spec: ServerSpec, log_dir: str | None, *, check_port:
     return server
 
 
-def launch(
-    host: Target, spec: ServerSpec, *, log_dir: str | None = None, check_port: bool = True, validate: bool = True,
-    outlive: bool = False,
-) -> Server:
+def launch(host: Target, spec: ServerSpec, *, log_dir: str | None = None, check_port: bool = True,
+           validate: bool = True, outlive: bool = False) -> Server:
     """Start ``spec`` on ``host``, detached, logging to ``log_dir`` (default /tmp/toolkit-logs-UID on the host).
 
-    ``host`` is a Host, a :class:`~toolkit.host.slurm.SlurmTarget` or a
-    :class:`~toolkit.host.container.ContainerTarget`; ``server.placement`` then names the job,
-    nodes or container it runs in. On Slurm the port is checked on the node, by the job, once
-    the scheduler has chosen it; ``--help`` is read on the login node.
-
-    Before anything starts: the port is checked, raising PortInUse naming the holder's pid
-    and command; then the flags are checked against the engine's own ``--help`` on the host
-    (cached per build; ``validate=False`` skips it), raising InvalidFlag with the valid spellings.
-    A misspelt flag costs seconds here instead of minutes of weight loading. The log folder is
-    made private (0700) and checked, its log file made 0600, or UnsafeLogDir says why not.
-
-    The launch is recorded on the host (``python -m toolkit ps``) and the server is stopped
-    when this Python process ends, even by SIGTERM; ``outlive=True`` keeps it running after
-    the driver ends (recorded as kept, never reported as an orphan).
+    The port and the flags (against the engine's own ``--help``; ``validate=False`` skips it) are checked
+    first: a misspelt flag costs seconds, not minutes of weight loading. The launch is recorded on the
+    host (``python -m toolkit ps``) and stopped when this driver ends, even by SIGTERM, unless ``outlive``.
     """
     if not isinstance(spec, ServerSpec):  # issue 25: a string here failed deep inside
         raise TypeError(f"launch(host, spec={spec!r:.80}): spec is a ServerSpec, e.g. ServerSpec.sglang('org/model', "
@@ -145,24 +113,14 @@ def launch(
     return _start(host, spec, log_dir, check_port=check_port, outlive=outlive)
 
 
-def launch_multinode(
-    hosts: Sequence[Host] | SlurmTarget,
-    spec: ServerSpec,
-    *,
-    dist_init_port: int = 20000,
-    dist_init_addr: str | None = None,
-    log_dir: str | None = None,
-    check_port: bool = True,
-    validate: bool = True,
-) -> MultiNodeServer:
+def launch_multinode(hosts: Sequence[Host] | SlurmTarget, spec: ServerSpec, *, dist_init_port: int = 20000,
+                     dist_init_addr: str | None = None, log_dir: str | None = None, check_port: bool = True,
+                     validate: bool = True) -> MultiNodeServer:
     """Launch ``spec`` on every node with ``--nnodes N --node-rank i --dist-init-addr FIRST:PORT``.
 
-    ``hosts`` is a list of hosts (one detached server each), or a :class:`SlurmTarget` with
-    ``nodes=N``: one job over N nodes, one task per node, each filling in its rank from
-    ``SLURM_NODEID`` and the address of the job's first node, as SGLang's Slurm recipe does.
-    ``dist_init_addr`` defaults to the first node's address; pass the cluster-internal IP when
-    the nodes reach each other by another name. If any node fails to start, the started ones
-    are stopped before the error is raised.
+    ``hosts``: a list (one server each), or a :class:`SlurmTarget` with ``nodes=N`` (one job whose tasks
+    fill in their rank from ``SLURM_NODEID``, as SGLang's Slurm recipe does). ``dist_init_addr``
+    defaults to the first node's address. If a node fails to start, the started ones are stopped.
     """
     if spec.engine not in ("sglang", "command"):
         raise InvalidFlag(
@@ -185,9 +143,8 @@ def launch_multinode(
     started: list[Server] = []
     try:
         for rank, host in enumerate(hosts):
-            node_spec = spec.with_flags(
-                {"--nnodes": len(hosts), "--node-rank": rank, "--dist-init-addr": init}
-            )
+            node_flags = {"--nnodes": len(hosts), "--node-rank": rank, "--dist-init-addr": init}
+            node_spec = spec.with_flags(node_flags)
             started.append(_start(host, node_spec, log_dir, check_port=check_port, suffix=f"-node{rank}"))
     except BaseException:
         if started:
@@ -198,12 +155,11 @@ def launch_multinode(
 
 def _multinode_job(target: SlurmTarget, spec: ServerSpec, flags: NodeFlags, *, log_dir: str | None,
                    check_port: bool, validate: bool) -> MultiNodeServer:
-    """One Slurm job over the target's nodes; each node's rank and the first node's address are filled in there."""
+    """One Slurm job over the target's nodes; each fills in its rank and the first node's address."""
     if validate:
         validate_spec(target, spec)
     node_spec = spec.with_flags({"--nnodes": target.request.nodes, "--node-rank": False, "--dist-init-addr": False})
     handles = target.start_job(node_spec.command(), log_path=_log_path(target, spec, log_dir),
                                port=spec.port if check_port else None, node_flags=flags)
-    return MultiNodeServer(tuple(
-        Server(h.place, node_spec, h, _url(h.placement.address, node_spec), h.log_path, h.placement) for h in handles
-    ))
+    return MultiNodeServer(tuple(Server(h.place, node_spec, h, _url(h.placement.address, node_spec),
+                                        h.log_path, h.placement) for h in handles))

@@ -1,21 +1,8 @@
 """The folder server logs go to: private to the user, made atomically, checked before every launch.
 
-A server log quotes the model, the flags, sometimes a prompt, and whatever the server echoes;
-a log that another user can read, or swap, is a leak and a lie (issue 20: a user who made
-``/tmp/toolkit-logs`` first read every log, and a swapped log made ``wait_ready`` raise a fake
-CUDA OOM within a second while the server was healthy). So:
-
-* the default folder is per user, ``/tmp/toolkit-logs-{uid}`` on the host (``{uid}``: the user's
-  id there; it may appear in any ``log_dir``). ``/tmp`` because it is local and fast on every
-  host; ``$XDG_RUNTIME_DIR`` is not set in a non-interactive SSH session and is a small tmpfs;
-* the host's own shell makes it with ``umask 077; mkdir -p -m 700`` (one system call makes it
-  with its mode: no moment when it is open), then ``stat`` reports the folder, the link it may
-  be, and every folder above it;
-* :func:`check` (pure) refuses, with a :class:`~toolkit.errors.UnsafeLogDir` that says what to do,
-  a folder owned by someone else, one that group or others can write, a link someone else
-  made, and a folder under one that someone else can change (writable and not sticky, or
-  owned by another user: ``/tmp`` itself, root's and sticky, is fine);
-* each log file is made ``0600`` (``umask 077``) before the server writes it.
+A log another user can read or swap is a leak and a lie (issue 20: whoever made ``/tmp/toolkit-logs``
+first read every log, and a swapped log raised a fake CUDA OOM). The folder is per user, made 0700 in
+one step, and :func:`check` refuses one that someone else can change; log files are 0600.
 """
 
 from __future__ import annotations
@@ -139,10 +126,7 @@ def _writer(target: Target) -> Target | Host:
 
 
 def prepare(target: Target, log_dir: str | None) -> str:
-    """Make (if needed) and check the folder on ``target``; return its absolute path there.
-
-    One command on the host; raises UnsafeLogDir (see :func:`check`).
-    """
+    """Make (if needed) and check the folder on ``target`` in one command; return its absolute path there."""
     place = _writer(target)
     template = place.expand_user(log_dir or DEFAULT_LOG_DIR).rstrip("/") or "/"
     result = place.run(_script(template), check=False)

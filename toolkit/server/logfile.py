@@ -1,9 +1,4 @@
-"""The server's log file on its host: how many lines it has, its last lines.
-
-One owner for these, so that every reader quotes the path the way launch wrote it
-(`quote_path`: a leading `~/` is the remote user's home) and none tails a file that
-does not exist.
-"""
+"""The server's log file on its host: how many lines it has, its last lines (quoted as launch wrote it)."""
 
 from __future__ import annotations
 

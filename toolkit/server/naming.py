@@ -1,8 +1,6 @@
 """How a spec is named and compared: a short label, its parameters as text, the changes between two.
 
-Pure, and the one owner of these ideas: sweeps label their configurations, the journal
-flattens specs into columns, and the post-mortem says what changed from one step to the next,
-all through these functions.
+Pure; sweeps, the journal's columns and the post-mortem's "what changed" all go through these functions.
 
 >>> flags = (("--tp", "8"), ("--speculative-algorithm", "EAGLE3"), ("--speculative-attention-mode", "decode"))
 >>> describe(flags, (), None)
@@ -30,36 +28,17 @@ SWITCH = "on"
 ENV_PREFIX = "env:"
 
 # Flags a preset sets; describe() leaves them out because every launch has them.
-_PRESET_FLAGS = frozenset(
-    {
-        "--model-path",
-        "--model",
-        "--tp",
-        "--tp-size",
-        "--port",
-        "--host",
-        "--tensor-parallel-size",
-        "--engine",
-        "--sim-engine-version",
-        "--nnodes",
-        "--node-rank",
-        "--dist-init-addr",
-    }
-)
+_PRESET_FLAGS = frozenset({"--model-path", "--model", "--tp", "--tp-size", "--port", "--host",
+                           "--tensor-parallel-size", "--engine", "--sim-engine-version", "--nnodes",
+                           "--node-rank", "--dist-init-addr"})
 # How describe() abbreviates common flags ("" = show the value alone).
 _SHORT = {
-    "--speculative-algorithm": "",
-    "--speculative-num-steps": "steps",
-    "--speculative-eagle-topk": "topk",
-    "--speculative-num-draft-tokens": "draft-tokens",
-    "--speculative-attention-mode": "attn",
-    "--speculative-draft-model-path": "draft",
-    "--attention-backend": "attn-backend",
-    "--cuda-graph-max-bs": "cg-max-bs",
+    "--speculative-algorithm": "", "--speculative-num-steps": "steps", "--speculative-eagle-topk": "topk",
+    "--speculative-num-draft-tokens": "draft-tokens", "--speculative-attention-mode": "attn",
+    "--speculative-draft-model-path": "draft", "--attention-backend": "attn-backend",
+    "--cuda-graph-max-bs": "cg-max-bs", "--mem-fraction-static": "mem",
     "--cuda-graph-max-bs-decode": "cg-max-bs",  # SGLang 0.5.14+; the only spelling from 0.5.20
-    "--mem-fraction-static": "mem",
 }
-
 
 
 def describe(flags: tuple[tuple[str, FlagValue], ...], env: tuple[tuple[str, str], ...], commit: str | None, *,
@@ -92,11 +71,7 @@ def parameters(flags: tuple[tuple[str, FlagValue], ...], env: tuple[tuple[str, s
 
 
 def secret_values(flags: tuple[tuple[str, FlagValue], ...], env: tuple[tuple[str, str], ...]) -> frozenset[str]:
-    """The values of flags and variables named like secrets (``--api-key``, ``HF_TOKEN``).
-
-    A log line, an error or a view that quotes one of them must hide it, whatever its shape:
-    ``--api-key Xk9s3cr3tpass`` has no known credential format, only its name says it is one.
-    """
+    """The values of flags and variables named like secrets (``--api-key``, ``HF_TOKEN``)."""
     values = {v for n, v in flags if is_secret_name(n) and isinstance(v, str)}
     values |= {w for n, v in flags if is_secret_name(n) and isinstance(v, tuple) for w in v}  # vLLM's --api-key list
     values |= {v for n, v in env if is_secret_name(n)}

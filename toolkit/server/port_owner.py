@@ -1,10 +1,7 @@
 """Whose process holds a port: yours (and launched by the toolkit?) or someone else's, for PortInUse's hint.
 
-The old hint told a person to stop "the holder" whoever it was; most often it is their own
-server from an earlier cell or a crashed kernel (issue 20), which deserves a plainer answer:
-"it is yours (pid N, launched by the toolkit, log ...)". One command on the host reads the
-holder's owner and where its output goes (``/proc/PID/fd/1``: a toolkit launch writes its
-log file there, named ``ENGINE-LABEL-YYYYmmdd-HHMMSS-mmm.log``).
+Most often it is the user's own server from an earlier cell or a crashed kernel (issue 20): the hint
+says "it is yours (pid N, launched by the toolkit, log ...)", read from ``/proc/PID/fd/1``.
 """
 
 from __future__ import annotations

@@ -1,26 +1,9 @@
 """Check a spec's flags against the engine's own ``--help`` on the host, before a long launch.
 
-An 8-GPU SGLang launch loads weights for minutes before argparse's verdict on a typo
-would reach anyone, and argparse's prefix matching can make a typo silently mean
-another flag. :func:`validate_spec` runs the engine's ``--help`` where the engine will
-run (same interpreter or venv, same working directory and environment), parses it with
-the pure :mod:`toolkit.server.help_table`, and raises :class:`~toolkit.errors.InvalidFlag` naming
-every unknown flag (with the nearest real one) and every invalid choice (with the valid
-ones). Tables are cached per host, engine build and checkout (:class:`FlagTableCache`),
-so ``--help`` runs once per build, not once per launch: a bisection changes the commit,
-and with it the key.
-
-The help commands: ``python -m sglang.launch_server --help``, ``vllm serve --help=all``,
-``transformers serve --help``, and the simulator's ``python -m toolkit.sim --help`` (with
-``--engine vllm`` in its vLLM mode). A ``ServerSpec.command`` has no help to read: it is
-not checked.
-
-The release on the host is detected first (:func:`~toolkit.server.release.detect_release`,
-cached the same way) and names the table: an error says which release rejected the flag,
-and when a flag existed in an earlier release it says when it went (``--cuda-graph-max-bs``:
-last in SGLang 0.5.19, gone in 0.5.20). A spec that runs a checkout (``with_source``) has its
-compiled parts checked against the checkout before anything starts
-(:class:`~toolkit.errors.ExtensionMismatch`).
+An 8-GPU SGLang launch loads weights for minutes before argparse rejects a typo (or, by prefix
+matching, takes it for another flag). ``--help`` runs where the engine will (same interpreter,
+directory, environment), cached per host, release and checkout; a flag an earlier release had is
+named with the release it went (``--cuda-graph-max-bs``: last in SGLang 0.5.19, gone in 0.5.20).
 """
 
 from __future__ import annotations
@@ -36,10 +19,11 @@ from toolkit.server import source as sources
 from toolkit.server.flag_check import FlagTableCache, check_flags
 from toolkit.server.help_cache import HelpTextCache
 from toolkit.server.help_table import FlagProblem, parse_help
-from toolkit.server.release import DEFAULT_RELEASES, DetectedRelease, ReleaseCache, detect_release
+from toolkit.server.release import DEFAULT_RELEASES, ReleaseCache, detect_release, sim_launcher
 
 if TYPE_CHECKING:
     from toolkit.host.place import Target
+    from toolkit.server.release import DetectedRelease
     from toolkit.server.spec import ServerSpec
 
 __all__ = ["validate_spec", "check_source", "help_source", "HelpSource", "DEFAULT_CACHE", "DEFAULT_HELP_TEXTS"]
@@ -50,15 +34,10 @@ DEFAULT_CACHE = FlagTableCache()
 DEFAULT_HELP_TEXTS = HelpTextCache()
 
 
-
 @dataclass(frozen=True)
 class HelpSource:
-    """Where a spec's flag table comes from: the help command, and how to name its build.
-
-    ``command`` is the full bash line (working directory and environment as the launch
-    has them); ``shown`` the same without the environment, for messages (values such as
-    tokens stay out of errors). The release is named by :func:`~toolkit.server.release.detect_release`.
-    """
+    """The help command as the launch would run it (``command``), and without its environment (``shown``,
+    for messages: tokens stay out of errors)."""
 
     engine: str
     command: str
@@ -74,9 +53,7 @@ def help_source(spec: ServerSpec) -> HelpSource | None:
     """
     launcher = spec.launcher
     if spec.simulated:
-        chosen = spec.flag("--sim-engine-version")
-        words: tuple[str, ...] = (*launcher, *(("--sim-engine-version", chosen) if isinstance(chosen, str) else ()),
-                                  "--help")
+        words = (*sim_launcher(spec), "--help")
     elif spec.engine == "sglang":
         words = (*launcher, "--help")
     elif spec.engine in ("vllm", "transformers"):
@@ -88,19 +65,15 @@ def help_source(spec: ServerSpec) -> HelpSource | None:
     return HelpSource(spec.engine, helper.command(), join(words))
 
 
-def validate_spec(
-    host: Target, spec: ServerSpec, *, cache: FlagTableCache = DEFAULT_CACHE, timeout_s: float = 300.0,
-    releases: ReleaseCache = DEFAULT_RELEASES, help_texts: HelpTextCache = DEFAULT_HELP_TEXTS,
-) -> list[FlagProblem]:
+def validate_spec(host: Target, spec: ServerSpec, *, cache: FlagTableCache = DEFAULT_CACHE,
+                  timeout_s: float = 300.0, releases: ReleaseCache = DEFAULT_RELEASES,
+                  help_texts: HelpTextCache = DEFAULT_HELP_TEXTS) -> list[FlagProblem]:
     """Raise :class:`~toolkit.errors.InvalidFlag` if ``host``'s engine would reject ``spec``'s flags.
 
-    Returns the warnings (an abbreviation argparse would accept by prefix), or ``[]``.
-    The table is cached under (host, engine, distribution version + commit + the help
-    command with its working directory and environment); an engine whose version cannot be
-    read is asked every time. The ``--help`` text is also kept on this machine's disk
-    (``help_texts``, 0600 under ``~/.cache/toolkit/help``), so another process that checks the
-    same release on the same host reads it there instead of paying the engine's import again. Raises :class:`~toolkit.errors.CommandFailed` when ``--help``
-    itself fails (the engine is not installed there): the launch would fail the same way.
+    Returns the warnings (an abbreviation argparse accepts by prefix). An engine whose version cannot
+    be read is asked every time; the ``--help`` text is also kept on disk (``help_texts``), so another
+    process skips the engine's import. Raises :class:`~toolkit.errors.CommandFailed` when ``--help``
+    itself fails: the launch would fail the same way.
 
     >>> spec = ServerSpec.simulator(tp=8).with_flags({"--speculative-atention-mode": "decode"})  # doctest: +SKIP
     >>> validate_spec(Host.local(), spec)  # doctest: +SKIP
@@ -115,28 +88,26 @@ def validate_spec(
     version = release.version
     key = None if version is None else f"{version}|{spec.commit or ''}|{source.command}"
     table = cache.get(host.name, source.engine, key)
-    kept = help_texts.get(host.name, source.engine, version, source.command) if table is None else None
-    if table is None and kept is not None:
-        named = f"{version} (toolkit.sim)" if spec.simulated and version else version
-        table = parse_help(kept, engine=source.engine, version=named, source=f"{source.shown} (kept on disk)")
-        cache.put(host.name, source.engine, key, table)
     if table is None:
-        result = host.run(source.command, check=False, timeout_s=timeout_s)
-        if not result.ok:
-            raise CommandFailed(
-                f"`{source.shown}` failed on {host.name} (exit {result.exit_code}): its flags cannot be checked, "
-                "and a launch would most likely fail the same way",
-                host=host.name,
-                command=source.shown,
-                exit_code=result.exit_code,
-                stderr=result.stderr or result.stdout,
-                hint="install the engine there, or point the spec's python= at the environment that has it",
-            )
-        text = result.stdout if result.stdout.strip() else result.stderr
         named = f"{version} (toolkit.sim)" if spec.simulated and version else version
-        table = parse_help(text, engine=source.engine, version=named, source=source.shown)
+        kept = help_texts.get(host.name, source.engine, version, source.command)
+        if kept is not None:
+            shown = f"{source.shown} (kept on disk)"
+            table = parse_help(kept, engine=source.engine, version=named, source=shown)
+        else:
+            result = host.run(source.command, check=False, timeout_s=timeout_s)
+            if not result.ok:
+                raise CommandFailed(
+                    f"`{source.shown}` failed on {host.name} (exit {result.exit_code}): its flags cannot be "
+                    "checked, and a launch would most likely fail the same way",
+                    host=host.name, command=source.shown, exit_code=result.exit_code,
+                    stderr=result.stderr or result.stdout,
+                    hint="install the engine there, or point the spec's python= at the environment "
+                         "that has it")
+            text = result.stdout if result.stdout.strip() else result.stderr
+            table = parse_help(text, engine=source.engine, version=named, source=source.shown)
+            help_texts.put(host.name, source.engine, version, source.command, text)
         cache.put(host.name, source.engine, key, table)
-        help_texts.put(host.name, source.engine, version, source.command, text)
     flags = [(name, " ".join(value) if isinstance(value, tuple) else value) for name, value in spec.flags]
     try:
         return list(check_flags(flags, table))
@@ -165,11 +136,7 @@ def _removed_flags(spec: ServerSpec, release: DetectedRelease) -> list[str]:
 
 
 def check_source(host: Target, spec: ServerSpec, *, timeout_s: float = 120.0) -> None:
-    """Raise :class:`~toolkit.errors.ExtensionMismatch` when the checkout's compiled parts do not fit.
-
-    The question SGLang's launcher asks at start (is the kernel wheel new enough for this
-    commit?) or vLLM's import of its ``_C`` would answer minutes later, asked in seconds.
-    """
+    """Raise :class:`~toolkit.errors.ExtensionMismatch` now when the checkout's compiled parts do not fit."""
     if spec.source is None:
         return
     python = spec.launcher[0] if spec.launcher[0].rsplit("/", 1)[-1].startswith("python") else (

@@ -1,31 +1,11 @@
 """Is the server ready, failed, or hung? A pure state machine (the I/O driver is toolkit.server.wait).
 
-:class:`ReadinessTracker` is fed four kinds of facts, each stamped with the caller's
-clock (epoch seconds): classified log events (:meth:`observe`), HTTP probe results
-(:meth:`probe`), the process exit (:meth:`process_exited`) and the passing of time
-(:meth:`tick`). Its state is STARTING, READY, FAILED or HUNG.
-
-When is a server READY? Only when generation is proven:
-
-- a probe that itself generated (``proves_generation=True``: ``/health_generate``
-  answered 200, or a one-token completion came back), or
-- the engine's ready line (SGLang ``The server is fired up and ready to roll!``, vLLM
-  ``Application startup complete.``) *and* any passing probe (so the port we will use
-  answers, not merely the log says so);
-- serving lines (``Decode batch``, ``Avg prompt throughput``, a generation request answered
-  200) when the log was joined mid-run, with no start-up phase in sight, *and* any passing
-  probe: a server already serving has no ready line left to print (``ready_evidence``).
-
-``/v1/models`` answering is not proof on its own: SGLang's HTTP server is up and
-answers ``/v1/models`` from the tokenizer process before its warm-up request has gone
-through the scheduler, so a server can list its model and still die in CUDA-graph
-capture or warm-up (the seed's loop polled exactly that).
-
-FAILED: a fatal log event, a process exit, or the timeout. After a *notice* (``Received
-sigquit from a child process``) the failure is refined when the rank's exception
-arrives; :attr:`ReadinessTracker.settled` says when a driver may stop reading
-(``settle_s`` after the notice, at once after a decisive event or the exit).
-HUNG: no log output for ``hang_after_s`` while starting; output resuming clears it.
+READY needs proven generation: a probe that generated (``/health_generate``, a one-token
+completion), or the engine's ready line (or, for a log joined mid-run, its serving lines) *and*
+a passing probe. ``/v1/models`` alone is no proof: SGLang answers it from the tokenizer before
+warm-up has gone through the scheduler, and a server can still die in CUDA-graph capture.
+FAILED: a fatal line, the process exit, or the timeout; a *notice* (``Received sigquit``) is
+refined by the rank's exception that follows. HUNG: no output for ``hang_after_s``.
 """
 
 from __future__ import annotations
@@ -53,7 +33,6 @@ class ReadinessState(StrEnum):
 
 @dataclass(frozen=True)
 class ProbeResult:
-    """One HTTP probe: did it pass, what it said, did it prove generation, when."""
 
     ok: bool
     detail: str
@@ -70,11 +49,7 @@ class PhaseMark:
 
 @dataclass(frozen=True)
 class Failure:
-    """Why the start failed, with the evidence and what to try.
-
-    ``kind`` maps onto toolkit.errors: died/fatal -> ServerDied, timeout -> ReadinessTimeout,
-    hung -> ServerHung.
-    """
+    """Why the start failed, with the evidence and what to try (``kind``: see state.FAILURE_ERRORS)."""
 
     kind: FailureKind
     message: str
@@ -90,8 +65,7 @@ class Failure:
         return {
             "kind": self.kind, "message": self.message, "at": self.at, "rank": self.rank, "hint": self.hint,
             "exit_code": self.exit_code, "context": list(self.context),
-            "decisive": self.decisive.to_dict() if self.decisive is not None else None,
-        }
+            "decisive": self.decisive.to_dict() if self.decisive is not None else None}
 
     def evidence(self) -> tuple[str, ...]:
         """The lines an error should quote: the traceback context, then the decisive line."""
@@ -135,8 +109,7 @@ class ReadinessReport:
             "failure": self.failure.to_dict() if self.failure is not None else None,
             "ready_evidence": self.ready_evidence,
             "ready_line": None if self.ready_line is None else {"line_no": self.ready_line.line_no,
-                                                                "raw": self.ready_line.raw.rstrip("\n")},
-        }
+                                                                "raw": self.ready_line.raw.rstrip("\n")}}
 
 
 _TERMINAL = (ReadinessState.READY, ReadinessState.FAILED)
@@ -177,7 +150,6 @@ class ReadinessTracker:
         self._exited = False
         self._now = started_at
 
-    # -- inputs ------------------------------------------------------------
     def observe(self, event: LogEvent, at: float) -> ReadinessState:
         """Feed one classified log event (from toolkit.logs.LogClassifier)."""
         self._now = max(self._now, at)
@@ -215,8 +187,7 @@ class ReadinessTracker:
 
     def probe_failed(self, message: str, evidence: tuple[str, ...] = (), hint: str | None = None, *,
                      at: float) -> ReadinessState:
-        """A probe's answer says the server will never be ready: the engine reports itself dead, or it
-        gave the same error answer again and again. ``evidence`` quotes the answers."""
+        """A probe's answer says the server will never be ready (dead, or the same error again and again)."""
         self._now = max(self._now, at)
         self._probes += 1
         if self.state in _TERMINAL:
@@ -245,11 +216,7 @@ class ReadinessTracker:
         return self.state
 
     def limits(self, *, timeout_s: float | None = None, hang_after_s: float | None = None) -> None:
-        """Set the limits of the current wait (None keeps the current one).
-
-        A later wait with a longer ``timeout_s`` (or ``hang_after_s``) takes up a start that an
-        earlier wait gave up on: a timeout or hang is the waiter's verdict, not the server's.
-        """
+        """Set the current wait's limits (None keeps one); a longer one takes up a start a wait gave up on."""
         if timeout_s is not None and timeout_s != self.timeout_s:
             if timeout_s <= 0:
                 raise ValueError(f"timeout_s must be positive, got {timeout_s}")
@@ -286,7 +253,6 @@ class ReadinessTracker:
             self.state = ReadinessState.HUNG
         return self.state
 
-    # -- outputs -----------------------------------------------------------
     @property
     def settled(self) -> bool:
         """True when the state will not be refined any more by reading further."""
@@ -303,22 +269,14 @@ class ReadinessTracker:
         if self.ready_at is not None and "ready" not in phases:
             phases["ready"] = PhaseMark("ready", self.ready_at, self._ready_line.line_no if self._ready_line else None)
         return ReadinessReport(
-            ready=self.state is ReadinessState.READY,
-            state=self.state,
-            started_at=self.started_at,
+            ready=self.state is ReadinessState.READY, state=self.state, started_at=self.started_at,
             time_to_ready_s=None if self.ready_at is None else self.ready_at - self.started_at,
-            phases=tuple(sorted(phases.values(), key=lambda p: p.at)),
-            benign=tuple(self._benign),
-            warnings=self._warnings,
-            last_lines=tuple(self._last_lines),
-            failure=self.failure,
-            ready_reason=self.ready_reason,
-            probes=self._probes,
+            phases=tuple(sorted(phases.values(), key=lambda p: p.at)), benign=tuple(self._benign),
+            warnings=self._warnings, last_lines=tuple(self._last_lines), failure=self.failure,
+            ready_reason=self.ready_reason, probes=self._probes,
             ready_evidence=self._ready_line.ready_evidence if self._ready_line is not None else None,
-            ready_line=self._ready_line,
-        )
+            ready_line=self._ready_line)
 
-    # -- internals ---------------------------------------------------------
     _last_fatal: LogEvent | None = None
 
     def _maybe_ready(self, at: float) -> None:

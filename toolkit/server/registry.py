@@ -1,11 +1,8 @@
 """The launch registry on each host: record a launch, forget it at stop, list what outlived its driver.
 
-The thin shell around :mod:`toolkit.host.launches` (the record format and the verdicts): it runs
-that module's scripts on the host and reads ``/proc`` there (the server) and here (the driver).
-``launch`` records every server on its host and arms :mod:`toolkit.server.exit_guard`; a
-server's ``stop`` removes its record. What is left after a ``kill -9`` of a driver is listed
-by :func:`verdicts` (``python -m toolkit ps``) and stopped by :func:`stop_orphans`
-(``python -m toolkit stop --all-mine``), with the same process-group stop ``Server.stop`` uses.
+The shell around :mod:`toolkit.host.launches` (record format, verdicts). What a ``kill -9`` of a
+driver left is listed by :func:`verdicts` (``python -m toolkit ps``) and stopped by
+:func:`stop_recorded` (``python -m toolkit stop --all-mine``) with the process-group stop of ``Server.stop``.
 
 >>> [v.status for v in verdicts(Host.local()) if v.record.pid == 0]
 []
@@ -28,7 +25,8 @@ from toolkit.host.place import Place
 from toolkit.server import exit_guard
 from toolkit.server.spec import ServerSpec
 
-__all__ = ["this_driver", "record_launch", "register", "forget", "verdicts", "orphan_holding", "stop_orphans", "stop_recorded", "explain", "stop_hint", "age_s", "leftovers"]
+__all__ = ["this_driver", "register", "forget", "verdicts", "orphan_holding", "stop_recorded", "explain",
+           "stop_hint", "age_s", "leftovers"]
 
 
 def _local_ticks(pid: int) -> int | None:
@@ -43,27 +41,18 @@ def this_driver() -> Owner:
     return Owner(socket.gethostname(), os.getpid(), _local_ticks(os.getpid()))
 
 
-def record_launch(place: Place, handle: ProcessHandle, spec: ServerSpec, *, outlive: bool = False) -> LaunchRecord:
-    """Write the launch's record on the host it runs on (one round trip)."""
-    record = LaunchRecord(
-        pid=handle.pid, start_ticks=handle.start_ticks, description=spec.describe(), port=spec.port,
-        log_path=handle.log_path, host=place.name, owner=this_driver(), started_at=handle.started_at, outlive=outlive,
-    )
-    place.run(launches.write_script(record))
-    return record
-
-
 def register(place: Place, handle: ProcessHandle, spec: ServerSpec, *, key: int, stop: Callable[[], object],
              outlive: bool = False) -> LaunchRecord:
-    """Record the launch on its host and, unless ``outlive``, stop it when this driver ends.
-
-    If the record cannot be written the server is stopped and the error raised: a server
-    nobody can find later is the thing the registry exists to prevent.
-    """
+    """Record the launch on its host and, unless ``outlive``, stop it when this driver ends; a record
+    that cannot be written stops the server (one nobody can find later is what this prevents)."""
     if not outlive:
         exit_guard.hold(key, stop)
     try:
-        return record_launch(place, handle, spec, outlive=outlive)
+        record = LaunchRecord(pid=handle.pid, start_ticks=handle.start_ticks, description=spec.describe(),
+                              port=spec.port, log_path=handle.log_path, host=place.name, owner=this_driver(),
+                              started_at=handle.started_at, outlive=outlive)
+        place.run(launches.write_script(record))
+        return record
     except BaseException:
         exit_guard.release(key)
         stop()
@@ -80,10 +69,7 @@ def forget(place: Place, record: LaunchRecord, key: int) -> None:
 
 
 def verdicts(host: Host, *, clean: bool = True) -> list[Verdict]:
-    """Every recorded server on ``host`` with its status now; records of exited servers are removed.
-
-    Two round trips: the records, then the start tokens of their pids.
-    """
+    """Every recorded server on ``host`` with its status now (two round trips); exited ones' records go."""
     listing = launches.parse_listing(host.run(launches.list_script()).stdout)
     records = [(name, record) for name, record in listing if record is not None]
     table = procs.parse_process_table(host.run(procs.PROCESS_TABLE_SCRIPT).stdout) if records else {}
@@ -153,26 +139,17 @@ def stop_recorded(host: Host, pids: Sequence[int] = (), *, statuses: Sequence[st
     return reports
 
 
-def stop_orphans(host: Host, *, grace_s: float = 10.0) -> list[StopReport]:
-    """Stop every server of this user on ``host`` whose driver is gone (process group and tree)."""
-    return stop_recorded(host, statuses=("orphan",), grace_s=grace_s)
-
-
 def leftovers(host: Host) -> pd.DataFrame:
     """The servers of this user on ``host`` whose driver is gone (after a ``kill -9`` or a dead kernel).
 
-    One row per server: pid, port, what it runs, its age, its log and its former owner.
     Stop them with ``python -m toolkit stop --all-mine`` (``--host user@h:port`` for SSH).
 
     >>> leftovers(Host.local()).columns.tolist()[:4]
     ['host', 'pid', 'port', 'server']
     """
-    rows = [
-        {"host": host.name, "pid": v.record.pid, "port": v.record.port, "server": v.record.description,
-         "age_s": round(age_s(v.record), 1), "log": v.record.log_path, "owner": v.record.owner.describe(),
-         "why": v.why}
-        for v in verdicts(host) if v.status == "orphan"
-    ]
+    rows = [{"host": host.name, "pid": v.record.pid, "port": v.record.port, "server": v.record.description,
+             "age_s": round(age_s(v.record), 1), "log": v.record.log_path, "owner": v.record.owner.describe(),
+             "why": v.why} for v in verdicts(host) if v.status == "orphan"]
     return pd.DataFrame(rows, columns=["host", "pid", "port", "server", "age_s", "log", "owner", "why"])
 
 

@@ -1,19 +1,14 @@
 """Which engine release a spec will run on a host: asked once, kept, and turned into its profile.
 
-Everything the toolkit believes about an engine depends on the release (``toolkit.engines``):
-which flags exist, what it writes into its workers' environment, what its health endpoint
-answers. :func:`detect_release` asks the host, in the spec's own interpreter, working
-directory and environment, what is installed (``importlib.metadata``, instant; ``import
-sglang`` loads the runtime), keeps the answer per host and build like the flag tables of
-:mod:`~toolkit.server.preflight`, and picks the profile. A spec that runs a checkout
-(``with_source``) is asked the checkout's own version: SGLang's ``version.py`` (a literal
-up to 0.5.6) or the nearest tag, because from 0.5.7 ``sglang.__version__`` of a checkout
-on ``PYTHONPATH`` reports the *installed* release (python/sglang/version.py:1-8 in 0.5.19).
-The simulator answers ``--version`` with the release it imitates.
+:func:`detect_release` asks ``importlib.metadata`` in the spec's own interpreter, directory and
+environment (instant; ``import sglang`` loads the runtime). A checkout (``with_source``) is asked
+its own ``version.py`` or nearest tag: from 0.5.7 ``sglang.__version__`` of a checkout on
+``PYTHONPATH`` reports the *installed* release (python/sglang/version.py:1-8 in 0.5.19).
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import threading
 from dataclasses import dataclass
@@ -72,8 +67,7 @@ class DetectedRelease:
 
 
 def _version_of_interpreter(program: str, dist: str, spec: ServerSpec) -> str:
-    """Bash printing ``dist``'s version as the interpreter behind ``program`` sees it (a console
-    script names its interpreter in its ``#!`` line)."""
+    """Bash printing ``dist``'s version as the interpreter behind ``program`` sees it."""
     # The python beside the script comes first: a venv's, or an interpreter wrapper that puts the engine on
     # PYTHONPATH (the GPU machine's /tmp/vv/bin/{python,vllm} are bash wrappers, issue 23: the #! line of such a
     # script names bash, and asking bash for importlib.metadata read nothing). No engine import: metadata only.
@@ -90,22 +84,24 @@ def _version_of_interpreter(program: str, dist: str, spec: ServerSpec) -> str:
     return f'{cd}{find}; {env}"$py" -c {quote(_VERSION_CODE)} {quote(dist)} 2>/dev/null'
 
 
+def sim_launcher(spec: ServerSpec) -> tuple[str, ...]:
+    """The simulator's launcher with the release it imitates (``--sim-engine-version``), if named."""
+    chosen = spec.flag("--sim-engine-version")
+    return (*spec.launcher, *(("--sim-engine-version", chosen) if isinstance(chosen, str) else ()))
+
+
 def version_command(spec: ServerSpec) -> str | None:
     """The bash line whose output names ``spec``'s release on its host; None for a plain command."""
     if spec.simulated:
-        words = [*spec.launcher]
-        chosen = spec.flag("--sim-engine-version")
-        if isinstance(chosen, str):
-            words += ["--sim-engine-version", chosen]
-        return dataclasses.replace(spec, launcher=(*words, "--version"), flags=()).command() + " 2>&1"
+        words = (*sim_launcher(spec), "--version")
+        return dataclasses.replace(spec, launcher=words, flags=()).command() + " 2>&1"
     if spec.engine not in _DISTRIBUTIONS:
         return None
     if spec.source is not None and spec.engine in LAYOUT:
         package = f"{LAYOUT[spec.engine]}/{spec.engine}".lstrip("./")
         literal = f"sed -n 's/^__version__ *= *[\"'\\'']\\([^\"'\\'']*\\).*/\\1/p' {package}/version.py 2>/dev/null"
         return f"cd {quote_path(spec.source)} && {{ git describe --tags --abbrev=0 2>/dev/null; {literal}; }}"
-    program = spec.launcher[0]
-    return _version_of_interpreter(program, _DISTRIBUTIONS[spec.engine], spec)
+    return _version_of_interpreter(spec.launcher[0], _DISTRIBUTIONS[spec.engine], spec)
 
 
 def release_key(host_name: str, spec: ServerSpec) -> str:
@@ -123,15 +119,13 @@ def release_from_output(engine: str, output: str | None, how: str, command: str 
     """Pure: the release named in a version command's output, and its profile (``how="assumed"`` when unreadable)."""
     version = None
     if output:
-        try:
+        with contextlib.suppress(VersionError):
             version = parse_version_output(output).text
-        except VersionError:
-            version = None
     how = how if version is not None else "assumed"
     try:
-        match = resolve_profile(engine, version)
+        match: ProfileMatch | None = resolve_profile(engine, version)
     except ValueError:
-        return DetectedRelease(engine, version, None, how, command)
+        match = None
     return DetectedRelease(engine, version, match, how, command)
 
 
@@ -161,11 +155,7 @@ DEFAULT_RELEASES = ReleaseCache()
 
 def detect_release(host: Place | Target, spec: ServerSpec, *, cache: ReleaseCache = DEFAULT_RELEASES,
                    timeout_s: float = 60.0) -> DetectedRelease:
-    """The release ``spec`` runs on ``host`` (asked once per host and build, then kept).
-
-    An answer that cannot be read is not cached (the next launch asks again) and assumes the
-    newest profile, saying so in :meth:`DetectedRelease.describe`.
-    """
+    """The release ``spec`` runs on ``host``, asked once per host and build (if unreadable: every time)."""
     key = release_key(host.name, spec)
     known = cache.get(key)
     if known is not None:

@@ -1,10 +1,7 @@
 """A launched server: where it answers, its process tree, its log, and its one state.
 
-A `Server` owns one :class:`~toolkit.server.follow.LogFollower` (one `tail -F` channel,
-however many views watch) and one :class:`~toolkit.server.state.ServerState` that the
-follower, `wait_ready` and `stop` feed. Widgets, sweeps and the journal read that state;
-nobody keeps a second copy. Leaving the ``with`` block stops every process the server
-started, TP ranks included.
+A `Server` owns one log follower (however many views watch) and one `ServerState` that the
+follower, `wait_ready` and `stop` feed; leaving the ``with`` block stops every process it started.
 """
 
 from __future__ import annotations
@@ -35,15 +32,9 @@ from toolkit.server.wait import StartupWatch, wait_ready
 
 __all__ = ["Server", "MultiNodeServer"]
 
-
-
 @dataclass(eq=False)
 class Server:
-    """A launched server: where it answers (``url``), its process, its log. Stops on ``with`` exit.
-
-    ``host`` is the place it runs (a Host, one node of a Slurm job, a container); ``placement``
-    says where that is, as the journal records it (job id, nodes, container).
-    """
+    """A launched server: where it answers (``url``), its process, its log. Stops on ``with`` exit."""
 
     host: Place
     spec: ServerSpec
@@ -117,8 +108,7 @@ class Server:
 
     @property
     def ledger(self) -> LogLedger:
-        """What a journal step keeps of this server's log (metric rows, ready, benign and fatal lines), heard as the
-        follower read it: never cut by the follower's ring buffer."""
+        """What a journal step keeps of this server's log (metric rows, ready, benign, fatal lines), uncut."""
         self.follow()
         assert self._ledger is not None
         return self._ledger
@@ -147,8 +137,7 @@ class Server:
         watch = StartupWatch(
             state=self.state, follower=self.follow(), probe=self.probe, is_alive=self.is_alive,
             count_log_lines=lambda: count_lines(self.host, self.log_path), where=self.where,
-            host_name=self.host.name, from_source=self.spec.source is not None,
-        )
+            host_name=self.host.name, from_source=self.spec.source is not None)
         try:
             return wait_ready(watch, timeout_s=timeout_s, hang_after_s=hang_after_s,
                               probe_interval_s=probe_interval_s, fast_probe_interval_s=fast_probe_interval_s,
@@ -158,10 +147,7 @@ class Server:
             raise
 
     def stop(self, *, grace_s: float = 10.0) -> StopReport:
-        """Stop the server's whole process tree (SIGTERM, SIGKILL after ``grace_s``); idempotent.
-
-        The lines the ranks write while dying are shutdown noise: the state stops judging them.
-        """
+        """Stop the server's whole process tree (SIGTERM, SIGKILL after ``grace_s``); idempotent."""
         self.state.stop_requested(time.time())
         follower = self._follower
         if follower is not None:
@@ -181,8 +167,7 @@ class Server:
         return report
 
     def _check_nothing_escaped(self) -> None:
-        """Raise HostError naming what the server started that left its process group and session (a helper
-        that double-forked into its own session): the group stop cannot reach it, and it must not be silent."""
+        """Raise HostError naming what the server started that left its process group and session."""
         if self.marker is None:
             return
         escaped = launches.parse_marked(self.host.run(launches.marked_script(self.marker), check=False, timeout_s=30).stdout)

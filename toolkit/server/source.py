@@ -1,25 +1,10 @@
 """Running an engine from one commit's code: the source layouts, how to build them, and whether they fit: pure.
 
-SGLang keeps its package under ``python/sglang`` in its repository: ``PYTHONPATH=<repo>``
-silently runs the *installed* release, ``PYTHONPATH=<repo>/python`` runs the commit (and wins
-over an editable install). Its compiled kernels come from a separate wheel
-(``sgl-kernel``, ``sglang-kernel`` from 0.5.19), which the launcher checks before anything
-starts (sglang 0.5.23 python/sglang/srt/entrypoints/engine.py:1962-1966,
-``assert_pkg_version(..., "0.4.9", ...)``): a commit that needs a newer kernel than the one
-installed cannot run, whatever its Python says.
-
-vLLM keeps ``vllm/`` at the top and compiles ``vllm/_C.abi3.so`` with CUDA; a commit's Python
-and another commit's ``_C`` do not fit (``undefined symbol``; the engine even logs "Failed to
-import from vllm._C" as a warning and fails later). The documented way to run a commit
-without compiling is vLLM's precompiled path: ``VLLM_USE_PRECOMPILED=1 pip install -e .``
-fetches the wheel built for that commit and puts its ``_C`` into the tree; done in a
-per-commit venv (``<checkout>/.venv-toolkit``, with the base environment's packages
-visible) so that commits never share it.
-
-:func:`check_command` builds the bash that asks the host whether a checkout fits (the same
-question the engine asks at start, asked in seconds), :func:`parse_check` reads its answer.
-A mismatch is reported as such (``toolkit.errors.ExtensionMismatch``) and a bisection skips
-the commit; it is never judged benign.
+SGLang keeps its package under ``python/sglang`` (``PYTHONPATH=<repo>`` runs the *installed* release);
+its kernel wheel's version is checked before anything starts (sglang 0.5.23
+python/sglang/srt/entrypoints/engine.py:1962-1966, ``assert_pkg_version(..., "0.4.9", ...)``). vLLM's
+``vllm/_C.abi3.so`` must match its Python; a commit runs through ``VLLM_USE_PRECOMPILED=1 pip install
+-e .`` in a per-commit venv. A mismatch is ``ExtensionMismatch`` (a bisection skips it), never benign.
 """
 
 from __future__ import annotations
@@ -63,12 +48,7 @@ def pythonpath(engine: str, repo_dir: str, existing: str | None = None) -> str:
 
 
 def build_command(engine: str, install: Install) -> str | None:
-    """The build a checkout needs before it runs (run in the checkout), or None.
-
-    SGLang with ``pythonpath``: nothing (pure Python; the kernel is the installed wheel).
-    An editable install: a per-commit venv that sees the base environment's packages, then
-    ``pip install -e`` of the package; vLLM through its precompiled wheel for the commit.
-    """
+    """The build a checkout needs before it runs (a per-commit venv and ``pip install -e``), or None."""
     if engine == "vllm":
         return (f"python -m venv --system-site-packages {VENV} && VLLM_USE_PRECOMPILED=1 {VENV}/bin/python -m pip "
                 "install --no-deps --no-build-isolation -e .")

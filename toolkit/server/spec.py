@@ -1,9 +1,7 @@
 """ServerSpec: what to launch, as an immutable value that renders its own command line.
 
-Pure. A spec is data (engine, launcher argv, ordered flags, env, workdir, commit), so a
-sweep is a list of specs, the journal stores them, and ``describe()`` names them in plots.
-Rendering quotes every word (:mod:`toolkit.host.shell`): a flag value with a space or ``$``
-reaches the engine exactly, which hand-written ``ssh host "python ... $FLAGS"`` lines do not.
+Pure data, so a sweep is a list of specs and the journal stores them. Every word is quoted
+(:mod:`toolkit.host.shell`): a value with a space or ``$`` reaches the engine exactly.
 
 >>> base = ServerSpec.sglang("moonshotai/Kimi-K2.5", tp=8, port=8000)
 >>> eagle = base.with_flags({"--speculative-algorithm": "EAGLE3", "--speculative-num-steps": 2})
@@ -35,24 +33,14 @@ __all__ = ["ServerSpec", "FlagValue", "MISSING", "SPEC_ENGINES"]
 SPEC_ENGINES: Final = ("sglang", "vllm", "transformers", "command")
 
 
-def _command_preset(
-    cls: type[ServerSpec],
-    argv: Sequence[str],
-    *,
-    port: int,
-    model: str | None = None,
-    env: Mapping[str, object] | None = None,
-    label: str | None = None,
-) -> ServerSpec:
+def _command_preset(cls: type[ServerSpec], argv: Sequence[str], *, port: int, model: str | None = None,
+                    env: Mapping[str, object] | None = None, label: str | None = None) -> ServerSpec:
     """``ServerSpec.command(argv, port=...)``: any program, argv as given; with_flags appends flags."""
     return cls("command", tuple(argv), model, port, label=label).with_env(env or {})
 
 
 def _render_command(spec: ServerSpec) -> str:
-    """``spec.command()``: the bash line ``cd WORKDIR && exec env K=V ... ARGV``, every word quoted.
-
-    ``exec`` makes the engine the very process a launch tracks (no shell in between).
-    """
+    """``spec.command()``: ``cd WORKDIR && exec env K=V ... ARGV`` (``exec``: the engine is the pid)."""
     argv = spec.argv()
     first = quote_path(argv[0]) if argv[0].startswith("~/") else quote(argv[0])
     line = " ".join([first, *(quote(w) for w in argv[1:])])
@@ -63,10 +51,7 @@ def _render_command(spec: ServerSpec) -> str:
 
 
 class _BuildOrRender:
-    """``ServerSpec.command(argv, port=...)`` builds a spec; ``spec.command()`` renders one.
-
-    Both spellings are in the module contract; one descriptor serves the class and its instances.
-    """
+    """``ServerSpec.command(argv, port=...)`` builds a spec; ``spec.command()`` renders one."""
 
     @overload
     def __get__(self, obj: None, owner: type[ServerSpec]) -> Callable[..., ServerSpec]: ...
@@ -80,11 +65,7 @@ class _BuildOrRender:
 
 @dataclass(frozen=True, repr=False)
 class ServerSpec:
-    """An immutable description of one server launch; ``with_*`` methods return new specs.
-
-    ``flags`` keep their order; a flag set again keeps its place. ``port`` and ``model``
-    follow ``--port`` and ``--model-path``/``--model`` when those are set through with_flags.
-    """
+    """An immutable description of one server launch; ``with_*`` methods return new specs."""
 
     engine: str
     launcher: tuple[str, ...]
@@ -106,60 +87,36 @@ class ServerSpec:
         launcher = tuple(check_word(str(w), what="the launcher") for w in self.launcher)
         if not launcher:
             raise InvalidFlag(
-                "a ServerSpec needs a launcher argv, e.g. ('python', '-m', 'sglang.launch_server')"
-            )
+                "a ServerSpec needs a launcher argv, e.g. ('python', '-m', 'sglang.launch_server')")
         if not isinstance(self.port, int) or isinstance(self.port, bool) or not 0 < self.port < 65536:
             raise InvalidFlag(f"port must be an integer 1-65535, not {self.port!r}")
         flags = tuple((check_flag_name(n), tuple(v) if isinstance(v, list) else v) for n, v in self.flags)
         names = [n for n, _ in flags]
         if len(set(names)) != len(names):
-            raise InvalidFlag(
-                "a flag appears twice", evidence=names, hint="use with_flags() to change a flag"
-            )
+            raise InvalidFlag("a flag appears twice", evidence=names,
+                              hint="use with_flags() to change a flag")
         env = tuple((check_env_name(k), check_word(str(v), what=f"the value of {k}")) for k, v in self.env)
         object.__setattr__(self, "launcher", launcher)
         object.__setattr__(self, "flags", flags)
         object.__setattr__(self, "env", env)
         port_flag = dict(flags).get("--port")
         if isinstance(port_flag, str) and port_flag != str(self.port):
-            raise InvalidFlag(
-                f"--port {port_flag} disagrees with port={self.port}", hint="set the port with with_flags"
-            )
+            raise InvalidFlag(f"--port {port_flag} disagrees with port={self.port}",
+                              hint="set the port with with_flags")
 
-    # -- presets ----------------------------------------------------------------------------
     @classmethod
-    def sglang(
-        cls,
-        model: str,
-        *,
-        tp: int = 1,
-        port: int = 30000,
-        host: str = "0.0.0.0",
-        python: str | None = "python",
-        **flags: object,
-    ) -> ServerSpec:
-        """``python -m sglang.launch_server --model-path M --tp-size N --port P --host H`` plus ``flags``.
-
-        Keyword flags use underscores: ``speculative_num_steps=2`` -> ``--speculative-num-steps 2``.
-        ``--tp-size`` is SGLang's option in every release (``--tp`` worked only as argparse's
-        prefix of it).
-        """
+    def sglang(cls, model: str, *, tp: int = 1, port: int = 30000, host: str = "0.0.0.0",
+               python: str | None = "python", **flags: object) -> ServerSpec:
+        """``python -m sglang.launch_server --model-path M --tp-size N --port P --host H`` plus ``flags``
+        (``--tp-size``, not ``--tp``: that worked only as argparse's prefix of it)."""
         base = cls("sglang", (interpreter(python), "-m", "sglang.launch_server"), model, port, python=python)
         preset = {"--model-path": model, "--tp-size": tp, "--port": port, "--host": host}
         return base.with_flags({**preset, **as_flags(flags)})
 
     @classmethod
-    def vllm(
-        cls,
-        model: str,
-        *,
-        tp: int = 1,
-        port: int = 8000,
-        host: str | None = None,
-        speculative_config: Mapping[str, object] | None = None,
-        python: str | None = None,
-        **flags: object,
-    ) -> ServerSpec:
+    def vllm(cls, model: str, *, tp: int = 1, port: int = 8000, host: str | None = None,
+             speculative_config: Mapping[str, object] | None = None, python: str | None = None,
+             **flags: object) -> ServerSpec:
         """``vllm serve MODEL --tensor-parallel-size N --port P [--speculative-config JSON]``."""
         base = cls("vllm", (tool("vllm", python), "serve", model), model, port, python=python)
         preset: dict[str, object] = {"--tensor-parallel-size": tp, "--port": port}
@@ -170,45 +127,19 @@ class ServerSpec:
         return base.with_flags({**preset, **as_flags(flags)})
 
     @classmethod
-    def transformers(
-        cls,
-        *,
-        port: int = 8000,
-        host: str = "0.0.0.0",
-        model: str | None = None,
-        python: str | None = None,
-        **flags: object,
-    ) -> ServerSpec:
-        """``transformers serve [MODEL] --port P --host H``; ``python`` may be a venv (``.venv-cpu``).
-
-        In transformers 5.x the model is a positional argument right after ``serve``: it is
-        loaded before the port opens (so an open port means loaded), and requests must name
-        it as given. Without it the server starts empty and loads whatever a request names.
-        """
+    def transformers(cls, *, port: int = 8000, host: str = "0.0.0.0", model: str | None = None,
+                     python: str | None = None, **flags: object) -> ServerSpec:
+        """``transformers serve [MODEL] --port P --host H``; the model loads before the port opens (5.x)."""
         launcher = (tool("transformers", python), "serve") + ((model,) if model else ())
         base = cls("transformers", launcher, model, port, python=python)
         return base.with_flags({"--port": port, "--host": host, **as_flags(flags)})
 
     @classmethod
-    def simulator(
-        cls,
-        engine: str = "sglang",
-        *,
-        model: str = "sim-model",
-        tp: int = 8,
-        port: int | None = None,
-        host: str = "0.0.0.0",
-        python: str = sys.executable,
-        **flags: object,
-    ) -> ServerSpec:
-        """The simulated server (``python -m toolkit.sim``), speaking and logging like ``engine``.
-
-        It takes the engine's own flags (``--model-path --tp-size`` for SGLang, ``--model
-        --tensor-parallel-size`` for vLLM), so a flag sweep is written once for both, and
-        imitates the newest release unless ``sim_engine_version="0.4.10"`` names another.
-        ``engine`` stays "sglang"/"vllm" so that that engine's log rules apply;
-        ``simulated`` marks it everywhere.
-        """
+    def simulator(cls, engine: str = "sglang", *, model: str = "sim-model", tp: int = 8,
+                  port: int | None = None, host: str = "0.0.0.0", python: str = sys.executable,
+                  **flags: object) -> ServerSpec:
+        """The simulated server (``python -m toolkit.sim``), logging and taking flags like ``engine``'s newest
+        release (``sim_engine_version="0.4.10"`` names another)."""
         if engine not in ("sglang", "vllm", "transformers"):
             raise InvalidFlag(f"the simulator imitates sglang, vllm or transformers, not {engine!r}",
                               hint="engine='sglang', 'vllm' or 'transformers'")
@@ -223,7 +154,6 @@ class ServerSpec:
         preset.update({"--port": chosen, "--host": host})
         return base.with_flags({**preset, **as_flags(flags)})
 
-    # -- changes -----------------------------------------------------------------------------
     def with_flags(self, flags: Mapping[str, object] | None = None, /, **keyword_flags: object) -> ServerSpec:
         """A new spec with flags set (True: switch, False: removed, dict: JSON, list: nargs)."""
         current = dict(self.flags)
@@ -255,22 +185,17 @@ class ServerSpec:
             elif isinstance(value, str | int | float) and not isinstance(value, bool):
                 current[check_env_name(name)] = str(value)
             else:
-                raise InvalidFlag(
-                    f"environment value of {name} must be str, int or float, not {type(value).__name__}"
-                )
+                raise InvalidFlag(f"environment value of {name} must be str, int or float, "
+                                  f"not {type(value).__name__}")
         return dataclasses.replace(self, env=tuple(current.items()))
 
     def with_source(self, repo_dir: str, *, commit: str | None = None,
                     install: sources.Install = "pythonpath") -> ServerSpec:
         """The same launch running the code of the checkout ``repo_dir`` (at ``commit``, for the record).
 
-        SGLang: ``PYTHONPATH=<repo_dir>/python`` (its package lives there; ``<repo_dir>`` alone
-        would run the installed release), or ``install="editable"``: a per-commit venv
-        ``<repo_dir>/.venv-toolkit`` with ``pip install -e python`` (:meth:`source_build` says how).
-        vLLM: the per-commit venv with the precompiled wheel of that commit
-        (``VLLM_USE_PRECOMPILED=1 pip install -e .``). The simulator finds its simulated checkout
-        the way Python finds the package. Before a launch, :func:`~toolkit.server.preflight.validate_spec`
-        checks that the checkout's compiled parts fit (``ExtensionMismatch`` otherwise).
+        SGLang: ``PYTHONPATH=<repo_dir>/python`` (``<repo_dir>`` alone runs the installed release), or
+        ``install="editable"``; vLLM: a per-commit venv with that commit's precompiled wheel
+        (:mod:`toolkit.server.source`, :meth:`source_build`).
 
         >>> spec = ServerSpec.sglang("m").with_source("/src/sglang", commit="1a2b3c4d")
         >>> dict(spec.env)["PYTHONPATH"], spec.commit
@@ -307,10 +232,7 @@ class ServerSpec:
         return sources.build_command(self.engine, self.source_install)
 
     def api_key(self) -> str | None:
-        """The API key the server will demand (``--api-key``; vLLM also ``VLLM_API_KEY``), for probes and bench.
-
-        Never recorded as is: :meth:`secrets` lists it, and every record goes through redaction.
-        """
+        """The API key the server demands (``--api-key``; vLLM also ``VLLM_API_KEY``), for probes, bench."""
         value = self.flag("--api-key")
         if isinstance(value, tuple):
             return value[0] if value else None
@@ -322,7 +244,6 @@ class ServerSpec:
         """The value of ``name``: a string, a tuple (nargs), None (a switch), or MISSING."""
         return dict(self.flags).get(name, MISSING)
 
-    # -- rendering ---------------------------------------------------------------------------
     def argv(self) -> list[str]:
         """The exact argv the engine receives."""
         words = list(self.launcher)
@@ -339,32 +260,18 @@ class ServerSpec:
     def to_dict(self) -> dict[str, Any]:
         """JSON-safe; env is NOT redacted here (the journal redacts). Reversible with from_dict."""
         return {
-            "engine": self.engine,
-            "launcher": list(self.launcher),
-            "model": self.model,
-            "port": self.port,
+            "engine": self.engine, "launcher": list(self.launcher), "model": self.model, "port": self.port,
             "flags": [[n, list(v) if isinstance(v, tuple) else v] for n, v in self.flags],
-            "env": dict(self.env),
-            "workdir": self.workdir,
-            "python": self.python,
-            "commit": self.commit,
-            "label": self.label,
-            "simulated": self.simulated,
-            "source": self.source,
-            "source_install": self.source_install,
-            "describe": self.describe(),
-            "command": self.command(),
-        }
+            "env": dict(self.env), "workdir": self.workdir, "python": self.python, "commit": self.commit,
+            "label": self.label, "simulated": self.simulated, "source": self.source,
+            "source_install": self.source_install, "describe": self.describe(), "command": self.command()}
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> ServerSpec:
         """Rebuild a spec from :meth:`to_dict` output (derived keys are ignored)."""
         fields = {f.name for f in dataclasses.fields(cls)}
         values = {k: v for k, v in data.items() if k in fields}
-        values["launcher"] = tuple(values.get("launcher", ()))
-        values["flags"] = tuple(
-            (n, tuple(v) if isinstance(v, list) else v) for n, v in values.get("flags", ())
-        )
+        values["launcher"] = tuple(values.get("launcher", ()))  # __post_init__ turns nargs lists into tuples
         values["env"] = tuple(dict(values.get("env", {})).items())
         return cls(**values)
 
@@ -383,8 +290,7 @@ class ServerSpec:
         return secret_values(self.flags, self.env)
 
     def __repr__(self) -> str:
-        """The dataclass's repr with the secrets hidden: a notebook shows a spec (and anything holding one,
-        a Measurement, a Trial) by its repr, and the executed notebook is a file others read."""
+        """The dataclass's repr with the secrets hidden: executed notebooks show it, and others read them."""
         fields = ", ".join(f"{name}={value!r}" for name, value in dataclasses.asdict(self).items())
         return Redactor.of(self.secrets()).text(f"ServerSpec({fields})")
 

@@ -1,8 +1,6 @@
 """Pure helpers of :class:`~toolkit.server.spec.ServerSpec`: flag values, flag names, where an engine's tools live.
 
-A flag value given in Python becomes the words the engine receives (``True``: a switch,
-``False``: no flag, a dict: compact JSON, a list: nargs); a value with a character no shell
-word may carry is refused here, before anything runs.
+A value with a character no shell word may carry is refused here, before anything runs.
 """
 
 from __future__ import annotations
@@ -39,6 +37,7 @@ class _Missing:
 
 MISSING: Final = _Missing()
 
+
 def render_value(name: str, value: object) -> FlagValue | _Missing:
     """A Python value as a flag value: True/None switch, False drops the flag, dict -> JSON."""
     if name in PARALLEL_SIZES and not isinstance(value, bool) and value is not None and not (
@@ -61,9 +60,8 @@ def render_value(name: str, value: object) -> FlagValue | _Missing:
     if isinstance(value, Sequence):
         words = tuple(render_value(name, item) for item in value)
         if not all(isinstance(w, str) for w in words):
-            raise InvalidFlag(
-                f"{name}: every item of a list value must be a string or a number", evidence=[repr(value)]
-            )
+            raise InvalidFlag(f"{name}: every item of a list value must be a string or a number",
+                              evidence=[repr(value)])
         return words  # type: ignore[return-value]
     raise InvalidFlag(
         f"{name}: a flag value must be str, int, float, bool, dict (JSON) or a list, not {type(value).__name__}",
@@ -74,11 +72,8 @@ def render_value(name: str, value: object) -> FlagValue | _Missing:
 
 def check_flag_name(name: str) -> str:
     if not isinstance(name, str) or not name.startswith("-") or name.strip("-") == "" or " " in name:
-        raise InvalidFlag(
-            f"{name!r} is not a flag name",
-            hint="spell flags as on the command line, e.g. '--speculative-num-steps' (or a keyword: "
-            "speculative_num_steps=2)",
-        )
+        raise InvalidFlag(f"{name!r} is not a flag name", hint="spell flags as on the command line, e.g. "
+                          "'--speculative-num-steps' (or a keyword: speculative_num_steps=2)")
     return name
 
 

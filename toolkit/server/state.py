@@ -1,14 +1,8 @@
 """The one state of a launched server: its readiness tracker, how it ended, and who watches it.
 
-Before, `wait_ready` ran one `ReadinessTracker` and every `ServerPanel` ran a second one,
-polling the server for what the first had concluded. Now a `Server` owns one `ServerState`:
-its log follower feeds it every classified line, `wait_ready` feeds it probes, the process
-exit and the passing of time, `Server.stop` tells it a stop began and how it ended. Views,
-the journal and errors read one immutable `ServerStatus` from it, or subscribe to changes.
-
-Lines written after the toolkit asked the server to stop are shutdown noise (SGLang logs
-`Child process unexpectedly failed with an exit code 15` for the SIGTERM we sent): they no
-longer change the verdict. A server that failed before the stop still ends failed.
+Views, the journal and errors read one immutable `ServerStatus`. Lines written after a stop are
+shutdown noise (SGLang's `Child process unexpectedly failed with an exit code 15` for our SIGTERM);
+a server that failed before the stop ends failed.
 
 >>> state = ServerState(started_at=0.0)
 >>> state.probe(ok=True, detail="GET /health_generate 200", proves_generation=True, at=2.5).lifecycle
@@ -105,10 +99,8 @@ class ServerState:
         self._release_note: str | None = None
         self._completion_probes = 0
 
-    # -- inputs ----------------------------------------------------------------------------
     def use_release(self, engine: str | None, version: str | None, problem: str | None = None) -> None:
-        """The engine release the server runs: failure hints are spelled with its flags. ``problem``: why the
-        release could not be read (``DetectedRelease.problem``), shown as the status's note until another applies."""
+        """The release the server runs (hints use its flags); ``problem``: why it was not read, as a note."""
         with self._lock:
             self._release = (engine, version)
             self._release_note = problem
@@ -141,8 +133,7 @@ class ServerState:
         return self._changed()
 
     def probe_failed(self, *, message: str, evidence: tuple[str, ...], hint: str | None, at: float) -> ServerStatus:
-        """A probe's answer says the server will not become ready (from `wait_ready`): it lands here so that
-        every view shows the failure, not only the error `wait_ready` raises."""
+        """A probe's answer says the server will not become ready: every view shows it, not only the error."""
         with self._lock:
             self._now = max(self._now, at)
             if self._stop_requested_at is None:
@@ -201,7 +192,6 @@ class ServerState:
             self._now = max(self._now, at)
         return self._changed()
 
-    # -- outputs ---------------------------------------------------------------------------
     @property
     def tracker(self) -> ReadinessTracker:
         return self._tracker
@@ -244,8 +234,7 @@ class ServerState:
                 lifecycle=lifecycle, started_at=self.started_at, at=self._now, phase=phase, readiness=report,
                 error=error if lifecycle == "failed" else None, note=note, log_says_ready=self._log_says_ready,
                 stop_requested_at=self._stop_requested_at, stopped_at=self._stopped_at,
-                completion_probes=self._completion_probes,
-            )
+                completion_probes=self._completion_probes)
 
     def subscribe(self, listener: Listener) -> Callable[[], None]:
         """Call `listener(status)` after every change (on the thread that changed it); returns unsubscribe."""
@@ -259,7 +248,6 @@ class ServerState:
 
         return unsubscribe
 
-    # -- internals -------------------------------------------------------------------------
     def _failed(self) -> bool:
         return self._tracker.state in (ReadinessState.FAILED, ReadinessState.HUNG) or self._error is not None
 

@@ -1,24 +1,9 @@
 """`wait_ready`: watch three signals at once and feed them to the server's one state.
 
-The seed's loop polled `/v1/models` every 15 s and grepped the log every 75 s; it was
-blind for a minute at a time and took a benign TP5 import line for a failure. Here three
-signals reach the server's :class:`~toolkit.server.state.ServerState` (the same one its
-widgets draw):
-
-- the log, through the server's one `tail -F` follower, which feeds the state itself:
-  every classified line arrives within milliseconds, so a fatal line is known as soon as
-  it is written;
-- an HTTP prober that asks what the engine's release answers (its profile's health
-  endpoint: SGLang's `/health_generate` proves generation; vLLM's and transformers'
-  `/health` are followed by a one-token completion, with the spec's API key); `/v1/models`
-  alone is not proof. It reads the answers: one the engine means as "dead" (vLLM 0.11+
-  `/health` 503, transformers' `{"status": "unhealthy", "reason": ...}`) or the same error
-  answer again and again (a 401 for a missing key, a 503 naming a dead worker) is a
-  failure within seconds, with the answer quoted. It backs off (`health.ProbeSchedule`):
-  about once a second while loading, at most four a second once the log says HTTP is up,
-  fewer after each failed probe and as time passes, so it never drowns the engine's log;
-- the process tree, checked a few times a second: a server killed without a word
-  (the OOM killer, `kill -9`) is known to be dead even if its log says nothing.
+The seed polled `/v1/models` every 15 s, grepped the log every 75 s, and took a benign TP5 import
+line for a failure. Here: the log (a fatal line is known within milliseconds), an HTTP prober that
+asks what the release answers and backs off (`health`), and the process tree, so a server killed
+without a word (OOM killer, `kill -9`) is known dead.
 """
 
 from __future__ import annotations
@@ -78,10 +63,8 @@ class _Watchers:
         self.intervals = (probe_interval_s, fast_probe_interval_s)
         self.probe_timeout_s = probe_timeout_s
         self.alive_interval_s = alive_interval_s
-        self.threads = [
-            threading.Thread(target=self._probe_loop, name="wait_ready:probe", daemon=True),
-            threading.Thread(target=self._alive_loop, name="wait_ready:alive", daemon=True),
-        ]
+        self.threads = [threading.Thread(target=self._probe_loop, name="wait_ready:probe", daemon=True),
+                        threading.Thread(target=self._alive_loop, name="wait_ready:alive", daemon=True)]
 
     def start(self) -> None:
         for thread in self.threads:
@@ -94,7 +77,7 @@ class _Watchers:
             thread.join(timeout=self.probe_timeout_s + 1)
 
     def on_status(self, status: ServerStatus) -> None:
-        """The log says HTTP is up: probe now and often; it says ready: probe now, and start the back-off anew."""
+        """The log says HTTP is up: probe now and often; it says ready: probe now, with a new back-off."""
         if not self.fast.is_set() and (status.log_says_ready or (status.phase or "") in _FAST_PHASES):
             self.fast.set()
             self.wake.set()
@@ -123,10 +106,8 @@ class _Watchers:
                     state.probe_failed(message=f"the server gives the same error answer to every probe: {again}",
                                        evidence=(again,), hint=_repeat_hint(outcome.status), at=now)
             if state.status().readiness.ready:
-                # Proven: no further probe. The log's ready line, read while this probe was in flight,
-                # had set `wake`, so the loop used to start another one at once; SGLang's
-                # /health_generate sleeps 1 s before it answers (0.5.23 http_server.py:780) and
-                # wait_ready joins this thread before it returns, so each launch lost up to 1 s.
+                # Proven: no further probe. A ready line read meanwhile sets `wake`, and another probe of
+                # SGLang's /health_generate sleeps 1 s (0.5.23 http_server.py:780) that wait_ready would wait.
                 return
             fast = (self.fast.is_set(), self.ready_said.is_set())
             failures = 0 if fast != was_fast else failures + (0 if outcome.proves_generation else 1)
@@ -153,8 +134,7 @@ def _repeat_hint(status: int) -> str:
 
 
 def _last_word(watch: StartupWatch, report: ReadinessReport, alive: bool, timeout_s: float) -> tuple[str, ...]:
-    """What the server itself answers now, when a failure came from the log but it still serves HTTP
-    (transformers serve's `{"status": "unhealthy", "reason": ...}`): quoted beside the log's lines."""
+    """What a server that failed in its log but still serves HTTP says now (transformers' unhealthy JSON)."""
     failure = report.failure
     if not alive or failure is None or failure.kind != "fatal":
         return ()
@@ -176,25 +156,17 @@ def _error_for(report: ReadinessReport, watch: StartupWatch,
     kind = kinds[failure.kind]
     evidence = (*failure.evidence(), *said)
     mismatch = mismatch_in_log(evidence, watch.from_source) if kind is ServerDied else None
+    hint = release_hint(failure.hint, *watch.state.release)
     if mismatch is not None:  # the engine itself says its compiled parts do not fit the code
         kind = ExtensionMismatch
         message = f"the engine's compiled extension does not match its code: {mismatch.strip()} [{watch.where}]"
-    hint = release_hint(failure.hint, *watch.state.release)
-    if mismatch is not None:
         hint = "install the kernel (or build) this commit needs; a bisection skips such a commit"
     return kind(message, host=watch.host_name, evidence=evidence, hint=hint, report=report)
 
 
-def wait_ready(
-    watch: StartupWatch,
-    *,
-    timeout_s: float = 900.0,
-    hang_after_s: float = 300.0,
-    probe_interval_s: float = 1.0,
-    fast_probe_interval_s: float = 0.25,
-    probe_timeout_s: float = 5.0,
-    alive_interval_s: float = 0.25,
-) -> ReadinessReport:
+def wait_ready(watch: StartupWatch, *, timeout_s: float = 900.0, hang_after_s: float = 300.0,
+               probe_interval_s: float = 1.0, fast_probe_interval_s: float = 0.25,
+               probe_timeout_s: float = 5.0, alive_interval_s: float = 0.25) -> ReadinessReport:
     """Block until the server is proven ready; raise the error that explains why it never will be.
 
     Called as ``server.wait_ready(...)``, which builds the watch:
@@ -204,10 +176,9 @@ def wait_ready(
     >>> report.time_to_ready_s, [e.rule for e in report.benign]                         # doctest: +SKIP
     (3.2, ['sglang_ignore_import_error'])
 
-    Raises :class:`~toolkit.errors.ServerDied` (a fatal line, quoted with its rank and
-    traceback, or the process gone), :class:`~toolkit.errors.ReadinessTimeout` (not ready
-    within `timeout_s` of the launch) or :class:`~toolkit.errors.ServerHung` (no log output
-    for `hang_after_s`). The server keeps running either way: stop it, or use `with launch(...)`.
+    Raises :class:`~toolkit.errors.ServerDied` (a fatal line quoted with its rank and traceback, or the
+    process gone), :class:`~toolkit.errors.ReadinessTimeout` or :class:`~toolkit.errors.ServerHung`.
+    The server keeps running either way: stop it, or use `with launch(...)`.
     """
     state = watch.state
     watchers = _Watchers(watch, probe_interval_s=probe_interval_s, fast_probe_interval_s=fast_probe_interval_s,
