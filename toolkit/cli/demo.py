@@ -1,9 +1,6 @@
 """`python -m toolkit demo`: the onboarding walkthrough, executed headless, written to out/.
 
-Runs `notebooks/01_onboarding_eagle3.ipynb` with papermill against the simulator (over
-SSH to this machine when an sshd trusts us, else locally) and leaves in `out/`: the
-executed notebook (the record, widget state included), the journal, and the post-mortem
-as Markdown and self-contained HTML.
+The executed notebook is the record (widget state included), beside its journal and post-mortem.
 """
 
 from __future__ import annotations
@@ -36,8 +33,7 @@ def run_demo(out_dir: Path, *, ssh_host: str = "auto", progress: bool = True) ->
         # The kernel talks to papermill over Unix sockets beside its connection file (jupyter_client
         # connect.py _ip_default), not over loopback TCP: nothing another user of the machine can reach,
         # and ipykernel 7 does not warn "Kernel is running over TCP without encryption" for it.
-        config=Config({"KernelManager": {"transport": "ipc"}}),
-    )
+        config=Config({"KernelManager": {"transport": "ipc"}}))
     return {"notebook": executed, "journal": journal, "markdown": out_dir / "postmortem.md",
             "html": out_dir / "postmortem.html"}
 

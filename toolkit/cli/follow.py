@@ -1,7 +1,6 @@
 """`python -m toolkit logs follow [user@]HOST:PATH`: classify a live log, on this machine or a host.
 
-Apart from :mod:`toolkit.cli.logs` because it reaches hosts (SSH): ``logs classify`` of a file
-must not pay for importing paramiko. The command line is parsed there; this runs it.
+Apart from :mod:`toolkit.cli.logs` (which parses its command line): ``logs classify`` must not import SSH.
 """
 
 from __future__ import annotations
@@ -11,7 +10,6 @@ import difflib
 import shlex
 import sys
 import time
-from collections.abc import Iterator
 
 from toolkit.cli.logs import render_event, use_colour
 from toolkit.errors import ToolkitError
@@ -36,10 +34,9 @@ _QUIET_WAIT_S = 2.0  # a log about to be created (a launch starting) appears wit
 
 
 def _appeared(host: Host, path: str, wait_s: float) -> bool:
-    """Whether ``path`` exists on ``host``, waiting up to ``wait_s`` for it; says so when it waits.
+    """Whether ``path`` appears on ``host`` within ``wait_s``, saying so when it waits.
 
-    ``tail -F`` on a misspelt path waits forever in silence (issue 20): after a short bound the
-    person hears that the file is not there, and where it is being waited for.
+    ``tail -F`` on a misspelt path waits forever in silence (issue 20).
     """
     deadline = time.monotonic() + wait_s
     announce_at = time.monotonic() + min(_QUIET_WAIT_S, wait_s)
@@ -82,13 +79,9 @@ def follow(args: argparse.Namespace) -> int:
     except ToolkitError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    def chunks() -> Iterator[bytes]:
-        while (chunk := stream.read(0.5)) != b"":
-            if chunk is not None:
-                yield chunk
-
+    chunks = (chunk for chunk in iter(lambda: stream.read(0.5), b"") if chunk is not None)
     try:  # split as `logs classify` splits: linear in a line's length, a long line kept by its ends
-        for lines in iter_line_batches(chunks(), live=True):
+        for lines in iter_line_batches(chunks, live=True):
             for raw in lines:
                 for event in classifier.feed(redact_text(raw)):
                     print(render_event(event, colour=colour), flush=True)

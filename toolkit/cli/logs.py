@@ -1,14 +1,7 @@
-"""`python -m toolkit logs ...`: classify a server log file, or follow one live.
+"""`python -m toolkit logs ...`: classify a server log file, or follow one live (docs/log-rules.md).
 
-    python -m toolkit logs classify FILE [--engine auto|sglang|vllm|tgi|trtllm|lmdeploy|ray|llamacpp|generic] [--json] [--max-metrics N]
-    python -m toolkit logs follow [user@]HOST:PATH [--engine ...] [--wait-s S]
-
-``classify`` reads the file in chunks (memory does not grow with its length) and ``--json``
-prints one JSON object (line numbers are 1-based over ``\\n``-separated lines, as ``grep -n``
-counts): state, ready_line, ready_evidence, fatal_line, fatal_reason, benign_lines, metrics
-(the last ``--max-metrics`` rows) and metric_count, plus fatal_rule, fatal_rank, hint and
-phases. Exit status: 0 ready or starting, 1 failed, 2 when the file cannot be classified
-(missing, unreadable, empty, binary) or the command line is wrong: one line on stderr says why.
+``classify`` reads the file in chunks: memory does not grow with its length. Exit status: 0 ready or
+starting, 1 failed, 2 when the file cannot be classified or the command line is wrong.
 """
 
 from __future__ import annotations
@@ -16,7 +9,9 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
+from contextlib import nullcontext
 from pathlib import Path
 from typing import BinaryIO, TextIO
 
@@ -30,14 +25,8 @@ __all__ = ["main", "render_summary", "render_event", "use_colour"]
 
 _CHUNK_BYTES = 1 << 20
 
-_COLOURS = {
-    Verdict.FATAL: "\x1b[1;31m",
-    Verdict.READY: "\x1b[1;32m",
-    Verdict.BENIGN: "\x1b[2m",
-    Verdict.WARNING: "\x1b[33m",
-    Verdict.PROGRESS: "\x1b[36m",
-    Verdict.METRIC: "\x1b[34m",
-}
+_COLOURS = {Verdict.FATAL: "\x1b[1;31m", Verdict.READY: "\x1b[1;32m", Verdict.BENIGN: "\x1b[2m",
+            Verdict.WARNING: "\x1b[33m", Verdict.PROGRESS: "\x1b[36m", Verdict.METRIC: "\x1b[34m"}
 _RESET = "\x1b[0m"
 
 
@@ -67,9 +56,7 @@ def render_summary(summary: LogSummary, *, path: str, colour: bool) -> str:
     if summary.warning_lines:
         out.append(f"  warnings: {len(summary.warning_lines)}")
     if summary.metrics:
-        kinds: dict[str, int] = {}
-        for m in summary.metrics:
-            kinds[m.kind] = kinds.get(m.kind, 0) + 1
+        kinds = Counter(m.kind for m in summary.metrics)
         last = f" (the last {len(summary.metrics)} of {summary.metric_count})" if summary.metric_count > len(summary.metrics) else ""
         out.append("  metric lines: " + ", ".join(f"{k} x{n}" for k, n in kinds.items()) + last)
     return "\n".join(out)
@@ -117,11 +104,9 @@ def _classify(args: argparse.Namespace) -> int:
         return 2
     name = "standard input" if args.file == "-" else args.file
     try:
-        if args.file == "-":
-            summary = classify_chunks(_chunks(sys.stdin.buffer), engine=args.engine, max_metrics=args.max_metrics, name=name)
-        else:
-            with Path(args.file).open("rb") as stream:
-                summary = classify_chunks(_chunks(stream), engine=args.engine, max_metrics=args.max_metrics, name=name)
+        with nullcontext(sys.stdin.buffer) if args.file == "-" else Path(args.file).open("rb") as stream:
+            summary = classify_chunks(_chunks(stream), engine=args.engine, max_metrics=args.max_metrics,
+                                      name=name)
     except OSError as exc:
         print(f"error: cannot read {args.file}: {exc.strerror or exc}; pass an existing, readable log file", file=sys.stderr)
         return 2
@@ -137,8 +122,7 @@ def _classify(args: argparse.Namespace) -> int:
 
 
 def main(argv: Sequence[str] | None = None, *, follow: Callable[[argparse.Namespace], int] | None = None) -> int:
-    """Entry point for ``python -m toolkit logs``; ``follow`` runs ``logs follow`` (:mod:`toolkit.cli.follow`,
-    which reaches hosts: the dispatcher passes it only then, so ``classify`` never imports SSH)."""
+    """``python -m toolkit logs``; ``follow`` comes only with ``logs follow``: classify never imports SSH."""
     parser = _parser()
     try:
         args = parser.parse_args(list(sys.argv[1:] if argv is None else argv))

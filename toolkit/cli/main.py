@@ -1,7 +1,6 @@
-"""`python -m toolkit SUBCOMMAND ...`: one dispatcher, each subcommand a module of its own.
+"""`python -m toolkit SUBCOMMAND ...`: one dispatcher, each subcommand a module imported only when asked for.
 
-Each subcommand's module is imported only when it is asked for (a plain import inside its
-entry below): `python -m toolkit logs classify` must not pay for pandas, seaborn or aiohttp.
+`python -m toolkit logs classify` must not pay for pandas, seaborn or aiohttp.
 """
 
 from __future__ import annotations
@@ -59,7 +58,6 @@ def _demo(argv: list[str]) -> int:
     return main(argv)
 
 
-# subcommand -> (entry, one-line help)
 SUBCOMMANDS: dict[str, tuple[Entry, str]] = {
     "logs": (_logs, "classify a server log, or follow one live: logs classify FILE | logs follow HOST:PATH"),
     "bench": (_bench, "benchmark an OpenAI-compatible server (TTFT, ITL, TPOT, tok/s)"),

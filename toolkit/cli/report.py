@@ -1,8 +1,7 @@
 """``python -m toolkit report JOURNAL --out DIR``: the post-mortem, or one line on stderr saying why not.
 
-A corrupt or unreadable journal, or an output folder that cannot be written, is an expected
-failure: the person needs the cause and the fix, not a traceback (issue 20). Exit status 2
-for those and for a wrong command line, 130 for Ctrl-C, 0 when the report was written.
+A corrupt journal or an unwritable folder is an expected failure: the cause and the fix, not a
+traceback (issue 20). Exit status 2 for those and a wrong command line, 130 for Ctrl-C.
 """
 
 from __future__ import annotations

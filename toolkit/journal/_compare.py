@@ -1,8 +1,6 @@
-"""What differs between two steps, runs or configurations: spec first, then metrics with b/a.
+"""What differs between two steps, runs or configurations: spec first, then metrics with b/a (pure).
 
-Pure over the journal's own DataFrames. A side is named by a step id (``int`` or
-``"step:3"``), a run id (``"run:7"``), or a label (the run label, the spec label or the
-step title; every run with that label counts, so repeats recorded in several steps pool).
+A label names every run with that label, so repeats recorded in several steps pool.
 """
 
 from __future__ import annotations
@@ -60,9 +58,8 @@ def resolve_side(selector: int | str, steps: pd.DataFrame, results: pd.DataFrame
         step_id = int(named.iloc[-1]["step_id"])
         return Side(text, results[results["step_id"] == step_id], _spec_of(steps, step_id))
     labels = sorted(set(results["label"].dropna()) | set(steps["title"].dropna()))
-    raise ValueError(
-        f"nothing in this investigation is called {text!r}; use a step id, 'run:ID', or one of: {labels}"
-    )
+    raise ValueError(f"nothing in this investigation is called {text!r}; use a step id, 'run:ID', or one of: "
+                     f"{labels}")
 
 
 def _numeric_metrics(runs: pd.DataFrame, skip: set[str]) -> dict[str, list[float]]:
@@ -78,29 +75,23 @@ def _numeric_metrics(runs: pd.DataFrame, skip: set[str]) -> dict[str, list[float
 
 
 def compare_frames(a: Side, b: Side) -> pd.DataFrame:
-    """The rows of ``journal.compare``: spec differences, then every metric with diff, b/a and a verdict.
-
-    The spec rows are :func:`toolkit.server.naming.diff`'s changes, named like the results columns.
-    """
+    """The rows of ``journal.compare``: spec differences, then every metric with diff, b/a and a verdict."""
     rows: list[dict[str, Any]] = [
         {"section": "spec", "name": column_name(change.name), "a": ABSENT if change.before is None else change.before,
          "b": ABSENT if change.after is None else change.after}
-        for change in diff(a.parameters, b.parameters)
-    ]
+        for change in diff(a.parameters, b.parameters)]
     skip = set(RESULT_BASE_COLUMNS) | set(WORKLOAD_COLUMNS)
     metrics_a, metrics_b = _numeric_metrics(a.runs, skip), _numeric_metrics(b.runs, skip)
     for name in [m for m in metrics_a if m in metrics_b] + [m for m in metrics_b if m not in metrics_a]:
         xs, ys = metrics_a.get(name, []), metrics_b.get(name, [])
         mean_a = sum(xs) / len(xs) if xs else math.nan
         mean_b = sum(ys) / len(ys) if ys else math.nan
-        verdict = None
         direction = metric_direction(name)
-        if direction is not None and len(xs) >= 2 and len(ys) >= 2:
-            verdict = compare_samples(xs, ys, higher_is_better=direction).verdict
-        rows.append({
-            "section": "metric", "name": name, "a": mean_a, "b": mean_b, "diff": mean_b - mean_a,
-            "ratio": mean_b / mean_a if mean_a else math.nan, "n_a": len(xs), "n_b": len(ys), "verdict": verdict,
-        })
+        verdict = (compare_samples(xs, ys, higher_is_better=direction).verdict
+                   if direction is not None and len(xs) >= 2 and len(ys) >= 2 else None)
+        rows.append({"section": "metric", "name": name, "a": mean_a, "b": mean_b, "diff": mean_b - mean_a,
+                     "ratio": mean_b / mean_a if mean_a else math.nan, "n_a": len(xs), "n_b": len(ys),
+                     "verdict": verdict})
     frame = pd.DataFrame(rows, columns=COMPARE_COLUMNS)
     frame[["n_a", "n_b"]] = frame[["n_a", "n_b"]].astype("Int64")
     frame.attrs["a"], frame.attrs["b"] = a.name, b.name

@@ -1,13 +1,11 @@
-"""Read the journal back as plain pandas DataFrames: steps, results, requests, metric and log lines.
+"""Read the journal back as tidy pandas DataFrames: steps, results, requests, metric and log lines.
 
-Tidy shapes for seaborn and for eyes: one row per step, one row per run (spec flattened
-into ``flag:--name`` / ``env:NAME`` columns beside the summary metrics), one row per
-request, one row per metric line. Times are UTC ``datetime64`` columns; durations are
-``_s`` floats.
+Times are UTC ``datetime64`` columns; durations are ``_s`` floats.
 """
 
 from __future__ import annotations
 
+from sqlite3 import Row
 from typing import Any
 
 import pandas as pd
@@ -65,8 +63,7 @@ def _seconds(value: Any, where: str) -> float | None:
 def investigations_frame(store: Store) -> pd.DataFrame:
     rows = store.read(
         "SELECT i.id AS investigation_id, i.name, i.created_at, i.root_cause, count(s.id) AS n_steps"
-        " FROM investigations i LEFT JOIN steps s ON s.investigation_id = i.id GROUP BY i.id ORDER BY i.id"
-    )
+        " FROM investigations i LEFT JOIN steps s ON s.investigation_id = i.id GROUP BY i.id ORDER BY i.id")
     frame = pd.DataFrame([dict(r) for r in rows],
                          columns=["investigation_id", "name", "created_at", "root_cause", "n_steps"])
     _times(frame, "created_at")
@@ -79,8 +76,7 @@ def steps_frame(store: Store, investigation_id: int | None) -> pd.DataFrame:
         " (SELECT group_concat(text, char(10)) FROM (SELECT text FROM notes n WHERE n.step_id = s.id"
         "  ORDER BY n.id)) AS notes"
         " FROM steps s WHERE s.investigation_id = ? ORDER BY s.id",
-        (investigation_id,),
-    )
+        (investigation_id,))
     records = []
     present = set(rows[0].keys()) if rows else set()  # (`in row` would search a Row's values)
     for seq, row in enumerate(rows, start=1):
@@ -108,6 +104,10 @@ def steps_frame(store: Store, investigation_id: int | None) -> pd.DataFrame:
     return frame
 
 
+def _label(row: Row) -> str:
+    return str(row["run_label"] or row["spec_label"] or row["title"])
+
+
 def _only(hosts: Any) -> str | None:
     """The step's host when it ran on one (a run recorded without its own host ran there)."""
     return str(hosts[0]) if isinstance(hosts, list) and len(hosts) == 1 else None
@@ -122,8 +122,7 @@ def results_frame(store: Store, investigation_id: int | None) -> pd.DataFrame:
         + "".join(f" json_extract(r.extra_json, '{path}') AS \"{name}\"," for name, path in WORKLOAD_COLUMNS.items())
         + " s.kind, s.title, s.status, s.verdict, s.spec_label, s.spec_json"
         " FROM runs r JOIN steps s ON s.id = r.step_id WHERE s.investigation_id = ? ORDER BY r.id",
-        (investigation_id,),
-    )
+        (investigation_id,))
     records: list[dict[str, Any]] = []
     metric_names: dict[str, None] = {}  # ordered sets: first appearance wins
     spec_names: dict[str, None] = {}
@@ -162,44 +161,36 @@ def results_frame(store: Store, investigation_id: int | None) -> pd.DataFrame:
     return frame
 
 
+def _read(store: Store, sql: str, investigation_id: int | None, only: dict[str, int | None],
+          order: str) -> list[Row]:
+    """``sql`` (ending ``WHERE s.investigation_id = ?``) narrowed to each column of ``only`` not None."""
+    given = {column: value for column, value in only.items() if value is not None}
+    narrowed = "".join(f" AND {column} = ?" for column in given)
+    return store.read(f"{sql}{narrowed} ORDER BY {order}", [investigation_id, *given.values()])
+
+
 def requests_frame(store: Store, investigation_id: int | None, run_id: int | None = None) -> pd.DataFrame:
-    sql = (
-        "SELECT q.run_id, q.idx, q.data_json, r.step_id, r.label AS run_label, s.spec_label, s.title"
-        " FROM requests q JOIN runs r ON r.id = q.run_id JOIN steps s ON s.id = r.step_id"
-        " WHERE s.investigation_id = ?"
-    )
-    params: list[Any] = [investigation_id]
-    if run_id is not None:
-        sql += " AND q.run_id = ?"
-        params.append(run_id)
-    records = []
-    for row in store.read(sql + " ORDER BY q.run_id, q.idx", params):
-        label = row["run_label"] or row["spec_label"] or row["title"]
-        records.append({"run_id": row["run_id"], "step_id": row["step_id"], "label": label, "idx": row["idx"],
-                        **(loads(row["data_json"], dict, where=f"request {row['idx']} of run {row['run_id']}") or {})})
+    sql = ("SELECT q.run_id, q.idx, q.data_json, r.step_id, r.label AS run_label, s.spec_label, s.title"
+           " FROM requests q JOIN runs r ON r.id = q.run_id JOIN steps s ON s.id = r.step_id"
+           " WHERE s.investigation_id = ?")
+    records = [{"run_id": row["run_id"], "step_id": row["step_id"], "label": _label(row), "idx": row["idx"],
+                **(loads(row["data_json"], dict, where=f"request {row['idx']} of run {row['run_id']}") or {})}
+               for row in _read(store, sql, investigation_id, {"q.run_id": run_id}, "q.run_id, q.idx")]
     return pd.DataFrame(records, columns=None if records else ["run_id", "step_id", "label", "idx"])
 
 
-def metric_lines_frame(
-    store: Store, investigation_id: int | None, run_id: int | None = None, step_id: int | None = None
-) -> pd.DataFrame:
-    sql = (
-        "SELECT m.step_id, m.run_id, m.line_no, m.kind, m.rank, m.timestamp, m.values_json,"
-        " r.label AS run_label, s.spec_label, s.title"
-        " FROM metric_lines m JOIN steps s ON s.id = m.step_id LEFT JOIN runs r ON r.id = m.run_id"
-        " WHERE s.investigation_id = ?"
-    )
-    params: list[Any] = [investigation_id]
-    for column, value in (("m.run_id", run_id), ("m.step_id", step_id)):
-        if value is not None:
-            sql += f" AND {column} = ?"
-            params.append(value)
-    records = []
-    for row in store.read(sql + " ORDER BY m.id", params):
-        label = row["run_label"] or row["spec_label"] or row["title"]
-        records.append({"step_id": row["step_id"], "run_id": row["run_id"], "label": label,
-                        "line_no": row["line_no"], "kind": row["kind"], "rank": row["rank"],
-                        "timestamp": row["timestamp"], **(loads(row["values_json"], dict, where=f"a metric line of step {row['step_id']}") or {})})
+def metric_lines_frame(store: Store, investigation_id: int | None, run_id: int | None = None,
+                       step_id: int | None = None) -> pd.DataFrame:
+    sql = ("SELECT m.step_id, m.run_id, m.line_no, m.kind, m.rank, m.timestamp, m.values_json,"
+           " r.label AS run_label, s.spec_label, s.title"
+           " FROM metric_lines m JOIN steps s ON s.id = m.step_id LEFT JOIN runs r ON r.id = m.run_id"
+           " WHERE s.investigation_id = ?")
+    rows = _read(store, sql, investigation_id, {"m.run_id": run_id, "m.step_id": step_id}, "m.id")
+    records = [{"step_id": row["step_id"], "run_id": row["run_id"], "label": _label(row),
+                "line_no": row["line_no"], "kind": row["kind"], "rank": row["rank"],
+                "timestamp": row["timestamp"],
+                **(loads(row["values_json"], dict, where=f"a metric line of step {row['step_id']}") or {})}
+               for row in rows]
     base = ["step_id", "run_id", "label", "line_no", "kind", "rank", "timestamp"]
     frame = pd.DataFrame(records, columns=None if records else base + ["t_s"])
     if records:
@@ -211,13 +202,10 @@ def metric_lines_frame(
 
 
 def log_lines_frame(store: Store, investigation_id: int | None, step_id: int | None = None) -> pd.DataFrame:
-    sql = "SELECT l.* FROM log_lines l JOIN steps s ON s.id = l.step_id WHERE s.investigation_id = ?"
-    params: list[Any] = [investigation_id]
-    if step_id is not None:
-        sql += " AND l.step_id = ?"
-        params.append(step_id)
     columns = ["step_id", "run_id", "line_no", "rank", "level", "verdict", "rule", "timestamp", "text", "caused"]
-    rows = [dict(r) for r in store.read(sql + " ORDER BY l.id", params)]  # `caused` is None before schema 3
+    sql = "SELECT l.* FROM log_lines l JOIN steps s ON s.id = l.step_id WHERE s.investigation_id = ?"
+    # `caused` is None before schema 3
+    rows = [dict(r) for r in _read(store, sql, investigation_id, {"l.step_id": step_id}, "l.id")]
     frame = pd.DataFrame([{c: r.get(c) for c in columns} for r in rows], columns=columns)
     _times(frame, "timestamp")
     return frame

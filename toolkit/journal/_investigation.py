@@ -1,10 +1,7 @@
 """Which investigation an opened journal records into, and the line that tells the user (pure).
 
-Issue 14: running a notebook twice silently merged into the previous run's journal, so
-plots and the post-mortem showed 16 steps. Opening an existing journal now starts a new
-investigation unless ``resume=True`` says to continue one; either way the user is told,
-naming the previous investigation and how to continue it. A read-only journal cannot
-start anything: it shows the latest (or the named) investigation.
+Issue 14: running a notebook twice silently merged into the previous run's journal (16 steps in the
+plots); opening one now starts a new investigation unless ``resume=True``, and says so.
 """
 
 from __future__ import annotations
@@ -47,13 +44,10 @@ def free_name(base: str, taken: Collection[str]) -> str:
     return f"{base} ({number})"
 
 
-def _when(at: float) -> str:
-    return datetime.fromtimestamp(at, UTC).strftime("%Y-%m-%d %H:%M UTC")
-
-
 def _described(investigation: Investigation) -> str:
     steps = f"{investigation.steps} step{'' if investigation.steps == 1 else 's'}"
-    return f"{investigation.name!r} ({steps}, last activity {_when(investigation.last_at)})"
+    when = datetime.fromtimestamp(investigation.last_at, UTC).strftime("%Y-%m-%d %H:%M UTC")
+    return f"{investigation.name!r} ({steps}, last activity {when})"
 
 
 def choose(existing: Sequence[Investigation], *, requested: str | None, resume: bool, read_only: bool,
@@ -90,9 +84,7 @@ def choose(existing: Sequence[Investigation], *, requested: str | None, resume: 
         previous = existing[-1]
         plural = "s" if len(existing) > 1 else ""
         held = f"{path} holds {len(existing)} earlier investigation{plural}, the latest {_described(previous)}"
-    notice = (
-        f"{held}. This run records a new investigation, {name!r}: steps(), results() and the post-mortem show "
-        f"only its steps. To add to {previous.name!r} instead: "
-        f"Journal({path!r}, investigation={previous.name!r}, resume=True)."
-    )
+    notice = (f"{held}. This run records a new investigation, {name!r}: steps(), results() and the "
+              f"post-mortem show only its steps. To add to {previous.name!r} instead: "
+              f"Journal({path!r}, investigation={previous.name!r}, resume=True).")
     return Choice(name, None, notice)

@@ -14,15 +14,8 @@ from types import TracebackType
 
 import pandas as pd
 
+from toolkit.journal import _frames
 from toolkit.journal._compare import compare_frames, resolve_side
-from toolkit.journal._frames import (
-    investigations_frame,
-    log_lines_frame,
-    metric_lines_frame,
-    requests_frame,
-    results_frame,
-    steps_frame,
-)
 from toolkit.journal._investigation import Investigation, choose, free_name
 from toolkit.journal._owner import ProcessIdentity
 from toolkit.journal._recorder import StepRecorder
@@ -46,11 +39,8 @@ def _toolkit_version() -> str | None:
 class Journal:
     """The record of an investigation: every step, its spec, runs, verdict and evidence, in one file.
 
-    Opening a file that already holds investigations starts a new one (and prints which one it
-    follows and how to continue that instead); ``resume=True`` continues the named or latest one.
-    ``read_only=True`` only reads (as does a file this process cannot write). Safe to open from
-    several kernels at once (WAL, busy timeout, each write committed). Opening marks steps whose
-    process died ``interrupted`` (see ``interrupted_on_open``).
+    Opening a file that holds investigations starts a new one and says how to continue the last
+    (``resume=True``). Safe to open from several kernels at once.
 
     >>> journal = Journal("journals/eagle3.sqlite", investigation="EAGLE-3 regression")  # doctest: +SKIP
     >>> with journal.step("baseline", "no speculation", spec=base, host=host) as step:  # doctest: +SKIP
@@ -58,10 +48,8 @@ class Journal:
     >>> journal.results()  # doctest: +SKIP
     """
 
-    def __init__(
-        self, path: str | os.PathLike[str], investigation: str | None = None, *, resume: bool = False,
-        read_only: bool = False, busy_timeout_s: float = 30.0,
-    ) -> None:
+    def __init__(self, path: str | os.PathLike[str], investigation: str | None = None, *,
+                 resume: bool = False, read_only: bool = False, busy_timeout_s: float = 30.0) -> None:
         if investigation is not None and not isinstance(investigation, str):  # issue 25: 5 failed deep inside
             raise TypeError(f"Journal(investigation={investigation!r}): the investigation's name is text, like "
                             "'eagle3 regression' (None: the journal's only investigation, or the file's name)")
@@ -107,8 +95,7 @@ class Journal:
         rows = self._store.read(
             "SELECT i.id, i.name, count(s.id) AS steps, max(coalesce(max(s.updated_at), i.created_at),"
             " i.created_at) AS last_at FROM investigations i LEFT JOIN steps s ON s.investigation_id = i.id"
-            " GROUP BY i.id ORDER BY i.id"
-        )
+            " GROUP BY i.id ORDER BY i.id")
         return [Investigation(int(r["id"]), str(r["name"]), int(r["steps"]), float(r["last_at"])) for r in rows]
 
     def _investigation_id(self) -> int:
@@ -140,20 +127,17 @@ class Journal:
                 " error = coalesce(error, ?) WHERE id = ? AND status = 'running'",
                 (f"the process that ran this step (pid {owner.pid} on {owner.hostname}) ended before the step "
                  "finished (kernel restarted or killed?)", row["id"]),
-                doing=f"marking step {row['id']} interrupted",
-            )
+                doing=f"marking step {row['id']} interrupted")
             marked.append(int(row["id"]))
         return tuple(marked)
 
-    def step(
-        self, kind: str, title: str | None = None, *, hypothesis: str | None = None, spec: ServerSpec | None = None,
-        host: Hosts | None = None, versions: Mapping[str, str] | None = None, repo: SourceRepo | None = None,
-    ) -> StepRecorder:
+    def step(self, kind: str, title: str | None = None, *, hypothesis: str | None = None,
+             spec: ServerSpec | None = None, host: Hosts | None = None,
+             versions: Mapping[str, str] | None = None, repo: SourceRepo | None = None) -> StepRecorder:
         """Start a step (stored at once as ``running``); use the result as a context manager.
 
-        ``kind`` is one of ``STEP_KINDS`` or your own word; ``title`` defaults to the spec's label.
-        ``repo``: the checkout a commit step's code came from (its folder and ``origin``), so the
-        post-mortem can say where to clone it; ``compare_commits`` and ``perf_bisect`` pass it.
+        ``kind`` is one of ``STEP_KINDS`` or your own word. ``repo``: the checkout a commit step came
+        from, so the post-mortem can say where to clone it.
         """
         if not isinstance(kind, str) or not kind.strip():
             raise ValueError("kind must be a non-empty string such as 'baseline', 'flag_change' or 'attention_mode'")
@@ -172,8 +156,7 @@ class Journal:
             "INSERT INTO steps(investigation_id, kind, title, hypothesis, spec_json, spec_label, command,"
             " hosts_json, versions_json, repo_dir, repo_origin, status, started_at, updated_at, pid, hostname,"
             " proc_token) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'running', ?, ?, ?, ?, ?)",
-            (investigation_id, *values, now, now, me.pid, me.hostname, me.token), doing=f"the step {title!r}",
-        )
+            (investigation_id, *values, now, now, me.pid, me.hostname, me.token), doing=f"the step {title!r}")
         return StepRecorder(self._store, step_id)
 
     def note(self, title: str, text: str) -> int:
@@ -186,8 +169,7 @@ class Journal:
         """Record the root cause, in your words, for the post-mortem (optionally the step that proved it)."""
         self._store.write(
             "UPDATE investigations SET root_cause = ?, root_cause_at = ?, root_cause_step_id = ? WHERE id = ?",
-            (text, time.time(), step, self._investigation_id()), doing="the root cause",
-        )
+            (text, time.time(), step, self._investigation_id()), doing="the root cause")
 
     def root_cause_text(self) -> str | None:
         """The recorded root cause, or None."""
@@ -196,37 +178,33 @@ class Journal:
 
     def investigations(self) -> pd.DataFrame:
         """Every investigation in the file, with its step count and root cause."""
-        return investigations_frame(self._store)
+        return _frames.investigations_frame(self._store)
 
     def steps(self) -> pd.DataFrame:
         """One row per step of this investigation, in order (``seq``), with spec, verdict and error."""
-        return steps_frame(self._store, self.investigation_id)
+        return _frames.steps_frame(self._store, self.investigation_id)
 
     def results(self, *, wide: bool = False) -> pd.DataFrame:
         """One row per configuration: runs, output tok/s ± 95 % CI, median TTFT and ITL, verdicts (rounded).
 
-        ``wide=True``: one row per benchmark run with every summary metric and the spec as
-        ``flag:``/``env:`` columns, the frame plots and the post-mortem draw from.
+        ``wide=True``: one row per run, every metric and ``flag:``/``env:`` column (what plots draw from).
         """
-        frame = results_frame(self._store, self.investigation_id)
+        frame = _frames.results_frame(self._store, self.investigation_id)
         return frame if wide else configurations(frame)
 
     def compare(self, a: int | str, b: int | str) -> pd.DataFrame:
-        """What differs from a to b: spec rows, then metric rows with diff, ratio b/a and a noise verdict.
-
-        ``a``/``b``: a step id, ``"run:ID"``, ``"step:ID"``, or a label/title.
-        """
+        """What differs from a to b (a step id, ``"run:ID"``, ``"step:ID"``, a label): spec, then metrics."""
         steps, results = self.steps(), self.results(wide=True)
         return compare_frames(resolve_side(a, steps, results), resolve_side(b, steps, results))
 
     def requests(self, run_id: int | None = None) -> pd.DataFrame:
         """Per-request rows of one run (or of every run), with ``label`` for plotting."""
-        return requests_frame(self._store, self.investigation_id, run_id)
+        return _frames.requests_frame(self._store, self.investigation_id, run_id)
 
     def metric_lines(self, run_id: int | None = None, *, step_id: int | None = None) -> pd.DataFrame:
         """The server's metric lines (one column per value), ``t_s`` seconds since the run's first line."""
-        return metric_lines_frame(self._store, self.investigation_id, run_id, step_id)
+        return _frames.metric_lines_frame(self._store, self.investigation_id, run_id, step_id)
 
     def log_lines(self, step_id: int | None = None) -> pd.DataFrame:
         """The decisive log lines recorded with the steps (redacted as stored)."""
-        return log_lines_frame(self._store, self.investigation_id, step_id)
+        return _frames.log_lines_frame(self._store, self.investigation_id, step_id)

@@ -1,9 +1,4 @@
-"""Who runs a step: pid, hostname and a start token, so that a step left ``running`` by a dead process is found.
-
-A kernel killed mid-step (``kill -9``, a crash, a restart) leaves its step ``running``. The
-next open of the journal asks whether that process still exists; the start token (boot id
-and the process's start time) tells a reused pid from the original.
-"""
+"""Who runs a step, so that a step left ``running`` by a kernel killed mid-step is found on the next open."""
 
 from __future__ import annotations
 
@@ -17,7 +12,7 @@ __all__ = ["ProcessIdentity"]
 
 @dataclass(frozen=True)
 class ProcessIdentity:
-    """Who runs a step: pid, hostname and a start token (boot id + start time) against pid reuse."""
+    """pid, hostname and a start token (boot id + start time): a reused pid is not the original."""
 
     pid: int
     hostname: str
@@ -37,7 +32,8 @@ class ProcessIdentity:
             return True
         except PermissionError:
             pass  # exists, owned by someone else
-        if _is_zombie(self.pid):
+        fields = _proc_stat_fields(self.pid)
+        if fields and fields[0] in ("Z", "X"):  # a zombie
             return True
         current = _start_token(self.pid)
         return self.token is not None and current is not None and current != self.token
@@ -49,11 +45,6 @@ def _proc_stat_fields(pid: int) -> list[str] | None:
     except OSError:
         return None
     return stat[stat.rfind(")") + 2:].split()  # fields from "state" on; comm may hold spaces
-
-
-def _is_zombie(pid: int) -> bool:
-    fields = _proc_stat_fields(pid)
-    return fields is not None and len(fields) > 0 and fields[0] in ("Z", "X")
 
 
 def _start_token(pid: int) -> str | None:

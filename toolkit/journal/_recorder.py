@@ -1,10 +1,7 @@
 """One step of an investigation, recorded as it happens: ``with journal.step(...) as step``.
 
-The row exists (status ``running``, with our pid, hostname and start token) before any
-work starts, and every ``record*`` call commits on its own. So a kernel killed in the
-middle keeps the runs it finished, and the next open marks the step ``interrupted``.
-Each ``record*`` takes the toolkit's own type and stores it through its adapter
-(:mod:`toolkit.journal.adapters`); bulky values are redacted before the write lock is taken.
+The row exists before any work starts and every ``record*`` commits on its own, so a kernel killed
+in the middle keeps the runs it finished (the next open marks the step ``interrupted``).
 """
 
 from __future__ import annotations
@@ -14,20 +11,11 @@ import time
 import traceback
 from collections.abc import Iterable, Mapping
 from types import TracebackType
-from typing import Literal, get_args
+from typing import Any, Literal, get_args
 
 from toolkit.benchmark.result import BenchResult
+from toolkit.journal import adapters
 from toolkit.journal._store import Json, Store, clean, loads
-from toolkit.journal.adapters import (
-    Hosts,
-    bench_runs,
-    error_evidence,
-    host_names,
-    log_line_row,
-    metric_line_row,
-    readiness_row,
-    spec_row,
-)
 from toolkit.logs.classify import LogEvent
 from toolkit.logs.metric_lines import MetricRow
 from toolkit.server.readiness import ReadinessReport
@@ -67,9 +55,8 @@ class StepRecorder:
     def __enter__(self) -> StepRecorder:
         return self
 
-    def __exit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> Literal[False]:
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> Literal[False]:
         if exc is None:
             self.finish("done")
             return False
@@ -80,9 +67,8 @@ class StepRecorder:
                 "UPDATE steps SET status = ?, finished_at = ?, updated_at = ?, error = ?, traceback = ?,"
                 " evidence_json = ? WHERE id = ?",
                 (status, time.time(), time.time(), f"{type(exc).__name__}: {exc}",
-                 "".join(traceback.format_exception(exc_type, exc, tb)), Json(error_evidence(exc)), self.id),
-                doing=f"the failure of step {self.id}",
-            )
+                 "".join(traceback.format_exception(exc_type, exc, tb)), Json(adapters.error_evidence(exc)),
+                 self.id), doing=f"the failure of step {self.id}")
             self._finished = True
         except Exception as journal_exc:  # never hide the user's error behind ours
             exc.add_note(f"the journal could not record this failure of step {self.id}: {journal_exc}")
@@ -97,16 +83,14 @@ class StepRecorder:
         self._store.write(
             "UPDATE steps SET status = ?, finished_at = ?, updated_at = ?, error = coalesce(?, error)"
             " WHERE id = ? AND status = 'running'",
-            (status, now, now, error, self.id), doing=f"the end of step {self.id}",
-        )
+            (status, now, now, error, self.id), doing=f"the end of step {self.id}")
         self._finished = True
 
     def record(self, result: BenchResult | ReadinessReport, *, run_label: str | None = None,
                repeat: int | None = None) -> int | None:
         """Record a benchmark result (returns its run id) or a readiness report (returns None).
 
-        ``run_label`` names the configuration for tables and plots (repeats share a label);
-        without it the step's spec label is used.
+        ``run_label`` names the configuration for tables and plots (default: the spec's label).
         """
         if isinstance(result, BenchResult):
             return self.record_bench(result, run_label=run_label, repeat=repeat)
@@ -120,13 +104,11 @@ class StepRecorder:
 
     def record_bench(self, result: BenchResult, *, run_label: str | None = None, repeat: int | None = None,
                      host: str | None = None) -> int:
-        """Store a benchmark run: its summary, per-request rows and settings, in one transaction.
+        """Store a benchmark run in one transaction; returns the (first) run id.
 
-        A result that holds repeats (``BenchResult.runs``) is stored as one run per repeat
-        (``repeat`` 0..n-1), so tables and plots show the spread; the first run's id is returned.
-        ``host`` names the host the run's server ran on, when a step's runs span several hosts.
+        Repeats (``BenchResult.runs``) are stored one run each, so tables and plots show the spread.
         """
-        runs = bench_runs(result)
+        runs = adapters.bench_runs(result)
         if host is not None:
             runs = [dataclasses.replace(run, extra={**run.extra, "host": str(host)}) for run in runs]
         several = len(result.runs) > 0
@@ -140,8 +122,7 @@ class StepRecorder:
                 cursor = tx.execute(
                     "INSERT INTO runs(step_id, label, repeat, recorded_at, summary_json, extra_json)"
                     " VALUES (?, ?, ?, ?, ?, ?)",
-                    (self.id, label, number, time.time(), summary, extra),
-                )
+                    (self.id, label, number, time.time(), summary, extra))
                 run_ids.append(int(cursor.lastrowid or 0))
                 tx.executemany("INSERT INTO requests(run_id, idx, data_json) VALUES (?, ?, ?)",
                                [(run_ids[-1], idx, row) for idx, row in enumerate(requests)])
@@ -159,10 +140,9 @@ class StepRecorder:
 
     def record_readiness(self, report: ReadinessReport) -> None:
         """Store how the server came up (ready, time to ready, phases, benign lines, failure)."""
-        self._store.write(
-            "UPDATE steps SET readiness_json = ?, updated_at = ? WHERE id = ?",
-            (Json(readiness_row(report)), time.time(), self.id), doing=f"the start-up report of step {self.id}",
-        )
+        self._store.write("UPDATE steps SET readiness_json = ?, updated_at = ? WHERE id = ?",
+                          (Json(adapters.readiness_row(report)), time.time(), self.id),
+                          doing=f"the start-up report of step {self.id}")
         decisive = report.failure.decisive if report.failure is not None else None
         chosen: list[LogEvent] = [*report.benign, *(e for e in (report.ready_line, decisive) if e is not None)]
         chosen.sort(key=lambda e: e.line_no)
@@ -171,46 +151,40 @@ class StepRecorder:
     def record_metrics(self, rows: Iterable[MetricRow], *, run_id: int | None = None) -> int:
         """Store the server's metric lines; they join the latest run by default."""
         run = run_id if run_id is not None else self._last_run_id
-        stored = [metric_line_row(row) for row in rows]
+        stored = [adapters.metric_line_row(row) for row in rows]
         prepared = [(self.id, run, r.line_no, clean(r.kind), clean(r.rank), r.timestamp, clean(Json(r.values)))
                     for r in stored]
         # a line the step holds already (tk.bench's evidence, then the trial's own window) is stored once
         held = {tuple(row) for row in self._store.read(
             "SELECT line_no, kind, rank, timestamp, values_json FROM metric_lines WHERE step_id = ?", (self.id,))}
-        prepared = [p for p in prepared if (p[2], p[3].value, p[4].value, p[5], p[6].value) not in held]
-        with self._store.transaction(f"the metric lines of step {self.id}") as tx:
-            tx.executemany(
-                "INSERT INTO metric_lines(step_id, run_id, line_no, kind, rank, timestamp, values_json)"
-                " VALUES (?, ?, ?, ?, ?, ?, ?)", prepared,
-            )
-            tx.execute("UPDATE steps SET updated_at = ? WHERE id = ?", (time.time(), self.id))
+        self._insert("metric_lines", "step_id, run_id, line_no, kind, rank, timestamp, values_json",
+                     [p for p in prepared if (p[2], p[3].value, p[4].value, p[5], p[6].value) not in held])
         return len(stored)
 
     def record_log_lines(self, events: Iterable[LogEvent | str], *, run_id: int | None = None) -> int:
-        """Store the decisive log lines (``LogEvent``s, or lines pasted as text and judged now), redacted, each with
-        its verdict and whether the toolkit caused it."""
+        """Store the decisive log lines (``LogEvent``s, or pasted text judged now), each with its verdict."""
         run = run_id if run_id is not None else self._last_run_id
-        stored = [log_line_row(event) for event in events]
+        stored = [adapters.log_line_row(event) for event in events]
         prepared = [(self.id, run, e.line_no, clean(e.rank), clean(e.level), clean(e.verdict), clean(e.rule),
                      e.timestamp, clean(e.text), e.caused) for e in stored]
         held = {(row[0], row[1]) for row in self._store.read(
             "SELECT line_no, text FROM log_lines WHERE step_id = ? AND line_no IS NOT NULL", (self.id,))}
-        prepared = [p for p in prepared if (p[2], p[8].value) not in held]
-        with self._store.transaction(f"the log lines of step {self.id}") as tx:
-            tx.executemany(
-                "INSERT INTO log_lines(step_id, run_id, line_no, rank, level, verdict, rule, timestamp, text, caused)"
-                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", prepared,
-            )
-            tx.execute("UPDATE steps SET updated_at = ? WHERE id = ?", (time.time(), self.id))
+        columns = "step_id, run_id, line_no, rank, level, verdict, rule, timestamp, text, caused"
+        self._insert("log_lines", columns, [p for p in prepared if (p[2], p[8].value) not in held])
         return len(stored)
+
+    def _insert(self, table: str, columns: str, rows: list[tuple[Any, ...]]) -> None:
+        marks = ", ".join("?" for _ in columns.split(","))
+        with self._store.transaction(f"the {table.replace('_', ' ')} of step {self.id}") as tx:
+            tx.executemany(f"INSERT INTO {table}({columns}) VALUES ({marks})", rows)
+            tx.execute("UPDATE steps SET updated_at = ? WHERE id = ?", (time.time(), self.id))
 
     def set_verdict(self, verdict: StepVerdict, note: str | None = None) -> None:
         """Was the hypothesis confirmed, refuted or inconclusive? ``note`` says why."""
         _check_choice(verdict, get_args(StepVerdict), "verdict")
         self._store.write(
             "UPDATE steps SET verdict = ?, verdict_note = coalesce(?, verdict_note), updated_at = ? WHERE id = ?",
-            (verdict, note, time.time(), self.id), doing=f"the verdict of step {self.id}",
-        )
+            (verdict, note, time.time(), self.id), doing=f"the verdict of step {self.id}")
 
     verdict = set_verdict  # the name docs/contracts.md uses
 
@@ -224,16 +198,16 @@ class StepRecorder:
     def set_spec(self, spec: ServerSpec) -> None:
         """Attach (or replace) the ServerSpec when it is only known inside the step."""
         self._store.learn_secrets(spec.secrets())
-        row = spec_row(spec)
+        row = adapters.spec_row(spec)
         self._store.write(
             "UPDATE steps SET spec_json = ?, spec_label = ?, command = ?, updated_at = ? WHERE id = ?",
             (Json(row.data), row.label, row.command, time.time(), self.id), doing=f"the spec of step {self.id}",
         )
 
-    def set_host(self, host: Hosts) -> None:
+    def set_host(self, host: adapters.Hosts) -> None:
         """Attach the host(s) the step ran on (``Host``, ``HostGroup``, names)."""
-        self._store.write("UPDATE steps SET hosts_json = ? WHERE id = ?", (Json(host_names(host)), self.id),
-                          doing=f"the hosts of step {self.id}")
+        self._store.write("UPDATE steps SET hosts_json = ? WHERE id = ?",
+                          (Json(adapters.host_names(host)), self.id), doing=f"the hosts of step {self.id}")
 
     def set_versions(self, versions: Mapping[str, str]) -> None:
         """Add engine/library versions (e.g. ``{"sglang": "0.5.9"}``) to those already known."""

@@ -1,11 +1,7 @@
 """``journal.results()``: one row per configuration, the figures a person reads first, rounded for people.
 
-Issue 14: the wide frame (one row per run, 66 columns) hid tok/s among the per-run details.
-The curated view leads with the configuration, how many runs, output tok/s with its 95 %
-confidence interval (Student's t on the mean of the runs, :func:`toolkit.stats.mean_interval`),
-the median TTFT and ITL (the median over runs of each run's median), the steps' verdicts and,
-when runs spread over several hosts, where each configuration ran.
-``journal.results(wide=True)`` is the full frame behind it, which plots and the post-mortem use.
+Issue 14: the wide frame (one row per run, 66 columns) hid tok/s among the per-run details. TTFT and ITL
+are the median over runs of each run's median; tok/s has its 95 % CI (:func:`toolkit.stats.mean_interval`).
 """
 
 from __future__ import annotations

@@ -1,20 +1,10 @@
 """Opening the journal's SQLite file, and SQLite's errors told as ``JournalError``s that say what to do.
 
-Opening never changes a file that is not a journal: the file is read first (its tables, its
-schema version) and only an empty file or one of ours is switched to WAL and given the
-schema. Another application's database is refused untouched (issue 20: it once gained 8
-tables and WAL mode). A file this process cannot write (permissions, a read-only mount, an
-unwritable folder) opens for reading; recording then raises a JournalError saying why.
-
-Why these settings: two notebooks (or a notebook and a sweep script) often write one
-journal at once. WAL lets readers and one writer proceed together; ``busy_timeout`` makes
-a writer wait for the other instead of failing with "database is locked"; autocommit
-(``isolation_level=None``) commits each write at once, so a kernel killed mid-loop keeps
-every step it finished; ``synchronous=FULL`` keeps them across power loss too.
-
-A journal written by an older toolkit is brought up to this schema when it is opened for
-writing (``_MIGRATIONS``, in one transaction with the version bump); opened read-only it is
-read as it is, the columns it lacks reading as empty. A newer journal is refused with what to do.
+Only an empty file or one of ours is switched to WAL and given the schema: another application's
+database is refused untouched (issue 20: it once gained 8 tables and WAL mode). Two notebooks often
+write one journal at once: WAL lets readers and one writer proceed together, ``busy_timeout`` makes a
+writer wait instead of failing, autocommit keeps every finished step of a killed kernel, and
+``synchronous=FULL`` keeps them across power loss. An older journal is migrated when opened for writing.
 """
 
 from __future__ import annotations
@@ -106,6 +96,7 @@ _MIGRATIONS: dict[int, tuple[str | Callable[[sqlite3.Connection], None], ...]] =
     3: ("ALTER TABLE log_lines ADD COLUMN caused TEXT", _judge_stored_lines),
 }
 _NEW_FILE_HINT = "pass the path of a journal .sqlite file, or a new path to start one"
+_FOLDER_HINT = "pass a path in a folder you can write (for example journals/ beside your notebook)"
 
 
 @dataclass(frozen=True)
@@ -147,8 +138,7 @@ _KINDS = ((stat.S_ISDIR, "a folder"), (stat.S_ISFIFO, "a FIFO (named pipe)"), (s
 
 
 def _check_kind(path: Path) -> None:
-    """A journal is a regular file (or nothing yet). Issue 25: a FIFO was reported as "disk I/O error ...
-    full?", a link to /dev/null as "cannot rollback": SQLite's words for a file it cannot use."""
+    """A journal is a regular file or nothing yet (issue 25: SQLite called a FIFO a "disk I/O error")."""
     try:
         mode = path.stat().st_mode
     except OSError:
@@ -166,11 +156,10 @@ def _check_folder(path: Path) -> None:
         folder.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise JournalError(f"cannot create the folder {folder} for the journal {path.name}: {exc.strerror or exc}",
-                           hint="pass a path in a folder you can write (for example journals/ beside your notebook)",
-                           ) from exc
+                           hint=_FOLDER_HINT) from exc
     if not os.access(folder, os.W_OK):
         raise JournalError(f"cannot start the journal {path}: the folder {folder} is not writable",
-                           hint="pass a path in a folder you can write (for example journals/ beside your notebook)")
+                           hint=_FOLDER_HINT)
 
 
 def _why_not_writable(path: Path) -> str | None:
@@ -283,12 +272,7 @@ def _prepare(conn: sqlite3.Connection, busy_timeout_s: float, fresh: bool) -> No
 
 
 def _to_wal(conn: sqlite3.Connection, busy_timeout_s: float) -> None:
-    """Switch to WAL, waiting for a process that is creating the same fresh file.
-
-    Changing the journal mode needs an exclusive lock, and SQLite may answer "database is locked"
-    at once, without its busy handler, while another process is half-way through the same
-    switch: two notebooks opening one new journal together. Retry until the busy timeout.
-    """
+    """Switch to WAL, retrying: two notebooks opening one new journal are told "locked" without a wait."""
     deadline = time.monotonic() + busy_timeout_s
     pause = 0.005
     while True:

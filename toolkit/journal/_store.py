@@ -1,11 +1,7 @@
 """The one write gate: every value redacted before it reaches SQLite, and the lock held only for the write.
 
-Every value bound to SQL passes :func:`clean`: text through
-:func:`toolkit.redaction.redact_text`, JSON through :func:`toolkit.redaction.redact_obj`
-before it is encoded. There is no other way to write. Redaction runs *before* the lock
-(and SQLite's write lock) is taken: a megabyte log line must not stall another thread or
-another notebook writing the same journal (issue 20: one 60 kB line once held it 33.6 s).
-SQLite's errors leave here as ``JournalError``s that say what to do (:mod:`._sqlite`).
+Redaction runs *before* the lock is taken: a megabyte log line must not stall another thread or
+notebook writing the same journal (issue 20: one 60 kB line once held it 33.6 s).
 """
 
 from __future__ import annotations
@@ -17,6 +13,7 @@ import sqlite3
 import threading
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -27,22 +24,18 @@ from toolkit.redaction import Redactor, redact_obj, redact_text
 __all__ = ["Json", "Clean", "clean", "loads", "Store"]
 
 
+@dataclass(frozen=True, slots=True)
 class Json:
     """A value to store as JSON text; the gate redacts the tree, then encodes it."""
 
-    __slots__ = ("value",)
-
-    def __init__(self, value: Any) -> None:
-        self.value = value
+    value: Any
 
 
+@dataclass(frozen=True, slots=True)
 class Clean:
     """A value that already passed the gate (made by :func:`clean` only): written as it is."""
 
-    __slots__ = ("value",)
-
-    def __init__(self, value: str | int | float | None) -> None:
-        self.value = value
+    value: str | int | float | None
 
 
 def clean(value: Any) -> Clean:
@@ -64,10 +57,9 @@ def _gate(params: Sequence[Any], known: Redactor) -> tuple[Any, ...]:
 
 
 def loads(text: str | None, expect: type | None = None, *, where: str = "a JSON column") -> Any:
-    """Decode a JSON column (None stays None); ``expect``: the type it must decode to (dict, list).
+    """Decode a JSON column (None stays None) that must decode to ``expect``.
 
-    A journal may arrive damaged (issue 25: invalid JSON in a spec or a summary, a list as a spec
-    crashed ``report`` with a traceback): that is a JournalError naming ``where``, said in one line.
+    Issue 25: a damaged journal (a list as a spec) crashed ``report`` with a traceback; now a JournalError.
     """
     if text is None:
         return None
@@ -113,15 +105,11 @@ class Store:
             raise JournalError(
                 f"{self.path} is open for reading only ({self.read_only_reason}): {doing} was not recorded",
                 hint="record into a writable copy (copy the file, then Journal(copy, resume=True)), or make the "
-                     "file and its folder writable and open it again",
-            )
+                     "file and its folder writable and open it again")
 
     @contextmanager
     def transaction(self, doing: str) -> Iterator[_Tx]:
-        """BEGIN IMMEDIATE ... COMMIT: several writes that stand or fall together.
-
-        Clean bulky values with :func:`clean` before entering: inside, the lock is held.
-        """
+        """Several writes that stand or fall together; :func:`clean` bulky values before: the lock is held."""
         self._refuse_if_read_only(doing)
         with self._lock:
             try:

@@ -1,13 +1,7 @@
 """One adapter per type the journal records: the typed value in, the plain rows the store keeps out.
 
-The journal imports what it records (``ServerSpec``, ``BenchResult``, ``ReadinessReport``,
-``LogEvent``, ``MetricRow``, ``Host``/``HostGroup``, the ``ToolkitError`` family) and the
-recorder picks an adapter with ``isinstance``, so a change on either side is a type error,
-not a silently empty column. Plain strings are accepted where a person types them: a log
-line pasted from a terminal, a host name. Nothing here redacts: the store does, at its one gate.
-
-Reading back, :func:`spec_columns` rebuilds a stored spec with ``ServerSpec.from_dict`` and
-names its parameters through :mod:`toolkit.server.naming`, the one owner of spec naming.
+The recorder picks an adapter with ``isinstance``, so a change on either side is a type error, not a
+silently empty column. Nothing here redacts: the store does, at its one gate.
 """
 
 from __future__ import annotations
@@ -31,13 +25,10 @@ from toolkit.server.naming import ENV_PREFIX
 from toolkit.server.readiness import ReadinessReport
 from toolkit.server.spec import ServerSpec
 
-__all__ = [
-    "Hosts", "SpecRow", "BenchRun", "LogLineRow", "MetricLineRow", "spec_row", "stored_spec", "spec_columns",
-    "spec_parameters", "column_name",
-    "bench_runs", "readiness_row", "log_line_row", "judge_text", "judged_line", "ready_line_of", "metric_line_row",
-    "host_names", "error_evidence",
-    "FLAG_PREFIX", "SourceRepo", "clone_url",
-]
+__all__ = ["Hosts", "SpecRow", "BenchRun", "LogLineRow", "MetricLineRow", "spec_row", "stored_spec",
+           "spec_columns", "spec_parameters", "column_name", "bench_runs", "readiness_row", "log_line_row",
+           "judge_text", "judged_line", "ready_line_of", "metric_line_row", "host_names", "error_evidence",
+           "FLAG_PREFIX", "SourceRepo", "clone_url"]
 
 #: where a step ran: a Host, a HostGroup, a name, or several hosts or names
 Hosts = Target | HostGroup | str | Iterable[Target | str]
@@ -45,7 +36,6 @@ Hosts = Target | HostGroup | str | Iterable[Target | str]
 FLAG_PREFIX = "flag:"
 
 
-# -- ServerSpec ------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class SpecRow:
     """A spec as stored: its dict (``to_dict``), its shell command line and its label (unredacted here)."""
@@ -81,10 +71,7 @@ def column_name(parameter: str) -> str:
 
 
 def spec_columns(data: Mapping[str, Any] | None) -> dict[str, Any]:
-    """engine, model, commit, launcher, and one ``flag:--name`` / ``env:NAME`` entry per flag and variable.
-
-    The values are :func:`toolkit.server.naming.parameters`' (a switch reads ``naming.SWITCH``).
-    """
+    """engine, model, commit, launcher, and one ``flag:--name`` / ``env:NAME`` entry per flag and variable."""
     spec = stored_spec(data)
     if spec is None:
         return {}
@@ -94,7 +81,6 @@ def spec_columns(data: Mapping[str, Any] | None) -> dict[str, Any]:
     return flat
 
 
-# -- the checkout a commit step came from --------------------------------------------------
 _SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")
 _LOGIN_SCHEMES = frozenset({"ssh", "git+ssh", "ssh+git"})  # their user is a login name (git@), not a credential
 
@@ -102,10 +88,7 @@ _LOGIN_SCHEMES = frozenset({"ssh", "git+ssh", "ssh+git"})  # their user is a log
 def clone_url(url: str) -> str:
     """``url`` as a person may clone it and a journal may keep it: the credentials in it removed.
 
-    A checkout cloned with a token keeps it in its ``origin`` (``https://user:TOKEN@host/x.git``,
-    GitHub's ``https://TOKEN@github.com/...``): over http(s) the whole user part goes, and a
-    query too; an ssh URL keeps its login name (``ssh://git@host/x.git``) but never a password.
-    A path or an scp-like ``git@host:x.git`` holds no credential and is kept as it is.
+    A checkout cloned with a token keeps it in its ``origin``; an ssh URL keeps its login name.
 
     >>> clone_url("https://oauth2:glpat-abc@gitlab.example/team/sglang.git")
     'https://gitlab.example/team/sglang.git'
@@ -131,11 +114,9 @@ def clone_url(url: str) -> str:
 
 @dataclass(frozen=True)
 class SourceRepo:
-    """The git checkout a commit step's commit came from: its folder on the host, and its ``origin``.
+    """The git checkout a commit step's commit came from, for the post-mortem's reproduce block.
 
-    The post-mortem's reproduce block clones ``origin`` (or names ``repo_dir``) instead of
-    asking the reader to find the repository. ``origin`` is kept as :func:`clone_url` gives it,
-    so a token in the checkout's remote never reaches the journal.
+    ``origin`` is kept as :func:`clone_url` gives it: a token in it never reaches the journal.
     """
 
     repo_dir: str
@@ -145,7 +126,6 @@ class SourceRepo:
         object.__setattr__(self, "origin", clone_url(self.origin) if self.origin and self.origin.strip() else None)
 
 
-# -- BenchResult -----------------------------------------------------------------------------
 @dataclass(frozen=True)
 class BenchRun:
     """One benchmark run split the way it is stored: summary, per-request rows, the rest (JSON-safe)."""
@@ -171,13 +151,11 @@ def _bench_run(run: BenchResult) -> BenchRun:
     return BenchRun(summary, rows, data)
 
 
-# -- ReadinessReport -------------------------------------------------------------------------
 def readiness_row(report: ReadinessReport) -> dict[str, object]:
     """ready, state, time_to_ready_s, phases, benign lines, failure: the report's own JSON form."""
     return report.to_dict()
 
 
-# -- LogEvent and pasted lines ---------------------------------------------------------------
 @dataclass(frozen=True)
 class LogLineRow:
     line_no: int | None
@@ -191,8 +169,7 @@ class LogLineRow:
 
 
 def log_line_row(event: LogEvent | str) -> LogLineRow:
-    """A classified line keeps its raw text (time and rank prefix), verdict, rule and whether the toolkit caused it;
-    a line pasted as text is judged as it is recorded (:func:`judge_text`), so every stored line has a verdict."""
+    """A line as stored, with its verdict: a line pasted as text is judged now (:func:`judge_text`)."""
     if isinstance(event, str):
         return judge_text(event)
     return LogLineRow(event.line_no, event.raw, event.rank, event.level, event.verdict.value, event.rule,
@@ -200,8 +177,7 @@ def log_line_row(event: LogEvent | str) -> LogLineRow:
 
 
 def judge_text(text: str, engine: str = "auto") -> LogLineRow:
-    """A line pasted from a terminal, classified alone by the engine's rules (told from the line's format when
-    ``engine`` is "auto"): a pasted ``glmasr`` line is stored as the benign line it is. No line number."""
+    """A line pasted from a terminal, classified alone: a pasted ``glmasr`` line is stored as benign."""
     events = classify_lines([text], engine=engine)
     if not events:
         return LogLineRow(None, text, None, None, None, None, None)
@@ -212,9 +188,7 @@ def judge_text(text: str, engine: str = "auto") -> LogLineRow:
 
 
 def judged_line(verdict: str | None, text: str, engine: str) -> tuple[str | None, str | None, str | None, str | None]:
-    """(verdict, rule, rank, caused) of a line a journal written before schema 3 stored: its verdict kept, a
-    pasted line's judged, whether the toolkit caused it told from its text (the migration to schema 3 runs this
-    once per line)."""
+    """(verdict, rule, rank, caused) of a line stored before schema 3 (run once per line by the migration)."""
     if verdict:
         caused = STOP if verdict == "shutdown" else REQUEST if is_toolkit_request(text) else None
         return verdict, None, None, caused
@@ -229,7 +203,6 @@ def ready_line_of(last_lines: Iterable[str], engine: str) -> dict[str, object] |
     return {"line_no": None, "raw": ready[0].raw.rstrip("\n")} if ready else None
 
 
-# -- MetricRow -------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class MetricLineRow:
     line_no: int
@@ -258,7 +231,6 @@ def _epoch(moment: datetime | None) -> float | None:
     return None if moment is None else moment.timestamp()
 
 
-# -- hosts -----------------------------------------------------------------------------------
 def host_names(hosts: Hosts | None) -> list[str]:
     """A Host (or Slurm or container target), a HostGroup, a name, or several of them, as names."""
     if hosts is None:
@@ -272,7 +244,6 @@ def host_names(hosts: Hosts | None) -> list[str]:
     return [hosts.name]  # a Host, a Slurm or a container target
 
 
-# -- errors ----------------------------------------------------------------------------------
 def error_evidence(exc: BaseException) -> dict[str, Any]:
     """What an error carries beyond its text (evidence lines, hint, host, command, port), kept with its step."""
     out: dict[str, Any] = {"type": type(exc).__name__}

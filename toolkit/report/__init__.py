@@ -1,5 +1,4 @@
-"""Journal -> post-mortem: `document` (a tiny block model rendered to Markdown and HTML) and
-`postmortem` (what the post-mortem says).
+"""Journal -> post-mortem (docs/postmortem.md says what it holds and why).
 
 >>> import toolkit as tk
 >>> tk.report.write  # doctest: +ELLIPSIS

@@ -1,11 +1,7 @@
-"""Which results a post-mortem may compare: one configuration per spec label *and* workload.
+"""Which results a post-mortem may compare: one configuration per spec label *and* workload (pure).
 
-Pure (DataFrames in, plain rows out). A configuration is every run of one label under one workload
-(:mod:`toolkit.report.workload`); "vs baseline" compares it only with the baseline's runs under
-the same workload, and says so when the baseline was never measured under it. Each row carries
-its 95 % interval (Student's t, :func:`toolkit.stats.mean_interval`) and the number of requests
-behind it, so the summary can give both. A sweep over a workload dimension is a curve, not a set
-of comparisons: :func:`curves` gives each label's points and where its throughput stops growing.
+"vs baseline" only under the same workload; a concurrency sweep is a curve with its knee, not a set of
+comparisons (docs/postmortem.md, "Like with like").
 """
 
 from __future__ import annotations
@@ -38,33 +34,21 @@ def baseline_label(steps: pd.DataFrame, results: pd.DataFrame) -> str | None:
     return None
 
 
-def _workload_values(runs: pd.DataFrame) -> dict[str, Any]:
-    first = runs.iloc[0]
-    return {column: first[column] for column in (*KEY_COLUMNS, "workload:url") if column in runs.columns}
-
-
 def _groups(results: pd.DataFrame) -> list[tuple[str, dict[str, Any], pd.DataFrame]]:
     """(label, workload, runs) in the order of each group's first run."""
     keys = [(str(label), key(row)) for label, row in zip(results["label"], results.to_dict("records"), strict=True)]
-    order = list(dict.fromkeys(keys))
-    out = []
-    for group in order:
-        runs = results[[k == group for k in keys]]
-        out.append((group[0], _workload_values(runs), runs))
-    return out
+    columns = [column for column in (*KEY_COLUMNS, "workload:url") if column in results.columns]
+    groups = [(group[0], results[[k == group for k in keys]]) for group in dict.fromkeys(keys)]
+    return [(label, {column: runs.iloc[0][column] for column in columns}, runs) for label, runs in groups]
 
 
 def _parameters(runs: pd.DataFrame) -> dict[str, str]:
     """The first run's ``flag:--x`` / ``env:X`` / ``commit`` values, the simulator's own knobs left out."""
     first = runs.iloc[0]
-    out = {}
-    for column in runs.columns:
-        if column == "commit" or column.startswith(("flag:", "env:")):
-            value = first[column]
-            if value is not None and str(value) not in ("nan", "None", "<NA>") and not column.startswith(
-                    ("flag:--sim-", "flag:--source-dir")):
-                out[column.removeprefix("flag:")] = str(value)
-    return out
+    columns = [c for c in runs.columns if (c == "commit" or c.startswith(("flag:", "env:")))
+               and not c.startswith(("flag:--sim-", "flag:--source-dir"))]
+    return {c.removeprefix("flag:"): str(first[c]) for c in columns
+            if first[c] is not None and str(first[c]) not in ("nan", "None", "<NA>")}
 
 
 def _on_top_of(label: str, runs: pd.DataFrame, base: pd.DataFrame) -> str:
@@ -87,12 +71,12 @@ def _requests(runs: pd.DataFrame) -> int | None:
     return int(values.astype("int64").sum()) if len(values) else None
 
 
-
 def _named(label: str, varying: str) -> str:
     """``label · varying``, without the words the label already says: a step titled "..., concurrency 32" is not
     "..., concurrency 32 · concurrency 32, 64 prompts"."""
     words = [w for w in varying.split(", ") if not re.search(rf"(?<![\w.]){re.escape(w)}(?![\w.])", label)]
     return f"{label} · {', '.join(words)}" if words else label
+
 
 def configurations(results: pd.DataFrame, baseline: str | None) -> list[dict[str, Any]]:
     """One row per (label, workload): mean, sd, 95 % interval, requests, and the ratio to the same-workload baseline."""
@@ -170,8 +154,7 @@ class Curve:
 
 
 def curves(configs: list[dict[str, Any]]) -> list[Curve]:
-    """Per label, the points of a concurrency sweep (three or more concurrencies, every other workload
-    dimension equal), in ascending concurrency, with the knee (:func:`toolkit.stats.knee`)."""
+    """Per label, a concurrency sweep (3+ concurrencies, all else equal), with its knee."""
     out = []
     for label in dict.fromkeys(c["label"] for c in configs):
         points = [c for c in configs if c["label"] == label and c["workload"].get(CONCURRENCY) is not None]

@@ -1,19 +1,16 @@
-"""The post-mortem's diagnoses: each ``tk.diagnose`` step's ranked reasons, evidence, proposals, and what followed.
+"""The post-mortem's diagnoses: each ``tk.diagnose`` step's ranked reasons, evidence, and what followed.
 
-A diagnosis step's note ``diagnosis: <folder>`` leads to its JSON record beside the journal
-(:mod:`toolkit.moves.diagnose.result`). The section quotes the measured gap, the ranked table,
-the evidence of the leading reasons, the figure, and every later step whose hypothesis says
-``follows diagnosis step N, reason K`` with its verdict: a proposal confirmed or refuted.
+A later step whose hypothesis says ``follows diagnosis step N, reason K`` is quoted with its verdict,
+so a proposal reads as confirmed or refuted.
 """
 
 from __future__ import annotations
 
-import io
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from toolkit.moves.diagnose.result import diagnosis_folders, follows, load_diagnosis
-from toolkit.report.document import Block, Bullets, Figure, Heading, Paragraph, Table
+from toolkit.report.document import Block, Bullets, Heading, Paragraph, Table, figure
 from toolkit.views import plots
 
 if TYPE_CHECKING:
@@ -67,10 +64,8 @@ def diagnosis_section(journal: Journal, steps: pd.DataFrame, dpi: int) -> list[B
             leading = [r for r in record["reasons"] if not r["ruled_out"]][:3]
             blocks.append(Bullets(tuple(f"{r['rank']}. {r['title']} (evidence) " + "; ".join(r["evidence"][:4])
                                         for r in leading)))
-            buffer = io.BytesIO()
-            plots.diagnosis(record).savefig(buffer, format="png", dpi=dpi)
-            blocks.append(Figure(f"diagnosis_{row.step_id}.png", f"diagnosis of step {row.seq}: reasons ranked",
-                                 buffer.getvalue()))
+            blocks.append(figure(plots.diagnosis(record), f"diagnosis_{row.step_id}",
+                                 f"diagnosis of step {row.seq}: reasons ranked", dpi))
             followed = _follow_ups(steps, int(row.step_id))
             blocks.append(Bullets(tuple(followed)) if followed else
                           Paragraph("No step has tested its proposals yet (a step tests one when its hypothesis is "

@@ -1,23 +1,25 @@
 """A tiny document model rendered twice: Markdown beside PNG files, and one self-contained HTML file.
 
-Why not Markdown -> HTML through a library: Python-Markdown passes raw HTML through, and a
-post-mortem quotes log lines and step titles that may hold ``<script>``. Rendering both
-formats from the same blocks keeps escaping in one place per format. Every text passes
-:func:`toolkit.redaction.redact_text` in the renderers, whatever the caller did before.
+Not Markdown -> HTML through a library: Python-Markdown passes raw HTML through, and a post-mortem
+quotes lines that may hold ``<script>``. Every text is redacted again in the renderers.
 """
 
 from __future__ import annotations
 
 import base64
 import html
+import io
+import math
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from toolkit.logs.inert import inert_text
 from toolkit.redaction import redact_text
 
-__all__ = ["Heading", "Paragraph", "Bullets", "Table", "Code", "Figure", "Block", "to_markdown", "to_html"]
+__all__ = ["Heading", "Paragraph", "Bullets", "Table", "Code", "Figure", "Block", "figure", "cell", "num",
+           "to_markdown", "to_html"]
 
 
 @dataclass(frozen=True)
@@ -60,14 +62,31 @@ class Figure:
 
 Block = Heading | Paragraph | Bullets | Table | Code | Figure
 
+
+def figure(fig: Any, name: str, alt: str, dpi: int) -> Figure:
+    """A matplotlib figure as the block ``name.png``."""
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format="png", dpi=dpi)
+    return Figure(f"{name}.png", alt, buffer.getvalue())
+
+
+def cell(value: Any) -> str:
+    """``value`` as a cell shows it: "" for None, NaN and pandas' NA and NaT."""
+    if value is None or (isinstance(value, float) and math.isnan(value)) or repr(value) in ("<NA>", "NaT"):
+        return ""
+    return str(value)
+
+
+def num(value: Any, digits: int = 1) -> str:
+    return "" if cell(value) == "" else f"{float(value):.{digits}f}"
+
+
 def _clean(text: str) -> str:
     """Redacted, and inert: escapes, control and direction characters shown, not obeyed (issue 25)."""
     return inert_text(redact_text(text))
 
 
 _MD_SPECIAL = re.compile(r"([\\`*\[\]<>|])")
-
-
 _CODE_SPAN = re.compile(r"`([^`\n]+)`")
 
 
@@ -78,10 +97,8 @@ def _md(text: str, *, in_table: bool = False) -> str:
     """
     text = " ".join(_clean(text).split())
     pieces = _CODE_SPAN.split(text)  # even indexes: prose; odd: code span contents
-    return "".join(
-        (f"`{p.replace('|', chr(92) + '|')}`" if in_table else f"`{p}`") if i % 2 else _MD_SPECIAL.sub(r"\\\1", p)
-        for i, p in enumerate(pieces)
-    )
+    return "".join((f"`{p.replace('|', chr(92) + '|')}`" if in_table else f"`{p}`") if i % 2
+                   else _MD_SPECIAL.sub(r"\\\1", p) for i, p in enumerate(pieces))
 
 
 def _fence(text: str) -> str:
@@ -181,8 +198,6 @@ def to_html(blocks: Sequence[Block], *, title: str) -> str:
         else:
             data = base64.b64encode(block.png).decode("ascii")
             body.append(f'<figure><img alt="{_h(block.alt)}" src="data:image/png;base64,{data}"></figure>')
-    return (
-        "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n"
-        f"<title>{_h(title)}</title>\n<style>{_CSS}</style>\n</head>\n<body>\n"
-        + "\n".join(body) + "\n</body>\n</html>\n"
-    )
+    return ("<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n"
+            f"<title>{_h(title)}</title>\n<style>{_CSS}</style>\n</head>\n<body>\n"
+            + "\n".join(body) + "\n</body>\n</html>\n")

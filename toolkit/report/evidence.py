@@ -1,22 +1,15 @@
 """The decisive log lines of each step: the lines that decided it, never the noise around them.
 
-What decided a step: the line that proved the server ready, or, when it never was, the first
-fatal line with the lines before it; and the server's own metric lines where the compared
-configurations differ (SGLang's decode line says ``cuda graph: False`` for an extend-mode
-verify and ``True`` in decode mode; its ``accept len``). What never does: benign lines (every
-rank prints SGLang 0.5.x's ``Ignore import error when loading sglang.srt.models.glmasr``; the
-seed's wait loop died on TP5's copy), counted by rule instead; and the access lines of the
-toolkit's own probes and scrapes (``GET /health_generate 503`` while the server warms up,
-``GET /metrics 404``), which are facts about the toolkit, not about the engine.
-
-Everything here is pure: it reads the journal's DataFrames and the readiness dicts it stored, with the
-verdicts and the ``caused`` mark they were stored with (classified once, as the follower read them;
-a journal from before schema 3 is judged once when it is opened for writing). Nothing is classified again.
+Benign lines are counted by rule, not quoted (every rank prints SGLang 0.5.x's ``Ignore import error
+when loading sglang.srt.models.glmasr``; the seed's wait loop died on TP5's copy), and the access lines
+of the toolkit's own probes are facts about the toolkit, not the engine. Pure: it reads the verdicts
+and ``caused`` marks the journal stored and classifies nothing again (docs/postmortem.md).
 """
 
 from __future__ import annotations
 
 import math
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -27,8 +20,7 @@ from toolkit.logs.rules import Verdict
 if TYPE_CHECKING:
     import pandas as pd
 
-__all__ = ["readiness_lines", "benign_sentence", "recorded_lines", "metric_differences",
-           "MetricDifference"]
+__all__ = ["readiness_lines", "benign_sentence", "recorded_lines", "metric_differences", "MetricDifference"]
 
 _CONTEXT_LINES = 8
 # Metric-line fields a reader compares between configurations, in the words SGLang prints them.
@@ -37,8 +29,7 @@ _NOT_LOG_KINDS = frozenset({"gpu", "prometheus", "cache", "equivalence"})  # rec
 
 
 def readiness_lines(readiness: Mapping[str, Any] | None) -> list[str]:
-    """The start-up's decisive lines, as stored: the engine's ready line, or the first fatal line after its
-    context (a journal holds no probe's access line there: the readiness driver leaves them out)."""
+    """The start-up's decisive lines: the engine's ready line, or the first fatal line after its context."""
     if not readiness:
         return []
     failure = readiness.get("failure")
@@ -59,8 +50,7 @@ def _lines(count: int, what: str) -> str:
 
 
 def _stored(lines: pd.DataFrame) -> list[tuple[str | None, str, str | None, str | None, str | None]]:
-    """(verdict, text, rule, rank, caused) of each recorded line, as the journal stored them (a line pasted as
-    text was judged when it was recorded)."""
+    """(verdict, text, rule, rank, caused) of each recorded line, as the journal stored them."""
     def text_or_none(value: object) -> str | None:
         return value if isinstance(value, str) and value else None
 
@@ -77,9 +67,7 @@ def benign_sentence(lines: pd.DataFrame) -> str | None:
     ours = f" {_lines(probes, 'access line')} of the toolkit's own probes are left out too." if probes else ""
     if not benign:
         return ours.strip() or None
-    counts: dict[str, int] = {}
-    for rule, _ in benign:
-        counts[rule] = counts.get(rule, 0) + 1
+    counts = Counter(rule for rule, _ in benign)
     rules = ", ".join(f"{rule} x{count}" for rule, count in counts.items())
     ranks = sorted({rank for _, rank in benign if rank}, key=lambda r: (len(r), r))
     where = f" on {len(ranks)} ranks ({ranks[0]} to {ranks[-1]})" if len(ranks) > 1 else ""
@@ -126,11 +114,7 @@ def _shown(values: pd.Series, column: str) -> str:
 
 
 def metric_differences(metrics: pd.DataFrame, labels: Sequence[str]) -> list[MetricDifference]:
-    """Per kind of metric line (``sglang_decode``), the fields whose values differ between ``labels``.
-
-    ``cuda graph`` differs when the sets of values differ; a number when the medians differ by
-    more than 5 %. A field no two configurations disagree on is left out: it decided nothing.
-    """
+    """Per kind of metric line, the fields that differ between ``labels`` (numbers: medians 5 % apart)."""
     if metrics.empty or "kind" not in metrics.columns or len(labels) < 2:
         return []
     out = []

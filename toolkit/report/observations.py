@@ -1,21 +1,11 @@
-"""Post-mortem sections for what the runs saw besides their numbers, and for the profiles.
+"""Post-mortem sections for what runs saw beside their numbers (cache, GPUs, /metrics, outputs), and profiles.
 
-- **Every run**: its configuration, the prefix-cache state before it (``flushed``, ``warm``,
-  ``unknown``: never compare a cold cache with a warm one by accident), GPU utilisation and
-  power while it ran, the server's running/waiting requests and KV-cache usage from
-  ``/metrics``, and whether its greedy outputs matched the reference.
-- **Output equivalence**: a run faster than the baseline whose greedy outputs changed is
-  flagged, because a speed-up that changes outputs is not a speed-up.
-- **Profiles**: each step note ``profile: <folder>`` (written by ``tk.profile``) leads to the
-  folder beside the journal; its kernel table, its phases, and what moved between profiles.
-
-Each function takes the journal's DataFrames (and the journal, for the profiles' folder) and
-returns document blocks; ``postmortem.build`` places them.
+A cold cache must never be compared with a warm one by accident, and a speed-up that changes greedy
+outputs is not a speed-up: both are said beside the numbers.
 """
 
 from __future__ import annotations
 
-import io
 import math
 import re
 from itertools import pairwise
@@ -27,7 +17,7 @@ from toolkit.observe.kernels import compare_kernel_tables
 from toolkit.observe.torch_profile import Profile, load_profile
 from toolkit.report.capping import cap, left_out
 from toolkit.report.diagnosis import diagnosis_section
-from toolkit.report.document import Block, Bullets, Figure, Heading, Paragraph, Table
+from toolkit.report.document import Block, Bullets, Heading, Paragraph, Table, figure, num
 from toolkit.views import plots
 
 if TYPE_CHECKING:
@@ -41,17 +31,9 @@ _PROFILE_NOTE = re.compile(r"^profile: (\S+)", re.MULTILINE)
 
 
 def _num(value: Any, digits: int = 1) -> str:
-    if value is None or (isinstance(value, float) and math.isnan(value)):
-        return ""
-    text = f"{float(value):.{digits}f}"
+    text = num(value, digits)
     # 0.00016 of the KV cache is not 0.000 (issue 28): a small value keeps two significant digits
-    return f"{float(value):.2g}" if float(value) and not text.strip("-0.") else text
-
-
-def _figure(fig: Any, name: str, alt: str, dpi: int) -> Figure:
-    buffer = io.BytesIO()
-    fig.savefig(buffer, format="png", dpi=dpi)
-    return Figure(f"{name}.png", alt, buffer.getvalue())
+    return f"{float(value):.2g}" if text and float(value) and not text.strip("-0.") else text
 
 
 def _mean(frame: pd.DataFrame, column: str, how: str = "mean") -> float | None:
@@ -136,11 +118,8 @@ def equivalence_section(results: pd.DataFrame, metrics: pd.DataFrame, baseline: 
 
 def profile_notes(steps: pd.DataFrame) -> list[tuple[Any, str, str]]:
     """(step seq, step title, profile folder as the note gives it) for every profile note."""
-    out = []
-    for row in steps.itertuples():
-        for match in _PROFILE_NOTE.finditer(str(row.notes or "")):
-            out.append((row.seq, row.title, match.group(1)))
-    return out
+    return [(row.seq, row.title, match.group(1)) for row in steps.itertuples()
+            for match in _PROFILE_NOTE.finditer(str(row.notes or ""))]
 
 
 def _kernel_rows(profile: Profile, top: int) -> Table:
@@ -180,8 +159,9 @@ def profile_section(journal: Journal, steps: pd.DataFrame, dpi: int, *, top: int
                                f"(open {folder}/perfetto.html, or load the .trace.json.gz in ui.perfetto.dev)."),
                    _kernel_rows(profile, top)]
     if profiles:
-        blocks.append(_figure(plots.profile_phases({label: p.phases() for label, p in profiles}), "profile_phases",
-                              "GPU time per phase of each profile, inside CUDA graphs or eager", dpi))
+        phases = plots.profile_phases({label: p.phases() for label, p in profiles})
+        blocks.append(figure(phases, "profile_phases",
+                             "GPU time per phase of each profile, inside CUDA graphs or eager", dpi))
     # each profile against the one before it: a diagnosis's fast and slow sides, then one change after another
     # (against the first alone, a diagnosis's "fast side" hid what moved between two later profiles)
     for n, ((before, first), (label, other)) in enumerate(pairwise(profiles), start=2):
@@ -191,8 +171,8 @@ def profile_section(journal: Journal, steps: pd.DataFrame, dpi: int, *, top: int
         blocks += [Heading(f"What moved: {before} → {label}", 3),
                    Table(("phase", "kernel", f"GPU ms ({before})", f"GPU ms ({label})", "change (ms)",
                           "where before", "where after", "moved"), rows),
-                   _figure(plots.profile_comparison(moved), f"profile_comparison_{n}",
-                           f"kernels that moved from {before} to {label}", dpi)]
+                   figure(plots.profile_comparison(moved), f"profile_comparison_{n}",
+                          f"kernels that moved from {before} to {label}", dpi)]
     return blocks
 
 
@@ -202,11 +182,11 @@ def observation_sections(journal: Journal, steps: pd.DataFrame, results: pd.Data
     blocks = runs_table(results, metrics)
     kinds = set(metrics["kind"].dropna()) if not metrics.empty and "kind" in metrics.columns else set()
     if "gpu" in kinds:
-        blocks.append(_figure(plots.telemetry(metrics), "gpu_telemetry",
-                              "GPU utilisation and power per run beside the server's generation throughput", dpi))
+        blocks.append(figure(plots.telemetry(metrics), "gpu_telemetry", "GPU utilisation and power per run "
+                             "beside the server's generation throughput", dpi))
     if "prometheus" in kinds:
-        blocks.append(_figure(plots.server_metrics_over_time(metrics), "server_prometheus",
-                              "the server's /metrics over each run, with the log's metric lines", dpi))
+        blocks.append(figure(plots.server_metrics_over_time(metrics), "server_prometheus",
+                             "the server's /metrics over each run, with the log's metric lines", dpi))
     blocks += equivalence_section(results, metrics, baseline)
     blocks += diagnosis_section(journal, steps, dpi)
     blocks += profile_section(journal, steps, dpi)

@@ -1,19 +1,12 @@
 """Journal -> post-mortem: ``postmortem.md`` with PNG plots beside it, and a self-contained ``postmortem.html``.
 
-The write-up a person would otherwise assemble by hand after an investigation: what was
-believed at each step, what changed, what the numbers said, what the logs said, what the
-root cause was, and the exact command lines to reproduce each step. All of it comes from
-the journal (already redacted) and passes redaction again in the renderers.
-
-    python -m toolkit report journals/eagle3.sqlite --out out/
+The write-up a person would otherwise assemble by hand, from the journal alone (docs/postmortem.md).
 """
 
 from __future__ import annotations
 
 import argparse
 import dataclasses
-import io
-import math
 import sys
 import time
 from collections.abc import Sequence
@@ -24,20 +17,10 @@ from typing import TYPE_CHECKING, Any
 
 from toolkit.journal import Journal
 from toolkit.journal.adapters import spec_parameters
-from toolkit.report import comparisons
+from toolkit.report import comparisons, document
 from toolkit.report.capping import cap, left_out
 from toolkit.report.comparisons import THROUGHPUT, Curve
-from toolkit.report.document import (
-    Block,
-    Bullets,
-    Code,
-    Figure,
-    Heading,
-    Paragraph,
-    Table,
-    to_html,
-    to_markdown,
-)
+from toolkit.report.document import Block, Bullets, Code, Figure, Heading, Paragraph, Table, cell, num
 from toolkit.report.evidence import benign_sentence, metric_differences, readiness_lines, recorded_lines
 from toolkit.report.observations import observation_sections
 from toolkit.report.reproduce import reproduce_script, without_worktrees
@@ -65,16 +48,6 @@ class ReportPaths:
     seconds: float
 
 
-def _text(value: Any) -> str:
-    if value is None or (isinstance(value, float) and math.isnan(value)) or repr(value) in ("<NA>", "NaT"):
-        return ""
-    return str(value)
-
-
-def _num(value: Any, digits: int = 1) -> str:
-    return "" if _text(value) == "" else f"{float(value):.{digits}f}"
-
-
 def _changes(before: dict[str, Any] | None, after: dict[str, Any] | None) -> str:
     """``add --flag=v; drop env:X; commit: a -> b``: :func:`toolkit.server.naming.diff` of the two specs."""
     if after is None:
@@ -91,34 +64,28 @@ def _changes(before: dict[str, Any] | None, after: dict[str, Any] | None) -> str
     return real or "(same spec)"
 
 
-def _render(fig: Any, name: str, alt: str, dpi: int) -> Figure:
-    buffer = io.BytesIO()
-    fig.savefig(buffer, format="png", dpi=dpi)
-    return Figure(f"{name}.png", alt, buffer.getvalue())
-
-
 def _figures(steps: pd.DataFrame, results: pd.DataFrame, requests: pd.DataFrame, metrics: pd.DataFrame,
              baseline: str | None, found: list[Curve], dpi: int) -> list[Figure]:
     """The figures; ``results`` and ``requests`` already labelled by configuration (label and workload)."""
-    out = [_render(plots.timeline(steps), "timeline", "timeline of the investigation's steps", dpi)]
+    out = [document.figure(plots.timeline(steps), "timeline", "timeline of the investigation's steps", dpi)]
     if found:
-        out.append(_render(plots.concurrency_curves(*comparisons.curve_points(found)), "concurrency",
-                           "output tok/s and median TTFT against concurrency, the knee marked", dpi))
+        out.append(document.figure(plots.concurrency_curves(*comparisons.curve_points(found)), "concurrency",
+                                   "output tok/s and median TTFT against concurrency, the knee marked", dpi))
     if not results.empty and THROUGHPUT in results.columns:
-        out.append(_render(plots.throughput(results, baseline=baseline), "throughput",
-                           "output tokens per second per configuration", dpi))
+        out.append(document.figure(plots.throughput(results, baseline=baseline), "throughput",
+                                   "output tokens per second per configuration", dpi))
     for metric, name in (("ttft_ms", "TTFT"), ("itl_ms", "ITL")):
         if metric in requests.columns and requests[metric].notna().any():
-            out.append(_render(plots.latency_ecdf(requests, metric), f"{metric.removesuffix('_ms')}_ecdf",
-                               f"ECDF of {name} per configuration", dpi))
+            out.append(document.figure(plots.latency_ecdf(requests, metric), metric.replace("_ms", "_ecdf"),
+                                       f"ECDF of {name} per configuration", dpi))
     # Only lines written during a benchmark run: the greedy-output check and the probes between runs are
     # traffic of their own and made the log's throughput read 218 tok/s where the bench measured 117 (issue 28).
     during = metrics[metrics["run_id"].notna()] if "run_id" in metrics.columns else metrics
     for column in ("gen_throughput", "accept_len"):
         if column in during.columns and during[column].notna().any():
-            out.append(_render(plots.server_metrics(during, column, title=f"{plots.metric_label(column)} in the "
-                                                    "server log, during benchmark runs only"),
-                               f"server_{column}", f"{column} from the server log during benchmark runs", dpi))
+            title = f"{plots.metric_label(column)} in the server log, during benchmark runs only"
+            out.append(document.figure(plots.server_metrics(during, column, title=title), f"server_{column}",
+                                       f"{column} from the server log during benchmark runs", dpi))
     return out
 
 
@@ -138,23 +105,23 @@ def _timeline_table(steps: pd.DataFrame) -> list[Block]:
     shown, left = cap(steps)
     rows = []
     for position, row in zip(shown.index, shown.itertuples(), strict=True):
-        outcome = row.status if row.status in ("failed", "interrupted", "running") else _text(row.verdict)
-        rows.append((f"#{row.seq}", row.kind, row.title, _text(row.hypothesis),
-                     _changes(previous[position], row.spec), outcome or "—",
-                     _num(row.duration_s, 0)))
+        outcome = row.status if row.status in ("failed", "interrupted", "running") else cell(row.verdict)
+        rows.append((f"#{row.seq}", row.kind, row.title, cell(row.hypothesis),
+                     _changes(previous[position], row.spec), outcome or "—", num(row.duration_s, 0)))
     columns = ("#", "kind", "title", "hypothesis", "change vs previous step", "verdict", "duration (s)")
     return [Table(columns, tuple(rows)), *left_out(left, "steps", "journal.steps()")]
 
 
 def _results_table(configs: list[dict[str, Any]]) -> Table:
     def cells(c: dict[str, Any]) -> tuple[str, ...]:
-        tok_s = f"{_num(c['mean'])} ± {_num(c['ci'])}" if c["ci"] is not None else _num(c["mean"])
+        tok_s = f"{num(c['mean'])} ± {num(c['ci'])}" if c["ci"] is not None else num(c["mean"])
         ratio = f"{c['ratio']:.2f}x" if c.get("ratio") is not None else "—"
         verdict = ("baseline" if c["is_baseline"] else "no baseline at this workload" if c.get("no_baseline")
                    else c.get("verdict", ""))
         runs = f"{c['runs']} ({c['requests']})" if c.get("requests") else str(c["runs"])
-        return (c["name"], c["workload_text"], c["steps"], runs, tok_s, ratio, verdict, _num(c["median_ttft_ms"]),
-                _num(c["median_itl_ms"], 2), _num(c["median_tpot_ms"], 2), _num(c["accept_length"], 2))
+        return (c["name"], c["workload_text"], c["steps"], runs, tok_s, ratio, verdict,
+                num(c["median_ttft_ms"]), num(c["median_itl_ms"], 2), num(c["median_tpot_ms"], 2),
+                num(c["accept_length"], 2))
 
     return Table(("configuration", "workload", "steps", "runs (requests)", "output tok/s (mean ± 95 % CI)",
                   "vs baseline (same workload)", "against noise", "median TTFT (ms)", "median ITL (ms)",
@@ -181,12 +148,12 @@ def _step_details(steps: pd.DataFrame, baseline_spec: dict[str, Any] | None) -> 
     shown, left = cap(steps)
     for position, row in zip(shown.index, shown.itertuples(), strict=True):
         previous = previous_of[position]
-        outcome = row.status if row.status != "done" else _text(row.verdict) or (
-            "no verdict recorded" if _text(row.hypothesis) else "note" if row.kind == "note" else "measured")
+        outcome = row.status if row.status != "done" else cell(row.verdict) or (
+            "no verdict recorded" if cell(row.hypothesis) else "note" if row.kind == "note" else "measured")
         blocks.append(Heading(f"#{row.seq} {row.title} ({row.kind}): {outcome}", 3))
-        facts = [f"Hypothesis: {row.hypothesis}"] if _text(row.hypothesis) else []
-        facts += [f"Verdict: {row.verdict}" + (f" ({row.verdict_note})" if _text(row.verdict_note) else "")
-                  ] if _text(row.verdict) else []
+        facts = [f"Hypothesis: {row.hypothesis}"] if cell(row.hypothesis) else []
+        facts += [f"Verdict: {row.verdict}" + (f" ({row.verdict_note})" if cell(row.verdict_note) else "")
+                  ] if cell(row.verdict) else []
         if row.spec:
             facts.append(f"Change vs previous step: {_changes(previous, row.spec)}")
             if baseline_spec is not None and row.spec is not baseline_spec:
@@ -194,11 +161,12 @@ def _step_details(steps: pd.DataFrame, baseline_spec: dict[str, Any] | None) -> 
         facts += _readiness_facts(row.readiness)
         facts += [f"Engine: {k[:-16]} {row.versions.get(k[:-16], 'unknown')} (release read by {how})."  # provenance
                   for k, how in (row.versions or {}).items() if k.endswith("_release_read_by")]
-        facts += [f"Started {row.started_at:%Y-%m-%d %H:%M:%S} UTC, status {row.status}, {runs_text(row.n_runs) if row.n_runs else 'no benchmark run'}."]
+        ran = runs_text(row.n_runs) if row.n_runs else "no benchmark run"
+        facts += [f"Started {row.started_at:%Y-%m-%d %H:%M:%S} UTC, status {row.status}, {ran}."]
         blocks.append(Bullets(tuple(facts)))
-        if _text(row.notes):
+        if cell(row.notes):
             blocks += [Paragraph("Notes:"), Code(row.notes)]
-        if _text(row.error):
+        if cell(row.error):
             evidence, error = row.evidence or {}, str(row.error)
             # A ToolkitError's text already quotes its evidence and hint; add only what it lacks.
             lines = [error] + [f"  | {line}" for line in evidence.get("evidence", []) if str(line) not in error]
@@ -210,8 +178,7 @@ def _step_details(steps: pd.DataFrame, baseline_spec: dict[str, Any] | None) -> 
 
 def _log_section(steps: pd.DataFrame, logs: pd.DataFrame, metrics: pd.DataFrame,
                  configs: list[dict[str, Any]]) -> list[Block]:
-    """Per step, the lines that decided it (ready line, first fatal line with its context); then the
-    metric lines that differ between the configurations. Benign lines are counted, probe lines left out."""
+    """Per step, the lines that decided it; then the metric lines that differ between configurations."""
     blocks: list[Block] = [Heading("Decisive log lines")]
     if logs.empty:
         logs = logs.assign(verdict=None)
@@ -248,15 +215,16 @@ def _reproduce(steps: pd.DataFrame, results: pd.DataFrame) -> list[Block]:
                            Paragraph("Values shown as [REDACTED] were secrets; put your own back before running. "
                                      "A commit step ran its commit in a temporary git worktree: run it from a "
                                      "checkout ($REPO) of the repository it came from, at that commit.", True)]
-    shown, left = cap(steps[[bool(spec) or bool(_text(command)) for spec, command in zip(steps["spec"], steps["command"],
-                                                                                          strict=True)]])
+    commands = zip(steps["spec"], steps["command"], strict=True)
+    shown, left = cap(steps[[bool(spec) or bool(cell(command)) for spec, command in commands]])
     for row in shown.itertuples():
         spec = row.spec or {}
         blocks.append(Heading(f"#{row.seq} {row.title}", 3))
-        if _text(row.hosts):
+        if cell(row.hosts):
             blocks.append(Paragraph(f"On {row.hosts}:"))
-        blocks.append(Code(reproduce_script(_text(row.command) or str(spec.get("command") or ""), spec,
-                                            repo_dir=_text(row.repo_dir) or None, origin=_text(row.repo_origin) or None,
+        blocks.append(Code(reproduce_script(cell(row.command) or str(spec.get("command") or ""), spec,
+                                            repo_dir=cell(row.repo_dir) or None,
+                                            origin=cell(row.repo_origin) or None,
                                             bench=_bench_commands(results, row.step_id)), "bash"))
     return blocks + left_out(left, "steps", "journal.steps() (its command column)")
 
@@ -321,8 +289,8 @@ def write(journal: Journal, out_dir: str | Path, *, dpi: int = 100) -> ReportPat
             (out / block.filename).write_bytes(block.png)
             figures.append(out / block.filename)
     markdown, html_path = out / "postmortem.md", out / "postmortem.html"
-    markdown.write_text(to_markdown(blocks), encoding="utf-8")
-    html_path.write_text(to_html(blocks, title=title), encoding="utf-8")
+    markdown.write_text(document.to_markdown(blocks), encoding="utf-8")
+    html_path.write_text(document.to_html(blocks, title=title), encoding="utf-8")
     return ReportPaths(markdown, html_path, tuple(figures), time.perf_counter() - started)
 
 

@@ -1,13 +1,7 @@
 """How to reproduce a step: its full command line, wrapped one flag a line, from the checkout it ran.
 
-A commit step ran its commit in a temporary ``git worktree`` (``toolkit-worktree-XXXXXX``,
-removed when the step ended: :mod:`toolkit.moves.bisect.worktrees`). A reader cannot use that
-path; they need their own checkout at that commit. So every worktree path becomes ``$REPO``
-and the commands begin with ``git -C "$REPO" checkout SHA``, after the lines that make
-``$REPO``: ``git clone ORIGIN`` when the journal recorded the checkout's origin (credentials
-already stripped), ``REPO=<the checkout's folder>`` when it recorded only the folder, and a
-placeholder for a journal written before checkouts were recorded. The journal has already
-removed secrets; the renderers redact again.
+A commit step's temporary ``git worktree`` was removed when it ended (:mod:`toolkit.moves.bisect.worktrees`):
+every worktree path becomes ``$REPO``, a checkout of the reader's own (docs/postmortem.md).
 """
 
 from __future__ import annotations
@@ -55,8 +49,7 @@ def _quote(word: str) -> str:
 def wrap_command(command: str) -> str:
     """``command`` as shell lines a person can read and paste: one flag (with its value) a line.
 
-    A leading ``exec`` (the launcher's, so the server replaces the shell) is dropped: pasted into
-    a terminal it would close it.
+    A leading ``exec`` is dropped: pasted into a terminal it would close it.
 
     >>> print(wrap_command("exec env A=1 /venv/bin/python -m toolkit.sim --tp-size 8 --model-path 'x y'"))
     env A=1 /venv/bin/python -m toolkit.sim \\
@@ -67,8 +60,7 @@ def wrap_command(command: str) -> str:
         words = shlex.split(WORKTREE.sub(_REPO, command))
     except ValueError:  # an unbalanced quote in a hand-written command: show it as it is
         return command
-    if words[:1] == ["exec"]:
-        words = words[1:]
+    words = words[1:] if words[:1] == ["exec"] else words
     lines: list[list[str]] = [[]]
     for word in words:
         if (word.startswith("--") or word in _OPERATORS) and lines[-1]:
@@ -98,8 +90,7 @@ def _repo_lines(command: str, spec: Mapping[str, Any], repo_dir: str | None, ori
 
 
 def _simulator_python(command: str, spec: Mapping[str, Any]) -> str:
-    """A simulated step's interpreter is the toolkit's own venv on the machine that ran it: a reader
-    runs the simulator from their clone of the toolkit, as ``.venv/bin/python`` (``make .venv/.installed``)."""
+    """A simulated step's interpreter, as a reader runs it from their clone of the toolkit."""
     launcher = spec.get("launcher") or []
     python = str(launcher[0]) if launcher else ""
     if not spec.get("simulated") or not python.startswith("/") or python not in command:
@@ -111,9 +102,7 @@ def reproduce_script(command: str, spec: Mapping[str, Any] | None, *, repo_dir: 
                      origin: str | None = None, bench: Sequence[tuple[str, str]] = ()) -> str:
     """The bash block for one step: ``$REPO`` and ``git checkout SHA`` for a commit step, then the command.
 
-    ``repo_dir`` and ``origin`` are the checkout the journal recorded with the step (``repo_dir``
-    and ``repo_origin`` in ``journal.steps()``). ``bench``: ``(workload in words, bench command)``
-    for each workload the step measured, run once the server is ready.
+    ``bench``: ``(workload in words, bench command)`` for each workload the step measured.
 
     >>> print(reproduce_script("python -m sglang.launch_server --source-dir /tmp/toolkit-worktree-a1",
     ...                        {"commit": "3eef625b"}, repo_dir="/src/sglang",

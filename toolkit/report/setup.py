@@ -1,10 +1,7 @@
-"""The post-mortem's setup header: what ran, where, under which load, measured by which toolkit.
+"""The post-mortem's setup header: what ran, where, under which load, measured by which toolkit (pure).
 
-Pure (the journal's frames in, bullet lines out). A reader judges every number below it by
-these conditions (issue 28: the journal held all of them, the post-mortem said none): the engine
-and the release the server reported (``versions`` of each step: ``{"sglang": "0.5.9"}``, and
-``simulator`` when the toolkit's simulator answered), the model, the tensor parallel size, the
-hosts, each workload the benchmark ran, and the toolkit's version.
+A reader judges every number below it by these conditions (issue 28: the journal held all of them,
+the post-mortem said none).
 """
 
 from __future__ import annotations
@@ -36,10 +33,7 @@ def _ascending(values: list[str]) -> list[str]:
 
 
 def _flag(spec: dict[str, Any], names: tuple[str, ...]) -> Any:
-    for name, value in spec.get("flags") or []:
-        if name in names:
-            return value
-    return None
+    return next((value for name, value in spec.get("flags") or [] if name in names), None)
 
 
 def _engine(spec: dict[str, Any], versions: dict[str, Any]) -> tuple[str, str | None]:
@@ -58,16 +52,15 @@ def _engines(specs: list[tuple[dict[str, Any], dict[str, Any]]]) -> str:
     releases: dict[str, list[str]] = {}
     for spec, versions in specs:
         name, release = _engine(spec, versions)
-        releases.setdefault(name, [])
-        if release and str(release) not in releases[name]:
-            releases[name].append(str(release))
+        known = releases.setdefault(name, [])
+        if release and str(release) not in known:
+            known.append(str(release))
     return "; ".join(f"{name} {', '.join(found)}" if found else f"{name} (release not reported)"
                      for name, found in releases.items())
 
 
 def setup_lines(steps: pd.DataFrame, results: pd.DataFrame) -> list[str]:
-    """``Engine: SGLang 0.5.9``, ``Model: ...``, ``Tensor parallel: 8``, ``Hosts: ...``, ``Workload: ...``,
-    ``Toolkit: 0.1.0`` (one line per fact; several values joined when steps differ)."""
+    """``Engine: SGLang 0.5.9``, ``Model: ...``, ... one line per fact; values joined when steps differ."""
     specs = [(spec, versions or {}) for spec, versions in zip(steps["spec"], steps["versions"], strict=True)
              if isinstance(spec, dict) and spec]
     lines = []

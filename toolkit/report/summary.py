@@ -1,31 +1,20 @@
 """The post-mortem's summary: plain sentences with this investigation's numbers, each with its certainty.
 
-Pure. Every figure comes with its conditions and its interval (issue 28): the workload once when
-all runs shared it, or beside each result when it varied; output tok/s as mean ± 95 % CI with the
-runs and requests behind it; a ratio to the baseline only under the same workload, with the
-interval of the ratio and what the noise allows one to say; a concurrency sweep as the sentence
-of its curve (where throughput stops growing), never as comparisons across concurrencies.
+Pure. Every figure comes with its workload and its interval (issue 28).
 """
 
 from __future__ import annotations
 
-import math
 from typing import TYPE_CHECKING, Any
 
 from toolkit.report.comparisons import Curve
-from toolkit.report.document import Block, Bullets, Heading, Paragraph
+from toolkit.report.document import Block, Bullets, Heading, Paragraph, num
 from toolkit.stats import MIN_EFFECT
 
 if TYPE_CHECKING:
     import pandas as pd
 
 __all__ = ["runs_text", "summary"]
-
-
-def _num(value: Any, digits: int = 1) -> str:
-    if value is None or (isinstance(value, float) and math.isnan(value)):
-        return ""
-    return f"{float(value):.{digits}f}"
 
 
 def runs_text(n: int) -> str:
@@ -35,10 +24,10 @@ def runs_text(n: int) -> str:
 
 def _measured(config: dict[str, Any]) -> str:
     """``58.2 ± 1.1 output tok/s (95 % CI over 2 runs, 6 requests)``: the number with its certainty."""
-    interval = f" ± {_num(config['ci'])}" if config.get("ci") is not None else ""
+    interval = f" ± {num(config['ci'])}" if config.get("ci") is not None else ""
     requests = f", {config['requests']} requests" if config.get("requests") else ""
     over = f"95 % CI over {runs_text(config['runs'])}" if interval else runs_text(config["runs"])
-    return f"{_num(config['mean'])}{interval} output tok/s ({over}{requests})"
+    return f"{num(config['mean'])}{interval} output tok/s ({over}{requests})"
 
 
 def _against_baseline(config: dict[str, Any]) -> str:
@@ -89,8 +78,6 @@ def summary(name: str, steps: pd.DataFrame, configs: list[dict[str, Any]], basel
     blocks: list[Block] = [Heading("Summary"), Paragraph(" ".join(sentences))]
     if bullets:
         blocks.append(Bullets(tuple(bullets)))
-    blocks += [Heading("Root cause"),
-               Paragraph(root_cause if root_cause else
-                         "Not recorded yet (journal.root_cause(...) records it, in the investigator's words).",
-                         not root_cause)]
+    missing = "Not recorded yet (journal.root_cause(...) records it, in the investigator's words)."
+    blocks += [Heading("Root cause"), Paragraph(root_cause or missing, not root_cause)]
     return blocks

@@ -1,10 +1,7 @@
 """The workload behind a result: how to say it, what differs between runs, and the bench command to redo it.
 
-Pure. A number means nothing without the load that produced it: 345.9 output tok/s at
-concurrency 32 and 77.9 at concurrency 1 are both right, and their mean is neither (issue 28:
-notebook 07's post-mortem pooled four concurrencies into one "8" row). Every run carries the
-settings and workload ``bench`` recorded with it (``workload:NAME`` columns of
-``journal.results(wide=True)``); results compare only when these are equal.
+Pure. 345.9 tok/s at concurrency 32 and 77.9 at concurrency 1 are both right and their mean is neither
+(issue 28: notebook 07's post-mortem pooled four concurrencies into one "8" row).
 
 >>> describe({"workload:num_prompts": 3, "workload:input_len": 128, "workload:output_len": 96,
 ...           "workload:max_concurrency": 1, "workload:request_rate": "inf"})
@@ -25,6 +22,9 @@ CONCURRENCY = "workload:max_concurrency"
 #: What makes two runs' workloads the same (the server's URL is where, not what).
 KEY_COLUMNS = ("workload:max_concurrency", "workload:request_rate", "workload:num_prompts", "workload:input_len",
                "workload:output_len", "workload:range_ratio", "workload:dataset", "workload:endpoint")
+#: the order ``describe`` says a workload in ("lengths": input and output tokens together)
+_SAID = ("workload:num_prompts", "lengths", "workload:range_ratio", "workload:max_concurrency",
+         "workload:request_rate", "workload:dataset", "workload:endpoint")
 
 
 def _value(values: Mapping[str, Any], column: str) -> Any:
@@ -81,12 +81,8 @@ def describe(values: Mapping[str, Any], leave_out: Sequence[str] = ()) -> str:
     if all(_value(values, column) is None for column in KEY_COLUMNS):
         return "workload not recorded"
     lengths = None if {"workload:input_len", "workload:output_len"} & set(leave_out) else _lengths(values)
-    parts = [_part(values, "workload:num_prompts"), lengths, _part(values, "workload:range_ratio"),
-             _part(values, "workload:max_concurrency"), _part(values, "workload:request_rate"),
-             _part(values, "workload:dataset"), _part(values, "workload:endpoint")]
-    names = ["workload:num_prompts", "", "workload:range_ratio", "workload:max_concurrency",
-             "workload:request_rate", "workload:dataset", "workload:endpoint"]
-    return ", ".join(p for p, n in zip(parts, names, strict=True) if p and n not in leave_out)
+    parts = [lengths if c == "lengths" else _part(values, c) for c in _SAID if c not in leave_out]
+    return ", ".join(part for part in parts if part)
 
 
 def differing(rows: Sequence[Mapping[str, Any]]) -> list[str]:
@@ -105,9 +101,6 @@ def varying_text(values: Mapping[str, Any], columns: Sequence[str]) -> str:
 
 def bench_command(values: Mapping[str, Any]) -> str:
     """``python -m toolkit bench ...`` that sends the same load to a server at the recorded URL.
-
-    A dataset recorded with a path of the machine it ran on is named by its file name: the reader
-    puts their copy there.
 
     >>> print(bench_command({"workload:url": "http://127.0.0.1:30000", "workload:num_prompts": 3,
     ...                      "workload:max_concurrency": 4, "workload:input_len": 128, "workload:output_len": 96}))
