@@ -1,26 +1,13 @@
 """A/B tests of two server configurations: is B better than A beyond noise, and by how much?
 
-The seed's 59-61 vs 82-83 tok/s was an obvious gap; most flag changes are not. The noise
-that matters is not only one benchmark's run-to-run spread but launch-to-launch variance
-(NCCL algorithm choice, memory placement, CUDA-graph capture) and drift over the session
-(thermals, a neighbour's job). So by default every side-round is a fresh launch, and the
-order is counterbalanced, A B B A A B ..., so that a linear drift weighs on both sides
-equally. ``launches="reused"`` launches each side once and runs its repeats on it
-(cheaper, but it only measures the benchmark's own noise).
+The noise that matters is launch-to-launch variance (NCCL algorithm choice, CUDA-graph capture) and
+drift over the session (thermals, a neighbour's job), not only one benchmark's spread. So each
+side-round is a fresh launch, in the order A B B A A B ..., so that a linear drift weighs on both
+sides alike. With several hosts each round is an A and a B launch on one host, and B is judged from
+the per-round differences (:func:`toolkit.moves.hostfactor.paired_comparison`): a slow node cancels out.
 
-With several hosts the rounds are spread over them and run side by side
-(:func:`toolkit.moves.schedule.ab_queues`): each round is an A and a B launch on one host,
-and B is judged against A from the per-round differences
-(:func:`toolkit.moves.hostfactor.paired_comparison`), so a slow node slows both sides of
-its rounds and cancels out; :attr:`ABResult.host_effects` names it.
+Each side is a journal step of its own, so each run keeps its spec and ``journal.compare(a, b)`` works.
 
-Both sides are journal steps (same ``kind``): A, the reference, and B, the change, which
-carries the hypothesis and the verdict. Two steps, not one with two labelled runs, so
-each run keeps its own spec in ``journal.results()`` and ``journal.compare(a, b)`` shows
-what differs; each run also records its host.
-
->>> import toolkit as tk  # doctest: +SKIP
->>> eagle = tk.ServerSpec.simulator(tp=8, port=30000, speculative_algorithm="EAGLE3", speculative_num_steps=2)  # doctest: +SKIP
 >>> ab = compare_flag(tk.Host.local(), eagle, "--speculative-attention-mode", "prefill", "decode",
 ...                   plan=tk.Plan(bench=tk.Load(num_prompts=8, output_len=64), repeats=3))  # doctest: +SKIP
 >>> ab.summary_text  # doctest: +SKIP
@@ -45,7 +32,7 @@ from toolkit.moves.abverdict import (
     side_labels,
     value_label,
 )
-from toolkit.moves.fan_out import Done, HostPool, Hosts, Lane
+from toolkit.moves.fan_out import HostPool, Hosts, Lane
 from toolkit.moves.hostfactor import HostEffects, host_effects, paired_comparison
 from toolkit.moves.params import ENV_PREFIX, apply_param, value_text
 from toolkit.moves.plan import Plan
@@ -70,10 +57,9 @@ __all__ = ["Launches", "compare", "compare_flag", "ABResult", "ABVerdict", "sche
 
 @dataclass(frozen=True, eq=False)
 class ABResult:
-    """B against A on ``metric``: the statistics (``comparison``), the verdict, every run (``frame``).
+    """B against A on ``metric``: the statistics, the verdict, every run (``frame``: side, host, block).
 
-    ``frame`` has one row per run with its ``side``, ``host`` and ``block`` (the A/B round it
-    belongs to); ``host_effects`` says whether a host ran slower than the others (None on one host).
+    ``host_effects`` says whether a host ran slower than the others (None on one host).
     """
 
     label_a: str
@@ -110,37 +96,16 @@ class ABResult:
                 f"  B {self.label_b}: {runs('b')}\n  verdict {self.verdict}: {self.reason}{hosts}")
 
 
-def compare(
-    hosts: Hosts,
-    spec_a: ServerSpec,
-    spec_b: ServerSpec,
-    *,
-    plan: Plan | None = None,
-    kind: str = "flag_change",
-    title: str | None = None,
-    hypothesis: str | None = None,
-    expect: Expectation | None = "b_faster",
-    launches: Launches = "interleaved",
-    labels: tuple[str, str] | None = None,
-    confidence: float = 0.95,
-    repo: SourceRepo | None = None,
-) -> ABResult:
+def compare(hosts: Hosts, spec_a: ServerSpec, spec_b: ServerSpec, *, plan: Plan | None = None,
+            kind: str = "flag_change", title: str | None = None, hypothesis: str | None = None,
+            expect: Expectation | None = "b_faster", launches: Launches = "interleaved",
+            labels: tuple[str, str] | None = None, confidence: float = 0.95,
+            repo: SourceRepo | None = None) -> ABResult:
     """Run A and B ``plan.repeats`` times each (default 3), a fresh launch per side-round, A B B A ...; judge B vs A.
 
-    ``plan`` (:class:`~toolkit.moves.plan.Plan`) holds the benchmark, the repeats, the journal and
-    the metric judged (``plan.metric``; a relative difference under ``plan.min_effect`` counts as
-    within noise). ``expect`` is what the hypothesis predicts (B, the change, better by default): the B
-    step's verdict is ``confirmed`` if that holds beyond noise, ``refuted`` if the opposite
-    does, ``inconclusive`` within noise; None records no verdict. A failed launch stops the comparison
-    and raises, after both steps record it. ``launches``: ``"interleaved"`` (a fresh launch per
-    side-round, A B B A ...), ``"in_blocks"`` (a fresh launch per run, A's first, then B's) or
-    ``"reused"`` (one launch per side and host, its runs on it: cheaper, but it measures only the
-    benchmark's own noise). ``labels``: the sides' names (default: what differs between the specs).
-
-    ``hosts``: a Host, a HostGroup or a list. With several, the rounds run side by side (one
-    server per host at a time), B is judged from the per-round differences (paired by host)
-    and the result names a host that runs slower than the others. ``repo``: the checkout both
-    sides' code came from, recorded with the steps (:func:`compare_commits` passes it).
+    ``expect`` is what the hypothesis predicts (None: no verdict for the B step). A failed launch raises
+    after both steps record it. ``launches``: ``"in_blocks"`` runs A's launches first, then B's;
+    ``"reused"`` launches each side once per host (cheaper, but it measures only the benchmark's noise).
     """
     plan = plan or Plan()
     repeats, journal, metric = plan.repeats_or(3), plan.journal, plan.metric
@@ -150,8 +115,8 @@ def compare(
         raise ValueError(f"launches must be one of {', '.join(map(repr, LAUNCHES))}, got {launches!r}")
     direction = plan.higher_better()
     pool = HostPool(hosts, spec_for_host=plan.spec_for_host)
-    derived = side_labels(spec_a, spec_b)
-    names: dict[Side, str] = {"a": (labels or derived)[0], "b": (labels or derived)[1]}
+    label_a, label_b = labels or side_labels(spec_a, spec_b)
+    names: dict[Side, str] = {"a": label_a, "b": label_b}
     if names["a"] == names["b"]:
         names = {"a": f"A: {names['a']}", "b": f"B: {names['b']}"}
     title = title or f"{names['b']} vs {names['a']}"
@@ -197,7 +162,8 @@ def compare(
         stopped: Side | None = failed.job[0].side if failed is not None else None
         _close_after_failure(steps, stopped, names, exc)
         exc.add_note(f"compare() stopped after {len(outcomes['a'])}+{len(outcomes['b'])} runs"
-                     + (f", at side {stopped.upper()} ({names[stopped]}) on {_host_of(failed)}" if stopped else "")
+                     + (f", at side {stopped.upper()} ({names[stopped]}) on {failed.host if failed else '?'}"
+                        if stopped else "")
                      + "; every server it started was stopped")
         raise
     effects = _host_effects(outcomes, names, metric, direction) if len(used) > 1 else None
@@ -232,10 +198,6 @@ def _number_launches(queues: Sequence[Sequence[Slot]]) -> list[list[tuple[Slot, 
             launches[slot.side] += 1
             runs[slot.side] += slot.benches
     return numbered
-
-
-def _host_of(done: Done[tuple[Slot, int, int], None] | None) -> str:
-    return done.host if done is not None else "?"
 
 
 def _judge_runs(outcomes: Mapping[Side, list[tuple[int, RunOutcome]]], metric: str, confidence: float,
@@ -285,13 +247,9 @@ def _value(outcome: RunOutcome, metric: str) -> float | None:
 
 
 def compare_flag(hosts: Hosts, spec: ServerSpec, flag: str, a: object, b: object, **kwargs: Any) -> ABResult:
-    """:func:`compare` of ``spec`` with ``flag`` at value ``a`` against value ``b``.
-
-    ``flag`` is a flag (``"--speculative-attention-mode"``) or a variable (``"env:NCCL_ALGO"``);
-    a value of None means without it, True a switch. Other arguments go to :func:`compare`.
+    """:func:`compare` of ``spec`` with ``flag`` (or ``"env:NAME"``) at ``a`` vs ``b`` (None: without it).
 
     >>> compare_flag(host, eagle, "--speculative-attention-mode", "prefill", "decode",
-    ...              plan=tk.Plan(repeats=3, journal=journal), kind="attention_mode",
     ...              hypothesis="verify in extend mode without CUDA graphs is the bottleneck")  # doctest: +SKIP
     """
     spec_a, spec_b = apply_param(spec, flag, a), apply_param(spec, flag, b)

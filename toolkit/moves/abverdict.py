@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Literal
 
 from toolkit.benchmark.labels import metric_label
 from toolkit.moves.params import param_text, spec_differences
-from toolkit.moves.schedule import Side
+from toolkit.moves.schedule import Side, ab_queues
 from toolkit.server.spec import ServerSpec
 from toolkit.stats import Comparison
 
@@ -27,15 +27,8 @@ def schedule(repeats: int, *, interleave: bool, reuse_launch: bool) -> list[tupl
     >>> schedule(3, interleave=True, reuse_launch=False)
     [('a', 1), ('b', 1), ('b', 1), ('a', 1), ('a', 1), ('b', 1)]
     """
-    if reuse_launch:
-        return [("a", repeats), ("b", repeats)]
-    if not interleave:
-        first: list[tuple[Side, int]] = [("a", 1)] * repeats
-        return first + [("b", 1)] * repeats
-    rounds: list[tuple[Side, int]] = []
-    for r in range(repeats):
-        rounds += [("a", 1), ("b", 1)] if r % 2 == 0 else [("b", 1), ("a", 1)]
-    return rounds
+    return [(slot.side, slot.benches) for slot in ab_queues(repeats, 1, interleave=interleave,
+                                                             reuse_launch=reuse_launch)[0]]
 
 
 def ab_verdict(comparison: Comparison, min_effect: float) -> tuple[ABVerdict, str]:
@@ -53,20 +46,13 @@ def side_labels(spec_a: ServerSpec, spec_b: ServerSpec) -> tuple[str, str]:
     diff_b = spec_differences(spec_a, spec_b)
     if not diff_b:
         return "A", "B"
-    diff_a = {name: spec_differences(spec_b, spec_a).get(name) for name in diff_b}
-    if len(diff_b) == 1:
-        (name, b_value), a_value = next(iter(diff_b.items())), next(iter(diff_a.values()))
-        return value_label(name, a_value), value_label(name, b_value)
-    return (", ".join(param_text(n, v) for n, v in diff_a.items()),
+    reverse = spec_differences(spec_b, spec_a)
+    return (", ".join(param_text(n, reverse.get(n)) for n in diff_b),
             ", ".join(param_text(n, v) for n, v in diff_b.items()))
 
 
-def value_label(name: str, value: object) -> str:
-    """One side's name when one parameter differs, naming it: ``--speculative-attention-mode=decode``, ``without X``.
-
-    A bare ``decode`` in a results table or a post-mortem does not say which flag it is (issue 14).
-    """
-    return param_text(name, value)
+#: One side's name, naming the parameter: a bare ``decode`` does not say which flag it is (issue 14).
+value_label = param_text
 
 
 def ab_sentence(comparison: Comparison, verdict: ABVerdict, reason: str, label_a: str, label_b: str,
@@ -89,10 +75,7 @@ def _number(value: float) -> str:
 
 
 def journal_verdict(verdict: ABVerdict, expect: Expectation | None) -> StepVerdict | None:
-    """The B step's verdict: confirmed if ``expect`` held beyond noise, refuted if the opposite did.
-
-    ``changed`` (two commits: "the commit changed it") is refuted within noise, confirmed beyond it.
-    """
+    """The B step's verdict: confirmed if ``expect`` held beyond noise (``changed``: any change held)."""
     if expect is None:
         return None
     if expect == "changed":

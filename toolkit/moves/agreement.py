@@ -1,27 +1,16 @@
 """Does ``tk.bench`` measure what ``vllm bench serve`` (or SGLang's ``bench_serving``) measures? ABBA rounds.
 
 On the first real vLLM run (issue 23) the two clients differed by 4.7 % on output tok/s with
-``--temperature 0`` and by 19 % with each client's defaults, with different prompts, and nothing
-said which difference was real. :func:`agreement` removes the differences that are not the
-clients': both read one vLLM custom dataset file (``toolkit.benchmark.custom_dataset``: the same
-prompts in the same order, the same ``max_tokens``), both send ``temperature=0`` and
-``ignore_eos``, the prefix cache is flushed before every run (``before_run``), and the order
-alternates by round (AB, BA, AB, ...) so a drift of the server over time falls on both clients
-alike. Each figure's ratio (toolkit / vLLM) gets a 95 % t-interval over the rounds
-(:func:`toolkit.stats.mean_interval`): an interval that holds 1.0 is agreement within the noise.
+``--temperature 0`` and by 19 % with their defaults, and nothing said which difference was real.
+:func:`agreement` removes what is not the clients': both read one custom dataset file, send
+``temperature=0`` and ``ignore_eos``, the prefix cache is flushed before every run, and the order
+alternates by round (AB, BA, ...) so drift falls on both alike. Each figure's ratio gets a 95 %
+t-interval over the rounds: one that holds 1.0 is agreement within the noise.
 
-Defaults that differ between the clients and move numbers (docs/real-gpu/vllm/README.md):
-``vllm bench serve`` sends no ``temperature`` unless ``--temperature`` is given (the server's
-default sampling then applies), shuffles a custom dataset unless ``--disable-shuffle``, and wraps
-each prompt in the chat template unless ``--skip-chat-template``; ``tk.bench`` sends
-``temperature=0`` and ``ignore_eos=True`` and warms up with one batch first.
-
-SGLang's client (``sglang_bench=``, ``python -m sglang.bench_serving``; sglang 0.5.17
-python/sglang/benchmark/serving.py) is run with ``--backend sglang-oai`` (``/v1/completions``, as
-``tk.bench``), and sends ``temperature=0`` and ``ignore_eos`` by default (:279-285, :2427-2437); it
-reads SGLang's custom file shape (``custom_dataset.write_sglang_custom_jsonl``, which ``tk.bench``
-reads too) and shuffles it, so with as many lines as prompts both send the same prompts in another
-order; it warms up with one request (``--warmup-requests 1``, :2575-2579).
+``vllm bench serve``'s defaults that move numbers: docs/real-gpu/vllm/README.md. SGLang's client (sglang
+0.5.17 python/sglang/benchmark/serving.py) runs with ``--backend sglang-oai`` (``/v1/completions``, as
+``tk.bench``), sends ``temperature=0`` and ``ignore_eos`` by default (:279-285, :2427-2437), shuffles its
+file (same prompts, another order) and warms up with one request (``--warmup-requests 1``, :2575-2579).
 """
 
 from __future__ import annotations
@@ -53,9 +42,7 @@ _SGLANG_KEYS = {"median_e2el_ms": "median_e2e_latency_ms"}
 
 @dataclass(frozen=True)
 class Agreement:
-    """``runs``: one row per client run (round, position, client, figures); ``ratios``: per figure, the mean
-    ratio toolkit / reference over the rounds with its 95 % interval, and both clients' means (the reference's
-    column is named ``vllm`` or ``sglang``)."""
+    """``runs``: one row per client run; ``ratios``: per figure, toolkit / reference and its interval."""
 
     runs: pd.DataFrame
     ratios: pd.DataFrame
@@ -102,13 +89,9 @@ def agreement(server: Server, dataset: str, *, vllm_bench: Sequence[str] | None 
               timeout_s: float = 600.0) -> Agreement:
     """Run ``rounds`` rounds of both clients against ``server`` (AB, then BA, ...) on one dataset file.
 
-    ``dataset`` is a custom ``.jsonl`` on the server's host *and* readable here (the same path
-    when the host is local; copy it otherwise): vLLM's shape for ``vllm_bench``, SGLang's for
-    ``sglang_bench``. Give one reference client: ``vllm_bench``, the command that runs ``vllm bench
-    serve`` there (``["/tmp/vv/bin/vllm", "bench", "serve"]``), or ``sglang_bench``, the one that runs
-    SGLang's (``["/tmp/sv/bin/python", "-m", "sglang.bench_serving"]``). ``flush_cache`` flushes the prefix
-    cache before every run and keeps its state in ``runs["cache"]`` (vLLM: only with
-    ``VLLM_SERVER_DEV_MODE=1``, else ``unknown``); ``before_run`` runs before every run too. Raises :class:`~toolkit.errors.ToolkitError` quoting vLLM's client when it fails.
+    ``dataset`` is a custom ``.jsonl`` on the server's host *and* readable here. Give one reference
+    client, as the command that runs it there: ``vllm_bench`` or ``sglang_bench``. ``runs["cache"]``
+    holds the flush's outcome (vLLM flushes only with ``VLLM_SERVER_DEV_MODE=1``, else ``unknown``).
 
     >>> result = agreement(server, "/tmp/field/prompts.jsonl", vllm_bench=["vllm", "bench", "serve"])  # doctest: +SKIP
     >>> print(result)  # doctest: +SKIP
@@ -151,8 +134,7 @@ def agreement(server: Server, dataset: str, *, vllm_bench: Sequence[str] | None 
 
 
 def _reference_run(server: Server, words: list[str], result: str, reference: str, timeout_s: float) -> dict[str, object]:
-    """One run of the reference client; its figures under vLLM's keys. SGLang appends one JSON line per run to
-    its ``--output-file`` (``.jsonl``)."""
+    """One run of the reference client; its figures under vLLM's keys (SGLang appends a JSON line per run)."""
     ran = server.host.run(join(words) + " 2>&1", check=False, timeout_s=timeout_s)
     client = "vllm bench serve" if reference == "vllm" else "sglang.bench_serving"
     if not ran.ok:

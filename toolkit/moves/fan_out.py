@@ -1,18 +1,8 @@
 """Fan a move out over several hosts: one server per host at a time, the hosts side by side.
 
-A team chasing a regression has several GPU nodes, yet sweeps and bisects ran one
-configuration after another. :class:`HostPool` runs a move's jobs on every host at once:
-each host works through its own queue on its own thread (one server at a time: it holds
-the host's GPUs), while the calling thread draws one progress bar per host and waits. The
-per-host code is the move's own ``work(lane, job)``; it reaches the host only through
-``lane.host`` and :func:`toolkit.server.launch.launch`, so any target that ``launch`` accepts
-fans out the same way.
-
-Failures: a job's exception is kept with the job and the other hosts go on (or stop
-after their current job when ``stop_on_error``). Ctrl-C (or a KeyboardInterrupt raised
-inside a job) stops every server that is running now, so the blocked benchmarks end at
-once; inside ``lane.guard()`` the jobs then fail as interrupted, and the pool re-raises
-the interrupt once every thread has been joined.
+Each host works through its own queue on its own thread while the calling thread draws the progress bars.
+A job's exception is kept with the job; Ctrl-C stops every running server so blocked benchmarks end at
+once, and the pool re-raises it once every thread has been joined.
 
 >>> pool = HostPool([Host.local()])
 >>> [done.result for done in pool.run([[1, 2]], lambda lane, job: job * 10, progress=False)[0]]
@@ -81,18 +71,12 @@ class Done(Generic[J, R]):
     result: R | None = None
     error: BaseException | None = None
 
-    @property
-    def ok(self) -> bool:
-        return self.error is None
-
 
 class Lane:
     """One host of a pool, as a job sees it: the host, its spec adaptation, its progress, the stop signal."""
 
     def __init__(self, pool: HostPool, index: int, host: Target) -> None:
-        self.pool = pool
-        self.index = index
-        self.host = host
+        self.pool, self.index, self.host = pool, index, host
         self._server: Server | None = None
 
     def __repr__(self) -> str:
@@ -103,11 +87,7 @@ class Lane:
         return spec if self.pool.spec_for_host is None else self.pool.spec_for_host(self.host, spec)
 
     def log_dir(self, log_dir: str | None) -> str | None:
-        """Where this host's server logs go: a folder per host when there are several.
-
-        Several "hosts" may be one machine (127.0.0.1, .2, .3) sharing /tmp; two launches of
-        one spec in the same millisecond would otherwise write the same log file.
-        """
+        """A log folder per host when there are several: "hosts" 127.0.0.1, .2, .3 share one /tmp."""
         if len(self.pool) == 1:
             return log_dir
         slug = re.sub(r"[^A-Za-z0-9._-]+", "-", self.host.name).strip("-.") or f"host{self.index}"
@@ -129,11 +109,6 @@ class Lane:
                 raise KeyboardInterrupt(f"interrupted on {self.host.name}: its server was stopped") from exc
             raise
 
-    @property
-    def stopping(self) -> bool:
-        """True once the pool stops handing out jobs (an interrupt, or an error with ``stop_on_error``)."""
-        return self.pool.stopping
-
     def status(self, text: str) -> None:
         """What this host does now, shown in its progress bar."""
         self.pool.post(self.index, "status", text)
@@ -145,25 +120,19 @@ class Lane:
             self.pool.post(self.index, "postfix", postfix)
 
     def stop_server(self) -> None:
-        server = self._server
-        if server is not None:
+        if (server := self._server) is not None:
             with contextlib.suppress(Exception):  # it may be stopping on its own already
                 server.stop()
 
 
 class HostPool:
-    """Hosts that run one job at a time each, side by side; see the module docstring.
-
-    ``spec_for_host`` adapts a spec to each host: a port per host when several "hosts" are
-    one machine (127.0.0.1, .2, .3), the GPUs of a slot, a checkout's path.
-    """
+    """Hosts that run one job at a time each, side by side; ``spec_for_host`` adapts a spec to each host."""
 
     def __init__(self, hosts: Hosts, *, spec_for_host: SpecForHost | None = None) -> None:
         self.hosts = host_tuple(hosts)
         self.spec_for_host = spec_for_host
         self.lanes = tuple(Lane(self, i, host) for i, host in enumerate(self.hosts))
-        self.interrupted = False
-        self.stopping = False
+        self.interrupted = self.stopping = False
         self._cause: BaseException | None = None  # the first interrupt: the one re-raised
         self._cause_lock = threading.Lock()
         self._events: queue.SimpleQueue[tuple[int, str, object]] = queue.SimpleQueue()
@@ -177,7 +146,6 @@ class HostPool:
     def __repr__(self) -> str:
         return f"HostPool({', '.join(h.name for h in self.hosts)})"
 
-    # -- progress (drawn by the calling thread only) ---------------------------------------------
     @contextlib.contextmanager
     def progress(self, desc: str = "", *, unit: str = "run", enabled: bool = True) -> Iterator[None]:
         """One progress bar per host, kept open over several :meth:`run` calls (a bisection's rounds)."""
@@ -209,7 +177,6 @@ class HostPool:
         if kind == "advance" and isinstance(value, int):
             bar.update(value)
         elif kind == "status":
-            # what the run is (the label) after what the loop is (a sweep's title: "concurrency 32"), cut to fit
             short_loop = self._desc not in ("", "sweep") and len(self._desc) <= 16  # "concurrency 32", "round 3"
             where = f"{name}: {self._desc} · {value}" if short_loop else f"{name}: {value}"
             bar.set_description_str(short_desc(redact_text(where)))  # a label may quote a flag value
@@ -220,30 +187,13 @@ class HostPool:
             bar.refresh()
 
     def _drain(self) -> None:
-        while True:
-            try:
-                lane, kind, value = self._events.get_nowait()
-            except queue.Empty:
-                return
-            self._draw(lane, kind, value)
+        while not self._events.empty():
+            self._draw(*self._events.get_nowait())
 
-    # -- running --------------------------------------------------------------------------------
-    def run(
-        self,
-        queues: Sequence[Sequence[J]],
-        work: Callable[[Lane, J], R],
-        *,
-        units: Callable[[J], int] | None = None,
-        desc: str = "",
-        unit: str = "run",
-        progress: bool = True,
-        stop_on_error: bool = False,
-    ) -> list[list[Done[J, R]]]:
-        """Run ``queues[i]`` on host i, in order, the hosts in parallel; return what each job did.
-
-        ``units(job)`` sizes each host's progress bar (default one per job). A KeyboardInterrupt,
-        in this thread or in a job, is re-raised here once every host has stopped.
-        """
+    def run(self, queues: Sequence[Sequence[J]], work: Callable[[Lane, J], R], *,
+            units: Callable[[J], int] | None = None, desc: str = "", unit: str = "run", progress: bool = True,
+            stop_on_error: bool = False) -> list[list[Done[J, R]]]:
+        """Run ``queues[i]`` on host i in order, the hosts in parallel; ``units(job)`` sizes the bars."""
         if len(queues) != len(self.hosts):
             raise ValueError(f"{len(queues)} queues for {len(self.hosts)} hosts")
         self.interrupted = self.stopping = False
@@ -270,11 +220,9 @@ class HostPool:
     def _run_threads(self, busy: list[int], queues: Sequence[Sequence[J]], work: Callable[[Lane, J], R],
                      results: list[list[Done[J, R]]], stop_on_error: bool) -> None:
         exit_guard.arm()  # the lanes launch from worker threads, which cannot install the SIGTERM handlers
-        threads = [
-            threading.Thread(target=self._work_through, args=(self.lanes[i], queues[i], work, results[i], stop_on_error),
-                             name=f"toolkit-pool-{self.hosts[i].name}", daemon=True)
-            for i in busy
-        ]
+        threads = [threading.Thread(target=self._work_through, name=f"toolkit-pool-{self.hosts[i].name}",
+                                    args=(self.lanes[i], queues[i], work, results[i], stop_on_error),
+                                    daemon=True) for i in busy]
         for thread in threads:
             thread.start()
         try:

@@ -1,16 +1,8 @@
 """The host as a factor: is one node slower than the others, and is B better than A on the same node? Pure.
 
-With several hosts, a slow node must be seen, not mistaken for a slow flag. Two tools:
-
-- :func:`host_effects` fits ``log(value) = configuration + host + noise`` by least squares
-  over every run (configurations that ran on several hosts tie the hosts together) and
-  says, per host, how fast it runs against the other hosts on the same configurations,
-  with an interval from the residual noise. When every configuration ran on one host only,
-  hosts and configurations cannot be told apart, and it says so.
-- :func:`paired_comparison` judges B against A from blocks (one A and one B launch on
-  the same host, side by side in time): the mean of the per-block differences and its
-  t-interval (:func:`toolkit.stats.mean_interval`). A host's speed and a slow drift are
-  the same for both members of a block, so they cancel.
+A slow node must be seen, not mistaken for a slow flag. :func:`host_effects` fits ``log(value) =
+configuration + host + noise`` by least squares. :func:`paired_comparison` judges B against A from blocks
+(an A and a B launch on one host, side by side in time), so a host's speed and a slow drift cancel.
 
 >>> runs = [("A", "n1", 80.0), ("B", "n1", 120.0), ("A", "n2", 81.0), ("B", "n2", 121.0),
 ...         ("A", "n3", 60.0), ("B", "n3", 91.0), ("A", "n1", 80.5), ("B", "n3", 90.0)]
@@ -70,13 +62,11 @@ def _components(rows: Sequence[tuple[str, str, float]]) -> int:
     return len({find("h:" + host) for _, host, _ in rows})
 
 
-def host_effects(
-    rows: Sequence[tuple[str, str, float]], *, confidence: float = 0.95, min_effect: float = MIN_EFFECT, slower: str = "slow",
-) -> HostEffects | None:
+def host_effects(rows: Sequence[tuple[str, str, float]], *, confidence: float = 0.95,
+                 min_effect: float = MIN_EFFECT, slower: str = "slow") -> HostEffects | None:
     """Host effects from ``(configuration, host, value)`` runs; None with fewer than two hosts.
 
-    ``slower`` names a host whose ratio is below 1 (``"slow"`` for throughput; pass
-    ``"fast"`` for latencies, where a lower value is the faster node).
+    ``slower`` names a host whose ratio is below 1: ``"slow"`` for throughput, ``"fast"`` for latencies.
     """
     kept = [(c, h, float(v)) for c, h, v in rows if v is not None and math.isfinite(float(v)) and float(v) > 0]
     hosts = list(dict.fromkeys(h for _, h, _ in kept))
@@ -88,20 +78,16 @@ def host_effects(
                                       "(repeats >= 2 with relaunch_each_repeat=True)")
     configs = list(dict.fromkeys(c for c, _, _ in kept))
     # Design: one column per configuration, then H-1 host columns in sum-to-zero coding.
-    x = np.zeros((len(kept), len(configs) + len(hosts) - 1))
-    for row, (config, host, _) in enumerate(kept):
+    coded = _coding(len(hosts), len(configs), len(configs) + len(hosts) - 1)
+    x = np.array([coded[hosts.index(host)] for _, host, _ in kept])
+    for row, (config, _, _) in enumerate(kept):
         x[row, configs.index(config)] = 1.0
-        index = hosts.index(host)
-        if index < len(hosts) - 1:
-            x[row, len(configs) + index] = 1.0
-        else:
-            x[row, len(configs):] = -1.0
     y = np.log([v for _, _, v in kept])
     beta, *_ = np.linalg.lstsq(x, y, rcond=None)
     df = len(kept) - int(np.linalg.matrix_rank(x))
     residual = y - x @ beta
     fit = _Fit(beta, np.linalg.pinv(x.T @ x) * (float(residual @ residual) / df if df > 0 else math.nan), df,
-               _coding(len(hosts), len(configs), x.shape[1]), confidence, min_effect)
+               coded, confidence, min_effect)
     flagged: list[int] = []  # peel off the odd hosts one by one, so a slow node does not make the rest look fast
     while len(flagged) < len(hosts) - 1:
         typical = [i for i in range(len(hosts)) if i not in flagged]
@@ -146,11 +132,9 @@ class _Fit:
 
 def _coding(hosts: int, configs: int, width: int) -> np.ndarray:
     coded = np.zeros((hosts, width))
-    for j in range(hosts):
-        if j < hosts - 1:
-            coded[j, configs + j] = 1.0
-        else:
-            coded[j, configs:] = -1.0
+    for j in range(hosts - 1):
+        coded[j, configs + j] = 1.0
+    coded[hosts - 1, configs:] = -1.0
     return coded
 
 
@@ -171,13 +155,11 @@ def _sentence(effects: list[HostEffect], flagged: list[int], confidence: float, 
     return f"host effect: {'; '.join(parts)} (the others agree: {rest})"
 
 
-def paired_comparison(
-    blocks: Sequence[tuple[Sequence[float], Sequence[float]]], *, confidence: float = 0.95, higher_is_better: bool = True,
-) -> Comparison:
+def paired_comparison(blocks: Sequence[tuple[Sequence[float], Sequence[float]]], *, confidence: float = 0.95,
+                      higher_is_better: bool = True) -> Comparison:
     """B against A from ``(a_values, b_values)`` blocks: the mean per-block difference and its t-interval.
 
-    Blocks missing a side are left out of the difference (their runs still count in the
-    means). Fewer than two complete blocks: the interval is NaN and the verdict within noise.
+    A block missing a side counts in the means only. Under two complete blocks the interval is NaN.
 
     >>> c = paired_comparison([([80.0], [120.0]), ([60.0], [91.0]), ([81.0], [121.0])])
     >>> c.verdict, round(c.ratio, 2), c.method

@@ -1,24 +1,13 @@
 """Measure one configuration as one journal step: launch, wait until ready, benchmark, record, stop.
 
-The notebooks each wrote this by hand (a ``measure()`` of a dozen lines: a journal step, a
-launch, a panel and a log view, wait_ready, bench, record). It is the trial every sweep and
-A/B test already runs (:func:`toolkit.moves.trial.run_launch`), called once with a
-:class:`~toolkit.moves.plan.Plan`, with a hook that shows the server while it runs (``tk.measure``
-passes one that displays a ServerPanel and a LogView: :func:`toolkit.views.widgets.measure`).
-
-A start that fails is a finding, not a crash of the notebook: with ``check=False`` the step is
-stored as failed with its evidence (the readiness report, the fatal lines and their context)
-and the :class:`Measurement` says why, so that the next cell can go on.
-
-A change that should only make the server faster (speculative decoding, another attention
-mode, a kernel flag) must not change a token of a greedy answer. The hand-written versions kept
-the baseline's greedy outputs while its server still ran; ``greedy_tokens=`` does that here,
-and ``reference=`` checks a later configuration against them and records the verdict in its
-step (the outputs and their comparison: :mod:`toolkit.observe.equivalence`).
+The notebooks each wrote this by hand; it is the trial every sweep runs, called once. A start that fails
+is a finding, not a crash of the notebook. A change that should only make the server faster must not
+change a token of a greedy answer: ``greedy_tokens=`` keeps them, ``reference=`` checks against them.
 """
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -43,15 +32,11 @@ from toolkit.server.spec import ServerSpec
 __all__ = ["Measurement", "measure"]
 
 
-
 @dataclass(frozen=True)
 class Measurement:
     """One configuration measured: its runs (one per repeat), or the error that stopped it.
 
-    ``step`` is its journal step (None without a journal): set its verdict once the numbers
-    are in (``m.step.set_verdict("refuted", note=...)``). ``placement`` says where the server
-    ran (a host, a Slurm job and its nodes, a container). ``outputs`` holds its greedy outputs
-    (``greedy_tokens=`` or ``reference=``), ``equivalence`` their comparison with the reference.
+    ``step``: its journal step, for a verdict; ``equivalence``: its greedy ``outputs`` against the reference.
     """
 
     spec: ServerSpec
@@ -100,41 +85,19 @@ class _Seen:
     equivalence: EquivalenceResult | None = None
 
 
-def measure(
-    host: Target,
-    spec: ServerSpec,
-    *,
-    plan: Plan | None = None,
-    title: str | None = None,
-    kind: str = "measure",
-    hypothesis: str | None = None,
-    check: bool = True,
-    watch: Callable[[Server], object] | None = None,
-    greedy_tokens: int = 0,
-    reference: GreedyOutputs | None = None,
-) -> Measurement:
+def measure(host: Target, spec: ServerSpec, *, plan: Plan | None = None, title: str | None = None,
+            kind: str = "measure", hypothesis: str | None = None, check: bool = True,
+            watch: Callable[[Server], object] | None = None, greedy_tokens: int = 0,
+            reference: GreedyOutputs | None = None) -> Measurement:
     """Launch ``spec`` on ``host``, wait until ready, run ``plan.repeats`` benchmarks (default 1), record them, stop.
 
-    ``plan`` (:class:`~toolkit.moves.plan.Plan`): the benchmark (a ``tk.Load``, or a callable of the
-    server such as ``tk.observed(...)``), the repeats, the readiness timeout, the journal;
-    ``watch(server)`` runs once the server is launched (the notebook form shows it live). With a
-    journal the measurement is one step of kind ``kind``: spec, host, readiness, each run with the
-    server's metric lines, the decisive log lines. A failed start raises (``ServerDied``,
-    ``ReadinessTimeout``, ``InvalidFlag`` ...) after the step is stored as failed; ``check=False``
-    returns it in ``Measurement.error`` instead.
+    ``watch(server)`` runs once the server is launched (the notebook form shows it live). A failed
+    start raises after the step is stored as failed; ``check=False`` returns it in ``error`` instead.
+    ``greedy_tokens > 0`` keeps that many greedy tokens of the default prompts after the last run;
+    ``reference`` (an earlier ``outputs``) compares this server's and records the verdict in the step.
 
-    ``greedy_tokens > 0`` keeps the greedy completions of the default prompts (that many tokens
-    each), asked after the last run while the server still runs, as ``Measurement.outputs``: the
-    reference for a change that must leave every token alone. ``reference`` (an earlier
-    measurement's ``outputs``) asks this server the same prompts at the same length, compares
-    them prompt by prompt and records the verdict in the step (``Measurement.equivalence``).
-
-    >>> plan = tk.Plan(bench=tk.Load(num_prompts=8, max_concurrency=4), journal=journal)  # doctest: +SKIP
-    >>> m = measure(tk.Host.local(), tk.ServerSpec.simulator(tp=2), plan=plan, title="baseline",
-    ...             greedy_tokens=24)  # doctest: +SKIP
-    >>> m.summary["output_throughput"], m.outputs.texts()[0]  # doctest: +SKIP
-    >>> fast = measure(host, eagle, plan=plan, reference=m.outputs)  # doctest: +SKIP
-    >>> fast.equivalence.holds  # doctest: +SKIP
+    >>> m = measure(tk.Host.local(), tk.ServerSpec.simulator(tp=2), greedy_tokens=24)  # doctest: +SKIP
+    >>> measure(host, eagle, plan=plan, reference=m.outputs).equivalence.holds  # doctest: +SKIP
     """
     plan = plan or Plan()
     journal = plan.journal
@@ -149,11 +112,10 @@ def measure(
     seen = _Seen()
 
     def on_server(server: Server | None) -> None:
-        if server is None:
-            return
-        seen.placement = server.placement
-        if watch is not None:
-            watch(server)
+        if server is not None:
+            seen.placement = server.placement
+            if watch is not None:
+                watch(server)
 
     def keep_outputs(step: StepRecorder | None) -> Callable[[Server], None] | None:
         if reference is None and greedy_tokens == 0:
@@ -170,19 +132,15 @@ def measure(
 
         return after_runs
 
-    def run(step: StepRecorder | None) -> None:
-        outcomes.extend(run_launch(host, spec, step=step, benches=plan.repeats_or(1), bench_call=bench_call,
-                                   timeout_s=plan.timeout_s, log_dir=plan.log_dir, run_label=title,
-                                   observer=TrialObserver(on_server=on_server, after_runs=keep_outputs(step))))
-
     step: StepRecorder | None = None
     error: ToolkitError | None = None
     try:
-        if journal is None:
-            run(None)
-        else:
-            with journal.step(kind, title, spec=spec, host=host.name, hypothesis=hypothesis) as step:
-                run(step)
+        with (contextlib.nullcontext() if journal is None else
+              journal.step(kind, title, spec=spec, host=host.name, hypothesis=hypothesis)) as step:
+            observer = TrialObserver(on_server=on_server, after_runs=keep_outputs(step))
+            outcomes.extend(run_launch(host, spec, step=step, benches=plan.repeats_or(1),
+                                       bench_call=bench_call, timeout_s=plan.timeout_s, log_dir=plan.log_dir,
+                                       run_label=title, observer=observer))
     except ToolkitError as exc:
         if check:
             raise

@@ -1,20 +1,8 @@
 """A benchmark run that also watches: GPU telemetry, the server's Prometheus metrics, the prefix cache, outputs.
 
-What AIPerf and GuideLLM users ask for, tied to the journal: while a run is measured, the
-host's GPUs are sampled (:mod:`toolkit.observe.telemetry`) and the engine's ``/metrics`` is
-scraped (:mod:`toolkit.observe.scrape`); before it, the prefix cache is flushed or its state
-noted (:mod:`toolkit.observe.cache`); after it, greedy outputs can be checked against a reference.
-
-``observed(tk.Load(...))`` is a benchmark callable: pass it as a plan's ``bench`` to ``sweep``,
-``compare``, ``compare_flag`` or ``compare_commits`` and every run records its observations,
-because the trial hands it the journal step (:class:`toolkit.moves.trial.RunObserver`). By hand::
-
-    watch = tk.observed(BENCH, cache="flush")
-    result = watch(server)
-    watch.record(step, result, step.record(result))
-
-Rows in the journal (``journal.metric_lines(run_id)``): kind ``gpu`` (rank ``GPU0``...),
-``prometheus``, ``cache`` (:mod:`toolkit.observe.cache`) and ``equivalence``.
+``observed(tk.Load(...))`` is a plan's ``bench`` that AIPerf and GuideLLM users would ask for, tied to the
+journal: the trial hands it the step (:class:`toolkit.moves.trial.RunObserver`), which gets metric rows of
+kind ``gpu``, ``prometheus``, ``cache`` and ``equivalence`` for each run.
 """
 
 from __future__ import annotations
@@ -26,15 +14,15 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from toolkit.benchmark import BenchResult, Load
-from toolkit.engines import resolve_profile
 from toolkit.journal import StepRecorder
 from toolkit.logs import MetricRow
+from toolkit.moves.profile import engine_profile
 from toolkit.moves.trial import RunObserver, make_bench_call
 from toolkit.observe.cache import CachePolicy, CacheRecord, flush_prefix_cache
 from toolkit.observe.equivalence import EquivalenceResult, GreedyOutputs, compare_outputs, greedy_outputs
 from toolkit.observe.scrape import MetricsScraper
 from toolkit.observe.telemetry import GpuTelemetry, simulated_telemetry_command
-from toolkit.server.http import engine_versions, metrics_route
+from toolkit.server.http import metrics_route
 from toolkit.server.server import Server
 
 __all__ = ["Observation", "ObservedBench", "observed"]
@@ -68,9 +56,8 @@ class ObservedBench(RunObserver):
     """A plan's ``bench`` that flushes (or notes) the cache, samples GPUs and scrapes ``/metrics`` around each run.
 
     ``telemetry``: ``auto`` (the simulator's stand-in for a simulated server, else nvidia-smi),
-    ``nvidia-smi``, ``simulated``, ``off``, or a DCGM exporter URL. ``cache``: ``flush`` before
-    each run, or ``keep`` (the state is then ``warm`` after an earlier run on the same launch,
-    else ``unknown``). ``reference``: greedy outputs to compare this run's with.
+    ``nvidia-smi``, ``simulated``, ``off``, or a DCGM exporter URL. ``cache="keep"`` notes the state:
+    ``warm`` after an earlier run on the same launch, else ``unknown``.
     """
 
     def __init__(self, bench: Load | Callable[[Server], BenchResult] | None = None, *,
@@ -106,15 +93,9 @@ class ObservedBench(RunObserver):
 
     def observe(self, server: Server, bench: Load | Callable[[Server], BenchResult] | None = None
                 ) -> BenchResult:
-        """One observed run; ``bench`` replaces this object's benchmark for it (another concurrency, say).
-
-        The cache state follows the launch across calls: a second run on the same server is ``warm``.
-        """
+        """One observed run; ``bench`` replaces this object's benchmark for it (another concurrency, say)."""
         run = self._bench if bench is None else make_bench_call(bench, progress=False)
-        engine = None
-        if server.spec.engine in ("sglang", "vllm"):
-            engine = resolve_profile(server.spec.engine, engine_versions(server.url, server.spec.engine)
-                                     .get(server.spec.engine)).profile
+        engine = engine_profile(server)
         observation = Observation()
         if self.cache == "flush":
             observation.cache = flush_prefix_cache(server, engine, api_key=self.api_key)
@@ -135,10 +116,9 @@ class ObservedBench(RunObserver):
         elif self.metrics and names is not None and path is not None:
             scraper = MetricsScraper(server.url, names, path=path, interval_s=self.metrics_interval_s)
         try:
-            if gpus is not None:
-                gpus.start()
-            if scraper is not None:
-                scraper.start()
+            for sensor in (gpus, scraper):
+                if sensor is not None:
+                    sensor.start()
             result = run(server)
         finally:
             if scraper is not None:
@@ -176,8 +156,6 @@ def observed(bench: Load | Callable[[Server], BenchResult] | None = None, **opti
     """A benchmark that observes each run (a plan's ``bench``): see :class:`ObservedBench`.
 
     >>> watch = observed(tk.Load(num_prompts=8, output_len=64), cache="flush", telemetry="auto")  # doctest: +SKIP
-    >>> tk.compare_flag(host, spec, "--speculative-attention-mode", "prefill", "decode",
-    ...                 plan=tk.Plan(bench=watch))  # doctest: +SKIP
+    >>> tk.measure(host, spec, plan=tk.Plan(bench=watch))  # doctest: +SKIP
     """
     return ObservedBench(bench, **options)
-

@@ -1,9 +1,7 @@
 """Pure: sweep parameters (flags and ``env:`` variables), grids of combinations, and their names.
 
-A parameter is a flag spelled as on the command line (``--speculative-attention-mode``)
-or an environment variable as ``env:NCCL_ALGO``. A value of None removes it, True makes a
-flag a switch. Names say what differs from the base spec, so a journal step reads
-``--speculative-attention-mode=decode`` and a plot axis reads ``decode``.
+A parameter is a flag as on the command line or a variable as ``env:NCCL_ALGO``; None removes it, True
+makes a flag a switch. A journal step reads ``--speculative-attention-mode=decode``, a plot axis ``decode``.
 
 >>> base = ServerSpec.simulator(tp=8, port=30000, speculative_algorithm="EAGLE3")
 >>> [v.title for v in expand(base, vary={"--speculative-attention-mode": ["prefill", "decode"]})]
@@ -28,19 +26,14 @@ ABSENT = "(absent)"  # how a removed flag or variable shows in labels
 
 def _check_param(name: object) -> str:
     if not isinstance(name, str) or not (name.startswith("-") or name.startswith(ENV_PREFIX)):
-        raise InvalidFlag(
-            f"{name!r} is neither a flag nor an environment variable",
-            hint="spell flags as on the command line ('--speculative-attention-mode') and variables as "
-            "'env:NCCL_ALGO'",
-        )
+        raise InvalidFlag(f"{name!r} is neither a flag nor an environment variable",
+                          hint="spell flags as on the command line ('--speculative-attention-mode') and "
+                               "variables as 'env:NCCL_ALGO'")
     return name
 
 
 def apply_param(spec: ServerSpec, name: str, value: object) -> ServerSpec:
-    """``spec`` with one parameter set: a flag (``"--x"``) or a variable (``"env:NAME"``).
-
-    None (or False) removes it; True makes a flag a switch; anything else is its value.
-    """
+    """``spec`` with one parameter set: a flag (``"--x"``) or a variable (``"env:NAME"``); None removes it."""
     if _check_param(name).startswith(ENV_PREFIX):
         return spec.with_env({name.removeprefix(ENV_PREFIX): None if value is False else value})
     if value is None or value is False:
@@ -99,18 +92,18 @@ class Variant:
     title: str  # what differs, for the journal step
 
 
+def _titled(params: Mapping[str, object]) -> str:
+    return ", ".join(param_text(n, v) for n, v in params.items())
+
+
 def _params_label(params: Mapping[str, object]) -> str:
     if len(params) == 1:
         return value_text(next(iter(params.values())))
     return ", ".join(f"{n.lstrip('-').removeprefix(ENV_PREFIX)}={value_text(v)}" for n, v in params.items())
 
 
-def expand(
-    base: ServerSpec | None,
-    *,
-    vary: Mapping[str, Sequence[object]] | None = None,
-    specs: Sequence[ServerSpec] | None = None,
-) -> list[Variant]:
+def expand(base: ServerSpec | None, *, vary: Mapping[str, Sequence[object]] | None = None,
+           specs: Sequence[ServerSpec] | None = None) -> list[Variant]:
     """The combinations of a sweep, in order: the grid over ``vary``, or ``specs`` as given, or ``base`` alone."""
     if vary is not None and specs is not None:
         raise ValueError("pass vary= (a grid over one base spec) or specs= (explicit specs), not both")
@@ -131,8 +124,7 @@ def expand(
         spec = base
         for name, value in params.items():
             spec = apply_param(spec, name, value)
-        title = ", ".join(param_text(n, v) for n, v in params.items())
-        variants.append(Variant(index, params, spec, _params_label(params), title))
+        variants.append(Variant(index, params, spec, _params_label(params), _titled(params)))
     return variants
 
 
@@ -149,6 +141,5 @@ def _explicit(base: ServerSpec | None, specs: list[ServerSpec]) -> list[Variant]
     variants = []
     for index, (spec, diff, label) in enumerate(zip(specs, diffs, labels, strict=True)):
         params = {n: spec.commit if n == "commit" else param_value(spec, n) for n in names}
-        title = ", ".join(param_text(n, v) for n, v in diff.items()) or spec.describe()
-        variants.append(Variant(index, params, spec, label, title))
+        variants.append(Variant(index, params, spec, label, _titled(diff) or spec.describe()))
     return variants

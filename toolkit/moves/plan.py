@@ -1,17 +1,8 @@
 """``Plan``: the knobs every move shares, in one frozen record; a move's signature says what is its own.
 
-``sweep``, ``compare``, ``compare_commits``, ``perf_bisect``, ``measure`` and ``diagnose`` each took
-the benchmark, the repeats, the readiness timeout, the log folder, the progress switch, the host
-adaptation and the journal as keywords of their own (up to 23 parameters a call), and a notebook
-passed the same seven to each. A plan is made once and handed to every move; ``plan.replace(...)``
-changes one knob for one call::
-
-    plan = tk.Plan(bench=tk.Load(num_prompts=8, output_len=64), repeats=3, journal=journal)
-    tk.compare_flag(host, eagle, "--speculative-attention-mode", "prefill", "decode", plan=plan)
-    tk.sweep(host, eagle, vary={"env:NCCL_ALGO": [None, "Ring"]}, plan=plan.replace(repeats=1))
-
-A field left at None takes the move's own default, named in its docstring (``compare`` measures
-each side 3 times, a sweep each combination once; a bisection benchmarks a short single stream).
+Each move once took the benchmark, repeats, timeout, log folder, progress switch, host adaptation and
+journal as keywords of its own (up to 23 parameters a call). A plan is made once and handed to every
+move; ``plan.replace(...)`` changes one knob for one call. A field left at None takes the move's default.
 """
 
 from __future__ import annotations
@@ -37,19 +28,10 @@ BenchCall = Callable[[Server], BenchResult]
 class Plan:
     """How a move measures: the benchmark, how often, how long it waits, where logs go, what it records.
 
-    ``bench``: a :class:`~toolkit.benchmark.load.Load` (what to send) or a callable of the server
-    (``tk.observed(load, cache="flush")``); None: the move's default. ``repeats``: benchmark runs per
-    configuration (None: the move's default). ``timeout_s``: how long a launch may take to be ready;
-    ``build_timeout_s``: a commit's build (``compare_commits``, ``perf_bisect``). ``log_dir``: where
-    server logs go on the host (None: the launcher's default). ``progress``: progress bars.
-    ``spec_for_host(host, spec)``: adapts a spec to a host (a port per address on one machine).
-    ``journal``: where each step is recorded (None: nothing is). ``metric`` is what A/B tests,
-    bisections and diagnoses judge, better when higher unless ``higher_is_better`` says otherwise
-    (None: from the metric's name); a relative difference under ``min_effect`` counts as noise.
-    ``bench_alone``: the lanes of a fan-out launch and wait side by side but benchmark one at a time.
-    Their clients share this process: when this machine is busy (or also runs the servers), clients
-    side by side stall each other and read a no-change A/B anywhere from 0.3x to 1.7x
-    (docs/fan-out.md); alone, each reads as a lone client does.
+    ``metric`` is what A/B tests, bisections and diagnoses judge (direction from its name unless
+    ``higher_is_better`` says); a relative difference under ``min_effect`` is noise. ``bench_alone``:
+    fan-out lanes benchmark one at a time, because clients side by side in one busy process stall each
+    other and read a no-change A/B anywhere from 0.3x to 1.7x (docs/fan-out.md).
 
     >>> plan = Plan(bench=Load(num_prompts=8), repeats=3, progress=False)
     >>> plan.replace(repeats=5).repeats, plan.repeats_or(1), Plan().repeats_or(1)

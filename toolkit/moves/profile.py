@@ -1,25 +1,13 @@
 """Capture a torch profile of a running server for a bounded window, fetch its traces, store them beside the journal.
 
-How the seed's root cause would have been *found*: a profile of the EAGLE-3 server shows
-the verify step's kernels launched one by one outside CUDA graphs. One call does what
-``bench_serving --profile`` and a manual ``scp`` do, for each engine as its release wants:
-
-- **SGLang**: ``POST /start_profile`` with ``output_dir`` (a fresh folder per capture, so no
-  earlier trace is mistaken for this one), ``activities``, ``with_stack`` and optionally
-  ``num_steps`` (the engine then stops by itself; sglang 0.5.9
-  managers/scheduler_profiler_mixin.py:118-131), then ``POST /stop_profile``. Each TP rank
-  writes ``{profile_id}-TP-{rank}.trace.json.gz`` there (:268-293).
-- **vLLM**: the folder is fixed at launch (``VLLM_TORCH_PROFILER_DIR`` up to 0.13,
-  ``--profiler-config`` from 0.14: :func:`with_profiling` sets the right one); the routes
-  exist only then (404 otherwise, which is said so).
-- **an engine without endpoints** (``transformers serve``): the server runs under
-  :mod:`toolkit.observe.profiled` (:func:`with_profiling` wraps its launcher), which starts
-  the profiler on SIGUSR1 and writes the trace on SIGUSR2.
-
-The new trace files are fetched over the host's connection, at most ``max_bytes`` in all
-(a file over the bound stays on the host and the profile says so), into
-``<journal>.profiles/step-<id>-<label>/`` with ``kernels.csv`` and ``perfetto.html``, and
-the step gets a note ``profile: <folder>`` that the post-mortem follows.
+How the seed's root cause would have been *found*: the verify step's kernels launched one by one outside
+CUDA graphs. SGLang gets ``POST /start_profile`` with a fresh ``output_dir`` per capture and optionally
+``num_steps`` (sglang 0.5.9 managers/scheduler_profiler_mixin.py:118-131; one
+``{profile_id}-TP-{rank}.trace.json.gz`` per rank, :268-293). vLLM's folder is fixed at launch
+(``VLLM_TORCH_PROFILER_DIR`` up to 0.13, ``--profiler-config`` from 0.14: :func:`with_profiling`). An engine
+without endpoints runs under :mod:`toolkit.observe.profiled` (SIGUSR1 starts, SIGUSR2 writes).
+The traces (at most ``max_bytes``) land in ``<journal>.profiles/step-<id>-<label>/`` with ``kernels.csv``
+and ``perfetto.html``; the step gets a note ``profile: <folder>`` for the post-mortem.
 
 >>> with tk.profile(server, label="prefill-mode verify", journal=journal, step=step) as capture:  # doctest: +SKIP
 ...     tk.bench(server, num_prompts=8)
@@ -28,6 +16,7 @@ the step gets a note ``profile: <folder>`` that the post-mortem follows.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import time
@@ -59,7 +48,8 @@ def profiles_dir(journal: Journal) -> Path:
     return journal.path.parent / f"{journal.path.stem}.profiles"
 
 
-def _engine_profile(server: Server) -> EngineProfile | None:
+def engine_profile(server: Server) -> EngineProfile | None:
+    """The running server's release profile, read from its version endpoint (None: an engine without one)."""
     if server.spec.engine not in ("sglang", "vllm"):
         return None
     versions = engine_versions(server.url, server.spec.engine)
@@ -67,12 +57,7 @@ def _engine_profile(server: Server) -> EngineProfile | None:
 
 
 def with_profiling(spec: ServerSpec, remote_dir: str = DEFAULT_REMOTE_DIR, *, version: str | None = None) -> ServerSpec:
-    """``spec`` launched so that :func:`profile` can capture it, as its engine's release wants.
-
-    SGLang needs nothing (each capture names its folder) but gets ``SGLANG_TORCH_PROFILER_DIR``
-    as the default folder; vLLM gets ``--profiler-config`` (0.14+) or ``VLLM_TORCH_PROFILER_DIR``;
-    any other engine runs under :mod:`toolkit.observe.profiled` with ``spec.python``.
-    """
+    """``spec`` launched so that :func:`profile` can capture it, as its engine's release wants."""
     if spec.engine == "sglang":
         return spec.with_env({"SGLANG_TORCH_PROFILER_DIR": remote_dir})
     if spec.engine == "vllm":
@@ -96,12 +81,8 @@ def _launch_dir(spec: ServerSpec) -> str | None:
     if PROFILED_WRAPPER in launcher and "--trace-dir" in launcher:
         return launcher[launcher.index("--trace-dir") + 1]
     config = dict(spec.flags).get("--profiler-config")
-    if isinstance(config, str):
-        try:
-            value = json.loads(config).get("torch_profiler_dir")
-        except (ValueError, AttributeError):
-            value = None
-        if value:
+    with contextlib.suppress(ValueError, AttributeError):
+        if isinstance(config, str) and (value := json.loads(config).get("torch_profiler_dir")):
             return str(value)
     env = dict(spec.env)
     return env.get("VLLM_TORCH_PROFILER_DIR") or env.get("SGLANG_TORCH_PROFILER_DIR")
@@ -110,10 +91,8 @@ def _launch_dir(spec: ServerSpec) -> str | None:
 class ProfileCapture:
     """A context manager: starts the server's profiler on enter; on exit stops it, fetches and stores the traces.
 
-    ``result`` holds the :class:`~toolkit.observe.torch_profile.Profile` after a clean exit.
-    ``num_steps`` (SGLang, vLLM 0.33 ``max_iterations``) bounds the window in scheduler steps;
-    otherwise the window is the ``with`` block. ``ranks`` picks the TP ranks whose files are fetched
-    (SGLang and vLLM write one per rank; an 8-rank trace set is 8 times the bytes).
+    ``num_steps`` (SGLang, vLLM 0.33 ``max_iterations``) bounds the window in scheduler steps, else it is
+    the ``with`` block. ``ranks``: the TP ranks whose files are fetched (an 8-rank set is 8 times the bytes).
     """
 
     def __init__(self, server: Server, *, label: str = "profile", journal: Journal | None = None,
@@ -127,7 +106,7 @@ class ProfileCapture:
         self.journal_dir = journal.path.parent if journal is not None else None
         self.num_steps, self.ranks, self.max_bytes, self.timeout_s = num_steps, ranks, max_bytes, timeout_s
         self.with_stack, self.api_key = with_stack, api_key
-        self.engine = _engine_profile(server)
+        self.engine = engine_profile(server)
         self.method = "signal" if self.engine is None else "endpoint"
         fixed = _launch_dir(server.spec)
         if self.method == "signal" and PROFILED_WRAPPER not in server.spec.launcher:
@@ -146,7 +125,6 @@ class ProfileCapture:
         self._started_at = 0.0
         self._deadline = math.inf  # the stop, the wait and the fetch all end by it (timeout_s after the stop)
 
-    # ---- host side --------------------------------------------------------------------------
     def _list(self) -> dict[str, int]:
         return parse_trace_listing(self.server.host.run(trace_listing_script(self.remote_dir), timeout_s=30).stdout)
 
@@ -164,7 +142,6 @@ class ProfileCapture:
         ranked = sorted(n for n in names if trace_rank(engine, version, n) in self.ranks)
         return ranked + sorted(n for n in names if is_frontend_trace(engine, version, n))
 
-    # ---- life cycle -------------------------------------------------------------------------
     def __enter__(self) -> ProfileCapture:
         self.server.host.run(f"mkdir -p {quote_path(self.remote_dir)}", timeout_s=30)
         self._before = self._list()
@@ -210,12 +187,13 @@ class ProfileCapture:
         if self.method == "signal":
             self._signal("USR2")
         else:
-            if self.num_steps and "output_dir" in self._fields():  # SGLang stops by itself after num_steps
+            assert self.engine is not None and self.engine.start_profile is not None
+            if self.num_steps and "output_dir" in self.engine.start_profile.body_fields:  # SGLang: by itself
                 grace = time.monotonic() + min(30.0, self.timeout_s / 2)
                 while time.monotonic() < grace and not self._ready(self._new_files()):
                     time.sleep(_POLL_S)
             if not self._ready(self._new_files()):
-                assert self.engine is not None and self.engine.stop_profile is not None
+                assert self.engine.stop_profile is not None
                 stopped = stop_profile(self.server.url, self.engine.stop_profile.path, timeout_s=self.timeout_s,
                                        api_key=self.api_key)
         previous: dict[str, int] | None = None
@@ -232,9 +210,6 @@ class ProfileCapture:
                            f"{self.timeout_s:g} s", evidence=said + self.server.log_tail(8),
                            hint="read the server log (did the profiler start? is the folder writable?), "
                                 "or raise timeout_s for a large trace")
-
-    def _fields(self) -> tuple[str, ...]:
-        return () if self.engine is None or self.engine.start_profile is None else self.engine.start_profile.body_fields
 
     def _new_files(self) -> dict[str, int]:
         return {n: s for n, s in self._list().items() if self._before.get(n) != s}
@@ -300,8 +275,5 @@ def parse_trace_listing(text: str) -> dict[str, int]:
 
 
 def profile(server: Server, **options: Any) -> ProfileCapture:
-    """Profile ``server`` for the ``with`` block: ``with profile(server, label=..., journal=j, step=s) as capture:``.
-
-    Options: see :class:`ProfileCapture`. ``capture.result`` is the :class:`Profile`.
-    """
+    """Profile ``server`` for the ``with`` block (options: :class:`ProfileCapture`): ``capture.result``."""
     return ProfileCapture(server, **options)

@@ -1,12 +1,9 @@
 """Which host runs what, in which order: the plans of sweeps and A/B tests over a host pool, pure.
 
-Two rules shape every plan. Repeats of one configuration go to different hosts (in turn),
-so that a slow node shows up as a host effect instead of hiding inside one configuration's
-numbers. And each host works in rounds (first launches of everything, then second
-launches...), so that drift over the session (thermals, a neighbour's job) weighs on every
-configuration alike. An A/B test pairs its sides: each round is one A launch and one B
-launch on the same host, in the order A B on one round and B A on the next (A B B A ...),
-so that a host's speed and a linear drift both cancel in the difference.
+Repeats of one configuration go to different hosts in turn, so a slow node shows up as a host effect
+instead of hiding in one configuration's numbers; each host works in rounds, so drift over the session
+weighs on every configuration alike. An A/B round is an A and a B launch on one host, A B then B A,
+so a host's speed and a linear drift both cancel in the difference.
 
 >>> sweep_queues(3, 2, 3)  # (combination, launch) per host: each combination on two hosts
 [[(0, 0), (2, 1)], [(1, 0), (0, 1)], [(2, 0), (1, 1)]]
@@ -49,8 +46,7 @@ def split(total: int, parts: int) -> list[int]:
 def sweep_queues(variants: int, launches: int, hosts: int, spread: Spread = "alternate") -> list[list[tuple[int, int]]]:
     """Per host, the ``(combination, launch)`` pairs it runs, in order: rounds of launches.
 
-    Launch ``l`` of combination ``v`` goes to host ``(v + l) % hosts`` (``"alternate"``) or
-    ``v % hosts`` (``"same"``); each host runs all its first launches, then its second ones.
+    Launch ``l`` of combination ``v`` goes to host ``(v + l) % hosts`` (``"alternate"``) or ``v % hosts``.
     """
     if spread not in ("alternate", "same"):
         raise ValueError(f"spread must be 'alternate' or 'same', got {spread!r}")
@@ -65,17 +61,10 @@ def sweep_queues(variants: int, launches: int, hosts: int, spread: Spread = "alt
 
 
 def ab_queues(repeats: int, hosts: int, *, interleave: bool, reuse_launch: bool) -> list[list[Slot]]:
-    """Per host, the launches of an A/B test in order, each with its block.
+    """Per host, the launches of an A/B test in order, each with its block (the pair it belongs to).
 
-    - fresh launches, interleaved (the default): round ``r`` (one A and one B launch) runs
-      on host ``r % hosts``; a host's rounds alternate A B / B A, and neighbouring hosts
-      start on opposite sides, so both sides run at every moment. Block = round.
-    - fresh launches, not interleaved: per host, its share of A's launches, then B's.
-      Block = host.
-    - ``reuse_launch``: per host, one A launch and one B launch with its share of the
-      repeats each (B first on odd hosts). Block = host.
-
-    With one host this is :func:`toolkit.moves.abtest.schedule`'s order.
+    Interleaved, round ``r`` runs on host ``r % hosts``, neighbouring hosts starting on opposite sides
+    (block = round); else block = host (``reuse_launch``: one launch per side, B first on odd hosts).
     """
     if repeats < 1 or hosts < 1:
         raise ValueError(f"repeats and hosts must be >= 1, got {repeats} and {hosts}")

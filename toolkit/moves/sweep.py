@@ -28,11 +28,7 @@ OnFailure = Literal["record", "stop"]
 
 
 class _VariantStep:
-    """The journal step of one combination, shared by its launches (maybe on several hosts at once).
-
-    It opens when the first launch starts and ends when the last one has reported: done, or
-    failed/interrupted with the first error.
-    """
+    """The journal step of one combination, shared by its launches: opened by the first, ended by the last."""
 
     def __init__(self, journal: Journal | None, kind: str, title: str, hypothesis: str | None, variant: Variant,
                  hosts: list[str], launches: int) -> None:
@@ -71,38 +67,20 @@ class _VariantStep:
                                                      "combination ran" + (f" ({self.error})" if self.error else ""))
 
 
-def sweep(
-    hosts: Hosts,
-    base_spec: ServerSpec | None,
-    *,
-    vary: Mapping[str, Sequence[object]] | None = None,
-    specs: Sequence[ServerSpec] | None = None,
-    plan: Plan | None = None,
-    relaunch_each_repeat: bool = False,
-    spread: Spread = "alternate",
-    kind: str = "flag_change",
-    title: str | None = None,
-    hypothesis: str | None = None,
-    on_failure: OnFailure = "record",
-) -> SweepResult:
+def sweep(hosts: Hosts, base_spec: ServerSpec | None, *, vary: Mapping[str, Sequence[object]] | None = None,
+          specs: Sequence[ServerSpec] | None = None, plan: Plan | None = None,
+          relaunch_each_repeat: bool = False, spread: Spread = "alternate", kind: str = "flag_change",
+          title: str | None = None, hypothesis: str | None = None,
+          on_failure: OnFailure = "record") -> SweepResult:
     """Run every combination (launch, wait_ready, bench ``plan.repeats`` times, record, stop); return the runs.
 
-    ``vary`` maps flags (``"--speculative-attention-mode"``) or variables (``"env:NCCL_ALGO"``)
-    to values (None removes, True is a switch); or pass ``specs=[...]``. ``plan``
-    (:class:`~toolkit.moves.plan.Plan`): the benchmark, the repeats (default 1), the readiness
-    timeout, the journal and the rest that every move shares.
-    ``on_failure="record"`` stores a failed combination (error, evidence, log lines) and
-    goes on; ``"stop"`` stores it and re-raises. Servers are always stopped, Ctrl-C included.
-
-    ``hosts``: a Host, a HostGroup or a list; with several, combinations run side by side,
-    one server per host at a time (one progress bar per host). With
-    ``relaunch_each_repeat=True`` a combination's launches rotate over the hosts
-    (``spread="alternate"``; ``"same"`` keeps each on one host), so that the result can tell
-    a slow host from a slow combination (:attr:`SweepResult.host_effects`).
+    ``vary`` maps flags or ``"env:NAME"`` variables to values (None removes, True is a switch); or pass
+    ``specs=[...]``. ``on_failure="record"`` stores a failed combination and goes on; ``"stop"`` stores it
+    and re-raises. With ``relaunch_each_repeat=True`` a combination's launches rotate over the hosts
+    (``spread="alternate"``), so that a slow host is told from a slow combination.
 
     >>> result = sweep(tk.Host.local(), tk.ServerSpec.simulator(tp=2, port=30000),
-    ...                vary={"env:NCCL_ALGO": [None, "Ring"]},
-    ...                plan=tk.Plan(bench=tk.Load(num_prompts=8, output_len=32), journal=journal))  # doctest: +SKIP
+    ...                vary={"env:NCCL_ALGO": [None, "Ring"]}, plan=tk.Plan(repeats=3))  # doctest: +SKIP
     >>> tk.plots.sweep(result)  # doctest: +SKIP
     """
     plan = plan or Plan()

@@ -38,8 +38,7 @@ class SweepFailure:
 
     @property
     def message(self) -> str:
-        text = self.error.message if isinstance(self.error, ToolkitError) else str(self.error)
-        return f"{type(self.error).__name__}: {text}"
+        return f"{type(self.error).__name__}: {_text(self.error)}"
 
     def __repr__(self) -> str:
         where = f" (journal step {self.step_id})" if self.step_id is not None else ""
@@ -58,21 +57,21 @@ def outcome_row(outcome: RunOutcome, **columns: object) -> dict[str, object]:
 
 def failure_row(error: BaseException, step_id: int | None, repeat: int, **columns: object) -> dict[str, object]:
     """The row a failed launch or run leaves in a tidy frame: no metrics, the error text."""
-    text = error.message if isinstance(error, ToolkitError) else str(error)
+    text = _text(error)
     return {**columns, "repeat": repeat, "launch": None, "status": "failed",
             "error": f"{type(error).__name__}: {text.splitlines()[0] if text else ''}", "step_id": step_id}
+
+
+def _text(error: BaseException) -> str:
+    return error.message if isinstance(error, ToolkitError) else str(error)
 
 
 @dataclass(frozen=True, eq=False)
 class SweepResult:
     """Every run of a sweep as one tidy DataFrame (``frame``), the failures, and the journal steps.
 
-    ``frame``: one row per benchmark run (plus one ``status == "failed"`` row per failure),
-    the varied parameters as columns (named as in ``vary``), the ``host`` it ran on, then
-    run facts and every summary metric (``output_throughput``, ``mean_ttft_ms``, ...,
-    ``accept_length``). ``phases``: one row per launch that stopped cleanly, where its time
-    went in seconds (:class:`~toolkit.moves.trial.LaunchPhases`: launch, ready, bench, log,
-    journal, stop, total), to see what a sweep costs beyond its servers.
+    ``frame``: one row per run (and per failure): the varied parameters, ``host``, run facts, every summary
+    metric. ``phases``: per launch, where its time went (:class:`~toolkit.moves.trial.LaunchPhases`).
     """
 
     variants: tuple[Variant, ...]
@@ -106,11 +105,7 @@ class SweepResult:
         return tuple(dict.fromkeys(str(h) for h in column if isinstance(h, str)))
 
     def host_effects(self, metric: str = "output_throughput") -> HostEffects | None:
-        """Each host against the others on the same combinations (None with one host).
-
-        A combination that ran on one host only ties nothing together: with one launch per
-        combination the hosts cannot be told from the combinations, and the text says so.
-        """
+        """Each host against the others on the same combinations (None with one host)."""
         if metric not in self.frame:
             return None
         ok = self.frame[self.frame["status"] == "ok"]

@@ -1,10 +1,8 @@
 """One launch of a sweep or an A/B test: launch, wait until ready, benchmark, record, stop.
 
-Everything a later reader needs goes into the journal step as it happens: the readiness
-report (a failed one too), one run per benchmark with the server's metric lines over that
-run, the decisive log lines (benign error-looking lines and fatal ones), the engine
-version. The log's part comes from the server's ledger (:class:`toolkit.logs.window.LogLedger`),
-which heard every line as the follower read it. The server is stopped on every way out, because ``with launch(...)`` owns it.
+What a later reader needs goes into the journal step as it happens: readiness, each run with the
+server's metric lines over it, the decisive log lines (from the server's
+:class:`~toolkit.logs.window.LogLedger`), the engine version. The server is stopped on every way out.
 """
 
 from __future__ import annotations
@@ -34,11 +32,7 @@ __all__ = ["RunOutcome", "LaunchPhases", "RunObserver", "TrialObserver", "run_la
 
 
 class RunObserver(abc.ABC):
-    """A plan's ``bench`` callable that also watches its runs (telemetry, metrics, cache state: moves/observed.py).
-
-    The trial calls it like any bench call, then hands it the journal step and the run's id,
-    so that what it saw is stored with the run.
-    """
+    """A plan's ``bench`` that also watches its runs (moves/observed.py); the trial hands it the step."""
 
     @abc.abstractmethod
     def __call__(self, server: Server) -> BenchResult: ...
@@ -66,11 +60,7 @@ class RunOutcome:
 class LaunchPhases:
     """Where one launch's time went, in seconds: what a sweep costs beyond its servers' start and benchmarks.
 
-    ``launch``: port check, flag preflight, log file, start, record on the host; ``ready``:
-    :meth:`Server.wait_ready`; ``bench``: the benchmark calls; ``log``: counting and reading
-    the log around each run (the metric lines), the post-run liveness check; ``journal``:
-    journal writes and the version query; ``stop``: the verified stop. ``total`` is the
-    whole launch; what the phases leave of it is the trial's own bookkeeping.
+    ``log``: the log around each run and the liveness check; what the rest leaves of ``total``: bookkeeping.
     """
 
     host: str = ""
@@ -92,11 +82,8 @@ class LaunchPhases:
 class TrialObserver:
     """What one launch reports as it goes, to the move that runs it; every hook is optional.
 
-    ``on_server`` hears of the server once launched and of None once it is stopped (a host pool
-    stops it from outside on Ctrl-C); ``on_run`` of each run as it is recorded; ``more_runs``,
-    asked after the last run, says how many more to run on the same server (a noisy measurement
-    re-measured); ``after_runs`` gets the server after the last run, before it stops (greedy
-    outputs to keep); ``on_phases`` hears where the launch's time went once it stopped.
+    ``on_server`` hears of the server, then of None once stopped (a pool stops it on Ctrl-C); ``more_runs``,
+    asked after the last run, says how many more to run on it (a noisy measurement re-measured).
     """
 
     on_server: Callable[[Server | None], None] | None = None
@@ -114,35 +101,27 @@ def make_bench_call(bench: Load | Callable[[Server], BenchResult] | None, *,
                     progress: bool, alone: bool = False) -> Callable[[Server], BenchResult]:
     """``bench`` as a function of the server: :func:`toolkit.benchmark.bench` with a Load (None: ``Load()``), or itself.
 
-    The server's log follower goes to bench as ``server_log``, so the run's server view
-    includes the log's metric lines (SGLang's ``accept len`` among them). ``alone``: the run waits
-    until no other such run is measuring in this process (``Plan(bench_alone=True)``).
+    The log's metric lines go to bench as ``server_log`` (SGLang's ``accept len``); ``alone``: one at a time.
     """
-    call = _bench_call(bench, progress)
+
+    def call(server: Server) -> BenchResult:
+        if callable(bench):
+            return bench(server)
+        ledger = server.ledger
+
+        def log_rows(since: datetime, until: datetime) -> list[MetricRow]:
+            return ledger.metric_rows(0, ledger.last_line)
+
+        return run_bench(server, bench, progress=progress, server_log=log_rows)
+
     if not alone:
-        return call
+        return bench if callable(bench) else call
 
     def call_alone(server: Server) -> BenchResult:
         with _ALONE:
             return call(server)
 
     return call_alone
-
-
-def _bench_call(bench: Load | Callable[[Server], BenchResult] | None, progress: bool) -> Callable[[Server], BenchResult]:
-    if callable(bench):
-        return bench
-    load = bench
-
-    def call(server: Server) -> BenchResult:
-        ledger = server.ledger
-
-        def log_rows(since: datetime, until: datetime) -> list[MetricRow]:
-            return ledger.metric_rows(0, ledger.last_line)
-
-        return run_bench(server, load, progress=progress, server_log=log_rows)
-
-    return call
 
 
 def _catch_up(server: Server) -> None:
@@ -179,27 +158,11 @@ def _check_run(server: Server, result: BenchResult) -> None:
                                 "or read its log")
 
 
-def run_launch(
-    host: Target,
-    spec: ServerSpec,
-    *,
-    step: StepRecorder | None,
-    benches: int,
-    bench_call: Callable[[Server], BenchResult],
-    timeout_s: float,
-    log_dir: str | None = None,
-    run_label: str | None = None,
-    first_repeat: int = 0,
-    launch_no: int = 0,
-    observer: TrialObserver | None = None,
-) -> list[RunOutcome]:
-    """Launch ``spec``, wait until ready, run ``benches`` benchmarks, record them in ``step``, stop the server.
-
-    ``step`` is a journal StepRecorder or None. Each run is recorded with the server's metric
-    lines over that run and the host's name; the decisive log lines are recorded however the
-    launch ends, and a failed start-up's readiness report too. The server stops on every exit
-    (``with launch``). ``observer`` hears what happens as it happens (:class:`TrialObserver`).
-    """
+def run_launch(host: Target, spec: ServerSpec, *, step: StepRecorder | None, benches: int,
+               bench_call: Callable[[Server], BenchResult], timeout_s: float, log_dir: str | None = None,
+               run_label: str | None = None, first_repeat: int = 0, launch_no: int = 0,
+               observer: TrialObserver | None = None) -> list[RunOutcome]:
+    """Launch ``spec``, wait until ready, run ``benches`` benchmarks, record them in ``step``, stop it."""
     seen = observer or TrialObserver()
     phases = LaunchPhases(host.name)
     started = time.monotonic()
@@ -215,20 +178,10 @@ def run_launch(
     return outcomes
 
 
-def _measure(
-    host: Target,
-    spec: ServerSpec,
-    step: StepRecorder | None,
-    benches: int,
-    bench_call: Callable[[Server], BenchResult],
-    timeout_s: float,
-    log_dir: str | None,
-    run_label: str | None,
-    first_repeat: int,
-    launch_no: int,
-    seen: TrialObserver,
-    phases: LaunchPhases,
-) -> list[RunOutcome]:
+def _measure(host: Target, spec: ServerSpec, step: StepRecorder | None, benches: int,
+             bench_call: Callable[[Server], BenchResult], timeout_s: float, log_dir: str | None,
+             run_label: str | None, first_repeat: int, launch_no: int, seen: TrialObserver,
+             phases: LaunchPhases) -> list[RunOutcome]:
     outcomes: list[RunOutcome] = []
     timed = phases.timed
     with timed("launch"):

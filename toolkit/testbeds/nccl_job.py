@@ -1,21 +1,13 @@
 """A real torch.distributed job that logs like a server: the env check's proving ground.
 
-Run under torchrun, one process per rank::
-
     torchrun --nproc-per-node 2 -m toolkit.testbeds.nccl_job --backend nccl --duration-s 60
 
-Each rank initialises the process group, all-reduces in a loop and writes SGLang-style
-lines (`[TIME TPn] ...`, then `The server is fired up and ready to roll!`) so that the
-toolkit's follower and classifier treat it like an engine. Every rank writes that one variable the
-way the SGLang release it imitates does (`--imitate`): `sglang-0.4` (the default) like SGLang up to
-0.5.4.post1, which writes `NCCL_CUMEM_ENABLE=0` in its launcher whatever the user exported (0.4.10
-python/sglang/srt/entrypoints/engine.py:626; 0.5.4.post1 :673); `sglang-0.5` like 0.5.4.post2 and
-later, which keep a user's value and write it only when unset (:680; 0.5.23 :1898). The rank
-re-executes itself with the changed environment, so the override is visible in
-`/proc/<pid>/environ` exactly as a spawned worker of such a release would show it.
-`--drop-env VAR` starts the ranks without VAR, the mistake the env check must catch (a variable
-exported on the launcher that never reaches the workers).
-With `--backend gloo` the same job runs on CPUs (the CI path).
+Each rank all-reduces in a loop and writes SGLang-style lines (`[TIME TPn] ...`, then `The server is
+fired up and ready to roll!`). `--imitate sglang-0.4` writes `NCCL_CUMEM_ENABLE=0` whatever the user
+exported, as SGLang up to 0.5.4.post1 (0.4.10 python/sglang/srt/entrypoints/engine.py:626; 0.5.4.post1
+:673); `sglang-0.5` only when unset, as 0.5.4.post2 and later (:680; 0.5.23 :1898). The rank re-executes
+itself, so `/proc/<pid>/environ` shows the override as a spawned worker would. `--drop-env VAR` loses VAR
+on the way to the ranks; `--backend gloo` runs on CPUs (the CI path).
 """
 
 from __future__ import annotations
@@ -98,8 +90,7 @@ def main(argv: list[str] | None = None) -> int:
         torch.cuda.synchronize()
     if rank == 0:
         _log(rank, "The server is fired up and ready to roll!")
-    started = time.monotonic()
-    last_log = started
+    started = last_log = time.monotonic()
     steps = 0
     while not stopping and time.monotonic() - started < args.duration_s:
         dist.all_reduce(tensor)

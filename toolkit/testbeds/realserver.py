@@ -1,23 +1,9 @@
 """A real inference server on CPU: `transformers serve` with a tiny random Llama built here.
 
-The simulator proves the toolkit's logic; this proves it against a real engine (uvicorn, a
-real tokenizer, paged-attention continuous batching) on a machine with no GPU and no Hub
-access. Nothing is downloaded: the tokenizer is trained here on generated sentences and
-the weights are random, so output is gibberish by design and only its timing means anything.
-
-Two halves, because they run in two virtual environments:
-
-* the toolkit side (stdlib only, the main venv): :func:`ensure_tiny_model`,
-  :func:`transformers_serve_argv`, :func:`serve_env` and :data:`SERVE_FLAGS`;
-* the builder (torch + transformers, ``.venv-cpu``): :mod:`toolkit.testbeds.tiny_model`, run as
-  ``.venv-cpu/bin/python -m toolkit.testbeds.tiny_model build DIR`` (the Makefile installs the
-  toolkit there without its dependencies).
-
-Example::
-
-    model_dir = ensure_tiny_model("out/tiny-llama")
-    argv = transformers_serve_argv(model_dir, port=8011, launcher=(".venv-cpu/bin/transformers", "serve"))
-    subprocess.Popen(argv, env=serve_env())
+The simulator proves the toolkit's logic; this proves it against a real engine (uvicorn, a real tokenizer,
+paged-attention continuous batching) with no GPU and no Hub access. The weights are random: output is
+gibberish by design, only its timing means anything. This half runs in the main venv (stdlib only); the
+builder, :mod:`toolkit.testbeds.tiny_model`, runs in ``.venv-cpu`` (torch + transformers).
 """
 
 from __future__ import annotations
@@ -33,17 +19,8 @@ from toolkit.errors import CommandFailed, CommandNotFound, InvalidFlag, ToolkitE
 from toolkit.server.spec import ServerSpec
 from toolkit.testbeds.tiny_model import STAMP_NAME, TinyModelConfig, config_args, is_cached, read_stamp
 
-__all__ = [
-    "CPU_VENV_PYTHON",
-    "OTHER_SERVE_OPTIONS",
-    "SERVE_FLAGS",
-    "ServeFlag",
-    "TinyModelConfig",
-    "ensure_tiny_model",
-    "serve_env",
-    "tiny_server_spec",
-    "transformers_serve_argv",
-]
+__all__ = ["CPU_VENV_PYTHON", "OTHER_SERVE_OPTIONS", "SERVE_FLAGS", "ServeFlag", "TinyModelConfig",
+           "ensure_tiny_model", "serve_env", "tiny_server_spec", "transformers_serve_argv"]
 
 CPU_VENV_PYTHON = ".venv-cpu/bin/python"
 """Where `make .venv-cpu/.installed` puts the interpreter that has torch and transformers."""
@@ -59,9 +36,8 @@ class ServeFlag:
 
 
 SERVE_FLAGS: tuple[ServeFlag, ...] = (
-    ServeFlag(
-        "--continuous-batching", "switch", (), "paged-attention scheduler; off = one request at a time"
-    ),
+    ServeFlag("--continuous-batching", "switch", (),
+              "paged-attention scheduler; off = one request at a time"),
     ServeFlag("--attn-implementation", "value", ("sdpa", "eager"), "flash_attention_* need CUDA"),
     ServeFlag("--dtype", "value", ("auto", "float32", "bfloat16"), "auto = the checkpoint's (float32 here)"),
     ServeFlag("--device", "value", ("cpu", "auto"), "auto picks cpu on a machine without GPU"),
@@ -71,63 +47,34 @@ SERVE_FLAGS: tuple[ServeFlag, ...] = (
     ServeFlag("--cb-block-size", "value", (), "KV tokens per page (5.17 deprecated it for page_size)"),
     ServeFlag("--cb-max-memory-percent", "value", (), "fraction of free memory for the KV cache"),
     ServeFlag("--default-seed", "value", (), "torch seed at start-up"),
-    ServeFlag(
-        "--log-level", "value", ("warning", "info"), "info adds config dumps; uvicorn logs at info anyway"
-    ),
+    ServeFlag("--log-level", "value", ("warning", "info"),
+              "info adds config dumps; uvicorn logs at info anyway"),
 )
 """The options of `transformers serve` (5.24) worth sweeping; a test checks each is in `--help`."""
 
-OTHER_SERVE_OPTIONS = (
-    "--enable-cors",
-    "--model-timeout",
-    "--quantization",
-    "--reasoning",
-    "--chat-template-kwargs",
-    "--decision-config",
-    "--trust-remote-code",
-    "--cb-use-cuda-graph",
-)
+OTHER_SERVE_OPTIONS = ("--enable-cors", "--model-timeout", "--quantization", "--reasoning",
+                       "--chat-template-kwargs", "--decision-config", "--trust-remote-code",
+                       "--cb-use-cuda-graph")
 """The rest of its options, accepted in `extra_flags` (`--host`/`--port` have their own arguments)."""
 
 # Options that transformers_serve_argv renders from its own keyword arguments: passing them again
 # in extra_flags would render them twice (typer keeps the last), or turn CB on without its caps.
-_KEYWORD_OPTIONS = {
-    "--host": "host",
-    "--port": "port",
-    "--device": "device",
-    "--dtype": "dtype",
-    "--attn-implementation": "attn_implementation",
-    "--log-level": "log_level",
-    "--continuous-batching": "continuous_batching",
-    "--cb-num-blocks": "cb_num_blocks",
-    "--cb-max-batch-tokens": "cb_max_batch_tokens",
-}
+_KEYWORD_OPTIONS = {option: option[2:].replace("-", "_") for option in (
+    "--host", "--port", "--device", "--dtype", "--attn-implementation", "--log-level",
+    "--continuous-batching", "--cb-num-blocks", "--cb-max-batch-tokens")}
 
 
-def transformers_serve_argv(
-    model_dir: str | os.PathLike[str],
-    *,
-    port: int,
-    host: str = "127.0.0.1",
-    continuous_batching: bool = False,
-    cb_num_blocks: int | None = 64,
-    cb_max_batch_tokens: int | None = 512,
-    device: str = "cpu",
-    dtype: str | None = None,
-    attn_implementation: str | None = None,
-    log_level: str = "warning",
-    launcher: Sequence[str] = ("transformers", "serve"),
-    extra_flags: Mapping[str, str | None] | None = None,
-) -> list[str]:
+def transformers_serve_argv(model_dir: str | os.PathLike[str], *, port: int, host: str = "127.0.0.1",
+                            continuous_batching: bool = False, cb_num_blocks: int | None = 64,
+                            cb_max_batch_tokens: int | None = 512, device: str = "cpu",
+                            dtype: str | None = None, attn_implementation: str | None = None,
+                            log_level: str = "warning", launcher: Sequence[str] = ("transformers", "serve"),
+                            extra_flags: Mapping[str, str | None] | None = None) -> list[str]:
     """The command line that serves `model_dir` and nothing else.
 
-    The model is the positional FORCE_MODEL: it is loaded before uvicorn binds the port (so
-    an open port means a loaded model), it is never unloaded on idle, and `/v1/models` lists
-    it alone under exactly this string, which requests must send as `model` or leave out.
-    Pass an absolute path: a missing one fails as "Repo id must be in the form ...".
-    The `--cb-*` caps are rendered only with `continuous_batching=True`; their defaults keep
-    the KV cache at 64 pages (16 MiB for the default tiny model), because uncapped CB on
-    CPU zero-fills 60% of the host's RAM, whatever else is running there.
+    The model is the positional FORCE_MODEL: loaded before the port opens, never unloaded on idle, listed
+    alone by `/v1/models`. Pass an absolute path (a missing one fails as "Repo id must be in the form").
+    The `--cb-*` caps keep the KV cache at 64 pages: uncapped CB on CPU zero-fills 60% of the host's RAM.
 
     >>> transformers_serve_argv("/m", port=8011)
     ['transformers', 'serve', '/m', '--host', '127.0.0.1', '--port', '8011', '--device', 'cpu', \
@@ -149,53 +96,31 @@ def transformers_serve_argv(
     for name, value in (extra_flags or {}).items():
         bare = "--" + name[len("--no-") :] if name.startswith("--no-") else name
         if bare in _KEYWORD_OPTIONS:
-            raise InvalidFlag(
-                f"{name!r} has its own argument in transformers_serve_argv.",
-                hint=f"pass {_KEYWORD_OPTIONS[bare]}=... instead of extra_flags[{name!r}].",
-            )
+            raise InvalidFlag(f"{name!r} has its own argument in transformers_serve_argv.",
+                              hint=f"pass {_KEYWORD_OPTIONS[bare]}=... instead of extra_flags[{name!r}].")
         if bare not in known:
-            raise InvalidFlag(
-                f"{name!r} is not a `transformers serve` option this toolkit knows.",
-                hint="use one of: " + ", ".join(sorted(known - _KEYWORD_OPTIONS.keys())),
-            )
+            raise InvalidFlag(f"{name!r} is not a `transformers serve` option this toolkit knows.",
+                              hint="use one of: " + ", ".join(sorted(known - _KEYWORD_OPTIONS.keys())))
         argv += [name] if value is None else [name, value]
     return argv
 
 
 def serve_env(base: Mapping[str, str] | None = None, *, omp_num_threads: int | None = None) -> dict[str, str]:
-    """The environment `transformers serve` needs here: offline, unbuffered, bounded threads.
-
-    The Hub is unreachable, so both offline switches are set: a wrong model path then fails
-    at once instead of after download retries. `omp_num_threads`
-    matters on shared machines, where torch would otherwise spin one thread per core.
-    """
+    """Offline (a wrong model path fails at once, not after download retries), unbuffered, bounded threads."""
     env = dict(os.environ if base is None else base)
-    env.update(
-        HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", PYTHONUNBUFFERED="1", TOKENIZERS_PARALLELISM="false"
-    )
+    env.update(HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", PYTHONUNBUFFERED="1",
+               TOKENIZERS_PARALLELISM="false")
     if omp_num_threads is not None:
         env["OMP_NUM_THREADS"] = str(int(omp_num_threads))
     return env
 
 
-def tiny_server_spec(
-    model_dir: str | os.PathLike[str],
-    *,
-    port: int,
-    python: str = CPU_VENV_PYTHON,
-    host: str = "127.0.0.1",
-    continuous_batching: bool = False,
-    cb_num_blocks: int = 64,
-    cb_max_batch_tokens: int = 512,
-    omp_num_threads: int = 1,
-) -> ServerSpec:
-    """A launchable :class:`ServerSpec` for `transformers serve` of the tiny model, offline.
+def tiny_server_spec(model_dir: str | os.PathLike[str], *, port: int, python: str = CPU_VENV_PYTHON,
+                     host: str = "127.0.0.1", continuous_batching: bool = False, cb_num_blocks: int = 64,
+                     cb_max_batch_tokens: int = 512, omp_num_threads: int = 1) -> ServerSpec:
+    """A launchable :class:`ServerSpec` for `transformers serve` of the tiny model, offline, KV cache capped.
 
-    With ``continuous_batching`` the KV cache is capped (see :func:`transformers_serve_argv`),
-    so the flag sweeps something real without zero-filling most of the host's memory.
-
-    A relative ``python`` (the default, ``.venv-cpu/bin/python``) is made absolute here,
-    because the server starts in the host's home directory, not in this one.
+    A relative ``python`` is made absolute: the server starts in the host's home directory, not this one.
 
     >>> tiny_server_spec("/m", port=8011, python="/venv/bin/python").argv()[:4]
     ['/venv/bin/transformers', 'serve', '/m', '--port']
@@ -206,24 +131,12 @@ def tiny_server_spec(
     if continuous_batching:
         spec = spec.with_flags({"--continuous-batching": True, "--cb-num-blocks": cb_num_blocks,
                                 "--cb-max-batch-tokens": cb_max_batch_tokens})
-    env = {k: v for k, v in serve_env({}, omp_num_threads=omp_num_threads).items()}
-    return spec.with_env(env)
+    return spec.with_env(serve_env({}, omp_num_threads=omp_num_threads))
 
 
-
-
-def ensure_tiny_model(
-    out_dir: str | os.PathLike[str],
-    *,
-    python: str | os.PathLike[str] = CPU_VENV_PYTHON,
-    config: TinyModelConfig | None = None,
-    timeout_s: float = 600.0,
-) -> Path:
-    """Build the tiny model into `out_dir` unless the same build is already there.
-
-    Runs the builder in `python` (the interpreter with torch), since the main venv has none.
-    The stamp file is written last, so a build that died half-way is rebuilt, never served.
-    A directory that holds something else is left alone with an error.
+def ensure_tiny_model(out_dir: str | os.PathLike[str], *, python: str | os.PathLike[str] = CPU_VENV_PYTHON,
+                      config: TinyModelConfig | None = None, timeout_s: float = 600.0) -> Path:
+    """Build the tiny model into `out_dir` with `python` (which has torch) unless the same build is there.
 
     >>> ensure_tiny_model("out/tiny-llama")  # doctest: +SKIP
     PosixPath('out/tiny-llama')
@@ -233,32 +146,22 @@ def ensure_tiny_model(
     if is_cached(target, config):
         return target
     if target.exists() and any(target.iterdir()) and read_stamp(target) is None:
-        raise ToolkitError(
-            f"{target} exists and is not a tiny model built by the toolkit (no {STAMP_NAME}).",
-            hint="pass an empty or new directory, or delete this one.",
-        )
+        raise ToolkitError(f"{target} exists and is not a tiny model built by the toolkit (no {STAMP_NAME}).",
+                           hint="pass an empty or new directory, or delete this one.")
     interpreter = Path(python)
     if not interpreter.exists():
-        raise CommandNotFound(
-            f"{interpreter.absolute()} does not exist, so the tiny model cannot be built (it needs torch).",
-            host="localhost",
-            command=str(interpreter),
-            exit_code=127,
-            hint="run `make .venv-cpu/.installed`, or pass python= the interpreter that has transformers.",
-        )
+        raise CommandNotFound(f"{interpreter.absolute()} does not exist, so the tiny model cannot be built "
+                              "(it needs torch).", host="localhost", command=str(interpreter), exit_code=127,
+                              hint="run `make .venv-cpu/.installed`, or pass python= the interpreter that "
+                                   "has transformers.")
     command = [str(interpreter), "-m", "toolkit.testbeds.tiny_model", "build", str(target), *config_args(config)]
     env = dict(os.environ, HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1")
     result = subprocess.run(command, capture_output=True, text=True, timeout=timeout_s, env=env, check=False)
     if result.returncode != 0 or not is_cached(target, config):
-        raise CommandFailed(
-            f"building the tiny model into {target} failed (exit {result.returncode}).",
-            host="localhost",
-            command=" ".join(command),
-            exit_code=result.returncode,
-            stderr=result.stderr,
-            hint=(
-                "read the evidence. \"No module named 'toolkit'\" means the venv predates the toolkit's "
-                "install there: `rm .venv-cpu/.installed && make .venv-cpu/.installed`."
-            ),
-        )
+        raise CommandFailed(f"building the tiny model into {target} failed (exit {result.returncode}).",
+                            host="localhost", command=" ".join(command), exit_code=result.returncode,
+                            stderr=result.stderr,
+                            hint="read the evidence. \"No module named 'toolkit'\" means the venv predates "
+                                 "the toolkit's install there: `rm .venv-cpu/.installed && make "
+                                 ".venv-cpu/.installed`.")
     return target

@@ -1,8 +1,7 @@
 """The tiny model's builder: a byte-level BPE tokenizer trained here and a random Llama, saved to a folder.
 
-Runs in the CPU server's venv (torch + transformers): ``.venv-cpu/bin/python -m
-toolkit.testbeds.tiny_model build DIR``. It imports nothing else of the toolkit, because the
-toolkit is installed there without its dependencies. Nothing is downloaded.
+Runs in ``.venv-cpu`` (torch + transformers), where the toolkit is installed without its dependencies:
+so it imports nothing else of the toolkit. Nothing is downloaded.
 """
 
 from __future__ import annotations
@@ -57,19 +56,12 @@ class TinyModelConfig:
             raise InvalidFlag(f"dtype={self.dtype!r} is not float32, bfloat16 or float16.",
                               hint="pass dtype='bfloat16' for a GPU-sized model, else keep float32.")
         if self.hidden_size % self.heads:
-            raise InvalidFlag(
-                f"hidden_size={self.hidden_size} is not divisible by heads={self.heads}.",
-                hint="pick heads that divide hidden_size (e.g. hidden_size=64, heads=4).",
-            )
+            raise InvalidFlag(f"hidden_size={self.hidden_size} is not divisible by heads={self.heads}.",
+                              hint="pick heads that divide hidden_size (e.g. hidden_size=64, heads=4).")
         if self.vocab_size < 300:
-            raise InvalidFlag(
-                f"vocab_size={self.vocab_size} is too small: a byte-level tokenizer needs the ASCII "
-                "alphabet and the special tokens before any merge.",
-                hint="use vocab_size >= 300.",
-            )
-
-
-# --------------------------------------------------------------------------- server flags (pure)
+            raise InvalidFlag(f"vocab_size={self.vocab_size} is too small: a byte-level tokenizer needs the "
+                              "ASCII alphabet and the special tokens before any merge.",
+                              hint="use vocab_size >= 300.")
 
 
 def read_stamp(model_dir: Path) -> dict[str, object] | None:
@@ -84,15 +76,13 @@ def _wanted_stamp(config: TinyModelConfig) -> dict[str, object]:
 
 
 def is_cached(model_dir: Path, config: TinyModelConfig) -> bool:
-    stamp = read_stamp(model_dir)
-    wanted = _wanted_stamp(config)
-    return stamp is not None and all(stamp.get(key) == value for key, value in wanted.items())
+    stamp = read_stamp(model_dir) or {}
+    return all(stamp.get(key) == value for key, value in _wanted_stamp(config).items())
 
 
 def config_args(config: TinyModelConfig) -> list[str]:
-    return [
-        part for key, value in asdict(config).items() for part in (f"--{key.replace('_', '-')}", str(value))
-    ]
+    return [part for key, value in asdict(config).items()
+            for part in (f"--{key.replace('_', '-')}", str(value))]
 
 
 _SUBJECTS = ("the server", "a scheduler", "the tokenizer", "each request", "the GPU", "our cache", "a worker")
@@ -104,48 +94,29 @@ _TAILS = ("quickly", "at noon", "under load", "twice", "in order", "without loss
 def training_corpus(seed: int, *, sentences: int = 4000) -> Iterator[str]:
     """Sentences for the tokenizer: a fixed grammar plus invented words, so merges never run out.
 
-    Invented words matter: a corpus of a few dozen words exhausts its merges long before a
-    1024-token vocabulary, and the trained vocabulary would silently come out smaller.
+    A few dozen words exhaust their merges long before 1024 tokens: the vocabulary would come out smaller.
     """
     rng = random.Random(seed)
     syllables = [c + v for c in "bcdfghklmnprstvz" for v in "aeiou"]
     for _ in range(sentences):
         invented = "".join(rng.choice(syllables) for _ in range(rng.randint(2, 4)))
         number = rng.randint(0, 99999)
-        yield (
-            f"{rng.choice(_SUBJECTS).capitalize()} {rng.choice(_VERBS)} {rng.choice(_OBJECTS)} "
-            f"{rng.choice(_TAILS)}, said {invented} at step {number}."
-        )
+        yield (f"{rng.choice(_SUBJECTS).capitalize()} {rng.choice(_VERBS)} {rng.choice(_OBJECTS)} "
+               f"{rng.choice(_TAILS)}, said {invented} at step {number}.")
 
 
-def build_tiny_model(
-    out_dir: str | os.PathLike[str],
-    *,
-    vocab_size: int = 1024,
-    hidden_size: int = 64,
-    layers: int = 2,
-    heads: int = 4,
-    seed: int = 0,
-    max_position_embeddings: int = 2048,
-    dtype: str = "float32",
-    device: str = "cpu",
-) -> Path:
-    """Train a byte-level BPE tokenizer and save a random `LlamaForCausalLM` next to it.
+def build_tiny_model(out_dir: str | os.PathLike[str], config: TinyModelConfig, *,
+                     device: str = "cpu") -> Path:
+    """Train a byte-level BPE tokenizer and save a random `LlamaForCausalLM` next to it (needs torch).
 
-    Needs torch and transformers, so it runs in `.venv-cpu`; from the main venv call
-    :func:`ensure_tiny_model`. The alphabet is printable ASCII plus `<unk>`: every output
-    token then decodes to text on its own, so each streamed chunk carries one token (with
-    all 256 bytes, lone high bytes would be held back as incomplete UTF-8 and merge chunks).
-    The generation config has no EOS, because `transformers serve` has no `ignore_eos`:
-    every request then generates exactly `max_tokens`, which is what a benchmark wants.
-    ``device="cuda"`` initialises the weights on the GPU (seconds instead of minutes for a 1B
-    model; seeded per device, so CPU and GPU builds differ), ``dtype`` is what is saved.
+    An ASCII alphabet makes each streamed chunk one token (lone high bytes would be held back as incomplete
+    UTF-8). No EOS, as `transformers serve` has no `ignore_eos`: every request generates `max_tokens`.
+    ``device="cuda"`` initialises a 1B model in seconds (seeded per device: CPU and GPU builds differ).
     """
     import torch
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
     from transformers import GenerationConfig, LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
 
-    config = TinyModelConfig(vocab_size, hidden_size, layers, heads, seed, max_position_embeddings, dtype)
     target = Path(out_dir)
     staging = target.with_name(f".{target.name}.partial-{os.getpid()}")
     shutil.rmtree(staging, ignore_errors=True)
@@ -156,44 +127,28 @@ def build_tiny_model(
     tokenizer = Tokenizer(models.BPE(unk_token="<unk>"))
     tokenizer.pre_tokenizer = byte_level
     tokenizer.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(
-        vocab_size=vocab_size,
-        special_tokens=list(SPECIAL_TOKENS),
-        initial_alphabet=ascii_alphabet,
-        limit_alphabet=len(ascii_alphabet),
-        show_progress=False,
-    )
-    tokenizer.train_from_iterator(training_corpus(seed), trainer=trainer)
-    fast = PreTrainedTokenizerFast(
-        tokenizer_object=tokenizer,
-        bos_token="<|endoftext|>",
-        eos_token="<|im_end|>",
-        pad_token="<|endoftext|>",
-        unk_token="<unk>",
-        chat_template=CHAT_TEMPLATE,
-    )
+    trainer = trainers.BpeTrainer(vocab_size=config.vocab_size, special_tokens=list(SPECIAL_TOKENS),
+                                  initial_alphabet=ascii_alphabet, limit_alphabet=len(ascii_alphabet),
+                                  show_progress=False)
+    tokenizer.train_from_iterator(training_corpus(config.seed), trainer=trainer)
+    fast = PreTrainedTokenizerFast(tokenizer_object=tokenizer, bos_token="<|endoftext|>",
+                                   eos_token="<|im_end|>", pad_token="<|endoftext|>", unk_token="<unk>",
+                                   chat_template=CHAT_TEMPLATE)
     fast.save_pretrained(staging)
 
-    torch.manual_seed(seed)
-    llama_config = LlamaConfig(
-        vocab_size=len(fast),
-        hidden_size=hidden_size,
-        intermediate_size=4 * hidden_size,
-        num_hidden_layers=layers,
-        num_attention_heads=heads,
-        num_key_value_heads=heads,
-        max_position_embeddings=max_position_embeddings,
-        bos_token_id=fast.bos_token_id,
-        eos_token_id=None,
-        pad_token_id=fast.pad_token_id,
-        tie_word_embeddings=False,
-    )
+    torch.manual_seed(config.seed)
+    llama_config = LlamaConfig(vocab_size=len(fast), hidden_size=config.hidden_size,
+                               intermediate_size=4 * config.hidden_size, num_hidden_layers=config.layers,
+                               num_attention_heads=config.heads, num_key_value_heads=config.heads,
+                               max_position_embeddings=config.max_position_embeddings,
+                               bos_token_id=fast.bos_token_id, eos_token_id=None,
+                               pad_token_id=fast.pad_token_id, tie_word_embeddings=False)
     with torch.device(device):
         model = LlamaForCausalLM(llama_config).eval()
-    model = model.to(dtype={"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}[dtype])
-    model.generation_config = GenerationConfig(
-        do_sample=False, bos_token_id=fast.bos_token_id, pad_token_id=fast.pad_token_id, eos_token_id=None
-    )
+    dtypes = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+    model = model.to(dtype=dtypes[config.dtype])
+    model.generation_config = GenerationConfig(do_sample=False, bos_token_id=fast.bos_token_id,
+                                               pad_token_id=fast.pad_token_id, eos_token_id=None)
     model.save_pretrained(staging)
     stamp = {**_wanted_stamp(config), "vocab_actual": len(fast), "parameters": model.num_parameters()}
     (staging / STAMP_NAME).write_text(json.dumps(stamp, indent=2) + "\n")
@@ -219,8 +174,8 @@ def main(argv: list[str] | None = None) -> int:
         build.add_argument(f"--{key.replace('_', '-')}", type=type(value), default=value)
     build.add_argument("--device", default="cpu", help="where the weights are initialised (cuda: fast for 1B)")
     args = parser.parse_args(argv)
-    options = {key: vars(args)[key] for key in asdict(defaults)}
-    path = build_tiny_model(args.out_dir, **options, device=args.device)
+    config = TinyModelConfig(**{key: vars(args)[key] for key in asdict(defaults)})
+    path = build_tiny_model(args.out_dir, config, device=args.device)
     stamp = read_stamp(path) or {}
     print(f"built {path}: vocab {stamp.get('vocab_actual')}, {stamp.get('parameters')} parameters")
     return 0

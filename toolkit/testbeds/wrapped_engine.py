@@ -1,11 +1,9 @@
 """An engine installed the way the GPU machine has vLLM 0.25.0: bash wrappers that put a folder on PYTHONPATH.
 
-``../shared/gpu/vllm_setup.sh`` makes ``/tmp/vv/bin/python`` and ``/tmp/vv/bin/vllm`` bash scripts that
-export ``PYTHONPATH=/tmp/site`` (vLLM installed with ``pip --target``) and exec the system python. The
-first field run (issue 23) read the release through the ``#!`` line of ``vllm`` (bash) and found none.
-:func:`wrapped_vllm` builds that shape from real parts: a distribution folder holding vLLM's metadata
-(no vLLM code), the two wrappers, and ``vllm`` answering ``serve --help=all`` with the simulator's help
-for that release. Each call of the wrapped ``vllm`` appends its arguments to ``calls.txt``.
+``../shared/gpu/vllm_setup.sh`` makes ``/tmp/vv/bin/{python,vllm}`` bash scripts that export
+``PYTHONPATH=/tmp/site`` (``pip --target``); the first field run (issue 23) read the release through the
+``#!`` line of ``vllm`` (bash) and found none. :func:`wrapped_vllm` builds that shape: vLLM's metadata, the
+two wrappers, ``vllm`` answering ``--help`` as the simulator of that release and logging to ``calls.txt``.
 """
 
 from __future__ import annotations
