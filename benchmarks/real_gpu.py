@@ -50,7 +50,6 @@ from toolkit.host.host import Host  # noqa: E402
 from toolkit.journal import Journal  # noqa: E402
 from toolkit.moves.observed import observed  # noqa: E402
 from toolkit.moves.profile import profile, with_profiling  # noqa: E402
-from toolkit.moves.trial import decisive_lines  # noqa: E402
 from toolkit.observe.telemetry import GpuTelemetry  # noqa: E402
 from toolkit.report.postmortem import write  # noqa: E402
 from toolkit.server.launch import launch  # noqa: E402
@@ -143,7 +142,7 @@ def sweep(host: Host, journal: Journal, base: ServerSpec, args: argparse.Namespa
                             watch.record(step, result, run_id)
                             _check(result, label, concurrency, server)
                 finally:
-                    step.record_log_lines(decisive_lines(server.follow().events()))
+                    step.record_log_lines(server.ledger.decisive())
                     said = [line for line in server.log_tail(2000) if " ERROR " in line or "Error" in line][:5]
                     if said:  # the engine's own words, which its 503 answers do not carry into the bench
                         step.note("errors in the server log:\n" + "\n".join(said))
