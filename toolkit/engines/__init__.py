@@ -1,8 +1,7 @@
 """What each engine release does, as data: env writes, flags, health and other endpoints.
 
-Pure (standard library only). Every fact names the release and source line it was read
-in; ``docs/engine-releases.md`` lists them all and ``scripts/engine_contracts.py``
-regenerates the flag lists from the releases' own parsers.
+Pure. Every fact names the release and source line it was read in (``docs/engine-releases.md``);
+``scripts/engine_contracts.py`` regenerates the flag lists from the releases' own parsers.
 
 >>> from toolkit.engines import profile_for
 >>> p = profile_for("sglang", "0.5.23")
@@ -35,31 +34,9 @@ from toolkit.engines.releases import (
 from toolkit.engines.versions import ReleaseRange, Version, VersionError, parse_version, parse_version_output
 
 __all__ = [
-    "PEER_NAMES",
-    "PROFILES",
-    "RELEASE_HINTS",
-    "Endpoint",
-    "EngineProfile",
-    "EnvOutcome",
-    "EnvWrite",
-    "FlagEntry",
-    "HealthAnswer",
-    "HealthCheck",
-    "MetricNames",
-    "PeerName",
-    "ProfileMatch",
-    "ReleaseFlags",
-    "ReleaseHint",
-    "ReleaseRange",
-    "Version",
-    "VersionError",
-    "flag_history",
-    "hint_text",
-    "load_release_flags",
-    "parse_version",
-    "parse_version_output",
-    "peer_names",
-    "profile_for",
-    "profile_named",
-    "resolve_profile",
+    "PEER_NAMES", "PROFILES", "RELEASE_HINTS", "Endpoint", "EngineProfile", "EnvOutcome", "EnvWrite",
+    "FlagEntry", "HealthAnswer", "HealthCheck", "MetricNames", "PeerName", "ProfileMatch", "ReleaseFlags",
+    "ReleaseHint", "ReleaseRange", "Version", "VersionError", "flag_history", "hint_text",
+    "load_release_flags", "parse_version", "parse_version_output", "peer_names", "profile_for",
+    "profile_named", "resolve_profile",
 ]

@@ -1,11 +1,8 @@
 """Which of the peers' benchmark figures equals which toolkit summary key, per backend.
 
-Users compare ``tk.bench`` with SGLang's ``bench_serving`` and ``vllm bench serve``. The
-names match but the definitions do not always: under speculative decoding SGLang's
-"Median ITL" is a per-*token* gap (each chunk's gap divided by the tokens it carried) on
-its native backend, and on its OpenAI backends only once ``/server_info`` reports an
-accept length; vLLM's ITL is always per *chunk*. Read from sglang 0.5.23
-``python/sglang/benchmark/serving.py`` and vllm 0.33.0 ``vllm/benchmarks/serve.py``.
+Names match, definitions not always: under speculative decoding SGLang's "Median ITL" is per *token*
+(native backend; OpenAI backends once ``/server_info`` reports an accept length), vLLM's per *chunk*.
+Read from sglang 0.5.23 ``python/sglang/benchmark/serving.py`` and vllm 0.33.0 ``vllm/benchmarks/serve.py``.
 
 >>> [n.toolkit_key for n in peer_names("sglang.bench_serving", "sglang", "median_itl_ms", speculative=True)]
 ['median_itl_per_token_ms']
@@ -32,8 +29,7 @@ ANY_BACKEND = "*"
 class PeerName:
     """One figure a peer prints (``printed``) and writes (``json_key``), and the toolkit key equal to it.
 
-    ``backends``: the peer's ``--backend`` values this holds for (``*``: all).
-    ``speculative``: None when it holds either way, else only with / without speculative decoding.
+    ``backends``: the ``--backend`` values it holds for (``*``: all); ``speculative``: None for either way.
     """
 
     tool: Tool

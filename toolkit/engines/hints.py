@@ -1,11 +1,8 @@
 """What to try after a failure, spelled with the flags the detected release really has.
 
-The log rule packs (``toolkit.logs.packs.Hints``) give one hint per failure family, written
-for both engines at once ("lower --cuda-graph-max-bs"). That flag is gone in SGLang 0.5.20
-(``--cuda-graph-max-bs 8`` exits with argparse's ``ambiguous option``) and never existed in
-vLLM. Here each family that names flags has a text per engine and release range; a contract
-test checks that every flag in every text exists in every captured release of its range
-(``toolkit/engines/flags``). Families keyed by name ("OOM", "CUDA_GRAPH"), as in ``Hints``.
+The log rule packs' generic hints say "lower --cuda-graph-max-bs", a flag gone in SGLang 0.5.20
+(``ambiguous option``) and never in vLLM. Here a family ("OOM", "CUDA_GRAPH") has a text per engine
+and release range; a contract test checks every flag against the captured releases of its range.
 
 >>> hint_text("sglang", "CUDA_GRAPH", "0.5.23").split(": ")[1][:60]
 'retry with --disable-cuda-graph to confirm, then lower --cuda-'
@@ -98,10 +95,7 @@ RELEASE_HINTS: tuple[ReleaseHint, ...] = (
 
 
 def hint_text(engine: str, family: str, version: str | Version | None) -> str | None:
-    """This release's hint for ``family``, or None when the generic hint is already right for it.
-
-    An unreadable or unknown ``version`` takes the newest range.
-    """
+    """This release's hint for ``family`` (unreadable ``version``: the newest range); None: the generic."""
     try:
         parsed = None if version is None else (version if isinstance(version, Version) else parse_version(version))
     except VersionError:

@@ -1,10 +1,8 @@
 """What one engine release line does, as data: the nouns every engine profile is made of.
 
-Each fact carries ``source``: the release it was read in and the file and line
-("sglang 0.5.23 python/sglang/srt/entrypoints/engine.py:1898"), because a belief about an
-engine that cannot be checked ends up wrong (issue 13: the toolkit said SGLang overwrites
-a user's ``NCCL_CUMEM_ENABLE``, true only up to 0.5.4.post1). Pure: standard library only;
-reading the packaged flag lists is the one file access, done lazily.
+Each fact carries ``source``, the release and file:line it was read in ("sglang 0.5.23
+python/sglang/srt/entrypoints/engine.py:1898"): an unchecked belief ends up wrong (issue 13: the
+toolkit said SGLang overwrites a user's ``NCCL_CUMEM_ENABLE``, true only up to 0.5.4.post1).
 """
 
 from __future__ import annotations
@@ -16,19 +14,8 @@ from typing import Literal
 from toolkit.engines.flaglists import ReleaseFlags, load_release_flags
 from toolkit.engines.versions import ReleaseRange, Version, parse_version
 
-__all__ = [
-    "Engine",
-    "ProcessRole",
-    "WriteWhen",
-    "StartMethod",
-    "EnvWrite",
-    "EnvOutcome",
-    "HealthAnswer",
-    "HealthCheck",
-    "Endpoint",
-    "MetricNames",
-    "EngineProfile",
-]
+__all__ = ["Engine", "ProcessRole", "WriteWhen", "StartMethod", "EnvWrite", "EnvOutcome", "HealthAnswer",
+           "HealthCheck", "Endpoint", "MetricNames", "EngineProfile"]
 
 Engine = Literal["sglang", "vllm", "transformers"]
 # Roles as toolkit.envcheck.roles.Role spells them.
@@ -54,14 +41,11 @@ AnswerMeaning = Literal["ready", "starting", "dead", "starting_or_dead"]
 class EnvWrite:
     """The engine sets ``name`` in ``os.environ`` of ``process`` (in Python, after exec).
 
-    ``when``: ``always`` overwrites whatever the user exported; ``if_unset`` keeps a
-    user's value; ``with_flag`` writes only when ``flag`` is on the command line (and then
-    overwrites). ``condition`` narrows it further in the engine's own terms ("TP > 1").
-    ``visible_in`` lists the roles whose ``/proc/<pid>/environ`` shows the written value:
-    only processes *exec'd* after the write (multiprocessing ``spawn``) do; the writer
-    itself and forked children keep their exec-time environment there, so for them only
-    NCCL's own ``NCCL_DEBUG=INFO`` echo tells what NCCL used. ``releases`` narrows the
-    write to part of the profile's range when it appeared or vanished inside it.
+    ``when``: ``always`` overwrites the user's value, ``if_unset`` keeps it, ``with_flag`` overwrites
+    only with ``flag``; ``condition`` narrows it in the engine's terms ("TP > 1"). ``visible_in``: the
+    roles whose ``/proc/<pid>/environ`` shows the value, only those *exec'd* after the write (``spawn``);
+    for the writer and forked children only NCCL's ``NCCL_DEBUG=INFO`` echo tells. ``releases``: the
+    part of the profile's range that has the write.
     """
 
     name: str
@@ -79,10 +63,7 @@ class EnvWrite:
         return version is None or self.releases is None or version in self.releases
 
     def outcome(self, user_value: str | None, flags: Collection[str] = ()) -> str | None:
-        """The value left after this write, given what the user exported and passed.
-
-        A ``condition`` is not evaluated (it needs the engine's resolved config): the
-        result is the value when the condition holds.
+        """The value left after this write, given what the user exported and passed (``condition`` holds).
 
         >>> EnvWrite("NCCL_CUMEM_ENABLE", "0", "server", "if_unset", "x").outcome("1")
         '1'
@@ -114,10 +95,8 @@ class EnvOutcome:
 class HealthAnswer:
     """One answer of a health endpoint and what it means, read in the engine's handler.
 
-    ``body`` describes what the answer carries ("empty", or the JSON shape). When the
-    engine puts the reason in a JSON field, ``reason_field`` names it, so a toolkit that
-    reads the answer can quote it instead of waiting (transformers serve's
-    ``{"status": "unhealthy", "reason": "cb_worker_dead"}``).
+    ``reason_field`` names the JSON field with the reason, so the toolkit quotes it instead of waiting
+    (transformers serve's ``{"status": "unhealthy", "reason": "cb_worker_dead"}``).
     """
 
     status: int
@@ -134,12 +113,9 @@ _TRUE = frozenset({"1", "true", "yes", "y"})  # SGLang's EnvBool (0.5.23 python/
 class HealthCheck:
     """A health endpoint and what its answers mean.
 
-    ``proves_generation``: a 200 means a token went through the scheduler (SGLang's
-    ``/health_generate``), not only that HTTP is up. ``min_latency_s``: the shortest time
-    a healthy answer takes (SGLang sleeps 1 s before it looks). ``timeout_s``: when the
-    engine itself gives up and answers ``unhealthy_status``. ``unhealthy_when`` lists the
-    engine's reasons for a non-200 answer, in its terms; ``body`` says what the answer
-    carries (both engines send an empty body: there is no reason text to quote).
+    ``proves_generation``: a 200 means a token went through the scheduler (SGLang's ``/health_generate``),
+    not only that HTTP is up. ``min_latency_s``: SGLang sleeps 1 s before it looks. ``timeout_s``: when
+    the engine gives up and answers ``unhealthy_status``.
     """
 
     path: str
@@ -164,12 +140,8 @@ class HealthCheck:
 
 @dataclass(frozen=True)
 class Endpoint:
-    """An HTTP endpoint the release serves, and what must be set for it to exist.
-
-    ``enabled_by`` is the flag or environment assignment without which the route is not
-    registered (404), e.g. ``--enable-metrics`` or ``VLLM_SERVER_DEV_MODE=1``;
-    ``body_fields`` the JSON fields the handler reads.
-    """
+    """An HTTP endpoint the release serves; without ``enabled_by`` (``--enable-metrics``,
+    ``VLLM_SERVER_DEV_MODE=1``) the route is not registered (404)."""
 
     path: str
     methods: tuple[str, ...]
@@ -198,12 +170,10 @@ class MetricNames:
 
 @dataclass(frozen=True)
 class EngineProfile:
-    """One release line of one engine: everything the toolkit believes about it, with sources.
+    """One release line of one engine (``sglang-0.5.20+``): all the toolkit believes about it, with sources.
 
-    ``releases`` is the range the line covers; ``flag_releases`` the releases whose
-    argument parser was captured into ``toolkit/engines/flags/`` (see
-    ``scripts/engine_contracts.py``). ``flags(version)`` loads the capture nearest below
-    ``version``. ``name`` reads like ``sglang-0.5.20+``.
+    ``flag_releases``: the releases whose parser was captured into ``toolkit/engines/flags/``
+    (``scripts/engine_contracts.py``).
     """
 
     engine: Engine
@@ -240,10 +210,7 @@ class EngineProfile:
         return version in self.releases
 
     def needs_api_key(self, path: str) -> bool:
-        """Whether a server started with ``api_key_flag`` (or ``api_key_env``) rejects ``path`` without it.
-
-        The answer is 401 ``{"error": "Unauthorized"}``; the key goes in ``Authorization: Bearer KEY``.
-        """
+        """Whether a server started with an API key answers 401 to ``path`` without it."""
         if self.api_key_flag is None or any(path.startswith(prefix) for prefix in self.api_key_open):
             return False
         return any(path.startswith(prefix) for prefix in self.api_key_guarded)
@@ -271,10 +238,7 @@ class EngineProfile:
         return next((h for h in self.health if h.proves_generation), self.health[0])
 
     def flags(self, version: Version | str | None = None) -> ReleaseFlags:
-        """The captured flag list for ``version`` (the newest capture at or below it).
-
-        Loaded from the package's data files on first use and kept.
-        """
+        """The captured flag list for ``version`` (the newest capture at or below it), loaded once."""
         chosen = self.flag_release_for(version)
         if chosen not in self._flags:
             self._flags[chosen] = load_release_flags(self.engine, chosen)
@@ -293,19 +257,13 @@ class EngineProfile:
         """The writes that exist in ``version`` (all of the line's when None)."""
         return tuple(w for w in self.env_writes if w.applies_to(version))
 
-    def predict_env(
-        self,
-        exported: Mapping[str, str],
-        flags: Collection[str] = (),
-        version: Version | str | None = None,
-        role: ProcessRole = "worker",
-    ) -> dict[str, EnvOutcome]:
+    def predict_env(self, exported: Mapping[str, str], flags: Collection[str] = (),
+                    version: Version | str | None = None, role: ProcessRole = "worker",
+                    ) -> dict[str, EnvOutcome]:
         """What a process of ``role`` ends up with, for every variable the release writes on its way.
 
-        A write counts when it happens in ``role`` itself, in every process (``import vllm``), or
-        in a process that starts ``role`` (the server starts SGLang's schedulers; vLLM's engine
-        core starts its workers). Returns name -> :class:`EnvOutcome`. Writes whose
-        ``condition`` the engine decides at run time are assumed to fire.
+        A write counts in ``role`` itself, in every process (``import vllm``), or in a process that starts
+        ``role``; writes with a run-time ``condition`` are assumed to fire.
 
         >>> from toolkit.engines import profile_for
         >>> profile_for("sglang", "0.4.10").predict_env({"NCCL_CUMEM_ENABLE": "1"})["NCCL_CUMEM_ENABLE"].result

@@ -1,9 +1,7 @@
 """Which profile describes the engine release on a host: the registry and the lookup.
 
-The toolkit asks the host for the installed release (``EngineProfile.version_command``)
-and takes the matching line. When the answer is missing or unreadable it falls back to
-the newest line and says so in :attr:`ProfileMatch.note`, so a report can show that its
-beliefs were assumed, not matched.
+A missing or unreadable release falls back to the newest line and says so in
+:attr:`ProfileMatch.note`, so a report shows that its beliefs were assumed, not matched.
 
 >>> profile_for("sglang", "0.5.23").name
 'sglang-0.5.20+'
@@ -41,11 +39,9 @@ class ProfileMatch:
 
 
 def resolve_profile(engine: str, version: str | Version | None) -> ProfileMatch:
-    """The release line of ``engine`` that covers ``version``.
+    """The release line of ``engine`` that covers ``version``; ValueError names the known engines.
 
-    ``None`` or an unreadable version: the newest line, ``exact=False`` and a note that
-    says so. A release older than every line: the oldest line, with a note. Raises
-    ``ValueError`` for an engine without profiles, naming the known ones.
+    No or an unreadable version: the newest line, ``exact=False``, a note; older than every line: the oldest.
     """
     lines = PROFILES.get(engine)
     if not lines:
@@ -88,9 +84,7 @@ def profile_named(name: str) -> EngineProfile:
 
 
 def flag_history(engine: str, flag: str) -> tuple[str | None, str | None]:
-    """(the last captured release that has ``flag``, the first captured release after it that has not).
-
-    ``(None, None)``: no captured release of ``engine`` ever had it.
+    """(the last captured release that has ``flag``, the first after it that has not); (None, None): never.
 
     >>> flag_history("sglang", "--cuda-graph-max-bs")
     ('0.5.19', '0.5.20')

@@ -1,22 +1,15 @@
 """SGLang release lines, read from the released wheels (paths as in the repository's ``python/``).
 
-Four lines, cut where a behaviour the toolkit depends on changed:
-
-- **0.4.x**: ``_set_envs_and_config`` overwrites ``NCCL_CUMEM_ENABLE`` (and five more).
-- **0.5.0 - 0.5.4.post1**: still overwrites ``NCCL_CUMEM_ENABLE``, now with
-  ``str(int(--enable-symm-mem))`` ("0" by default); ``/health`` generates too.
-- **0.5.4.post2 - 0.5.19**: a user's ``NCCL_CUMEM_ENABLE`` is kept (written only when
-  unset, or with ``--enable-symm-mem``); ``--cuda-graph-max-bs`` is a deprecated alias
-  from 0.5.14.
-- **0.5.20+**: ``--cuda-graph-max-bs`` is gone (argparse: ``ambiguous option``, it
-  prefixes ``-decode`` and ``-prefill``); ``NCCL_GRAPH_REGISTER=0`` when unset.
-
-Every write happens in the launcher (``sglang.launch_server``) before it starts the
-schedulers with multiprocessing ``spawn``, so the schedulers' ``/proc/<pid>/environ``
-shows the written values and the launcher's own shows what the user exported.
+Cut where a behaviour the toolkit depends on changed: 0.4.x overwrites ``NCCL_CUMEM_ENABLE`` (and five
+more); 0.5.0-0.5.4.post1 still does (``str(int(--enable-symm-mem))``) and ``/health`` generates;
+0.5.4.post2-0.5.19 keeps a user's value; 0.5.20+ drops ``--cuda-graph-max-bs`` (``ambiguous option``).
+Every write happens in the launcher before it spawns the schedulers, so their ``/proc/<pid>/environ``
+shows the written values and the launcher's shows what the user exported.
 """
 
 from __future__ import annotations
+
+from typing import Any
 
 from toolkit.engines.release_profile import (
     Endpoint,
@@ -34,6 +27,7 @@ __all__ = ["SGLANG_PROFILES"]
 _ENGINE_PY = "python/sglang/srt/entrypoints/engine.py"
 _HTTP = "python/sglang/srt/entrypoints/http_server.py"
 _SPAWNED: tuple[ProcessRole, ...] = ("worker", "detokenizer", "dp_controller")
+_READY = "The server is fired up and ready to roll!"
 _VERSION_CMD = "python -c \"import importlib.metadata as m; print(m.version('sglang'))\""
 _VERSION_NOTE = (
     "sglang.__version__ (python -c 'import sglang; print(sglang.__version__)') gives the same but imports "
@@ -81,13 +75,20 @@ def _metrics(release: str, path: str, running: int, queue: int, usage: int, acce
     )
 
 
-def _profile_endpoints(release: str, start: int, stop: int, fields: tuple[str, ...]) -> tuple[Endpoint, Endpoint]:
-    return (
-        Endpoint("/start_profile", ("GET", "POST"), f"sglang {release} {_HTTP}:{start}", body_fields=fields,
-                      output_env="SGLANG_TORCH_PROFILER_DIR",
-                      note="output_dir defaults to $SGLANG_TORCH_PROFILER_DIR, else /tmp; num_steps stops by itself"),
-        Endpoint("/stop_profile", ("GET", "POST"), f"sglang {release} {_HTTP}:{stop}"),
-    )
+def _line(name: str, releases: ReleaseRange, release: str, profile_lines: tuple[int, int],
+          fields: tuple[str, ...], api_key_open: tuple[str, ...] = ("/health", "/metrics"),
+          **kw: Any) -> EngineProfile:
+    """What every SGLang line shares, and its /start_profile, /stop_profile read in ``release``."""
+    start, stop = profile_lines
+    return EngineProfile(
+        engine="sglang", name=name, releases=releases, start_method="spawn", ready_log_line=_READY,
+        models_path="/v1/models", metrics_path="/metrics", api_key_flag="--api-key", api_key_env=None,
+        api_key_guarded=("/",), api_key_open=api_key_open, version_command=_VERSION_CMD,
+        start_profile=Endpoint("/start_profile", ("GET", "POST"), f"sglang {release} {_HTTP}:{start}",
+                               body_fields=fields, output_env="SGLANG_TORCH_PROFILER_DIR",
+                               note="output_dir defaults to $SGLANG_TORCH_PROFILER_DIR, else /tmp; "
+                                    "num_steps stops by itself"),
+        stop_profile=Endpoint("/stop_profile", ("GET", "POST"), f"sglang {release} {_HTTP}:{stop}"), **kw)
 
 
 _PROFILE_FIELDS_04 = ("output_dir", "start_step", "num_steps", "activities", "with_stack", "record_shapes",
@@ -96,11 +97,8 @@ _PROFILE_FIELDS_059 = (*_PROFILE_FIELDS_04, "merge_profiles", "profile_prefix", 
 _PROFILE_FIELDS_0523 = (*_PROFILE_FIELDS_059, "profile_id", "detailed_annotations")
 _FLUSH_NOTE = "does nothing while requests are running or waiting (says so in the body)"
 
-_V04 = EngineProfile(
-    engine="sglang",
-    name="sglang-0.4.x",
-    releases=ReleaseRange("0.4.0", "0.5.0rc0"),
-    start_method="spawn",
+_V04 = _line(
+    "sglang-0.4.x", ReleaseRange("0.4.0", "0.5.0rc0"), "0.4.10", (432, 453), _PROFILE_FIELDS_04,
     start_method_source=f"sglang 0.4.10 {_ENGINE_PY}:670 mp.set_start_method('spawn', force=True)",
     env_writes=(
         _w("TF_CPP_MIN_LOG_LEVEL", "3", "always", f"sglang 0.4.10 {_ENGINE_PY}:625"),
@@ -127,31 +125,18 @@ _V04 = EngineProfile(
         HealthCheck("/health", "GET", False, 0.0, f"sglang 0.4.10 {_HTTP}:232-235 (always 200: HTTP is up)",
                     answers=(HealthAnswer(200, "ready", f"sglang 0.4.10 {_HTTP}:235 (HTTP is up)"),)),
     ),
-    ready_log_line="The server is fired up and ready to roll!",
-    ready_log_source=f"sglang 0.4.10 {_HTTP}:1087",
-    models_path="/v1/models",
-    metrics_path="/metrics",
-    info_paths=("/get_server_info",),
+    ready_log_source=f"sglang 0.4.10 {_HTTP}:1087", info_paths=("/get_server_info",),
     metrics=_metrics("0.4.10", "python/sglang/srt/metrics/collector.py", 161, 189, 175, 210, 935),
     flush_cache=Endpoint("/flush_cache", ("GET", "POST"), f"sglang 0.4.10 {_HTTP}:421", note=_FLUSH_NOTE),
-    start_profile=_profile_endpoints("0.4.10", 432, 453, _PROFILE_FIELDS_04)[0],
-    stop_profile=_profile_endpoints("0.4.10", 432, 453, ())[1],
-    api_key_flag="--api-key",
-    api_key_env=None,
     api_key_source="sglang 0.4.10 python/sglang/srt/utils.py:967-978 (exact 'Bearer KEY' match)",
-    api_key_guarded=("/",),
-    api_key_open=("/health", "/metrics"),
-    version_command=_VERSION_CMD,
     version_source="sglang 0.4.10 python/sglang/version.py:1 (__version__ literal)",
     flag_releases=("0.4.0", "0.4.10"),
     notes=("bench_serving: python -m sglang.bench_serving; accept length from GET /get_server_info",),
 )
 
-_V050 = EngineProfile(
-    engine="sglang",
-    name="sglang-0.5.0-0.5.4.post1",
-    releases=ReleaseRange("0.5.0rc0", "0.5.4.post2"),
-    start_method="spawn",
+_V050 = _line(
+    "sglang-0.5.0-0.5.4.post1", ReleaseRange("0.5.0rc0", "0.5.4.post2"), "0.5.4.post1", (634, 656),
+    (*_PROFILE_FIELDS_04, "merge_profiles"),
     start_method_source=f"sglang 0.5.4.post1 {_ENGINE_PY}:734",
     env_writes=(
         _w("TF_CPP_MIN_LOG_LEVEL", "3", "always", f"sglang 0.5.4.post1 {_ENGINE_PY}:672"),
@@ -178,21 +163,10 @@ _V050 = EngineProfile(
            flag="--enable-deterministic-inference", condition="and TP > 1 on CUDA", releases=ReleaseRange("0.5.3", None)),
     ),
     health=_health_generating("0.5.4.post1", 402, 416, 452, 132, 412, None),
-    ready_log_line="The server is fired up and ready to roll!",
-    ready_log_source=f"sglang 0.5.4.post1 {_HTTP}:1548",
-    models_path="/v1/models",
-    metrics_path="/metrics",
-    info_paths=("/get_server_info",),
+    ready_log_source=f"sglang 0.5.4.post1 {_HTTP}:1548", info_paths=("/get_server_info",),
     metrics=_metrics("0.5.4.post1", "python/sglang/srt/metrics/collector.py", 167, 179, 203, 229, 218),
     flush_cache=Endpoint("/flush_cache", ("GET", "POST"), f"sglang 0.5.4.post1 {_HTTP}:613", note=_FLUSH_NOTE),
-    start_profile=_profile_endpoints("0.5.4.post1", 634, 656, (*_PROFILE_FIELDS_04, "merge_profiles"))[0],
-    stop_profile=_profile_endpoints("0.5.4.post1", 634, 656, ())[1],
-    api_key_flag="--api-key",
-    api_key_env=None,
     api_key_source="sglang 0.5.4.post1 python/sglang/srt/utils/common.py:1105-1109",
-    api_key_guarded=("/",),
-    api_key_open=("/health", "/metrics"),
-    version_command=_VERSION_CMD,
     version_source="sglang 0.5.4.post1 python/sglang/version.py:1 (__version__ literal)",
     flag_releases=("0.5.1", "0.5.4.post1"),
     notes=("the issue's 'from 0.5 on a user-set NCCL_CUMEM_ENABLE is kept' is wrong for 0.5.0rc0-0.5.4.post1",),
@@ -235,11 +209,9 @@ def _keeps_user_values(release: str, lines: dict[str, str]) -> tuple[EnvWrite, .
     )
 
 
-_V0519 = EngineProfile(
-    engine="sglang",
-    name="sglang-0.5.4.post2-0.5.19",
-    releases=ReleaseRange("0.5.4.post2", "0.5.20"),
-    start_method="spawn",
+_V0519 = _line(
+    "sglang-0.5.4.post2-0.5.19", ReleaseRange("0.5.4.post2", "0.5.20"), "0.5.19", (1171, 1182),
+    _PROFILE_FIELDS_0523,
     start_method_source=f"sglang 0.5.19 {_ENGINE_PY}:1747",
     env_writes=(
         *_keeps_user_values("0.5.19", {
@@ -255,21 +227,11 @@ _V0519 = EngineProfile(
     ),
     health=_health_generating("0.5.19", 662, 676, 721, 193, 672,
                               "SGLANG_ENABLE_HEALTH_ENDPOINT_GENERATION=0 (0.5.6+, default 1; http_server.py:687)"),
-    ready_log_line="The server is fired up and ready to roll!",
     ready_log_source=f"sglang 0.5.19 {_HTTP}:2412",
-    models_path="/v1/models",
-    metrics_path="/metrics",
     info_paths=("/server_info", "/get_server_info"),  # /server_info from 0.5.6
     metrics=_metrics("0.5.19", "python/sglang/srt/observability/metrics_collector.py", 278, 284, 318, 425, 289),
     flush_cache=Endpoint("/flush_cache", ("GET", "POST"), f"sglang 0.5.19 {_HTTP}:980", note=_FLUSH_NOTE),
-    start_profile=_profile_endpoints("0.5.19", 1171, 1182, _PROFILE_FIELDS_0523)[0],
-    stop_profile=_profile_endpoints("0.5.19", 1171, 1182, ())[1],
-    api_key_flag="--api-key",
-    api_key_env=None,
     api_key_source="sglang 0.5.19 python/sglang/srt/utils/auth.py:100 (open prefixes), --admin-api-key for admin routes",
-    api_key_guarded=("/",),
-    api_key_open=("/health", "/metrics"),
-    version_command=_VERSION_CMD,
     version_source="sglang 0.5.19 python/sglang/version.py:1-8 (literal up to 0.5.6)",
     flag_releases=("0.5.4.post2", "0.5.9", "0.5.14", "0.5.16", "0.5.17", "0.5.19"),
     notes=(_VERSION_NOTE,
@@ -285,11 +247,8 @@ _V0519 = EngineProfile(
            "that still turns both phases' graphs off (python/sglang/srt/server_args.py:8332-8337, :4297-4299)"),
 )
 
-_V0520 = EngineProfile(
-    engine="sglang",
-    name="sglang-0.5.20+",
-    releases=ReleaseRange("0.5.20", None),
-    start_method="spawn",
+_V0520 = _line(
+    "sglang-0.5.20+", ReleaseRange("0.5.20", None), "0.5.23", (1221, 1232), _PROFILE_FIELDS_0523,
     start_method_source=f"sglang 0.5.23 {_ENGINE_PY}:1995",
     env_writes=(
         *_keeps_user_values("0.5.23", {
@@ -310,22 +269,13 @@ _V0520 = EngineProfile(
     health=_health_generating("0.5.23", 721, 735, 780, 218, 731,
                               "SGLANG_ENABLE_HEALTH_ENDPOINT_GENERATION=0 (default 1; http_server.py:746)",
                               ("SGLANG_DIAG_BYPASS_HEALTH_GENERATE",)),
-    ready_log_line="The server is fired up and ready to roll!",
     ready_log_source=f"sglang 0.5.23 {_HTTP}:2600",
-    models_path="/v1/models",
-    metrics_path="/metrics",
     info_paths=("/server_info", "/get_server_info"),  # /get_server_info deprecated (http_server.py:853-860)
     metrics=_metrics("0.5.23", "python/sglang/srt/observability/metrics_collector.py", 365, 371, 405, 512, 315),
     flush_cache=Endpoint("/flush_cache", ("GET", "POST"), f"sglang 0.5.23 {_HTTP}:1025-1040",
                          query_fields=("timeout",), note=_FLUSH_NOTE + "; HTTP 400 when it did not flush"),
-    start_profile=_profile_endpoints("0.5.23", 1221, 1232, _PROFILE_FIELDS_0523)[0],
-    stop_profile=_profile_endpoints("0.5.23", 1221, 1232, ())[1],
-    api_key_flag="--api-key",
-    api_key_env=None,
     api_key_source="sglang 0.5.23 python/sglang/srt/utils/auth.py:101-106 (open prefixes), 154-200 (middleware)",
-    api_key_guarded=("/",),
     api_key_open=("/health", "/ready", "/metrics"),
-    version_command=_VERSION_CMD,
     version_source="sglang 0.5.23 python/sglang/version.py:1-23; `sglang version` prints 'sglang version: X' "
                    "(python/sglang/cli/main.py:7-8)",
     flag_releases=("0.5.20", "0.5.23"),

@@ -1,10 +1,8 @@
 """The torch trace files each engine release writes, by name: which are a rank's, which the front end's.
 
-``tk.profile`` waits for these names and the simulator writes them for the release it imitates.
-The first real vLLM run (issue 23, vLLM 0.25.0) waited 300 s for ``..._tp0_...`` while the
-engine had written ``rank0.<ns>.pt.trace.json.gz`` and ``vm_<pid>.async_llm.<ns>.pt.trace.json.gz``.
-torch's ``tensorboard_trace_handler`` names each file ``{worker_name}.{time.time_ns()}.pt.trace.json``
-(``.gz`` with ``use_gzip``); the engines choose ``worker_name``.
+``tk.profile`` waits for these names; the simulator writes them. The first real vLLM run (issue 23,
+vLLM 0.25.0) waited 300 s for ``..._tp0_...`` while the engine had written ``rank0.<ns>.pt.trace.json.gz``
+and ``vm_<pid>.async_llm.<ns>.pt.trace.json.gz`` (torch names ``{worker_name}.{time_ns}.pt.trace.json``).
 
 >>> trace_rank("vllm", "0.25.0", "rank0.1764640000123456789.pt.trace.json.gz")
 0

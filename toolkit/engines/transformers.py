@@ -1,13 +1,9 @@
 """``transformers serve`` 5.24: a small profile, read in the released wheel (transformers/cli/serving/).
 
-One process: FastAPI under uvicorn, the model in the same process, and with
-``--continuous-batching`` a background *thread* that runs the batches. When that thread
-dies, the server keeps answering HTTP: ``/health`` says 503
-``{"status": "unhealthy", "reason": "cb_worker_dead"}`` and every request gets 503
-``{"error": "CB worker is dead and cannot accept request ...: <the worker's error>"}``.
-That was the H200 run of issue 13: a toolkit that probed completions saw 503 for 300 s
-and called it a timeout. It serves no ``/metrics`` and no server-info endpoint, and has
-no API key.
+One process; ``--continuous-batching`` runs the batches in a *thread*. When it dies the server keeps
+answering: ``/health`` 503 ``{"status": "unhealthy", "reason": "cb_worker_dead"}``, every request 503
+``{"error": "CB worker is dead ..."}`` (issue 13's H200 run: 503 for 300 s, called a timeout).
+No ``/metrics``, no server info, no API key.
 """
 
 from __future__ import annotations
@@ -21,9 +17,7 @@ _SERVER = "transformers/cli/serving/server.py"
 _UTILS = "transformers/cli/serving/utils.py"
 
 _V524 = EngineProfile(
-    engine="transformers",
-    name="transformers-5.24+",
-    releases=ReleaseRange("5.24.0", None),
+    engine="transformers", name="transformers-5.24+", releases=ReleaseRange("5.24.0", None),
     start_method="threads",
     start_method_source=("transformers 5.24.0 transformers/generation/continuous_batching/continuous_api.py:1150 "
                          "(the batching loop runs in a thread of the server process; its error is logged "
@@ -44,17 +38,9 @@ _V524 = EngineProfile(
     ready_log_line="Application startup complete.",
     ready_log_source=("uvicorn, started by transformers 5.24.0 transformers/cli/serve.py:221-227 (the model named "
                       "on the command line is loaded before the port opens)"),
-    models_path="/v1/models",
-    metrics_path=None,
-    metrics=None,
-    flush_cache=None,
-    start_profile=None,
-    stop_profile=None,
-    api_key_flag=None,
-    api_key_env=None,
+    models_path="/v1/models", metrics_path=None, metrics=None, flush_cache=None, start_profile=None,
+    stop_profile=None, api_key_flag=None, api_key_env=None, api_key_guarded=(), api_key_open=(),
     api_key_source=f"transformers 5.24.0 {_SERVER}:45-154 (no authentication middleware)",
-    api_key_guarded=(),
-    api_key_open=(),
     version_command="python -c \"import importlib.metadata as m; print(m.version('transformers'))\"",
     version_source="transformers 5.24.0 transformers/__init__.py:21 (__version__; importlib.metadata reads the same)",
     flag_releases=("5.24.0",),

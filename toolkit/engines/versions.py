@@ -1,11 +1,8 @@
 """Engine release numbers: parse them, order them, and read them from a host's output.
 
-The toolkit picks an engine profile by the release installed on the host, so it must
-order ``0.5.4.post1 < 0.5.4.post2 < 0.5.5`` and ``0.5.0rc2 < 0.5.0`` the way pip does
-(PEP 440): SGLang changed how it writes ``NCCL_CUMEM_ENABLE`` between two ``.post``
-releases of 0.5.4. The order is pip's own (``packaging``, pure Python, already installed
-beside every engine); local labels (``0.33.0+cu128``) are kept for display and ignored in
-comparisons.
+Ordered as pip orders them (PEP 440, ``packaging``): SGLang changed how it writes
+``NCCL_CUMEM_ENABLE`` between 0.5.4.post1 and 0.5.4.post2. Local labels (``+cu128``) are shown,
+not compared.
 
 >>> parse_version("0.5.4.post2") < parse_version("0.5.5") < parse_version("0.5.20")
 True
@@ -17,6 +14,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from functools import total_ordering
 
 from packaging.version import InvalidVersion
 from packaging.version import Version as Pep440Version
@@ -34,6 +32,7 @@ class VersionError(ValueError):
     """The text holds no release number this module can read."""
 
 
+@total_ordering
 @dataclass(frozen=True, eq=False)
 class Version:
     """A parsed release: compares like pip (its local label aside), prints as it was written."""
@@ -79,14 +78,6 @@ class Version:
     def __lt__(self, other: Version | str) -> bool:
         return self._key < self._other(other)
 
-    def __le__(self, other: Version | str) -> bool:
-        return self._key <= self._other(other)
-
-    def __gt__(self, other: Version | str) -> bool:
-        return self._key > self._other(other)
-
-    def __ge__(self, other: Version | str) -> bool:
-        return self._key >= self._other(other)
 
 
 def parse_version(text: str) -> Version:
@@ -106,12 +97,8 @@ def parse_version(text: str) -> Version:
 
 
 def parse_version_output(text: str) -> Version:
-    """The release in what a host printed for the version question.
-
-    Understands ``python -c "import sglang; print(sglang.__version__)"`` (``0.5.23``),
-    ``sglang version`` (``sglang version: 0.5.23``), ``vllm --version`` (``0.33.0``) and
-    ``pip show`` (``Version: 0.33.0``). The last release-looking token of the last line
-    that has one wins, because import warnings come first and the answer last.
+    """The release in what a host printed for the version question (``__version__``, ``sglang version``,
+    ``vllm --version``, ``pip show``): the last token of the last line that has one, as warnings come first.
 
     >>> parse_version_output("WARNING: triton not found\\n0.33.0\\n").text
     '0.33.0'
@@ -121,8 +108,7 @@ def parse_version_output(text: str) -> Version:
     for line in reversed(text.strip().splitlines()):
         if line.lower().startswith(("summary:", "home-page:", "requires", "location:")):
             continue
-        tokens = _TOKEN.findall(line)
-        for token in reversed(tokens):
+        for token in reversed(_TOKEN.findall(line)):
             try:
                 return parse_version(token)
             except VersionError:

@@ -1,20 +1,11 @@
 """vLLM release lines from 0.6 to 0.33, read from the released wheels.
 
-Cut where ``NCCL_CUMEM_ENABLE`` handling, the worker start method or the profiler switch
-changed:
-
-- **0.6.x**: each worker sets ``NCCL_CUMEM_ENABLE=0`` in its own Python (``init_worker``);
-  nothing shows in any ``/proc/<pid>/environ``.
-- **0.7.0 - 0.8.2**: ``import vllm`` sets it to ``0`` in every process, whatever the user exported.
-- **0.8.3 - 0.9.0**: ``env_override.py`` still overwrites it (0.8.5+: unless
-  ``/dev/nvidia-caps-imex-channels`` exists); ``vllm serve`` now starts its engine core and
-  workers with ``spawn`` (``VLLM_WORKER_MULTIPROC_METHOD=spawn`` when unset).
-- **0.9.1 - 0.10.1.1**: a user's value is kept; ``0`` only when unset.
-- **0.10.2 - 0.13**: vLLM no longer writes ``NCCL_CUMEM_ENABLE``; profiling by ``VLLM_TORCH_PROFILER_DIR``.
-- **0.14+**: profiling by ``--profiler-config`` (the variable is ignored from 0.16).
-
-``--api-key`` (or ``VLLM_API_KEY``) guards only ``/v1`` (later ``/v2``, ``/inference``,
-``/cohere``); ``/health``, ``/metrics`` and ``/version`` stay open.
+Cut where ``NCCL_CUMEM_ENABLE`` handling, the worker start method or the profiler switch changed:
+0.6.x sets it in each worker's own Python (no ``/proc`` shows it); 0.7.0-0.8.2 on ``import vllm`` in
+every process; 0.8.3-0.9.0 ``env_override.py`` still overwrites it, and ``vllm serve`` spawns;
+0.9.1-0.10.1.1 keeps a user's value; 0.10.2-0.13 writes none; 0.14+ profiles by ``--profiler-config``
+(``VLLM_TORCH_PROFILER_DIR`` ignored from 0.16).
+``--api-key`` guards only ``/v1`` (later ``/v2``, ``/inference``, ``/cohere``).
 """
 
 from __future__ import annotations

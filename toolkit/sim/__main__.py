@@ -1,7 +1,5 @@
-"""`python -m toolkit.sim` (toolkit/sim/cli.py).
-
-`--version` and `--help` are answered before the server (about 0.5 s of CPU) is imported: the toolkit
-asks them before every launch of a new build, on the same cores as the servers it measures.
+"""`python -m toolkit.sim` (toolkit/sim/cli.py); `--version` and `--help` are answered before the server
+(about 0.5 s of CPU) is imported: the toolkit asks them before every launch, on the cores it measures on.
 """
 
 import sys

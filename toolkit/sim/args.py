@@ -1,8 +1,7 @@
 """Command-line flags of the simulator: the imitated release's flags, parsed as that release parses them.
 
-An unknown flag exits 2 with argparse's `unrecognized arguments`, as the engines do (parsers.py builds
-the parser from the release's captured flag list); `--help` lists every flag because the toolkit
-validates flags against it. Simulator-only knobs: `--sim-*`, `--engine` and `--source-dir`.
+An unknown flag exits 2 (`unrecognized arguments`) as on the engines; `--help` lists every flag, as the
+toolkit validates flags against it. Simulator-only knobs: `--sim-*`, `--engine` and `--source-dir`.
 """
 
 from __future__ import annotations
@@ -168,13 +167,11 @@ def _sglang_config(ns: argparse.Namespace, parser: argparse.ArgumentParser, argv
         parser.error(f"argument --tp-size: must be >= 1, got {ns.tp_size}")
     speculation = None
     if ns.speculative_algorithm is not None:
-        # SGLang auto-chooses (3, 1, 4) for most architectures when the triple is not given,
-        # and forces num_draft_tokens = num_steps + 1 when topk == 1.
+        # SGLang auto-chooses (3, 1, 4) for most architectures; num_draft_tokens = num_steps + 1 with topk 1.
         steps = ns.speculative_num_steps if ns.speculative_num_steps is not None else 3
         topk = ns.speculative_eagle_topk if ns.speculative_eagle_topk is not None else 1
-        draft = ns.speculative_num_draft_tokens if ns.speculative_num_draft_tokens is not None else steps + 1
-        if topk == 1:
-            draft = steps + 1
+        draft = ns.speculative_num_draft_tokens
+        draft = steps + 1 if topk == 1 or draft is None else draft
         ns.speculative_num_steps, ns.speculative_eagle_topk, ns.speculative_num_draft_tokens = steps, topk, draft
         speculation = Speculation(num_steps=steps, topk=topk, num_draft_tokens=draft,
                                   verify_in_extend=ns.speculative_attention_mode == "prefill")

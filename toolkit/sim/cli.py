@@ -1,8 +1,4 @@
-"""`python -m toolkit.sim [FLAGS]` runs a simulated server; `make-repo DIR` writes a history; `telemetry` fakes nvidia-smi.
-
-A broken simulated checkout dies with the engine's ImportError traceback (exit 1). The TP ranks run
-`toolkit.sim.worker` and never import this module or aiohttp.
-"""
+"""`python -m toolkit.sim`: a simulated server; `make-repo DIR`: a history; `telemetry`: fake nvidia-smi."""
 
 from __future__ import annotations
 

@@ -1,9 +1,8 @@
 """The simulated scheduler: one global step loop, like continuous batching, paced in real time.
 
 A step is a prefill (waiting requests join, each gets its first token) or a decode (1 token per running
-request, or 1 + accepted drafts). Step ends are absolute deadlines, the last ms waited with a blocking
-``time.sleep`` (epoll wakes on whole ms), so gaps are exact to ~0.1 ms; a step late by up to CATCH_UP_S
-shifts no later one.
+request, or 1 + accepted drafts). Step ends are absolute deadlines; the last ms is a blocking sleep
+(epoll wakes on whole ms), so gaps are exact to ~0.1 ms.
 """
 
 from __future__ import annotations
@@ -21,8 +20,7 @@ from toolkit.sim.protocol import WordSource
 __all__ = ["Chunk", "Engine", "GenRequest", "Totals", "modelled_ms"]
 
 # A step up to this late keeps the schedule (the next ones come sooner): a loaded test machine stalls a process
-# for seconds (a TP-8 simulator starting on two cores: runs of 1.2 s measured 3-4 s), which then costs no
-# throughput, only a burst of chunks. Beyond it, give up.
+# for seconds (a TP-8 simulator on two cores: runs of 1.2 s measured 3-4 s). Beyond it, give up.
 CATCH_UP_S = 5.0
 
 

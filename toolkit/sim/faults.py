@@ -1,8 +1,7 @@
 """Fatal messages of the injected faults, in the engines' real traceback formats.
 
-Pure: each function returns the lines of one traceback (no prefixes). The worker and the server
-decide which process prints them and with which log prefix, exactly as the engines do (SGLang logs
-`Scheduler hit an exception: <traceback>` as one record; vLLM prefixes every line).
+Pure: each function returns one traceback's lines; the process that prints them adds the prefix
+(SGLang logs `Scheduler hit an exception: <traceback>` as one record; vLLM prefixes every line).
 """
 
 from __future__ import annotations
@@ -11,22 +10,10 @@ import math
 from collections.abc import Sequence
 
 __all__ = [
-    "CUDA_ILLEGAL_ACCESS",
-    "SITE",
-    "bind_error",
-    "cuda_oom",
-    "import_error_traceback",
-    "kernel_version_traceback",
-    "transformers_cb_traceback",
-    "SCHEDULER_WAIT_FRAMES",
-    "nccl_error",
-    "sglang_crash_traceback",
-    "sglang_graph_capture_traceback",
-    "sglang_init_traceback",
-    "traceback_lines",
-    "vllm_api_server_traceback",
-    "vllm_engine_dead_traceback",
-    "vllm_engine_traceback",
+    "CUDA_ILLEGAL_ACCESS", "SITE", "bind_error", "cuda_oom", "import_error_traceback",
+    "kernel_version_traceback", "transformers_cb_traceback", "SCHEDULER_WAIT_FRAMES", "nccl_error",
+    "sglang_crash_traceback", "sglang_graph_capture_traceback", "sglang_init_traceback", "traceback_lines",
+    "vllm_api_server_traceback", "vllm_engine_dead_traceback", "vllm_engine_traceback",
     "vllm_worker_traceback",
 ]
 
@@ -138,11 +125,9 @@ def sglang_kv_budget_traceback(mem_fraction_static: float, avail_gb: float, pre_
                                weights_fit: bool) -> list[str]:
     """A scheduler traceback when ``--mem-fraction-static`` leaves the KV cache no room (SGLang 0.5.23).
 
-    The weights already exceed the static budget (``weights_fit`` False): ``_profile_available_bytes``
-    raises ValueError with the smallest fraction that would do (mem_cache/kv_cache_configurator.py:3049-3058,
-    minimum = 1 - available/pre-load). They fit but no KV token does: ``MemoryPoolConfig.__post_init__``
-    raises "Not enough memory. Please try to increase --mem-fraction-static." with the current value
-    (model_executor/pool_configurator.py:96-99).
+    Weights over the budget: ValueError with the smallest fraction, 1 - available/pre-load
+    (mem_cache/kv_cache_configurator.py:3049-3058); they fit but no KV token does: "Not enough memory.
+    Please try to increase --mem-fraction-static." (model_executor/pool_configurator.py:96-99).
     """
     head: list[Frame] = [
         (_SCHED, 1090, "init_model_worker", "self.tp_worker.alloc_memory_pool("),

@@ -1,14 +1,10 @@
 """Health endpoints of the simulated server, answered as the imitated release answers them.
 
-- SGLang 0.5.x: ``/health`` and ``/health_generate`` are one handler (0.5.23
-  python/sglang/srt/entrypoints/http_server.py:721-799): 503 while shutting down and until the
-  warm-up went through (:735-736); then a one-token request, ``asyncio.sleep(1)`` before looking
-  (:780), 200 once a token came back, 503 after ``SGLANG_HEALTH_CHECK_TIMEOUT`` (20 s).
-- SGLang 0.4.x: ``/health`` is 200 at once (0.4.10 :232-235); ``/health_generate`` generates.
-- vLLM: ``/health`` 200 while the engine lives; 503 once it is dead from 0.11 (500 before).
-- transformers serve 5.24: ``/health`` 200 ``{"status": "ok"}``, or 503
-  ``{"status": "unhealthy", "reason": "cb_worker_dead"}`` once the batching worker died
-  (transformers/cli/serving/server.py:150-154).
+SGLang 0.5.x: one handler (0.5.23 python/sglang/srt/entrypoints/http_server.py:721-799), 503 while shutting
+down or before the warm-up (:735-736), else a one-token request, ``asyncio.sleep(1)`` (:780), 200 once a
+token came back, 503 after ``SGLANG_HEALTH_CHECK_TIMEOUT``; 0.4.x ``/health`` is 200 at once (0.4.10
+:232-235). vLLM: 503 once the engine died (500 before 0.11). transformers serve 5.24: 503 ``cb_worker_dead``
+(transformers/cli/serving/server.py:150-154).
 """
 
 from __future__ import annotations

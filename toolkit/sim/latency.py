@@ -39,7 +39,7 @@ class PerfParams:
 
     @classmethod
     def from_mapping(cls, values: Mapping[str, object]) -> PerfParams:
-        """Build from a JSON-like mapping; unknown keys are an error so typos in a checkout show up."""
+        """Build from a JSON-like mapping; unknown keys are an error, so typos in a checkout show up."""
         names = {f.name: f for f in dataclasses.fields(cls)}
         unknown = sorted(set(values) - set(names))
         if unknown:
@@ -113,20 +113,16 @@ class LatencyModel:
 
     def verify_ms(self, batch_size: int = 1) -> float:
         """Target forward of one step at batch 1 (a plain decode step without speculation)."""
-        p = self.params
-        spec = self.setup.speculation
+        p, spec = self.params, self.setup.speculation
+        cost = p.decode_step_ms + self._eager_ms(batch_size)
         if spec is None:
-            return p.decode_step_ms + self._eager_ms(batch_size)
-        extra_tokens = max(spec.verified_tokens - 1, 0) * p.verify_ms_per_extra_token
-        cost = p.decode_step_ms + extra_tokens + self._eager_ms(batch_size)
-        if spec.verify_in_extend:
-            cost += p.num_layers * p.extend_verify_ms_per_layer
-        return cost
+            return cost
+        cost += max(spec.verified_tokens - 1, 0) * p.verify_ms_per_extra_token
+        return cost + (p.num_layers * p.extend_verify_ms_per_layer if spec.verify_in_extend else 0.0)
 
     def draft_ms(self) -> float:
         """All draft steps of one speculative step (zero without speculation)."""
-        p = self.params
-        spec = self.setup.speculation
+        p, spec = self.params, self.setup.speculation
         if spec is None:
             return 0.0
         eager = 0.0 if self.setup.cuda_graph else p.draft_num_layers * p.eager_launch_ms_per_layer
@@ -146,11 +142,10 @@ class LatencyModel:
         return p.prefill_base_ms + p.prefill_ms_per_token * max(new_tokens, 0) + draft_extend
 
     def accept_probs(self) -> tuple[float, ...]:
-        """Conditional probability that draft position i is accepted given position i-1 was."""
+        """P(draft position i accepted | position i-1 was); a wider tree (topk) offers more candidates."""
         spec, p = self.setup.speculation, self.params
         if spec is None:
             return ()
-        # a wider tree (topk) offers more candidates
         return tuple(1.0 - (1.0 - p.accept_prob_first * p.accept_prob_decay**i) ** max(spec.topk, 1)
                      for i in range(spec.num_steps))
 
@@ -179,8 +174,8 @@ class LatencyModel:
 class AcceptSampler:
     """Seeded per-request acceptance counts whose running mean converges fast.
 
-    A golden-ratio additive recurrence from a seeded offset instead of independent uniforms: 40 steps
-    already land within ~2% of the model's mean, so a short measurement matches the documented rate.
+    A golden-ratio recurrence from a seeded offset, not independent uniforms: 40 steps land within ~2%
+    of the model's mean, so a short measurement matches the documented rate.
     """
 
     def __init__(self, distribution: tuple[float, ...], offset: float) -> None:
@@ -202,12 +197,9 @@ class AcceptSampler:
 def noise_slowdown(seed: int, key: str, index: int, noise_pct: float) -> float:
     """How much slower the ``index``-th generation request of a launch runs: seeded, lognormal, median 1.
 
-    ``--sim-noise-pct`` lets a bisection's judge be tested against noise that is the same on every run:
-    the factor depends only on the seed, the key (the source version: each commit draws its own) and
-    the request's place in the launch.
+    Noise that is the same on every run, to test a bisection's judge: it depends only on the seed, the
+    key (the source version: each commit draws its own) and the request's place in the launch.
 
-    >>> noise_slowdown(0, "0.5.9.dev3", 2, 0.0)
-    1.0
     >>> noise_slowdown(0, "0.5.9.dev3", 2, 5.0) == noise_slowdown(0, "0.5.9.dev3", 2, 5.0) != noise_slowdown(0, "", 2, 5.0)
     True
     """

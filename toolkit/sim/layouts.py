@@ -1,8 +1,7 @@
 """The files of one simulated commit, laid out like the real repository: pure.
 
-SGLang keeps its package in ``python/sglang`` (``python/pyproject.toml`` pins the kernel wheel), vLLM
-``vllm/`` at the top, so ``with_source`` is tested on a real layout: ``PYTHONPATH=<repo>/python`` finds
-an SGLang commit, ``PYTHONPATH=<repo>`` does not. ``sim_perf.json`` sits inside the package.
+SGLang in ``python/sglang`` (``python/pyproject.toml`` pins the kernel), vLLM in ``vllm/``, so
+``with_source`` is tested on a real layout (``PYTHONPATH=<repo>/python`` finds an SGLang commit).
 """
 
 from __future__ import annotations

@@ -1,7 +1,6 @@
 """Log line formats of SGLang, uvicorn and vLLM, copied from real logs (../shared/real-logs).
 
-Pure formatting functions plus `LogWriter`, which writes each line with one `os.write`, so that the
-server and its TP worker processes, sharing stdout, never interleave mid-line.
+`LogWriter` writes each line with one `os.write`, so processes sharing stdout never interleave mid-line.
 """
 
 from __future__ import annotations
@@ -11,9 +10,11 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-__all__ = ["DecodeStats", "LogWriter", "PrefillStats", "SIMULATOR_BANNER", "banner", "sglang_decode_batch",
-           "sglang_line", "sglang_prefill_batch", "uvicorn_line", "vllm_label", "vllm_line", "vllm_plain",
-           "vllm_spec_metrics", "vllm_throughput", "vllm_uvicorn", "plain_uvicorn"]
+from toolkit.sim.release import ENGINE_NAMES
+
+__all__ = ["DecodeStats", "LogWriter", "PrefillStats", "SIMULATOR_BANNER", "banner", "record",
+           "sglang_decode_batch", "sglang_line", "sglang_prefill_batch", "uvicorn_line", "vllm_label",
+           "vllm_line", "vllm_plain", "vllm_spec_metrics", "vllm_throughput", "vllm_uvicorn", "plain_uvicorn"]
 
 SIMULATOR_BANNER = (
     "toolkit.sim: this is a SIMULATED {engine} server (no GPU, no model weights); the lines below "
@@ -24,13 +25,18 @@ _LEVELS = {"debug": 10, "info": 20, "warning": 30, "error": 40, "critical": 50, 
 
 def banner(engine: str, now: float, pid: int, details: str) -> str:
     """The first line of every simulated log, in the engine's own line format."""
-    name = {"sglang": "SGLang", "vllm": "vLLM", "transformers": "transformers serve"}.get(engine, engine)
-    text = SIMULATOR_BANNER.format(engine=name) + f" [{details}]"
+    text = SIMULATOR_BANNER.format(engine=ENGINE_NAMES.get(engine, engine)) + f" [{details}]"
+    return record(engine, now, text, f"APIServer pid={pid}", "info", "simulator")
+
+
+def record(engine: str, now: float, message: str, process: str, level: str, source: str,
+           rank: int | None = None) -> str:
+    """One logged record as the engine formats it; vLLM prefixes every line of a multi-line message."""
     if engine == "sglang":
-        return sglang_line(now, text)
+        return sglang_line(now, message, rank)
     if engine == "transformers":
-        return text  # transformers' logger prints the message alone (no formatter on its handler)
-    return vllm_line(now, f"APIServer pid={pid}", "INFO", "simulator", text)
+        return message  # transformers' logger prints the message alone (no formatter on its handler)
+    return "\n".join(vllm_line(now, process, level, source, part) for part in message.split("\n"))
 
 
 def _sglang_time(now: float) -> str:
@@ -39,8 +45,7 @@ def _sglang_time(now: float) -> str:
 
 def sglang_line(now: float, message: str, rank: int | None = None) -> str:
     """`[2026-02-26 20:26:06 TP5] message`; rank is None for the main process or when tp == 1."""
-    label = f" TP{rank}" if rank is not None else ""
-    return f"[{_sglang_time(now)}{label}] {message}"
+    return f"[{_sglang_time(now)}{f' TP{rank}' if rank is not None else ''}] {message}"
 
 
 def _levelprefix(level: str) -> str:
@@ -152,8 +157,7 @@ class LogWriter:
         self.fd = fd
         self.min_level = _LEVELS.get(level.lower(), 20)
         # Benchmarks only (benchmarks/readiness.py): `TOOLKIT_SIM_TIMING_FILE` gets "EPOCH_SECONDS<TAB>line"
-        # right after each line, to time the toolkit against the moment of writing, not the log's
-        # one-second stamps. An environment variable, because every TP worker process writes lines too.
+        # after each line, finer than the log's stamps; a variable, as every TP worker writes lines too.
         timing = os.environ.get("TOOLKIT_SIM_TIMING_FILE")
         self._timing_fd = os.open(timing, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644) if timing else None
 

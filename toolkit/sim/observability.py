@@ -1,9 +1,8 @@
 """What a performance engineer scrapes from the simulated server: Prometheus metrics, cache flush, GPU load.
 
-- SGLang ``/metrics`` only with ``--enable-metrics`` (sglang 0.5.9 entrypoints/http_server.py; series and
-  labels of metrics/collector.py:305-397, managers/scheduler_metrics_mixin.py:114-120; TP rank 0 exports).
-- vLLM ``/reset_prefix_cache`` only with ``VLLM_SERVER_DEV_MODE=1`` (0.33.0 serve/dev/cache/api_router.py:20-43).
-- ``/sim/gpu``: the engine's busy time, which ``python -m toolkit.sim telemetry`` turns into utilisation.
+SGLang ``/metrics`` only with ``--enable-metrics`` (sglang 0.5.9 entrypoints/http_server.py,
+metrics/collector.py:305-397, managers/scheduler_metrics_mixin.py:114-120); vLLM ``/reset_prefix_cache``
+only with ``VLLM_SERVER_DEV_MODE=1`` (0.33.0 serve/dev/cache/api_router.py:20-43); ``/sim/gpu``: busy time.
 """
 
 from __future__ import annotations

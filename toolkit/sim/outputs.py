@@ -1,14 +1,13 @@
 """Greedy outputs of the simulated server: the same prompt gives the same tokens under any speed flag.
 
-With ``temperature: 0`` speculative decoding, CUDA graphs or an attention backend must not change an
-engine's output, so a greedy request's texts are seeded by the prompt (and ``--sim-seed``), never by the
-flags. ``--sim-fault greedy-divergence`` breaks that for about half the prompts, as a bad speed-up would.
-``logprobs`` come back in the OpenAI shapes, with log-probabilities of 0.0 (there is no model).
+A greedy request's texts are seeded by the prompt and ``--sim-seed``, never by the flags;
+``--sim-fault greedy-divergence`` breaks that for about half the prompts, as a bad speed-up would.
 """
 
 from __future__ import annotations
 
 import hashlib
+import itertools
 from collections.abc import Mapping
 
 from toolkit.sim.protocol import WordSource
@@ -62,7 +61,7 @@ def greedy_words(body: object, chat: bool, temperature: float, seed: int, fault:
 
 
 def add_logprobs(response: dict[str, object], body: object, chat: bool, texts: list[str]) -> None:
-    """Put per-token texts into a non-streamed response when the request asked for ``logprobs``."""
+    """Put per-token texts into a non-streamed response that asked for ``logprobs`` (all log-probs 0.0)."""
     if not isinstance(body, Mapping) or not body.get("logprobs"):
         return
     choices = response.get("choices")
@@ -72,9 +71,6 @@ def add_logprobs(response: dict[str, object], body: object, chat: bool, texts: l
         choices[0]["logprobs"] = {"content": [{"token": t, "logprob": 0.0, "bytes": list(t.encode()),
                                                "top_logprobs": []} for t in texts]}
         return
-    offsets, at = [], 0
-    for text in texts:
-        offsets.append(at)
-        at += len(text)
+    offsets = list(itertools.accumulate(map(len, texts), initial=0))[:-1]
     choices[0]["logprobs"] = {"tokens": list(texts), "token_logprobs": [0.0] * len(texts), "top_logprobs": None,
                               "text_offset": offsets}

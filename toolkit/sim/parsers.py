@@ -1,9 +1,8 @@
 """The engines' argument parsers as the imitated release has them: every flag it accepts, no other.
 
-The release's captured flag list (``toolkit/engines/flags``) is the contract: the flags the simulator
-gives meaning to are added in the spellings that release has; every other one is accepted, listed in
-``--help`` and ignored. So ``--cuda-graph-max-bs 8`` on SGLang 0.5.20+ exits with argparse's
-``ambiguous option`` and ``--tp`` works only as a prefix of ``--tp-size``, as on the real server.
+From the release's captured flag list: simulated flags in that release's spellings, every other one
+accepted and ignored. So ``--cuda-graph-max-bs 8`` on SGLang 0.5.20+ is an ``ambiguous option`` and
+``--tp`` works only as a prefix of ``--tp-size``, as on the real server.
 """
 
 from __future__ import annotations

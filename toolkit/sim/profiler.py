@@ -79,8 +79,8 @@ class SimProfiler:
             self.server.log("Starting profiler...", source="api_router.py:38")
 
     def _file_names(self) -> list[str]:
-        """One per TP rank, as the imitated release names them (toolkit.engines.traces); vLLM's front end adds
-        its CPU trace (``<host>_<pid>.async_llm.<ns>``, vllm 0.25.0 vllm/v1/engine/async_llm.py:187-196)."""
+        """One per TP rank, as the release names them (toolkit.engines.traces); vLLM's front end adds its CPU
+        trace (``<host>_<pid>.async_llm.<ns>``, vllm 0.25.0 vllm/v1/engine/async_llm.py:187-196)."""
         c = self.server.config
         if c.engine == "vllm":
             version, ns, host = str(c.release.version), time.time_ns(), socket.gethostname()

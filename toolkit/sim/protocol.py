@@ -53,11 +53,8 @@ class WordSource:
 
 
 def _words(text: object) -> int:
-    """The simulator's tokenizer: one token per word, plus one per further 6 characters of a long word.
-
-    Words and tokens differ on purpose (``morning`` is 2 tokens), as with a real tokenizer, so a
-    client that counts words where it means tokens is caught against the simulator too.
-    """
+    """The simulator's tokenizer: one token per word, plus one per further 6 characters of a long word,
+    so a client that counts words where it means tokens is caught (``morning`` is 2 tokens)."""
     if not isinstance(text, str):
         return 0
     return sum(1 + (len(word) - 1) // 6 for word in text.split())

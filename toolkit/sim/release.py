@@ -1,20 +1,11 @@
 """Which engine release the simulator imitates, and what that release does to its processes' environment.
 
-``--sim-engine-version`` names the release (default: the newest on PyPI, SGLang 0.5.23 /
-vLLM 0.33.0 / transformers 5.24.0). Everything release-specific the simulator does comes
-from the toolkit's engine profiles (``toolkit.engines``: pure data, each fact with its
-release and source line), so the stand-in and the toolkit's beliefs cannot drift apart:
-the flags the release's own parser accepts, the environment it writes and which
-processes' ``/proc/<pid>/environ`` shows it, its health endpoints. That is the one
-arrow from ``sim`` into the toolkit (docs/architecture.md says why).
-
-Environment: a write made in a process that later *execs* a child (SGLang's launcher
-before it spawns schedulers; ``vllm serve`` from 0.8.3) shows in that child's
-``/proc/<pid>/environ``; a write made inside the child itself (vLLM 0.6's
-``init_worker``) or before a plain fork (vLLM 0.7-0.8.2) does not. The simulator starts
-every child with exec, passes the visible writes in the child's start-up environment
-and lets the child apply the others to its own ``os.environ`` (where the simulated NCCL
-echo reads them), so ``/proc`` shows exactly what it shows under the real release.
+``--sim-engine-version`` names the release (default: the newest, SGLang 0.5.23 / vLLM 0.33.0 /
+transformers 5.24.0). Its flags, environment writes and health answers come from ``toolkit.engines``,
+so the stand-in and the toolkit's beliefs cannot drift apart (the one arrow from ``sim`` into the
+toolkit, docs/architecture.md). A write before a child is *exec'd* shows in its ``/proc/<pid>/environ``;
+one inside the child (vLLM 0.6's ``init_worker``) or before a fork (vLLM 0.7-0.8.2) does not: children
+get the visible writes at exec and apply the others to their own ``os.environ``.
 """
 
 from __future__ import annotations
@@ -92,7 +83,6 @@ def condition_holds(condition: str, context: EnvContext) -> bool:
                      "toolkit/sim/release.py KNOWN_CONDITIONS")
 
 
-# The simulator's process roles, as the profiles name them.
 _ROLES: dict[tuple[str, str], ProcessRole] = {
     ("sglang", "scheduler"): "worker", ("vllm", "engine-core"): "engine_core", ("vllm", "worker"): "worker",
 }
@@ -127,11 +117,7 @@ class SimRelease:
 
     def child_environment(self, parent: Mapping[str, str], sim_role: str,
                           context: EnvContext) -> tuple[dict[str, str], dict[str, str]]:
-        """(what the child is exec'd with, what it then writes into its own os.environ).
-
-        The first is what ``/proc/<pid>/environ`` of the child shows; the second the rest of
-        what the release writes on its way to that process (in-process, or before a fork).
-        """
+        """(what the child is exec'd with: its ``/proc/<pid>/environ``, what it then writes in os.environ)."""
         role = role_of(self.engine, sim_role)
         writes = tuple(w for w in self.profile.env_writes_at(self.version) if condition_holds(w.condition, context))
         visible = tuple(w for w in writes if role in w.visible_in)
@@ -146,11 +132,8 @@ def _outcomes(profile: EngineProfile, writes: Sequence[EnvWrite], exported: Mapp
     """The values ``writes`` leave for ``role`` (the profile's own reach rules: who starts whom)."""
     narrowed = dataclasses.replace(profile, env_writes=tuple(writes))
     predicted = narrowed.predict_env(exported, context.flags, None, role)
-    out = {}
-    for name, outcome in predicted.items():
-        if outcome.result is not None:
-            out[name] = _concrete(outcome.result, exported, context)
-    return out
+    return {name: _concrete(outcome.result, exported, context)
+            for name, outcome in predicted.items() if outcome.result is not None}
 
 
 def _concrete(value: str, exported: Mapping[str, str], context: EnvContext) -> str:
@@ -181,13 +164,9 @@ def release_from_argv(argv: Sequence[str], engine: str) -> SimRelease:
         raise ValueError(f"--sim-engine-version {text!r}: {exc}") from None
     match = resolve_profile(engine, version)
     if not match.exact:
-        lines = ", ".join(f"{p.name} ({p.releases})" for p in _lines(engine))
+        lines = ", ".join(f"{p.name} ({p.releases})" for p in PROFILES.get(engine, ()))
         raise ValueError(f"--sim-engine-version {text}: {match.note}; the simulator imitates {lines}")
     return SimRelease(engine, version, match.profile)
-
-
-def _lines(engine: str) -> tuple[EngineProfile, ...]:
-    return PROFILES.get(engine, ())
 
 
 # The kernel wheel each release's launcher demands (its own minimum: what a fresh install of that

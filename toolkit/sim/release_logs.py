@@ -1,7 +1,6 @@
 """The log lines whose text changed between SGLang releases, as the imitated release prints them: pure.
 
-Read in the released wheels (file:line relative to ``python/sglang/srt``); the research note
-behind it lists every release read. Each function takes the :class:`~toolkit.sim.release.SimRelease`.
+Read in the released wheels (file:line relative to ``python/sglang/srt``).
 """
 
 from __future__ import annotations
@@ -11,14 +10,14 @@ from collections.abc import Mapping, Sequence
 from toolkit.sim.release import SimRelease
 
 __all__ = [
-    "server_args_line", "capture_lines", "launch_sigquit_line", "running_sigquit_line", "scheduler_died_lines",
-    "child_crashed_line", "watchdog_lines", "graph_capture_advice", "server_args_fields",
+    "server_args_line", "capture_lines", "launch_sigquit_line", "running_sigquit_line",
+    "scheduler_died_lines", "child_crashed_line", "watchdog_lines", "graph_capture_advice",
+    "server_args_fields",
 ]
 
 
 def server_args_fields(release: SimRelease, fields: Mapping[str, object]) -> dict[str, object]:
-    """ServerArgs' field names as the release has them: ``cuda_graph_max_bs_decode`` from 0.5.14
-    (0.5.14 server_args.py:1939; 0.5.13 :735 ``cuda_graph_max_bs``)."""
+    """Field names: ``cuda_graph_max_bs_decode`` from 0.5.14 (server_args.py:1939; 0.5.13 :735)."""
     out = dict(fields)
     if release.at_least("0.5.14") and "cuda_graph_max_bs" in out:
         out["cuda_graph_max_bs_decode"] = out.pop("cuda_graph_max_bs")
@@ -26,11 +25,9 @@ def server_args_fields(release: SimRelease, fields: Mapping[str, object]) -> dic
 
 
 def server_args_line(release: SimRelease, fields: Mapping[str, object]) -> str:
-    """``server_args=ServerArgs(...)`` (a dataclass repr) up to 0.5.18 (entrypoints/engine.py:253 in 0.5.18);
-    ``server_args={...}`` (a dict: ``resolved_dict()``) from 0.5.19 (engine.py:265; 0.5.23 :311). The API key is
-    printed in every release: 0.5.22 and 0.5.23 pass the dict through ``_server_args_for_logging`` (0.5.22
-    engine.py:170-171, 0.5.23 :173-174), which hides only the watermark's secrets (sampling/watermarking/core.py
-    ``redact_watermark_secrets``), never ``api_key``: the launch's Redactor must."""
+    """``server_args=ServerArgs(...)`` up to 0.5.18 (entrypoints/engine.py:253 in 0.5.18),
+    ``server_args={...}`` from 0.5.19 (engine.py:265; 0.5.23 :311). Every release prints the API key:
+    ``_server_args_for_logging`` (0.5.22 engine.py:170-171, 0.5.23 :173-174) hides only watermark secrets."""
     shown = server_args_fields(release, fields)
     if release.at_least("0.5.19"):
         return f"server_args={shown!r}"
@@ -41,11 +38,9 @@ def capture_lines(release: SimRelease, role: str, bs: Sequence[int], avail_gb: f
                   used_gb: float) -> tuple[str, str]:
     """(begin, end) of a CUDA-graph capture of ``role`` ("target" or "draft").
 
-    0.4.6-0.5.13: ``Capture cuda graph begin. This can take up to several minutes. avail mem=...``
-    (model_runner.py:1619 in 0.5.1; ``Capture draft cuda graph`` for the EAGLE draft);
-    0.5.14-0.5.22: ``Capture {role} decode CUDA graph begin. backend=full, num_tokens_per_req=1,
-    bs=[...], avail mem=...`` (cuda_graph_setup.py:496/507 in 0.5.20); 0.5.23: ``bs`` moves to
-    the end line (cuda_graph_setup.py:759/788).
+    0.4.6-0.5.13: ``Capture [draft ]cuda graph begin. ...`` (model_runner.py:1619 in 0.5.1); 0.5.14-0.5.22:
+    ``Capture {role} decode CUDA graph begin. backend=full, ..., bs=[...]`` (cuda_graph_setup.py:496/507 in
+    0.5.20); 0.5.23: ``bs`` moves to the end line (cuda_graph_setup.py:759/788).
     """
     after = avail_gb - used_gb
     if not release.at_least("0.5.14"):
@@ -53,22 +48,21 @@ def capture_lines(release: SimRelease, role: str, bs: Sequence[int], avail_gb: f
         return (f"Capture {what} begin. This can take up to several minutes. avail mem={avail_gb:.2f} GB",
                 f"Capture {what} end. Time elapsed: {elapsed_s:.2f} s. mem usage={used_gb:.2f} GB. "
                 f"avail mem={after:.2f} GB.")
-    per_req = 1 if role == "target" else 1
     sizes = f"bs={list(bs)}"
     if release.at_least("0.5.23"):
-        return (f"Capture {role} decode CUDA graph begin. backend=full, num_tokens_per_req={per_req}, "
+        return (f"Capture {role} decode CUDA graph begin. backend=full, num_tokens_per_req=1, "
                 f"avail mem={avail_gb:.2f} GB",
                 f"Capture {role} decode CUDA graph end. {sizes}, elapsed={elapsed_s:.2f} s, "
                 f"mem usage={used_gb:.2f} GB, avail mem={after:.2f} GB.")
-    return (f"Capture {role} decode CUDA graph begin. backend=full, num_tokens_per_req={per_req}, {sizes}, "
+    return (f"Capture {role} decode CUDA graph begin. backend=full, num_tokens_per_req=1, {sizes}, "
             f"avail mem={avail_gb:.2f} GB",
             f"Capture {role} decode CUDA graph end. elapsed={elapsed_s:.2f} s, mem usage={used_gb:.2f} GB, "
             f"avail mem={after:.2f} GB.")
 
 
 def launch_sigquit_line(release: SimRelease) -> str | None:
-    """The launcher's SIGQUIT handler (entrypoints/engine.py): none in 0.4.0 (server.py:600-603 kills
-    silently), "proces." in 0.4.3 (:331), "process." from 0.4.6 (0.5.23 :1978)."""
+    """The launcher's SIGQUIT handler (entrypoints/engine.py): none in 0.4.0 (server.py:600-603), "proces."
+    in 0.4.3 (:331), "process." from 0.4.6 (0.5.23 :1978)."""
     if not release.at_least("0.4.3"):
         return None
     word = "process" if release.at_least("0.4.6") else "proces"
@@ -76,21 +70,16 @@ def launch_sigquit_line(release: SimRelease) -> str | None:
 
 
 def running_sigquit_line(release: SimRelease) -> str | None:
-    """Once the tokenizer manager's loop runs (the warm-up request started it), its handler replaces the
-    launcher's from 0.5.4 (managers/tokenizer_manager.py:2158 in 0.5.4, :4072-4074 in 0.5.23); asyncio
-    calls it without arguments, hence ``signum=None``."""
+    """The tokenizer manager's handler, once its loop runs, from 0.5.4 (managers/tokenizer_manager.py:2158;
+    0.5.23 :4072-4074); asyncio calls it without arguments, hence ``signum=None``."""
     if release.at_least("0.5.4"):
         return "SIGQUIT received. signum=None, frame=None. It usually means one child failed."
     return launch_sigquit_line(release)
 
 
 def scheduler_died_lines(release: SimRelease, rank: int, exit_code: int) -> tuple[list[str], bool]:
-    """What the launcher says of a scheduler that died during start-up; (lines, as a traceback).
-
-    Up to 0.5.9: ``Rank N scheduler is dead. Please check if there are relevant logs.`` and
-    ``Exit code: -9`` (entrypoints/engine.py:804 in 0.4.10); from 0.5.10 a RuntimeError
-    (engine.py:2002-2010 in 0.5.23).
-    """
+    """(lines, as a traceback) the launcher says of a scheduler dead during start-up: two lines up to 0.5.9
+    (entrypoints/engine.py:804 in 0.4.10), a RuntimeError from 0.5.10 (engine.py:2002-2010 in 0.5.23)."""
     if release.at_least("0.5.10"):
         return ([f"RuntimeError: Rank {rank} scheduler died during initialization (exit code: {exit_code}). If exit "
                  "code is -9 (SIGKILL), a common cause is the OS OOM killer. Run `dmesg -T | grep -i oom` to check."],
@@ -100,12 +89,9 @@ def scheduler_died_lines(release: SimRelease, rank: int, exit_code: int) -> tupl
 
 
 def child_crashed_line(release: SimRelease, rank: int, pid: int, exit_code: int) -> tuple[str | None, bool]:
-    """What the server says when a scheduler dies after start-up; (line, whether the server then dies).
-
-    0.4.6-0.4.9: a SIGCHLD handler warns (entrypoints/engine.py:517 in 0.4.6.post5, :625 in 0.4.8)
-    and nothing else happens; 0.4.10-0.5.9: nothing at all (the server hangs on); from 0.5.10 the
-    SubprocessWatchdog (utils/watchdog.py:214-220 in 0.5.23) logs and sends SIGQUIT to the server.
-    """
+    """(line, whether the server dies) when a scheduler dies after start-up: 0.4.6-0.4.9 a SIGCHLD handler
+    warns (entrypoints/engine.py:517 in 0.4.6.post5, :625 in 0.4.8); 0.4.10-0.5.9 nothing (requests hang);
+    from 0.5.10 the SubprocessWatchdog logs and sends SIGQUIT (utils/watchdog.py:214-220 in 0.5.23)."""
     status = -exit_code if exit_code < 0 else exit_code << 8  # what os.waitpid reports
     if release.at_least("0.5.10"):
         return (f"Subprocess scheduler_{rank} (pid={pid}) crashed with exit code {exit_code}. Triggering SIGQUIT "
@@ -118,18 +104,17 @@ def child_crashed_line(release: SimRelease, rank: int, pid: int, exit_code: int)
 
 
 def watchdog_lines(release: SimRelease, timeout_s: float) -> list[str]:
-    """The scheduler's watchdog: ``Watchdog timeout (self.watchdog_timeout=300)`` up to 0.5.6
-    (managers/scheduler.py:2283 in 0.5.4); ``Scheduler watchdog timeout (self.watchdog_timeout=300,
-    self.soft=False)`` from 0.5.9 (utils/watchdog.py:150-155 in 0.5.23)."""
+    """The scheduler's watchdog line: up to 0.5.6 managers/scheduler.py:2283 (0.5.4), from 0.5.9
+    utils/watchdog.py:150-155 (0.5.23)."""
     if release.at_least("0.5.9"):
         return [f"Scheduler watchdog timeout (self.watchdog_timeout={timeout_s!r}, self.soft=False)"]
     return [f"Watchdog timeout (self.watchdog_timeout={timeout_s!r})"]
 
 
 def graph_capture_advice(release: SimRelease) -> list[str]:
-    """SGLang's "Possible solutions" after a failed capture: the old text up to 0.5.13
-    (model_executor/cuda_graph_runner.py:795-802 in 0.4.10); from 0.5.14
-    model_executor/runner_backend_utils/__init__.py (:14-20 in 0.5.23)."""
+    """SGLang's "Possible solutions" after a failed capture: up to 0.5.13
+    model_executor/cuda_graph_runner.py:795-802 (0.4.10); from 0.5.14
+    model_executor/runner_backend_utils/__init__.py:14-20 (0.5.23)."""
     head = ["Possible solutions:", "1. set --mem-fraction-static to a smaller value (e.g., 0.8 or 0.7)"]
     tail = ["Open an issue on GitHub https://github.com/sgl-project/sglang/issues/new/choose "]
     if release.at_least("0.5.14"):

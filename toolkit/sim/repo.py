@@ -1,14 +1,10 @@
 """`python -m toolkit.sim make-repo DIR`: a git history whose commits change the simulated build's speed.
 
-Laid out like the real repository (`--layout sglang`: the package in `python/sglang/`, the default;
-`--layout vllm`: `vllm/` at the top; toolkit/sim/layouts.py). Every commit touches a source file
-and nudges the package's `sim_perf.json` harmlessly (decode step within +-0.2%); commit K (1-based,
-`--regression-at`) makes decode steps ~20% slower and later commits keep it. `--no-change` keeps
-the performance identical on every commit (the incident's "the git pull was not the culprit"
-case). `--broken-at J` makes commit J fail at start-up with an ImportError and commit J+1 fix it,
-so a bisect driver can exercise `skip`; `--kernel-mismatch-at J` makes commit J need a newer
-kernel wheel than the simulated install has (SGLang's launcher refuses to start), J+1 reverts it.
-Authors and dates are fixed, so the same arguments give the same SHAs.
+Laid out like the real repository (toolkit/sim/layouts.py). Every commit nudges `sim_perf.json` harmlessly
+(+-0.2%); from commit K (`--regression-at`) decode steps are ~20% slower; `--no-change` keeps them equal
+(the incident's "the git pull was not the culprit"). `--broken-at J` fails to import at J (a bisect's
+`skip`), `--kernel-mismatch-at J` needs a newer kernel wheel at J; J+1 fixes either. Authors and dates are
+fixed, so the same arguments give the same SHAs.
 """
 
 from __future__ import annotations
@@ -69,10 +65,9 @@ def _env(when: int) -> dict[str, str]:
             "GIT_CONFIG_NOSYSTEM": "1"}
 
 
-def _git(directory: Path, *args: str, when: int = 0) -> str:
-    done = subprocess.run(["git", "-C", str(directory), *args], env=_env(when), check=True, capture_output=True,
-                          text=True)
-    return done.stdout.strip()
+def _git(directory: Path, *args: str) -> str:
+    return subprocess.run(["git", "-C", str(directory), *args], env=_env(0), check=True, capture_output=True,
+                          text=True).stdout.strip()
 
 
 def _jitter(index: int) -> float:
@@ -110,8 +105,7 @@ def make_repo(directory: str | Path, commits: int, regression_at: int | None, no
         step = base.decode_step_ms * (1 + regression_pct / 100 if slow else 1.0)
         if not no_change:
             step *= 1 + _jitter(i)
-        broken = broken_at == i
-        mismatch = kernel_mismatch_at == i
+        broken, mismatch = broken_at == i, kernel_mismatch_at == i
         message = (REGRESSION_MESSAGE if i == regression_at and not no_change else BROKEN_MESSAGE if broken
                    else KERNEL_MESSAGE if mismatch
                    else FIX_MESSAGE if broken_at is not None and i == broken_at + 1

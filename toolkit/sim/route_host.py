@@ -1,5 +1,4 @@
-"""What the HTTP handlers may see of the simulated server process: a protocol, so that the
-routes never import the server module (and the server imports the routes plainly)."""
+"""What the HTTP handlers see of the simulated server: a protocol, so the routes never import the server."""
 
 from __future__ import annotations
 

@@ -1,15 +1,9 @@
 """HTTP endpoints of the simulated server (aiohttp), shaped like the imitated release's.
 
-Generation goes through the engine's step loop, so tokens arrive at the latency model's pace;
-with speculative decoding one SSE chunk carries all tokens of one verify step. Requests that
-arrive before SGLang's warm-up finished wait for it (`/v1/models` answers at once). Health as
-the release answers it (toolkit/sim/health.py). With `--api-key` (vLLM: or `VLLM_API_KEY`) the
-release's guarded paths answer 401 `{"error": "Unauthorized"}` without `Authorization: Bearer
-KEY` (vllm 0.33.0 vllm/entrypoints/serve/middleware/authenticate.py:11,30-60; sglang 0.5.23
-python/sglang/srt/utils/auth.py:101-106).
-
-The handlers see the server through :class:`RouteHost` (a protocol): this module never imports
-the server module, so the two do not import each other.
+Tokens come at the step loop's pace (one SSE chunk per verify step); requests wait for SGLang's warm-up.
+With `--api-key` (vLLM: or `VLLM_API_KEY`) guarded paths answer 401 `{"error": "Unauthorized"}` without
+`Authorization: Bearer KEY` (vllm 0.33.0 vllm/entrypoints/serve/middleware/authenticate.py:11,30-60;
+sglang 0.5.23 python/sglang/srt/utils/auth.py:101-106). The server is seen through `RouteHost`.
 """
 
 from __future__ import annotations
@@ -63,7 +57,6 @@ class Routes:
         self.config = server.config
         self.started = int(time.time())
 
-    # ---- plumbing ----------------------------------------------------------------------------
     @web.middleware
     async def access_log(self, request: web.Request, handler: Handler) -> web.StreamResponse:
         try:
@@ -109,7 +102,6 @@ class Routes:
         self.server.engine.submit(gen)
         return gen
 
-    # ---- info endpoints ------------------------------------------------------------------------
     async def models(self, request: web.Request) -> web.Response:
         owner = "sglang-simulator" if self.config.engine == "sglang" else "vllm-simulator"
         card = {"id": self.config.served_model_name, "object": "model", "created": self.started, "owned_by": owner,
@@ -171,7 +163,6 @@ class Routes:
             "ready": self.server.ready.is_set(), "pid": self.server.pid, "worker_pids": self.server.worker_pids(),
             "release": str(self.config.release.version)})
 
-    # ---- generation ----------------------------------------------------------------------------
     async def completions(self, request: web.Request) -> web.StreamResponse:
         return await self._openai(request, chat=False)
 

@@ -1,13 +1,9 @@
 """The simulated server's life: start-up, readiness, faults, shutdown, in the imitated release's order.
 
-SGLang: server_args dump, schedulers start (one process per TP rank), uvicorn comes up (so
-/v1/models answers), a warm-up request runs, then `The server is fired up and ready to roll!`;
-a scheduler failure arrives as SIGQUIT and ends everything with SIGKILL, as SGLang's
-kill_process_tree does. vLLM: the API server binds its port first, starts EngineCore and
-workers, and `Application startup complete.` is the ready line. transformers serve: one
-process, uvicorn's own lines; its batching worker is a thread that can die while the server
-keeps answering (`--sim-fault worker-dead-after-start`). Texts that changed between releases
-come from toolkit/sim/release_logs.py.
+SGLang: server_args, one scheduler per TP rank, uvicorn, a warm-up request, then `The server is fired up
+and ready to roll!`; a scheduler failure is a SIGQUIT that kills the tree (kill_process_tree). vLLM binds
+its port first, starts EngineCore and workers; `Application startup complete.` is ready. transformers
+serve: one process whose batching thread can die while the server answers (`worker-dead-after-start`).
 """
 
 from __future__ import annotations
@@ -65,32 +61,25 @@ class SimServer:
         self._engine_task: asyncio.Task[None] | None = None
         self._rng = random.Random(config.seed)
 
-    # ---- log lines -------------------------------------------------------------------------
     @property
     def api_label(self) -> str:
         return f"APIServer pid={self.pid}"
 
     def log(self, message: str, level: str = "info", rank: int | None = None, source: str = "") -> None:
         """One record of the main process (SGLang: rank-less or `TP0`; vLLM: `(APIServer pid=N)`)."""
-        now = time.time()
-        if self.config.engine == "sglang":
-            self.writer.write(logs.sglang_line(now, message, rank), level)
-        elif self.config.engine == "transformers":
-            self.writer.write(message, level)  # transformers' handler has no formatter
-        else:
-            text = "\n".join(logs.vllm_line(now, self.api_label, level, source, p) for p in message.split("\n"))
-            self.writer.write(text, level)
-
-    def plain(self, lines: list[str], label: str | None = None, level: str = "error") -> None:
-        prefix = label or self.api_label
-        text = "\n".join(lines if self.config.engine != "vllm" else [logs.vllm_plain(prefix, x) for x in lines])
+        text = logs.record(self.config.engine, time.time(), message, self.api_label, level, source, rank)
         self.writer.write(text, level)
+
+    def plain(self, lines: list[str]) -> None:
+        """Printed (not logged) error lines: a traceback."""
+        if self.config.engine == "vllm":
+            lines = [logs.vllm_plain(self.api_label, x) for x in lines]
+        self.writer.write("\n".join(lines), "error")
 
     def uvicorn(self, message: str, level: str = "info") -> None:
         if self.config.engine == "sglang":
             self.writer.write(logs.uvicorn_line(time.time(), level, message), level)
-        elif self.config.engine == "transformers":
-            # uvicorn logs at info whatever --log-level says (transformers/cli/serve.py:221: log_level="info")
+        elif self.config.engine == "transformers":  # uvicorn logs at info (transformers/cli/serve.py:221)
             self.writer.write(logs.plain_uvicorn(level, message), "sim")
         else:
             self.writer.write(logs.vllm_uvicorn(self.api_label, level, message), level)
@@ -100,10 +89,8 @@ class SimServer:
         self.uvicorn(f'{peer[0]}:{peer[1]} - "{method} {path} HTTP/{version}" {status} {phrase}')
 
     def _stats_emit(self, message: str, level: str, source: str) -> None:
-        rank = 0 if self.config.tp_size > 1 else None
-        self.log(message, level, rank=rank, source=source)
+        self.log(message, level, rank=0 if self.config.tp_size > 1 else None, source=source)
 
-    # ---- life cycle ------------------------------------------------------------------------
     def finish(self, code: int) -> None:
         if self._stop is not None and not self._stop.done():
             self._stop.set_result(code)
@@ -112,10 +99,7 @@ class SimServer:
         return [c.pid for c in self.pool.children]
 
     def die_like_sglang(self) -> None:
-        """SGLang's sigquit handler: kill_process_tree(os.getpid()) kills the children, then itself.
-
-        The launcher's handler until the tokenizer manager's loop runs; its own from then on (0.5.4+).
-        """
+        """SGLang's sigquit handler (the launcher's, then the tokenizer manager's): kill_process_tree."""
         release = self.config.release
         line = (release_logs.running_sigquit_line if self.running_phase else release_logs.launch_sigquit_line)(release)
         if line is not None:
@@ -124,8 +108,7 @@ class SimServer:
         os.kill(os.getpid(), signal.SIGKILL)
 
     def _on_term(self) -> None:
-        if not self.http_up:
-            # Before uvicorn runs nothing catches SIGTERM: children go, then the default action.
+        if not self.http_up:  # nothing catches SIGTERM before uvicorn runs: children go, then the default
             self.pool.kill()
             signal.signal(signal.SIGTERM, signal.SIG_DFL)
             os.kill(os.getpid(), signal.SIGTERM)
@@ -164,11 +147,10 @@ class SimServer:
 
     def _banner(self) -> None:
         c = self.config
-        details = f"startup {c.startup_s:g} s, fault {c.fault}, seed {c.seed}" + (
-            f", noise {c.noise_pct:g}%" if c.noise_pct else "")
+        details = f"imitating {c.release.label}, startup {c.startup_s:g} s, fault {c.fault}, seed {c.seed}"
+        details += f", noise {c.noise_pct:g}%" if c.noise_pct else ""
         if self.source is not None:
             details += f", source {self.source.root} ({self.source.version})"
-        details = f"imitating {c.release.label}, {details}"
         self.writer.write(logs.banner(c.engine, time.time(), self.pid, details), "sim")
 
     def _bind_early(self) -> socket.socket | None:
@@ -214,8 +196,7 @@ class SimServer:
             return await self._startup_failure(failure.child)
         if stopped is not None:
             return stopped
-        code = await self._start_http(sock)
-        if code is not None:
+        if (code := await self._start_http(sock)) is not None:
             return code
         self.pool.watch(self._on_child_death)
         self._engine_task = asyncio.create_task(self.engine.run())
@@ -277,10 +258,8 @@ class SimServer:
         return ("127.0.0.1", self._rng.randrange(32768, 60999))
 
     async def _warmup(self) -> None:
-        """SGLang's _wait_and_warmup: GET /model_info, an 8-token POST /generate, then the ready line.
-
-        With --skip-server-warmup the status is Up at once (0.5.23 http_server.py:2593).
-        """
+        """SGLang's _wait_and_warmup: GET /model_info, an 8-token POST /generate, then the ready line
+        (--skip-server-warmup: Up at once, 0.5.23 http_server.py:2593)."""
         c = self.config
         self.access(self._peer(), "GET", "/model_info", "1.1", 200)
         self.running_phase = True  # the first request starts the tokenizer manager's loop
@@ -347,8 +326,7 @@ class SimServer:
     async def _cb_worker_dies(self) -> None:
         """transformers serve: the batching thread dies; the server keeps answering (503 with the reason)."""
         await asyncio.sleep(self.config.crash_after_s or 0.0)
-        error = faults.CUDA_ILLEGAL_ACCESS[0].split(": ", 1)[1]
-        self.worker_error = error
+        error = self.worker_error = faults.CUDA_ILLEGAL_ACCESS[0].split(": ", 1)[1]
         self.crashed = True
         if self._engine_task is not None:
             self._engine_task.cancel()

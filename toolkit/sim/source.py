@@ -1,18 +1,10 @@
 """Reading a simulated source checkout: which commit's code the simulated engine runs, and how fast it is.
 
-A real SGLang checkout keeps its package under ``python/sglang`` (so ``PYTHONPATH=<repo>/python``
-runs the commit; ``PYTHONPATH=<repo>`` silently runs the installed release), vLLM under
-``vllm/``. ``make-repo`` lays its histories out the same way and puts ``sim_perf.json`` inside
-the package. The simulator finds it as Python would find the package: ``--source-dir DIR``
-names the checkout, otherwise the engine's package is looked up on ``PYTHONPATH`` (``sys.path``),
-so a spec that points ``PYTHONPATH`` at the wrong folder runs "the installed release" here too.
-
-A checkout also says which compiled kernel it needs: SGLang's launcher checks
-``assert_pkg_version("sglang-kernel", MIN, ...)`` before it starts anything (sglang 0.5.23
-python/sglang/srt/entrypoints/engine.py:1962-1966; "sgl-kernel" up to 0.5.18) and raises
-``Exception: sglang-kernel is installed with version X, which is less than the minimum required
-version MIN. ...`` (python/sglang/srt/utils/common.py:2422-2436). The simulator reads MIN from
-the checkout's engine.py and compares it with the kernel the imitated release was built with.
+``sim_perf.json`` sits in the package, found as Python finds it: ``--source-dir DIR``, else the engine's
+package on ``sys.path``, so ``PYTHONPATH=<repo>`` instead of ``<repo>/python`` runs "the installed release"
+here as with real SGLang. The kernel minimum is read from the checkout's ``assert_pkg_version(
+"sglang-kernel", MIN, ...)`` (sglang 0.5.23 python/sglang/srt/entrypoints/engine.py:1962-1966, "sgl-kernel"
+up to 0.5.18; raised at python/sglang/srt/utils/common.py:2422-2436).
 """
 
 from __future__ import annotations
@@ -94,10 +86,8 @@ def _read(path: Path, root: Path, on_path: Path) -> SourcePerf:
 
 
 def find_source(engine: str, source_dir: str | None) -> SourcePerf | None:
-    """The simulated checkout this server runs: ``--source-dir``, else the engine's package on sys.path.
-
-    None: no simulated checkout (the simulator's built-in build, "the installed release").
-    """
+    """The simulated checkout this server runs: ``--source-dir``, else the engine's package on sys.path;
+    None: the built-in build ("the installed release")."""
     if source_dir is not None:
         return load_source_perf(source_dir)
     spec = importlib.util.find_spec(engine) if engine in PACKAGE_DIRS else None

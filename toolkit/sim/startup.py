@@ -1,8 +1,7 @@
-"""Start-up scripts: which lines each simulated SGLang process prints, when, and how it ends.
+"""Start-up scripts: which lines each simulated SGLang process prints, when, and how it ends. Pure.
 
-Pure: a `Script` is data (offsets in seconds from the process's start, message text, style). The
-TP worker processes play their script (worker.py); the server prints the main process's lines.
-Phase lengths are fractions of `--sim-startup-s` so a short test start looks like a long real one.
+A `Script` is data (offsets from the process's start, text, style) that a worker plays. Phase lengths
+are fractions of `--sim-startup-s`, so a short test start looks like a long real one.
 """
 
 from __future__ import annotations
@@ -80,20 +79,14 @@ def model_architecture(model_path: str) -> tuple[str, float]:
 
 
 def _bs_list(max_bs: int) -> list[int]:
-    sizes = [b for b in (1, 2, 4, 8, 12) if b <= max_bs]
-    sizes += list(range(16, max_bs + 1, 8))
-    return sizes
+    return [b for b in (1, 2, 4, 8, 12) if b <= max_bs] + list(range(16, max_bs + 1, 8))
 
 
 def _progress(label: str, steps: int, start: float, span: float) -> list[Line]:
     """tqdm bars as SGLang's TP0 prints them: each redraw starts with a carriage return."""
-    lines = []
-    for k in range(steps + 1):
-        pct = int(100 * k / steps)
-        rate = f"{steps / max(span, 1e-3):5.2f}it/s"
-        lines.append(Line(start + span * k / steps,
-                          f"\r{label}: {pct:3d}% Completed | {k}/{steps} [00:{int(span * k / steps):02d}<00:00, {rate}]",
-                          style="plain"))
+    rate = f"{steps / max(span, 1e-3):5.2f}it/s"
+    lines = [Line(start + span * k / steps, f"\r{label}: {int(100 * k / steps):3d}% Completed | {k}/{steps} "
+                  f"[00:{int(span * k / steps):02d}<00:00, {rate}]", style="plain") for k in range(steps + 1)]
     return lines + [Line(start + span, "", style="plain")]
 
 
@@ -108,10 +101,10 @@ def sglang_preamble(config: SimConfig) -> list[str]:
     return out
 
 
-def _sglang_fail(rank: int, pid: int, kind: str, config: SimConfig | None = None) -> str:
-    advice = graph_capture_advice(config.release) if config is not None else []
-    tb = faults.sglang_graph_capture_traceback(advice) if kind == "graph" else faults.sglang_init_traceback(kind, rank, pid)
-    return "Scheduler hit an exception: " + "\n".join(tb)
+def _fails(lines: list[Line], at: float, tb: list[str]) -> Script:
+    """The rank logs `Scheduler hit an exception: <traceback>` at `at` and fails."""
+    failure = Line(at, "Scheduler hit an exception: " + "\n".join(tb), level="error")
+    return Script(tuple(lines + [failure]), "fail", at)
 
 
 def sglang_worker_script(config: SimConfig, rank: int, pid: int) -> Script:
@@ -131,7 +124,7 @@ def sglang_worker_script(config: SimConfig, rank: int, pid: int) -> Script:
         lines.append(Line(0.7 * t, "sglang is using nccl==2.27.5"))
     if config.fault == "nccl":
         if fail_here:
-            return Script(tuple(lines + [Line(t, _sglang_fail(rank, pid, "nccl"), level="error")]), "fail", t)
+            return _fails(lines, t, faults.sglang_init_traceback("nccl", rank, pid))
         return Script(tuple(lines), "hang", t)
     lines.append(Line(t + jitter, f"Init torch distributed ends. elapsed={t:.2f} s, mem usage=0.23 GB"))
     # Every rank prints the benign glmasr import error (real log 029); TP5's copy comes last, as in the seed.
@@ -148,9 +141,9 @@ def sglang_worker_script(config: SimConfig, rank: int, pid: int) -> Script:
         lines += _progress("Loading safetensors checkpoint shards", 8, t + 0.1 * span, 0.85 * span)
     t += span
     if config.fault == "oom" and fail_here:
-        return Script(tuple(lines + [Line(t, _sglang_fail(rank, pid, "oom"), level="error")]), "fail", t)
+        return _fails(lines, t, faults.sglang_init_traceback("oom", rank, pid))
     if config.fault == "scheduler-traceback" and not config.cuda_graph and fail_here:
-        return Script(tuple(lines + [Line(t, _sglang_fail(rank, pid, "weights"), level="error")]), "fail", t)
+        return _fails(lines, t, faults.sglang_init_traceback("weights", rank, pid))
     avail -= weights
     lines.append(Line(t + jitter, f"Load weight end. elapsed={ph.weights:.2f} s, type={arch}, dtype=torch.bfloat16, "
                                   f"avail mem={avail:.2f} GB, mem usage={weights:.2f} GB."))
@@ -172,9 +165,7 @@ def sglang_worker_script(config: SimConfig, rank: int, pid: int) -> Script:
         # and 0.5.23; before 0.5.17 (not read): only "Not enough memory. Please try to increase --mem-fraction-static."
         weights_fit = rest_gb > 0 or not config.release.at_least("0.5.17")
         tb = faults.sglang_kv_budget_traceback(config.mem_fraction_static, avail, pre_load_gb, weights_fit)
-        at = t + 0.5 * ph.kv
-        return Script(tuple(lines + [Line(at, "Scheduler hit an exception: " + "\n".join(tb), level="error")]),
-                      "fail", at)
+        return _fails(lines, t + 0.5 * ph.kv, tb)
     t += ph.kv
     kv_gb = max(rest_gb - KV_RESERVE_GB, 1.0) / 2
     tokens = int(kv_gb * 1e9 / (61 * 128 * 2))
@@ -192,9 +183,8 @@ def sglang_worker_script(config: SimConfig, rank: int, pid: int) -> Script:
         graph_end = t + (0.8 if config.speculation else 1.0) * ph.graph
         if config.fault == "scheduler-traceback":
             if fail_here:
-                at = t + 0.5 * ph.graph
-                return Script(tuple(lines + [Line(at, _sglang_fail(rank, pid, "graph", config), level="error")]),
-                              "fail", at)
+                tb = faults.sglang_graph_capture_traceback(graph_capture_advice(config.release))
+                return _fails(lines, t + 0.5 * ph.graph, tb)
             return Script(tuple(lines), "hang", t)
         lines.append(Line(graph_end + jitter, end))
         if config.speculation:

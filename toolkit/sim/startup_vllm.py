@@ -1,9 +1,7 @@
-"""Start-up scripts of the simulated vLLM processes: APIServer (the server), EngineCore, Worker_TPn.
+"""Start-up scripts of the simulated vLLM processes: APIServer (the server), EngineCore, Worker_TPn. Pure.
 
-Pure, like startup.py. Formats follow real vLLM 0.25 logs (../shared/real-logs/058, 067): every
-line carries its process prefix, `(EngineCore pid=N)` or `(Worker_TP1 pid=N)` (part of the log
-format from 0.33, vllm/logger.py:28-31; a stdout wrapper before); with TP=1 the EngineCore
-process also loads the model, as in vLLM. The version printed is the imitated release's.
+Formats follow real vLLM 0.25 logs (../shared/real-logs/058, 067); the process prefix (`(Worker_TP1 pid=N)`)
+is in the log format from 0.33 (vllm/logger.py:28-31); with TP=1 EngineCore loads the model.
 """
 
 from __future__ import annotations

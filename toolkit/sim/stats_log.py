@@ -1,10 +1,8 @@
 """The engines' periodic throughput lines, fed by the step loop.
 
-SGLang (TP0 scheduler): a `Prefill batch` line per prefill step and a `Decode batch` line every
-`--decode-log-interval` decode steps (default 40). vLLM (API server): every
-`VLLM_LOG_STATS_INTERVAL` seconds (default 10) an `Engine 000: Avg prompt throughput` line and,
-with speculative decoding, a `SpecDecoding metrics` line; at info level only when this interval
-or the previous one had traffic, as vLLM's LoggingStatLogger does.
+SGLang (TP0): `Prefill batch` per prefill, `Decode batch` every `--decode-log-interval` decode steps.
+vLLM: every `VLLM_LOG_STATS_INTERVAL` s the throughput (and `SpecDecoding metrics`) line, at info level
+only when this interval or the previous one had traffic, as its LoggingStatLogger does.
 """
 
 from __future__ import annotations

@@ -1,12 +1,8 @@
 """``python -m toolkit.sim telemetry --url URL --interval-ms N``: nvidia-smi's CSV for a simulated server's GPUs.
 
-A stand-in for ``nvidia-smi --query-gpu=timestamp,index,name,utilization.gpu,utilization.memory,
-memory.used,memory.total,clocks.sm,power.draw,temperature.gpu --format=csv,noheader,nounits -lms N``
-on machines without GPUs: same fields, same format, one line per GPU per interval, the host's
-local time in nvidia-smi's stamp format. The GPU name says ``(simulated by toolkit.sim)``.
-Values follow the simulated server's load (``GET /sim/gpu``: its engine's busy time): utilisation
-is the busy share of the interval; SM clock 1980 MHz busy, 345 MHz idle (read on an H200 here);
-power 75-700 W with utilisation; memory the static pool the server preallocates.
+Same fields and format as ``nvidia-smi --query-gpu=timestamp,index,name,utilization.gpu,utilization.memory,
+memory.used,memory.total,clocks.sm,power.draw,temperature.gpu --format=csv,noheader,nounits -lms N``,
+following the server's load (``GET /sim/gpu``): SM clock 1980 MHz busy, 345 MHz idle (read on an H200).
 """
 
 from __future__ import annotations
@@ -34,11 +30,8 @@ def csv_lines(state: dict[str, object], util_pct: float, now: float) -> list[str
     for gpu in range(tp):
         util = max(0.0, min(100.0, util_pct - 0.3 * gpu))  # rank 0 leads a hair, as it does on real TP
         used = int(TOTAL_MIB * fraction) + 512 + 37 * gpu
-        clock = 1980 if util > 5 else 345
-        power = 75.0 + 6.25 * util
-        temp = 31 + round(0.35 * util)
-        lines.append(f"{stamp}, {gpu}, {GPU_NAME}, {util:.0f}, {util * 0.6:.0f}, {used}, {TOTAL_MIB}, {clock}, "
-                     f"{power:.2f}, {temp}")
+        lines.append(f"{stamp}, {gpu}, {GPU_NAME}, {util:.0f}, {util * 0.6:.0f}, {used}, {TOTAL_MIB}, "
+                     f"{1980 if util > 5 else 345}, {75.0 + 6.25 * util:.2f}, {31 + round(0.35 * util)}")
     return lines
 
 

@@ -1,20 +1,11 @@
 """Chrome-trace JSON shaped like a torch profiler trace of SGLang (or vLLM), from the simulator's steps. Pure.
 
-What a real SGLang trace holds and this imitates (Kineto's event format, pytorch/kineto
-libkineto/src/CuptiActivity.cpp and output_json.cpp): Python frames (``cat:
-python_function``, ``path(line): function``, SGLang profiles ``with_stack`` by default),
-CUDA runtime calls (``cudaLaunchKernel`` for an eager kernel, one ``cudaGraphLaunch`` for a
-whole graph replay, each with a ``correlation`` id) and GPU kernels (``cat: kernel``, on the
-device's pid and the stream's tid, ``args.correlation`` = the launch's; a graph's kernels all
-share the ``cudaGraphLaunch``'s id and carry a non-zero ``graph id``).
-
-The frames are SGLang 0.5.9's own (speculative/eagle_worker.py: ``verify`` :691, ``draft``
-:532, ``forward_draft_extend_after_decode`` :902; model_executor/model_runner.py:
-``forward_extend`` :2307, ``forward_decode`` :2284; cuda_graph_runner.py ``replay`` :846).
-The simulator's premise, from the seed incident: with ``--speculative-attention-mode
-prefill`` the verify runs the extend path eagerly (prefill attention kernels, one launch each);
-with ``decode`` it replays a CUDA graph with decode attention. Every trace says it is simulated
-(``toolkit_sim`` at the top, ``(simulated by toolkit.sim)`` in the device name).
+Kineto's event format (pytorch/kineto libkineto/src/CuptiActivity.cpp, output_json.cpp): Python frames
+(``with_stack``), ``cudaLaunchKernel`` per eager kernel or one ``cudaGraphLaunch`` per replay, and kernels
+sharing their launch's ``correlation`` (a graph's with a non-zero ``graph id``). The frames are SGLang
+0.5.9's own (file:line in ``_FRAMES``). The seed incident's premise: ``--speculative-attention-mode
+prefill`` verifies eagerly with prefill attention, ``decode`` replays a CUDA graph. Every trace says it
+is simulated (``toolkit_sim``, and the device name).
 """
 
 from __future__ import annotations
@@ -104,11 +95,14 @@ class _Writer:
     def us(self, t_s: float) -> float:
         return round((t_s - self.t0) * 1e6, 3)
 
-    def frame(self, key: str, start_s: float, end_s: float) -> None:
-        self.python_id += 1
-        self.events.append({"ph": "X", "cat": "python_function", "name": _FRAMES[key], "pid": self.pid,
-                            "tid": self.tid, "ts": self.us(start_s), "dur": round((end_s - start_s) * 1e6, 3),
-                            "args": {"Python id": self.python_id, "Python thread": 0}})
+    def frames(self, keys: str, start_s: float, end_s: float) -> None:
+        """Nested Python frames over [start, end], outermost first (``keys`` of ``_FRAMES``)."""
+        ts, dur = self.us(start_s), round((end_s - start_s) * 1e6, 3)
+        for key in keys.split():
+            self.python_id += 1
+            self.events.append({"ph": "X", "cat": "python_function", "name": _FRAMES[key], "pid": self.pid,
+                                "tid": self.tid, "ts": ts, "dur": dur,
+                                "args": {"Python id": self.python_id, "Python thread": 0}})
 
     def kernels(self, names: list[tuple[str, float]], start_s: float, end_s: float, graph: bool) -> None:
         """Kernels of one forward, laid over [start, end]: one graph launch, or one launch per kernel."""
@@ -150,11 +144,7 @@ def _forward(layers: int, attention: str, allreduce: str, head: bool = True) -> 
 def _decode_step(w: _Writer, shape: TraceShape, start: float, end: float) -> None:
     """A plain decode step (no speculation): a CUDA graph replay, or eager when graphs are off."""
     graph = shape.cuda_graph
-    w.frame("run_batch", start, end)
-    w.frame("tp", start, end)
-    w.frame("forward", start, end)
-    w.frame("raw", start, end)
-    w.frame("replay" if graph else "decode", start, end)
+    w.frames(f"run_batch tp forward raw {'replay' if graph else 'decode'}", start, end)
     allreduce = _CUSTOM_AR if graph else _NCCL_AR
     w.kernels(_forward(shape.num_layers, _DECODE_ATTN, allreduce), start, end, graph)
 
@@ -165,47 +155,37 @@ def _spec_step(w: _Writer, shape: TraceShape, start: float, end: float) -> None:
     draft_end = start + min(shape.draft_ms / 1000.0, duration * 0.4)
     extend_end = end
     verify_end = end - duration * 0.04
-    w.frame("run_batch", start, end)
-    w.frame("spec", start, end)
-    w.frame("draft", start, draft_end)
+    w.frames("run_batch spec", start, end)
+    w.frames("draft", start, draft_end)
     step = (draft_end - start) / max(shape.speculative_steps, 1)
     for i in range(shape.speculative_steps):
         s = start + i * step
-        w.frame("draft_forward", s, s + step)
-        w.frame("draft_replay", s, s + step)
+        w.frames("draft_forward draft_replay", s, s + step)
         w.kernels(_forward(1, _DECODE_ATTN, _CUSTOM_AR), s, s + step, shape.cuda_graph)
     eager = shape.verify_in_extend or not shape.cuda_graph
-    w.frame("verify", draft_end, verify_end)
-    w.frame("forward", draft_end, verify_end)
-    w.frame("raw", draft_end, verify_end)
-    w.frame("extend" if eager else "replay", draft_end, verify_end)
+    w.frames(f"verify forward raw {'extend' if eager else 'replay'}", draft_end, verify_end)
     attention = _PREFILL_ATTN if shape.verify_in_extend else _DECODE_ATTN
     w.kernels(_forward(shape.num_layers, attention, _NCCL_AR if eager else _CUSTOM_AR), draft_end, verify_end,
               not eager)
-    w.frame("draft_extend", verify_end, extend_end)
+    w.frames("draft_extend", verify_end, extend_end)
     w.kernels(_forward(1, attention, _CUSTOM_AR), verify_end, extend_end, not eager)
 
 
 def _prefill_step(w: _Writer, shape: TraceShape, start: float, end: float) -> None:
     """New requests: the extend path, eagerly (SGLang captures no graph for prefill)."""
-    w.frame("run_batch", start, end)
-    w.frame("spec" if shape.speculative_steps else "tp", start, end)
-    if shape.speculative_steps:
-        w.frame("target_extend", start, end)
-    w.frame("forward", start, end)
-    w.frame("raw", start, end)
-    w.frame("extend", start, end)
+    worker = "spec target_extend" if shape.speculative_steps else "tp"
+    w.frames(f"run_batch {worker} forward raw extend", start, end)
     w.kernels(_forward(shape.num_layers, _PREFILL_ATTN, _NCCL_AR), start, end, False)
 
 
 def _vllm_step(w: _Writer, shape: TraceShape, step: StepRecord, start: float, end: float) -> None:
-    w.frame("vllm_execute", start, end)
+    w.frames("vllm_execute", start, end)
     graph = shape.cuda_graph and step.kind == "decode"
     attention = _DECODE_ATTN if step.kind == "decode" else _PREFILL_ATTN
     if shape.speculative_steps and step.kind == "decode":
         split = start + (end - start) * 0.8
         w.kernels(_forward(shape.num_layers, attention, _CUSTOM_AR), start, split, graph)
-        w.frame("vllm_propose", split, end)
+        w.frames("vllm_propose", split, end)
         w.kernels(_forward(1, _DECODE_ATTN, _CUSTOM_AR, head=False), split, end, graph)
         return
     w.kernels(_forward(shape.num_layers, attention, _CUSTOM_AR if graph else _NCCL_AR), start, end, graph)

@@ -1,7 +1,6 @@
 """`python -m toolkit.sim.worker`: one simulated engine process (SGLang TP scheduler, vLLM EngineCore or
-Worker_TPn), started by the server. It plays its start-up script, reports "ready" or "failed" over a pipe,
-then idles. Like SGLang's `kill_itself_when_parent_died` it dies with its parent (PR_SET_PDEATHSIG, plus
-polling), so no worker is ever orphaned.
+Worker_TPn). It plays its start-up script, reports "ready" or "failed" over a pipe, then idles; like SGLang's
+`kill_itself_when_parent_died` it dies with its parent (PR_SET_PDEATHSIG, plus polling).
 """
 
 from __future__ import annotations
@@ -21,7 +20,7 @@ import setproctitle
 
 from toolkit.sim import faults
 from toolkit.sim.args import SimConfig, parse_server_args
-from toolkit.sim.logs import LogWriter, sglang_line, vllm_label, vllm_line, vllm_plain
+from toolkit.sim.logs import LogWriter, record, vllm_label, vllm_plain
 from toolkit.sim.release import role_of
 from toolkit.sim.release_logs import watchdog_lines
 from toolkit.sim.startup import Line, Script, phases, sglang_worker_script
@@ -54,15 +53,13 @@ class _Process:
         self.vllm_label = vllm_label(role, rank, self.pid)
 
     def format(self, line: Line) -> str:
-        now = time.time()
-        if self.config.engine == "sglang":
-            if line.style == "plain":
-                return line.text
-            return sglang_line(now, line.text, self.rank if self.config.tp_size > 1 else None)
-        parts = line.text.split("\n")
-        if line.style == "plain":
-            return "\n".join(vllm_plain(self.vllm_label, p) for p in parts)
-        return "\n".join(vllm_line(now, self.vllm_label, line.level, line.source, p) for p in parts)
+        engine, label = self.config.engine, self.vllm_label
+        if line.style != "plain":
+            rank = self.rank if self.config.tp_size > 1 else None
+            return record(engine, time.time(), line.text, label, line.level, line.source, rank)
+        if engine == "sglang":
+            return line.text
+        return "\n".join(vllm_plain(label, p) for p in line.text.split("\n"))
 
     def write(self, line: Line) -> None:
         self.writer.write(self.format(line), line.level)
@@ -78,12 +75,10 @@ class _Process:
 def process_title(engine: str, role: str, rank: int, tp_size: int) -> str:
     """The title the imitated engine gives this process with setproctitle.
 
-    vLLM 0.25.0: ``VLLM::EngineCore`` (vllm/v1/engine/core.py:1166-1171, through
-    vllm/utils/system_utils.py:184-198, prefix ``VLLM_PROCESS_NAME_PREFIX`` = ``VLLM``) and
-    ``VLLM::Worker_TP{r}`` when tp > 1 (vllm/v1/executor/multiproc_executor.py:1036-1043).
-    SGLang: ``sglang::scheduler_TP{r}`` (its scheduler process; toolkit/moves/envcheck/roles.py).
-    setproctitle writes the title over argv *and* environ: afterwards ``/proc/<pid>/environ``
-    reads as NUL bytes although ``os.environ`` still holds every variable (issue 23).
+    vLLM 0.25.0: ``VLLM::EngineCore`` (vllm/v1/engine/core.py:1166-1171, vllm/utils/system_utils.py:184-198)
+    and ``VLLM::Worker_TP{r}`` when tp > 1 (vllm/v1/executor/multiproc_executor.py:1036-1043); SGLang:
+    ``sglang::scheduler_TP{r}``. setproctitle writes over argv *and* environ: ``/proc/<pid>/environ`` then
+    reads as NUL bytes although ``os.environ`` holds every variable (issue 23).
     """
     if engine == "vllm":
         if role == "engine-core":
@@ -99,20 +94,14 @@ def _apply_in_process_writes(config: SimConfig, role: str) -> None:
 
 
 def nccl_echo_lines(env: Mapping[str, str], rank: int, pid: int, at_s: float, host: str) -> list[Line]:
-    """NCCL's own echo of the variables it read (``NCCL_DEBUG=INFO``), as NCCL 2.2x prints it.
-
-    ``gpu-a:4242:4242 [3] NCCL INFO NCCL_ALGO set by environment to Ring``; integers end with a period
-    (the H200 torchrun log tests/data/logs/127). It reads os.environ, with the engine's in-process writes.
-    """
+    """NCCL's echo of the variables it read from os.environ (``NCCL_DEBUG=INFO``), as NCCL 2.2x prints it:
+    integers end with a period (the H200 torchrun log tests/data/logs/127)."""
     if env.get("NCCL_DEBUG", "").upper() not in ("INFO", "TRACE"):
         return []
-    lines = []
-    for name in sorted(env):
-        if name.startswith("NCCL_") and not name.startswith("NCCL_DEBUG"):
-            value = env[name]
-            text = f"{host}:{pid}:{pid} [{rank}] NCCL INFO {name} set by environment to {value}"
-            lines.append(Line(at_s, text + ("." if value.isdigit() else ""), style="plain"))
-    return lines
+    return [Line(at_s, f"{host}:{pid}:{pid} [{rank}] NCCL INFO {name} set by environment to {value}"
+                       + ("." if value.isdigit() else ""), style="plain")
+            for name, value in sorted(env.items())
+            if name.startswith("NCCL_") and not name.startswith("NCCL_DEBUG")]
 
 
 def _sleep_until(deadline: float, parent_pid: int) -> None:
@@ -146,9 +135,8 @@ def _crash(proc: _Process, parent_pid: int, ready_fd: int) -> int:
 
 
 def _stall(proc: _Process, parent_pid: int) -> int:
-    """A forward step that never returns: after --watchdog-timeout the scheduler's watchdog logs, waits 5 s
-    "so that the parent process can print the error", and sends SIGQUIT (0.4.10 managers/scheduler.py:2010-2017;
-    0.5.23 utils/watchdog.py:147-166)."""
+    """A forward step that never returns: after --watchdog-timeout the watchdog logs, waits 5 s and sends
+    SIGQUIT (0.4.10 managers/scheduler.py:2010-2017; 0.5.23 utils/watchdog.py:147-166)."""
     timeout = float(str(proc.config.namespace.get("watchdog_timeout") or 300))
     time.sleep(timeout)
     for text in watchdog_lines(proc.config.release, timeout):
@@ -191,8 +179,8 @@ def _idle(proc: _Process, parent_pid: int, ready_fd: int, command_fd: int) -> in
 
 def main(argv: list[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
-    server_argv = args[args.index("--") + 1:] if "--" in args else []
-    own = args[:args.index("--")] if "--" in args else args
+    cut = args.index("--") if "--" in args else len(args)
+    own, server_argv = args[:cut], args[cut + 1:]
     parser = argparse.ArgumentParser(prog="toolkit.sim.worker", description=__doc__)
     parser.add_argument("--engine", choices=["sglang", "vllm"], required=True)
     parser.add_argument("--role", choices=["scheduler", "engine-core", "worker"], required=True)

@@ -1,9 +1,7 @@
 """The server's child processes: one per TP rank (plus vLLM's EngineCore), real OS processes.
 
-Each child is `python -m toolkit.sim.worker ... -- <server argv>`, started with the server's environment
-plus the release's writes that its `/proc/<pid>/environ` shows (toolkit/sim/release.py); the server's own
-keeps the user's values, as with the real engines. Children report "ready" or "failed" over a pipe,
-whose EOF tells the server that a child died.
+Each is `python -m toolkit.sim.worker ... -- <server argv>` with the release's visible environment writes
+(toolkit/sim/release.py). Children report "ready" or "failed" over a pipe whose EOF says a child died.
 """
 
 from __future__ import annotations
@@ -28,8 +26,7 @@ def worker_environment(parent_env: Mapping[str, str], config: SimConfig, role: s
     """What a child of ``role`` is exec'd with: the server's environment minus ``--sim-drop-env-in-workers``,
     plus the release's writes that its ``/proc/<pid>/environ`` shows."""
     env = {k: v for k, v in parent_env.items() if k not in config.drop_env_in_workers}
-    started, _ = config.release.child_environment(env, role, config.env_context)
-    return started
+    return config.release.child_environment(env, role, config.env_context)[0]
 
 
 @dataclass
@@ -67,8 +64,8 @@ class WorkerPool:
 
     def _roles(self) -> list[tuple[str, int]]:
         tp = self.config.tp_size
-        if self.config.engine == "transformers":
-            return []  # one process: the batching worker is a thread of the server
+        if self.config.engine == "transformers":  # its batching worker is a thread of the server
+            return []
         if self.config.engine == "vllm":
             return [("engine-core", 0)] + ([("worker", r) for r in range(tp)] if tp > 1 else [])
         return [("scheduler", r) for r in range(tp)]
