@@ -14,10 +14,12 @@ from typing import Literal
 from toolkit.engines.flaglists import ReleaseFlags, load_release_flags
 from toolkit.engines.versions import ReleaseRange, Version, parse_version
 
-__all__ = ["Engine", "ProcessRole", "WriteWhen", "StartMethod", "EnvWrite", "EnvOutcome", "HealthAnswer",
+__all__ = ["Engine", "ENGINE_NAMES", "ProcessRole", "WriteWhen", "StartMethod", "EnvWrite", "EnvOutcome", "HealthAnswer",
            "HealthCheck", "Endpoint", "MetricNames", "EngineProfile"]
 
 Engine = Literal["sglang", "vllm", "transformers"]
+#: How each engine is named in messages and reports.
+ENGINE_NAMES: Mapping[str, str] = {"sglang": "SGLang", "vllm": "vLLM", "transformers": "transformers serve"}
 # Roles as toolkit.envcheck.roles.Role spells them.
 ProcessRole = Literal["server", "worker", "engine_core", "api_server", "detokenizer", "dp_controller", "every"]
 WriteWhen = Literal["always", "if_unset", "with_flag"]
@@ -129,10 +131,6 @@ class HealthCheck:
     body: str = "empty"
     answers: tuple[HealthAnswer, ...] = ()
     bypassed_by: tuple[str, ...] = ()  # variables that, true in the server's environment, make a 200 prove nothing
-
-    def meaning(self, status: int) -> AnswerMeaning | None:
-        """What ``status`` means on this endpoint (None: the engine's code does not answer it)."""
-        return next((a.meaning for a in self.answers if a.status == status), None)
 
     def answer(self, status: int) -> HealthAnswer | None:
         return next((a for a in self.answers if a.status == status), None)

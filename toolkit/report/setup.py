@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
+from toolkit.engines.release_profile import ENGINE_NAMES
 from toolkit.report.workload import describe, differing
 
 if TYPE_CHECKING:
@@ -17,7 +18,6 @@ if TYPE_CHECKING:
 __all__ = ["setup_lines"]
 
 _TP_FLAGS = ("--tp-size", "--tp", "--tensor-parallel-size")
-_ENGINE_NAMES = {"sglang": "SGLang", "vllm": "vLLM", "transformers": "transformers serve"}
 
 
 def _distinct(values: Iterable[Any]) -> list[str]:
@@ -39,7 +39,7 @@ def _flag(spec: dict[str, Any], names: tuple[str, ...]) -> Any:
 def _engine(spec: dict[str, Any], versions: dict[str, Any]) -> tuple[str, str | None]:
     """(what ran, its release): ``("SGLang", "0.5.9")``, ``("the toolkit's simulator imitating SGLang", ...)``."""
     engine = str(spec.get("engine") or "")
-    name = _ENGINE_NAMES.get(engine, engine or "unknown engine")
+    name = ENGINE_NAMES.get(engine, engine or "unknown engine")
     release = versions.get(engine)
     if spec.get("simulated"):
         return f"the toolkit's simulator (python -m toolkit.sim) imitating {name}", (

@@ -10,7 +10,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from toolkit.sim.release import ENGINE_NAMES
+from toolkit.engines.release_profile import ENGINE_NAMES
 
 __all__ = ["DecodeStats", "LogWriter", "PrefillStats", "SIMULATOR_BANNER", "banner", "record",
            "sglang_decode_batch", "sglang_line", "sglang_prefill_batch", "uvicorn_line", "vllm_label",

@@ -24,13 +24,12 @@ from toolkit.engines import (
     parse_version,
     resolve_profile,
 )
-from toolkit.engines.release_profile import EnvWrite, ProcessRole
+from toolkit.engines.release_profile import ENGINE_NAMES, EnvWrite, ProcessRole
 
 __all__ = ["DEFAULT_VERSIONS", "SimRelease", "EnvContext", "release_from_argv", "role_of", "KNOWN_CONDITIONS",
            "installed_kernel", "option_value"]
 
 DEFAULT_VERSIONS = {"sglang": "0.5.23", "vllm": "0.33.0", "transformers": "5.24.0"}
-ENGINE_NAMES = {"sglang": "SGLang", "vllm": "vLLM", "transformers": "transformers serve"}
 
 
 @dataclass(frozen=True)
