@@ -1,13 +1,11 @@
 """The streaming HTTP client: send the workload, time every chunk, never crash on a bad server.
 
-Connections as ``vllm bench serve``: one per request in flight, kept alive. Each request yields one
-:class:`~toolkit.benchmark.metrics.RequestRecord`; a failure (HTTP status, refused connection, cut
-stream, malformed or error event, timeout) is a record with ``error`` set, not an exception.
+Each request yields one :class:`~toolkit.benchmark.metrics.RequestRecord`; a failure (HTTP status, refused
+connection, cut stream, malformed or error event, timeout) is a record with ``error`` set, not an exception.
 
-Why it is fast: reads are stamped inside the connection (:mod:`toolkit.benchmark.wire`), and the last
-*plain* token chunk (one choice, no ``finish_reason``, ``usage``, ``error``, ``meta_info`` or ``sglext``)
-becomes a template: a later payload with the same bytes around a quote-free text is the same object,
-so :meth:`SSEDecoder.take` counts it without slicing or decoding. Anything else is decoded in full.
+Fast: reads are stamped inside the connection (:mod:`toolkit.benchmark.wire`), and the last *plain* token
+chunk (one choice, no ``finish_reason``, ``usage``, ``error``, ``meta_info`` or ``sglext``) becomes a
+template: a later payload with the same bytes around a quote-free text is counted undecoded.
 """
 
 from __future__ import annotations
@@ -94,9 +92,7 @@ def request_body(settings: ClientSettings, spec: RequestSpec) -> dict[str, Any]:
         body["max_completion_tokens"] = spec.output_len
     else:
         body["prompt"] = spec.prompt
-    body["max_tokens"] = spec.output_len
-    body["temperature"] = settings.temperature
-    body["stream"] = True
+    body.update(max_tokens=spec.output_len, temperature=settings.temperature, stream=True)
     if settings.include_usage:
         body["stream_options"] = {"include_usage": True}
     if settings.ignore_eos:
@@ -255,18 +251,9 @@ def _failure(exc: BaseException, url: str, timeout_s: float, n_chunks: int) -> s
     return f"the server's answer is not HTTP as expected after {n_chunks} token chunks: {exc}"
 
 
-async def stream_request(
-    streams: StreamPool,
-    url: str,
-    body: bytes,
-    *,
-    chat: bool,
-    timeout_s: float,
-    index: int = 0,
-    prompt_len: int = 0,
-    max_tokens: int | None = None,
-    headers: Mapping[str, str] = DEFAULT_HEADERS,
-) -> RequestRecord:
+async def stream_request(streams: StreamPool, url: str, body: bytes, *, chat: bool, timeout_s: float,
+                         index: int = 0, prompt_len: int = 0, max_tokens: int | None = None,
+                         headers: Mapping[str, str] = DEFAULT_HEADERS) -> RequestRecord:
     """POST one streaming request and time its token chunks; errors land in the record (an event over
     the size cap, or more chunks than ``max_tokens`` allows, fails it: a server is not trusted)."""
     clock = time.perf_counter
@@ -337,17 +324,9 @@ async def stream_request(
     out_tokens = st.usage_out if st.usage_out is not None else (sum(counted) if counted else len(times))
     if st.error is None and max_tokens is not None and out_tokens > max_tokens + overrun_allowance(max_tokens):
         st.error = f"the server returned {out_tokens} tokens for max_tokens={max_tokens}: it does not honour max_tokens"
-    return RequestRecord(
-        send_time=send,
-        chunk_times=tuple(times),
-        end_time=end,
-        prompt_tokens=st.usage_in if st.usage_in is not None else prompt_len,
-        output_tokens=out_tokens,
-        output_tokens_source="usage" if st.usage_out is not None else "chunks",
-        chunk_tokens=counted,
-        error=st.error,
-        index=index,
-        prompt_tokens_source="usage" if st.usage_in is not None else "workload",
-        spec_accept_length=st.spec_len,
-        spec_verify_ct=st.spec_ct,
-    )
+    return RequestRecord(send_time=send, chunk_times=tuple(times), end_time=end,
+                         prompt_tokens=st.usage_in if st.usage_in is not None else prompt_len,
+                         output_tokens=out_tokens, chunk_tokens=counted, error=st.error, index=index,
+                         output_tokens_source="usage" if st.usage_out is not None else "chunks",
+                         prompt_tokens_source="usage" if st.usage_in is not None else "workload",
+                         spec_accept_length=st.spec_len, spec_verify_ct=st.spec_ct)

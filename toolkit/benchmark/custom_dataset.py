@@ -1,23 +1,18 @@
 """The custom dataset files of vLLM and SGLang (``--dataset-name custom --dataset-path FILE.jsonl``), pure.
 
-Both clients reading one file is how the toolkit sends exactly the prompts ``vllm bench serve``
-sends (issue 23). The format, as vLLM 0.25.0 reads it (vllm/benchmarks/datasets/datasets.py:2482-2610,
-``CustomDataset``): one JSON object per line with a ``"prompt"`` and, unless ``--custom-output-len``
-is given, an integer ``"output_tokens"``. vLLM then shuffles the lines with ``random.seed(seed)``
-unless ``--disable-shuffle`` (:2529-2530), applies the model's chat template to each prompt unless
-``--skip-chat-template`` (:2587-2592), and takes the first ``--num-prompts``. The toolkit reads the
-lines in file order and sends each prompt as it is: pass ``--disable-shuffle --skip-chat-template``
-to ``vllm bench serve`` (:func:`vllm_dataset_args`) for the same requests.
+Both clients reading one file is how the toolkit sends exactly the prompts ``vllm bench serve`` sends
+(issue 23). vLLM 0.25.0 (vllm/benchmarks/datasets/datasets.py:2482-2610, ``CustomDataset``): one JSON
+object per line with a ``"prompt"`` and, unless ``--custom-output-len``, an integer ``"output_tokens"``;
+lines shuffled unless ``--disable-shuffle`` (:2529-2530), chat template applied unless
+``--skip-chat-template`` (:2587-2592). The toolkit sends the lines in order, as they are: pass both
+flags (:func:`vllm_dataset_args`) for the same requests.
 
-SGLang's ``bench_serving`` reads another line shape under the same name (sglang 0.5.17
-python/sglang/benchmark/datasets/custom.py:60-143, ``sample_custom_requests``): a
-``"conversations"`` (or ``"conversation"``) list whose first turn's ``"content"`` (or ``"value"``)
-is the prompt and whose second turn sizes the output unless ``--sharegpt-output-len`` is given;
-lines with fewer than two turns or bad JSON are skipped silently, prompts of under 2 tokens dropped,
-the chat template applied only with ``--apply-chat-template``. It shuffles the rows
-(``random.shuffle`` after ``random.seed(--seed)``, python/sglang/benchmark/serving.py:1959), with no
-switch to keep the file's order: with as many lines as ``--num-prompts`` both clients send the same
-set of prompts, in another order. :func:`parse_custom_jsonl` reads both shapes.
+SGLang 0.5.17 reads another shape under the same name (python/sglang/benchmark/datasets/custom.py:60-143):
+a ``"conversations"`` (or ``"conversation"``) list whose first turn's ``"content"`` (or ``"value"``) is
+the prompt and whose second sizes the output unless ``--sharegpt-output-len`` (other lines skipped
+silently, the chat template only with ``--apply-chat-template``). It always shuffles
+(python/sglang/benchmark/serving.py:1959): with as many lines as ``--num-prompts`` both clients send the
+same prompts in another order. :func:`parse_custom_jsonl` reads both shapes.
 
 >>> text = write_custom_jsonl(["hello there", "a b c"], [4, 8])
 >>> parse_custom_jsonl(text)
@@ -34,11 +29,8 @@ __all__ = ["parse_custom_jsonl", "write_custom_jsonl", "vllm_dataset_args", "wri
 
 
 def parse_custom_jsonl(text: str, *, source: str = "the custom dataset") -> list[tuple[str, int | None]]:
-    """``(prompt, output_tokens or None)`` per non-blank line; a bad line raises ``ValueError`` naming it.
-
-    A line in SGLang's shape (``"conversations"``) gives its first turn's text and ``None``: the
-    output length is then the caller's ``output_len`` (SGLang: ``--sharegpt-output-len``).
-    """
+    """``(prompt, output_tokens or None)`` per non-blank line (``None``: SGLang's shape, the caller's
+    ``output_len`` sizes it); a bad line raises ``ValueError`` naming it."""
     rows: list[tuple[str, int | None]] = []
     for number, line in enumerate(text.splitlines(), start=1):
         if not line.strip():
@@ -90,8 +82,7 @@ def _sglang_prompt(item: object) -> str | None:
 
 
 def write_sglang_custom_jsonl(prompts: Sequence[str]) -> str:
-    """SGLang's custom file: one two-turn ``"conversations"`` line per prompt, in order (the answer is a
-    placeholder: :func:`sglang_dataset_args` fixes the output length)."""
+    """SGLang's custom file: a two-turn ``"conversations"`` line per prompt (a placeholder answer)."""
     return "".join(json.dumps({"conversations": [{"role": "user", "content": p},
                                                  {"role": "assistant", "content": "ok"}]}, ensure_ascii=False) + "\n"
                    for p in prompts)

@@ -1,9 +1,7 @@
 """Send a workload on its schedule, under the concurrency cap, and never wait without bound.
 
-vLLM's client releases requests on an arrival schedule behind a semaphore and waits for all
-of them. Against a server that answers nothing, that is ``num_prompts x timeout`` (17 hours at
-the defaults). Here a run also has a deadline and stops itself once its first requests have all
-failed; the requests it cut off, or never sent, are failed records that say why.
+vLLM's client waits for every request: against a server that answers nothing, ``num_prompts x timeout``
+(17 hours at the defaults). Here a run has a deadline and stops once its first requests all failed.
 """
 
 from __future__ import annotations
@@ -29,24 +27,15 @@ def not_run(index: int, prompt_len: int, reason: str) -> RequestRecord:
                          output_tokens_source="chunks", error=reason, index=index)
 
 
-async def run_requests(
-    streams: StreamPool,
-    settings: ClientSettings,
-    specs: Sequence[RequestSpec],
-    *,
-    offsets_s: Sequence[float] | None = None,
-    on_done: Callable[[RequestRecord], None] | None = None,
-    headers: Mapping[str, str] = DEFAULT_HEADERS,
-    deadline_s: float | None = None,
-    stop_after_failures: int = 0,
-) -> tuple[list[RequestRecord], float, str | None]:
+async def run_requests(streams: StreamPool, settings: ClientSettings, specs: Sequence[RequestSpec], *,
+                       offsets_s: Sequence[float] | None = None,
+                       on_done: Callable[[RequestRecord], None] | None = None,
+                       headers: Mapping[str, str] = DEFAULT_HEADERS, deadline_s: float | None = None,
+                       stop_after_failures: int = 0) -> tuple[list[RequestRecord], float, str | None]:
     """Send ``specs`` on the schedule ``offsets_s`` under the concurrency cap; never wait without bound.
 
-    Returns the records in request order, the duration as vLLM measures it (from just before the
-    first request is released to the last one finishing), and why the run was cut short, if it was:
-    ``deadline_s`` (seconds from the start) ends whatever is still running; ``stop_after_failures=N``
-    stops everything once the first N requests to finish have all failed (a server that answers
-    nothing must not be asked 1,000 times). Requests cut off or never sent are failed records.
+    Returns the records in request order (failed ones for requests cut off or never sent), the duration as
+    vLLM measures it, and why it stopped early: ``deadline_s``, or the first ``stop_after_failures`` failed.
     """
     bodies = [encode_body(settings, s) for s in specs]  # encoded before the clock starts
     chat = settings.endpoint == "chat"
@@ -78,7 +67,6 @@ async def run_requests(
     reason = pool.stopped
     out = [rec if rec is not None else not_run(i, specs[i].prompt_len, f"not sent: {reason}")
            for i, rec in enumerate(records)]
-    # the last request's own end, not this line's time: the wake-up of this coroutine and whatever ran
-    # before it are the client's, not the server's (a stopped run ends now)
+    # the last request's own end: this coroutine's wake-up is the client's time, not the server's
     end = max(r.end_time for r in out) if out and reason is None else finished
     return out, end - pool.start, reason

@@ -2,8 +2,6 @@
 
 >>> metric_label("median_ttft_ms")
 'median TTFT (ms)'
->>> metric_label("output_throughput")
-'output tok/s'
 """
 
 from __future__ import annotations
@@ -45,14 +43,10 @@ def metric_label(name: str) -> str:
 
 
 def shorten_words(text: str, limit: int) -> str:
-    """``text`` on one line, cut at a word boundary to at most ``limit`` characters, with "…" when cut.
-
-    A label or title cut mid-word ("the simulated source t") reads as a typo.
+    """``text`` on one line, at most ``limit`` characters, cut at a word boundary (mid-word reads as a typo).
 
     >>> shorten_words("Initial import of the simulated source tree", 32)
     'Initial import of the simulated…'
-    >>> shorten_words("--speculative-attention-mode=decode", 20)
-    '--speculative-atten…'
     """
     text = " ".join(text.split())
     if len(text) <= limit:

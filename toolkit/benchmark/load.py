@@ -1,14 +1,8 @@
 """What a benchmark sends and how fast: the knobs of ``vllm bench serve``, as one frozen record (pure).
 
-``bench()`` took them as two dozen keywords, and every move passed them on as a dict that
-nothing checked until the first run. A :class:`Load` is checked when it is made, travels in a
-:class:`~toolkit.moves.plan.Plan`, and reads well in a notebook::
-
-    BENCH = Load(num_prompts=64, max_concurrency=8, input_len=32, output_len=512)
-    bench(server, BENCH.replace(max_concurrency=1))
-
-What the client then did is recorded apart: the exact requests (:class:`~toolkit.benchmark.workload.Workload`)
-and the client's settings (:class:`~toolkit.benchmark.client.ClientSettings`).
+Two dozen keywords passed on as a dict were checked only at the first run; a :class:`Load` is checked
+when made and travels in a :class:`~toolkit.moves.plan.Plan`. What the client then did is recorded
+apart (:class:`~toolkit.benchmark.workload.Workload`, :class:`~toolkit.benchmark.client.ClientSettings`).
 """
 
 from __future__ import annotations
@@ -29,12 +23,10 @@ ENDPOINTS: tuple[Endpoint, ...] = ("completions", "chat")
 class Load:
     """The requests of a benchmark run and their pacing, as ``vllm bench serve`` spells them.
 
-    Lengths are in tokens (``input_len`` as the bench's ``tokenizer`` counts it; ``output_len`` is
-    ``max_tokens``, with ``ignore_eos``); ``range_ratio`` follows vLLM (0 = fixed). ``request_rate``
-    (req/s, ``inf`` = all at once) with ``burstiness`` (gamma shape, 1 = Poisson). ``warmup=None``
-    first sends ``max_concurrency`` short requests, outside the results. ``dataset``: a prompt file
-    (one per line), ShareGPT ``.json`` or vLLM custom ``.jsonl``. ``goodput="ttft:200 tpot:50"``:
-    vLLM's request goodput. ``endpoint``: ``"completions"`` or ``"chat"``.
+    Lengths in tokens (``output_len`` is ``max_tokens`` with ``ignore_eos``); ``range_ratio`` as vLLM
+    (0 = fixed); ``request_rate`` in req/s (``inf``: all at once) with ``burstiness`` (1 = Poisson).
+    ``warmup=None`` first sends ``max_concurrency`` short requests. ``dataset``: a prompt file, ShareGPT
+    ``.json`` or vLLM custom ``.jsonl``. ``goodput="ttft:200 tpot:50"``: vLLM's request goodput.
 
     >>> Load(num_prompts=8, max_concurrency=4).replace(output_len=32).output_len
     32

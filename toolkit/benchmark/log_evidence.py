@@ -1,11 +1,9 @@
 """What a server's own log said while ``tk.bench`` ran against it, and which release served it.
 
-The README's notebook pattern (``with journal.step(...) as step, tk.launch(host, spec) as server:
-step.record(server.wait_ready(...)); step.record(tk.bench(server, ...))``) stored 0 log lines and
-0 metric lines on the first real vLLM run (issue 23): only the trial recorded them. ``tk.bench`` on a
-``Server`` now brings them in its result (:attr:`BenchResult.evidence`) and ``step.record`` stores
-them: the metric lines of the run's window, the decisive lines the server's ledger heard so far
-(the ready line, benign error-looking lines and fatal ones), and the release with how it was read.
+The README's pattern (``step.record(tk.bench(server, ...))`` inside ``tk.launch``) stored 0 log and 0
+metric lines on the first real vLLM run (issue 23): only the trial recorded them. ``tk.bench`` on a
+``Server`` now brings them (:attr:`BenchResult.evidence`): the run's metric lines, the ledger's decisive
+lines so far, and the release with how it was read.
 """
 
 from __future__ import annotations

@@ -4,20 +4,19 @@ ITL and TPOT differ across tools (GuideLLM's "ITL" is vLLM's TPOT, its TPOT incl
 formula here is that of ``vllm bench serve`` (``vllm/benchmarks/serve.py: calculate_metrics``, v0.33.0)
 and SGLang's ``bench_serving`` (``sglang/benchmark/serving.py``, v0.5.23):
 
-- **TTFT** = first token chunk's arrival - request sent (both engines).
-- **E2EL** = last token chunk's arrival - request sent (vLLM's ``latency``: a trailing usage-only
-  chunk or ``[DONE]`` does not extend it).
+- **TTFT** = first token chunk's arrival - request sent; **E2EL** = last token chunk's arrival - request
+  sent (vLLM's ``latency``: a trailing usage-only chunk or ``[DONE]`` does not extend it).
 - **TPOT** = (E2EL - TTFT) / (output_tokens - 1), per request with > 1 output token.
 - **ITL** = every gap between successive token chunks, pooled (per *step* under speculative decoding);
   **itl_per_token** spreads each gap over its chunk's tokens (SGLang's ``retokenized_itls``: ``gap / n``
   repeated ``n`` times); without per-chunk counts, over the request's mean tokens per chunk (an estimate).
 - Throughputs divide by the run's **duration** (first request sent -> last completion).
-- Statistics: ``numpy`` mean, median, population std, ``np.percentile`` with linear interpolation
-  (both engines). Deviation: an empty sample gives ``None``, not ``0``.
+- Statistics: ``numpy`` mean, median, population std, ``np.percentile`` linear (both engines); an empty
+  sample gives ``None``, not ``0``.
 - **request_goodput** (vLLM): requests meeting every SLO (``<=``) per second; <= 1 output token: TPOT 0.
 - **max_output_tokens_per_s** (vLLM): most tokens in one 1-second bucket from the first send (a chunk
-  counts its tokens, 1 when unknown, as vLLM).
-- **max_concurrent_requests** (vLLM) and **concurrency** (SGLang: sum of E2EL / duration).
+  counts its tokens, 1 when unknown); **max_concurrent_requests** (vLLM); **concurrency** (SGLang: sum of
+  E2EL / duration).
 
     >>> r = RequestRecord(send_time=0.0, chunk_times=(0.1, 0.2, 0.3), end_time=0.3,
     ...                   prompt_tokens=8, output_tokens=3, output_tokens_source="usage")
@@ -56,9 +55,8 @@ SUMMARY_KEYS: tuple[str, ...] = (
 class RequestRecord:
     """What one request did, in ``time.perf_counter()`` seconds.
 
-    ``chunk_times``: every *token* chunk's arrival (not role-only, usage-only or ``[DONE]``).
-    ``chunk_tokens``: tokens per chunk when the server said (``None``: one each). ``output_tokens``:
-    the server's ``usage`` when sent (``output_tokens_source="usage"``), else the counted chunks.
+    ``chunk_times``: every *token* chunk's arrival (not role-only, usage-only or ``[DONE]``);
+    ``chunk_tokens``: per chunk, when the server said; ``output_tokens``: ``usage``, else the counted chunks.
     """
 
     send_time: float
@@ -137,13 +135,8 @@ def _stats(values: np.ndarray | Sequence[float], scale: float = 1000.0) -> dict[
     if a.size == 0:
         return dict.fromkeys(STATISTICS, None)
     p90, p99 = np.percentile(a, [90, 99])
-    return {
-        "mean": float(np.mean(a)) * scale,
-        "median": float(np.median(a)) * scale,
-        "std": float(np.std(a)) * scale,
-        "p90": float(p90) * scale,
-        "p99": float(p99) * scale,
-    }
+    values = (np.mean(a), np.median(a), np.std(a), p90, p99)
+    return {stat: float(x) * scale for stat, x in zip(STATISTICS, values, strict=True)}
 
 
 def _per_token_gaps(rec: RequestRecord, gaps: np.ndarray) -> np.ndarray:
@@ -165,13 +158,9 @@ def _tokens_of(rec: RequestRecord) -> np.ndarray:
     return np.asarray(rec.chunk_tokens, dtype=float)
 
 
-def summarize(
-    records: Iterable[RequestRecord],
-    duration_s: float | None = None,
-    *,
-    goodput_slos_ms: str | Sequence[str] | Mapping[str, float] | None = None,
-    accept_length: float | None = None,
-) -> dict[str, Any]:
+def summarize(records: Iterable[RequestRecord], duration_s: float | None = None, *,
+              goodput_slos_ms: str | Sequence[str] | Mapping[str, float] | None = None,
+              accept_length: float | None = None) -> dict[str, Any]:
     """Summarise records into a dict with :data:`SUMMARY_KEYS`, in that order.
 
     ``duration_s``: the client's wall time (vLLM: just before the first request to the last completion);
@@ -210,18 +199,11 @@ def summarize(
     peak_tokens, peak_requests = _peaks(done)
     sources = {r.output_tokens_source for r in done}
     out: dict[str, Any] = {
-        "completed": len(done),
-        "failed": len(recs) - len(done),
-        "duration": duration_s,
-        "total_input_tokens": total_in,
-        "total_output_tokens": total_out,
-        "request_throughput": per_s(len(done)),
-        "request_goodput": good,
-        "output_throughput": per_s(total_out),
-        "total_token_throughput": per_s(total_in + total_out),
-        "max_output_tokens_per_s": peak_tokens,
-        "max_concurrent_requests": peak_requests,
-        "concurrency": per_s(float(e2els.sum())) if done else None,
+        "completed": len(done), "failed": len(recs) - len(done), "duration": duration_s,
+        "total_input_tokens": total_in, "total_output_tokens": total_out, "request_goodput": good,
+        "request_throughput": per_s(len(done)), "output_throughput": per_s(total_out),
+        "total_token_throughput": per_s(total_in + total_out), "max_output_tokens_per_s": peak_tokens,
+        "max_concurrent_requests": peak_requests, "concurrency": per_s(float(e2els.sum())) if done else None,
     }
     by_name = {"ttft": ttfts, "tpot": tpots, "itl": itls, "itl_per_token": itls_tok, "e2el": e2els}
     for name, values in by_name.items():

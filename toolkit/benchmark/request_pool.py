@@ -1,25 +1,16 @@
 """Start requests in arrival order, at most ``limit`` at a time, from a pool that costs nothing per prompt.
 
-vLLM's client creates one task per request up front, each waiting on a semaphore
-(``vllm/benchmarks/serve.py:1001-1012`` and ``:1110-1118``, vLLM 0.33.0); ours did the same.
-Measured against a server that records what it sent (issue 29), creating 5,120 tasks took 19 ms and
-their first steps (each one trying the semaphore) about 33 ms more, all before the first request
-left and inside the measured duration: most of a -0.5 % output tok/s error. Here at most ``limit``
-workers exist; each takes the next request index when it is free, waits for that request's arrival
-time, and starts it. Request ``i`` therefore starts at ``max(arrival_i, the time a worker is free)``
-in index order, exactly what vLLM's FIFO semaphore gives (``get_request``, serve.py:431, releases on
-the schedule; ``limited_request_func``, serve.py:1007, waits on the semaphore). Workers are spawned when a request is taken and none is idle, so a
-run at a finite rate holds only as many as were ever busy at once.
+vLLM 0.33.0 creates one task per request up front, each waiting on a semaphore
+(``vllm/benchmarks/serve.py:1001-1012``, ``:1110-1118``); so did we, and against a server that records
+what it sent (issue 29) 5,120 tasks and their first semaphore tries cost 52 ms inside the measured
+duration: most of a -0.5 % output tok/s error. Here at most ``limit`` workers exist, spawned when none
+is idle; request ``i`` starts at ``max(arrival_i, a worker free)`` in index order, as vLLM's FIFO
+semaphore gives (``get_request``, serve.py:431; ``limited_request_func``, serve.py:1007).
 
-A request starts a loop turn after it is due (:class:`StartTurns`). An aiohttp request start costs
-100-300 us of CPU; when a decode step ends every stream at once, each worker used to start its next
-request in the very step in which it read its stream's end, so the last token of every stream
-behind it in that turn was stamped after those starts (final gaps 0.9-5.4 ms too long). Now every
-stream whose bytes came in that turn is stamped first, and the due requests start in slices of about
-a millisecond, each after a reading of the sockets. (One start per loop turn was tried first and
-dropped: on a saturated core a turn lasts milliseconds, and 256 starts one per turn slowed a
-256-stream run by a fifth; all due starts in one turn held back first chunks by the whole burst,
-+52 ms TTFT at 256 streams against +28 ms in slices.)
+Due requests start in slices of about a millisecond after a reading of the sockets (:class:`StartTurns`).
+A start costs 100-300 us of CPU: starting the next request in the turn that read a stream's end stamped
+the other streams' last tokens 0.9-5.4 ms late. One start per turn slowed a 256-stream run by a fifth;
+all due starts in one turn cost +52 ms TTFT at 256 streams against +28 ms in slices.
 """
 
 from __future__ import annotations
@@ -34,13 +25,9 @@ __all__ = ["RequestPool", "StartTurns"]
 class StartTurns:
     """Request starts in index order, in slices of about a millisecond, each after a reading of the sockets.
 
-    ``await turns.wait(i)`` returns when request ``i`` may start; the caller then starts it at once.
-    A release runs one turn after a wait began (after every task already woken in that turn, i.e.
-    every stream whose bytes came in with ours, has taken its timestamp) and lets go, in index
-    order, every waiting request whose predecessors have all been let go; those that find the
-    slice's ``BUDGET_S`` spent wait for the next release, so a chunk that arrives during a burst of
-    starts waits about a millisecond, not the whole burst. Two requests due at the same time keep
-    their order (their timers need not fire in it).
+    ``await turns.wait(i)`` returns when request ``i`` may start. A release runs one turn after a wait
+    began (every stream read in that turn has its timestamp) and lets go, in index order, the waiters
+    whose predecessors went; those past the slice's ``BUDGET_S`` wait for the next release.
     """
 
     #: starts in one turn stop after this much time; the rest go after the next reading of the sockets
@@ -82,15 +69,12 @@ class StartTurns:
 class RequestPool:
     """Run ``work(i)`` for ``i`` in ``range(n)``: in order, on the arrival schedule, ``limit`` at a time.
 
-    ``offsets_s[i]`` is request ``i``'s arrival time from the start (``None``: all at once).
-    :meth:`stop` ends the run early (it cancels the workers; ``work`` sees ``CancelledError`` and
-    :attr:`stopped` says why); requests never started are simply never given to ``work``.
+    ``offsets_s[i]``: request ``i``'s arrival from the start (``None``: all at once). :meth:`stop`
+    cancels the workers (:attr:`stopped` says why); requests never started never reach ``work``.
 
     Example::
 
-        pool = RequestPool(len(specs), limit=8, offsets_s=offsets)
-        await pool.run(send_one, deadline_s=600)    # send_one(i) is a coroutine function
-        duration = last_end - pool.start
+        await RequestPool(len(specs), limit=8, offsets_s=offsets).run(send_one, deadline_s=600)
     """
 
     def __init__(self, n: int, *, limit: int | None, offsets_s: Sequence[float] | None = None) -> None:

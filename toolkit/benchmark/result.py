@@ -42,10 +42,8 @@ def requests_frame(records: Sequence[RequestRecord]) -> pd.DataFrame:
             "output_tokens": r.output_tokens, "output_tokens_source": r.output_tokens_source,
             "prompt_tokens": r.prompt_tokens, "chunks": len(r.chunk_times), "itl_count": len(itl),
             "itl_mean_ms": float(itl.mean()) if len(itl) else None,
-            "itl_max_ms": float(itl.max()) if len(itl) else None,
-            "sent_at_s": r.send_time - t0, "ended_at_s": r.end_time - t0,
-            "spec_accept_length": r.spec_accept_length,
-        })
+            "itl_max_ms": float(itl.max()) if len(itl) else None, "sent_at_s": r.send_time - t0,
+            "ended_at_s": r.end_time - t0, "spec_accept_length": r.spec_accept_length})
     return pd.DataFrame(rows)
 
 
@@ -118,10 +116,7 @@ class BenchResult:
     def errors(self) -> dict[str, int]:
         """Each distinct error and how many requests hit it, most frequent first."""
         if self.runs:
-            counts: Counter[str] = Counter()
-            for run in self.runs:
-                counts.update(run.errors)
-            return dict(counts.most_common())
+            return dict(sum((Counter(run.errors) for run in self.runs), Counter[str]()).most_common())
         return dict(Counter(r.error for r in self.records if r.error).most_common())
 
     @property
@@ -133,11 +128,10 @@ class BenchResult:
         s, st = self.summary, self.settings
         done, failed = s.get("completed") or 0, s.get("failed") or 0
         runs = f" (median of {len(self.runs)} runs)" if self.runs else ""
-        head = (
-            f"BenchResult{runs}: {_fmt(done)}/{_fmt(done + failed)} completed in {_fmt(s.get('duration'))} s"
-            f" | {st.url} {st.model} | {st.endpoint} | concurrency {st.max_concurrency or 'unlimited'}"
-            f" | rate {'inf' if math.isinf(st.request_rate) else _fmt(st.request_rate)} req/s"
-        )
+        head = (f"BenchResult{runs}: {_fmt(done)}/{_fmt(done + failed)} completed in "
+                f"{_fmt(s.get('duration'))} s | {st.url} {st.model} | {st.endpoint}"
+                f" | concurrency {st.max_concurrency or 'unlimited'}"
+                f" | rate {'inf' if math.isinf(st.request_rate) else _fmt(st.request_rate)} req/s")
         if not done:
             head += f"\nALL {_fmt(failed)} REQUESTS FAILED. First error: {self.first_error}"
         elif failed:
@@ -171,11 +165,9 @@ class BenchResult:
         s, sv = self.summary, self.server_view
         lines = [self.headline()]
         if self.ok:
-            lines.append(
-                f"  output {_fmt(s['output_throughput'])} tok/s | {_fmt(s['request_throughput'])} req/s"
-                f" | total {_fmt(s['total_token_throughput'])} tok/s"
-                f" | output tokens from {s['output_tokens_source']}"
-            )
+            lines.append(f"  output {_fmt(s['output_throughput'])} tok/s | {_fmt(s['request_throughput'])}"
+                         f" req/s | total {_fmt(s['total_token_throughput'])} tok/s"
+                         f" | output tokens from {s['output_tokens_source']}")
             lines += ["  " + f"{r[0]:<12}" + "".join(f"{c:>11}" for c in r[1:]) for r in self.table_rows()]
         if sv.accept_length is not None:
             cum = ", server's running average" if sv.cumulative else ""
@@ -192,15 +184,11 @@ class BenchResult:
         if not self.ok:
             return f"<div><b>{head}</b></div>"
         rows = self.table_rows()
-        cells = "".join(
-            "<tr>" + "".join(f"<{t}>{html.escape(c)}</{t}>" for c in r) + "</tr>"
-            for t, r in [("th", rows[0])] + [("td", r) for r in rows[1:]]
-        )
+        cells = "".join("<tr>" + "".join(f"<{t}>{html.escape(c)}</{t}>" for c in r) + "</tr>"
+                        for t, r in [("th", rows[0])] + [("td", r) for r in rows[1:]])
         s, sv = self.summary, self.server_view
-        extra = (
-            f"output {_fmt(s['output_throughput'])} tok/s &middot; {_fmt(s['request_throughput'])} req/s"
-            f" &middot; tokens from {html.escape(str(s['output_tokens_source']))}"
-        )
+        extra = (f"output {_fmt(s['output_throughput'])} tok/s &middot; {_fmt(s['request_throughput'])} req/s"
+                 f" &middot; tokens from {html.escape(str(s['output_tokens_source']))}")
         if sv.accept_length is not None:
             extra += f" &middot; accept length {sv.accept_length:.3f} ({html.escape(str(sv.accept_length_source))})"
         return f"<div><b>{head}</b><br>{extra}<table>{cells}</table></div>"
@@ -243,11 +231,10 @@ class BenchResult:
 
     def to_dict(self, *, requests: bool = True) -> dict[str, Any]:
         """JSON-safe: summary, settings, workload (no prompt texts), server view, errors."""
-        out: dict[str, Any] = {
-            "summary": dict(self.summary), "settings": self.settings.to_dict(),
-            "workload": self.workload.to_dict(), "server_view": self.server_view.to_dict(), "errors": self.errors,
-            "warmup_errors": list(self.warmup_errors), "started_at": self.started_at,
-        }
+        out: dict[str, Any] = {"summary": dict(self.summary), "settings": self.settings.to_dict(),
+                               "workload": self.workload.to_dict(), "server_view": self.server_view.to_dict(),
+                               "errors": self.errors, "warmup_errors": list(self.warmup_errors),
+                               "started_at": self.started_at}
         if requests and not self.runs:
             out["requests"] = self.requests.to_dict(orient="records")
         if self.runs:

@@ -1,7 +1,6 @@
 """``bench()``: the one call a notebook makes; warm up, run, ask the server, summarise.
 
-Inside Jupyter's running loop it runs on its own loop (uvloop when installed) in a joined worker thread.
-"""
+Inside Jupyter's running loop it runs on its own loop (uvloop when installed) in a joined worker thread."""
 
 from __future__ import annotations
 
@@ -60,44 +59,30 @@ def resolve_url(target: Server | MultiNodeServer | str) -> str:
     return url[: -len("/v1")] if url.endswith("/v1") else url
 
 
-async def bench_async(
-    target: Any,
-    load: Load | None = None,
-    *,
-    model: str | None = None,
-    repeats: int = 1,
-    progress: bool = True,
-    timeout_s: float = 600.0,
-    deadline_s: float | None = None,
-    tokenizer: str | None = "server",
-    api_key: str | None = None,
-    server_log: LogMetricSource | None = None,
-    stop_after_failures: int | None = None,
-) -> BenchResult:
+async def bench_async(target: Any, load: Load | None = None, *, model: str | None = None, repeats: int = 1,
+                      progress: bool = True, timeout_s: float = 600.0, deadline_s: float | None = None,
+                      tokenizer: str | None = "server", api_key: str | None = None,
+                      server_log: LogMetricSource | None = None,
+                      stop_after_failures: int | None = None) -> BenchResult:
     """Benchmark an OpenAI-compatible server as ``vllm bench serve`` would; return a BenchResult.
 
-    ``target``: a URL or a ``Server`` (its spec's API key is sent, only its release's endpoints read).
-    ``load``: a :class:`~toolkit.benchmark.load.Load` (default: 100 prompts of 1024 tokens, 128 out, one
-    at a time). ``model=None``: the first id of ``/v1/models``. ``tokenizer`` counts ``input_len``:
-    ``"server"`` (its ``/tokenize``; words if it has none, and the result says so), a ``tokenizer.json``
-    path, or ``None`` (words). ``repeats=N``: ``.runs``, ``.spread`` (95 % t intervals), median summary.
-    ``server_log``: ``(since, until) -> metric rows``. Every wait is bounded: ``timeout_s`` per request,
-    ``deadline_s`` per run (default: 4x the warm-up's prediction plus a minute); the run stops with
-    :class:`~toolkit.errors.BenchmarkFailed` when every warm-up request or the first
-    ``stop_after_failures`` (default max(3, concurrency)) requests fail.
+    ``target``: a URL or a ``Server`` (its API key sent, only its release's endpoints read). ``model=None``:
+    the first id of ``/v1/models``. ``tokenizer`` counts ``input_len``: ``"server"`` (its ``/tokenize``,
+    else words, said so), a ``tokenizer.json`` path, or ``None`` (words). ``repeats=N``: ``.runs``,
+    ``.spread``, median summary. Every wait is bounded: ``timeout_s`` per request, ``deadline_s`` per run
+    (default: 4x the warm-up's prediction plus a minute); :class:`~toolkit.errors.BenchmarkFailed` when
+    every warm-up request or the first ``stop_after_failures`` (default max(3, concurrency)) fail.
 
-    Example (``bench`` is the blocking twin; ``await bench_async(...)`` in async code)::
+    Example (``bench`` is the blocking twin)::
 
-        r = bench("http://127.0.0.1:8000", Load(num_prompts=64, max_concurrency=8, input_len=32,
-                                                 output_len=512), progress=False)
+        r = bench("http://127.0.0.1:8000", Load(num_prompts=64, max_concurrency=8), progress=False)
         r.summary["median_itl_ms"], r.requests.head()
     """
     load = Load() if load is None else load
     num_prompts, max_concurrency, request_rate = load.num_prompts, load.max_concurrency, load.request_rate
     if repeats < 1 or not timeout_s > 0:
-        raise ValueError(
-            f"repeats must be >= 1 and timeout_s > 0, got repeats={repeats}, timeout_s={timeout_s}"
-        )
+        raise ValueError(f"repeats must be >= 1 and timeout_s > 0, got repeats={repeats}, "
+                         f"timeout_s={timeout_s}")
     if deadline_s is not None and not deadline_s > 0:
         raise ValueError(f"deadline_s must be positive seconds, got {deadline_s}")
     url = resolve_url(target)
@@ -134,12 +119,10 @@ async def bench_async(
         if deadline_s is not None:
             deadline_s = max(deadline_s - (time.monotonic() - prepared_at), 1e-3)
         settings = ClientSettings(
-            url=url, model=model, endpoint=load.endpoint, max_concurrency=max_concurrency,
+            url=url, model=model, endpoint=load.endpoint, max_concurrency=max_concurrency, seed=load.seed,
             request_rate=request_rate, burstiness=load.burstiness, warmup=n_warm, ignore_eos=load.ignore_eos,
-            temperature=load.temperature, timeout_s=timeout_s,
-            extra_body=tuple((load.extra_body or {}).items()), goodput_slos_ms=tuple(slos.items()),
-            progress=progress, seed=load.seed, repeats=repeats,
-        )
+            temperature=load.temperature, timeout_s=timeout_s, progress=progress, repeats=repeats,
+            extra_body=tuple((load.extra_body or {}).items()), goodput_slos_ms=tuple(slos.items()))
         warm = warmup_requests(workload, n_warm, output_len_cap=settings.warmup_output_len)
         warm_errors: tuple[str, ...] = ()
         budget_s = deadline_s
@@ -171,22 +154,11 @@ async def bench_async(
         result, evidence=collect_evidence(server, before_line, result.started_at))
 
 
-async def _one_run(
-    streams: StreamPool,
-    aux: aiohttp.ClientSession,
-    settings: ClientSettings,
-    workload: Workload,
-    offsets: Sequence[float],
-    headers: Mapping[str, str],
-    slos: Mapping[str, float],
-    server_log: LogMetricSource | None,
-    warm_errors: tuple[str, ...],
-    snapshot: SnapshotPaths,
-    *,
-    label: str,
-    deadline_s: float,
-    stop_after_failures: int,
-) -> BenchResult:
+async def _one_run(streams: StreamPool, aux: aiohttp.ClientSession, settings: ClientSettings,
+                   workload: Workload, offsets: Sequence[float], headers: Mapping[str, str],
+                   slos: Mapping[str, float], server_log: LogMetricSource | None,
+                   warm_errors: tuple[str, ...], snapshot: SnapshotPaths, *, label: str, deadline_s: float,
+                   stop_after_failures: int) -> BenchResult:
     before = await fetch_snapshot(aux, settings.url, metrics_path=snapshot.metrics, info_paths=snapshot.info,
                                   headers=headers, timeout_s=min(5.0, settings.timeout_s))
     bar = progress_bar(total=len(workload.requests), desc=label, unit="req", disable=not settings.progress)

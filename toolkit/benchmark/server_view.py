@@ -1,23 +1,18 @@
 """The server's own view of a run: speculative accept length and counters, before and after.
 
-A client sees chunks; only the server knows how many draft tokens it accepted. Four
-sources, in the order we trust them (the first that has a figure gives ``accept_length``):
+Only the server knows how many draft tokens it accepted. Four sources, in the order we trust them
+(the first with a figure gives ``accept_length``):
 
-1. **responses**: SGLang returns per-request ``spec_accept_length`` / ``spec_verify_ct``
-   (in ``sglext.spec_tokens_details`` when the request sets
-   ``return_spec_tokens_details``, in ``meta_info`` on its native API, or in ``usage``).
-   Pooled as sum(output tokens) / sum(verify steps), else the mean per request.
-2. **vllm_metrics**: vLLM's Prometheus counters at ``/metrics`` before and after, exactly
-   as ``vllm bench serve``: acceptance length = 1 + d(accepted) / d(drafts), per-position
-   rate = d(accepted at position k) / d(drafts).
-3. **sglang_server_info**: SGLang's ``/server_info`` (``/get_server_info`` on older
-   versions) ``avg_spec_accept_length`` (under ``internal_states[0]``, or ``decode[0]`` when
-   disaggregated). It is the server's running average, not this run's: ``cumulative=True``.
-4. **server_log**: metric rows a log follower parsed from the server's log (SGLang's
-   ``accept len:`` on decode lines), averaged over the run's time window.
+1. **responses**: SGLang's per-request ``spec_accept_length`` / ``spec_verify_ct`` (in
+   ``sglext.spec_tokens_details`` with ``return_spec_tokens_details``, ``meta_info`` or ``usage``),
+   pooled as sum(output tokens) / sum(verify steps), else the mean per request.
+2. **vllm_metrics**: vLLM's ``/metrics`` counters before and after, as ``vllm bench serve``:
+   1 + d(accepted) / d(drafts); per position d(accepted at k) / d(drafts).
+3. **sglang_server_info**: ``avg_spec_accept_length`` of SGLang's ``/server_info`` (``/get_server_info``
+   on older versions; under ``internal_states[0]`` or ``decode[0]``): a running average, ``cumulative=True``.
+4. **server_log**: the log's metric rows (SGLang's ``accept len:``), averaged over the run's window.
 
-An endpoint that is down or absent makes its source unavailable (listed in
-``unavailable``); it never fails the benchmark.
+An endpoint that is down or absent is listed in ``unavailable``; it never fails the benchmark.
 """
 
 from __future__ import annotations
@@ -32,16 +27,8 @@ from toolkit.benchmark.metrics import RequestRecord
 from toolkit.logs import MetricRow
 from toolkit.prometheus_text import PromSample
 
-__all__ = [
-    "VllmSpecCounters",
-    "vllm_spec_counters",
-    "vllm_spec_delta",
-    "sglang_accept_length",
-    "ServerSnapshot",
-    "ServerView",
-    "build_server_view",
-    "LogMetricSource",
-]
+__all__ = ["VllmSpecCounters", "vllm_spec_counters", "vllm_spec_delta", "sglang_accept_length",
+           "ServerSnapshot", "ServerView", "build_server_view", "LogMetricSource"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,19 +74,12 @@ def vllm_spec_delta(before: VllmSpecCounters, after: VllmSpecCounters) -> dict[s
     if not (math.isfinite(d_tokens) and d_tokens > 0 and 0 <= d_drafts <= d_tokens and 0 <= d_accepted <= d_tokens):
         return None
     b, a = dict(before.accepted_per_pos), dict(after.accepted_per_pos)
-    per_pos = (
-        [(a.get(p, b.get(p, 0.0)) - b.get(p, 0.0)) / d_drafts for p in sorted(set(a) | set(b))]
-        if d_drafts > 0
-        else []
-    )
-    return {
-        "num_drafts": int(d_drafts),
-        "draft_tokens": int(d_tokens),
-        "accepted_tokens": int(d_accepted),
-        "acceptance_rate": d_accepted / d_tokens * 100.0,
-        "acceptance_length": 1.0 + d_accepted / d_drafts if d_drafts > 0 else 0.0,
-        "per_position_acceptance_rates": per_pos,
-    }
+    positions = sorted(set(a) | set(b)) if d_drafts > 0 else []
+    per_pos = [(a.get(p, b.get(p, 0.0)) - b.get(p, 0.0)) / d_drafts for p in positions]
+    return {"num_drafts": int(d_drafts), "draft_tokens": int(d_tokens), "accepted_tokens": int(d_accepted),
+            "acceptance_rate": d_accepted / d_tokens * 100.0,
+            "acceptance_length": 1.0 + d_accepted / d_drafts if d_drafts > 0 else 0.0,
+            "per_position_acceptance_rates": per_pos}
 
 
 def sglang_accept_length(info: Any) -> float | None:
@@ -110,9 +90,8 @@ def sglang_accept_length(info: Any) -> float | None:
     if isinstance(decode, list) and decode and isinstance(decode[0], Mapping):
         info = decode[0]
     states = info.get("internal_states")
-    for place in (
-        [states[0]] if isinstance(states, list) and states and isinstance(states[0], Mapping) else []
-    ) + [info]:
+    first = [states[0]] if isinstance(states, list) and states and isinstance(states[0], Mapping) else []
+    for place in [*first, info]:
         value = place.get("avg_spec_accept_length")
         if isinstance(value, int | float) and not isinstance(value, bool) and 0 <= value < 1000:  # no NaN, no lie
             return float(value)
@@ -150,18 +129,12 @@ class ServerView:
     unavailable: tuple[str, ...] = field(default=())
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "accept_length": self.accept_length,
-            "accept_length_source": self.accept_length_source,
-            "cumulative": self.cumulative,
-            "per_request_accept_length": self.per_request_accept_length,
-            "vllm_spec_decode": dict(self.vllm_spec_decode) if self.vllm_spec_decode else None,
-            "sglang_accept_length_before": self.sglang_accept_length_before,
-            "sglang_accept_length_after": self.sglang_accept_length_after,
-            "log_metrics": {k: dict(v) for k, v in self.log_metrics.items()} if self.log_metrics else None,
-            "log_rows": self.log_rows,
-            "unavailable": list(self.unavailable),
-        }
+        out = dict(vars(self))
+        logs = self.log_metrics
+        out.update(vllm_spec_decode=dict(self.vllm_spec_decode) if self.vllm_spec_decode else None,
+                   log_metrics={k: dict(v) for k, v in logs.items()} if logs else None,
+                   unavailable=list(self.unavailable))
+        return out
 
 
 def per_request_accept_length(records: Sequence[RequestRecord]) -> float | None:
@@ -199,26 +172,19 @@ def _log_accept_length(metrics: Mapping[str, Mapping[str, float]]) -> float | No
     for values in metrics.values():
         for key, value in values.items():
             k = key.lower()
-            if "accept" in k and ("len" in k or "length" in k):
+            if "accept" in k and "len" in k:
                 return value
     return None
 
 
-def build_server_view(
-    before: ServerSnapshot,
-    after: ServerSnapshot,
-    records: Sequence[RequestRecord] = (),
-    *,
-    log_source: LogMetricSource | None = None,
-    since: datetime | None = None,
-    until: datetime | None = None,
-) -> ServerView:
+def build_server_view(before: ServerSnapshot, after: ServerSnapshot, records: Sequence[RequestRecord] = (), *,
+                      log_source: LogMetricSource | None = None, since: datetime | None = None,
+                      until: datetime | None = None) -> ServerView:
     """Combine the snapshots, the responses' own figures and log rows into one view."""
     unavailable = list(dict.fromkeys(before.errors + after.errors))
     per_request = per_request_accept_length(records)
-    vllm = (
-        vllm_spec_delta(before.vllm_spec, after.vllm_spec) if before.vllm_spec and after.vllm_spec else None
-    )
+    vllm = (vllm_spec_delta(before.vllm_spec, after.vllm_spec)
+            if before.vllm_spec and after.vllm_spec else None)
     log_metrics: dict[str, dict[str, float]] | None = None
     n_rows = 0
     if log_source is not None and since is not None and until is not None:
@@ -232,18 +198,10 @@ def build_server_view(
         (per_request, "responses", False),
         (vllm["acceptance_length"] if vllm else None, "vllm_metrics", False),
         (after.sglang_accept_length, "sglang_server_info", True),
-        (_log_accept_length(log_metrics) if log_metrics else None, "server_log", False),
-    ]
+        (_log_accept_length(log_metrics) if log_metrics else None, "server_log", False)]
     value, source, cumulative = next(((v, s, c) for v, s, c in candidates if v), (None, None, False))
-    return ServerView(
-        accept_length=value,
-        accept_length_source=source,
-        cumulative=cumulative,
-        per_request_accept_length=per_request,
-        vllm_spec_decode=vllm,
-        sglang_accept_length_before=before.sglang_accept_length,
-        sglang_accept_length_after=after.sglang_accept_length,
-        log_metrics=log_metrics,
-        log_rows=n_rows,
-        unavailable=tuple(unavailable),
-    )
+    return ServerView(accept_length=value, accept_length_source=source, cumulative=cumulative,
+                      per_request_accept_length=per_request, vllm_spec_decode=vllm,
+                      sglang_accept_length_before=before.sglang_accept_length,
+                      sglang_accept_length_after=after.sglang_accept_length, log_metrics=log_metrics,
+                      log_rows=n_rows, unavailable=tuple(unavailable))

@@ -1,10 +1,8 @@
 """Side answers (``/v1/models``, ``/tokenize``, ``/metrics``, server info), read with a byte cap and a timeout.
 
-A server is not trusted (issue 25): a ``/v1/models`` of 200 MB, a ``/metrics`` of 100 MB and a
-server info of 150 MB were read whole (931 MB, 1.1 GB, 582 MB peak in the driver). Each answer
-here is read up to its cap and refused beyond it, in one sentence that names the endpoint; the
-caps sit far above what a real engine sends (vLLM 0.11's ``/metrics`` with every histogram is a
-few hundred KB; a ``/tokenize`` of a 128k-token prompt is about 1 MB of ids).
+A server is not trusted (issue 25): a ``/v1/models`` of 200 MB, a ``/metrics`` of 100 MB and a server
+info of 150 MB were read whole (931 MB, 1.1 GB, 582 MB peak in the driver). The caps sit far above what
+an engine sends (vLLM 0.11's ``/metrics``: a few hundred KB; a 128k-token ``/tokenize``: about 1 MB).
 """
 
 from __future__ import annotations
@@ -15,11 +13,7 @@ from typing import Any
 
 import aiohttp
 
-from toolkit.benchmark.server_view import (
-    ServerSnapshot,
-    sglang_accept_length,
-    vllm_spec_counters,
-)
+from toolkit.benchmark.server_view import ServerSnapshot, sglang_accept_length, vllm_spec_counters
 from toolkit.errors import MalformedResponse, ToolkitError
 from toolkit.prometheus_text import parse_prometheus
 
@@ -55,16 +49,13 @@ async def read_json_capped(response: aiohttp.ClientResponse, max_bytes: int, wha
 async def first_model(session: aiohttp.ClientSession, url: str, headers: Mapping[str, str], timeout_s: float) -> str:
     """The first model id ``url`` serves (``/v1/models``), read within ``timeout_s`` and ``MODELS_MAX_BYTES``."""
     try:
-        async with session.get(
-            f"{url}/v1/models", headers=headers, timeout=aiohttp.ClientTimeout(total=timeout_s)
-        ) as r:
+        async with session.get(f"{url}/v1/models", headers=headers,
+                               timeout=aiohttp.ClientTimeout(total=timeout_s)) as r:
             body = await read_capped(r, MODELS_MAX_BYTES, f"{url}/v1/models")
             if r.status != 200:
-                raise ToolkitError(
-                    f"{url}/v1/models answered HTTP {r.status}, so no model name could be found",
-                    evidence=[body[:300].decode(errors="replace")],
-                    hint="pass model=... (or --model)",
-                )
+                raise ToolkitError(f"{url}/v1/models answered HTTP {r.status}, so no model name could be "
+                                   "found", evidence=[body[:300].decode(errors="replace")],
+                                   hint="pass model=... (or --model)")
             return model_id(json.loads(body), f"{url}/v1/models")
     except ToolkitError:
         raise
@@ -72,10 +63,8 @@ async def first_model(session: aiohttp.ClientSession, url: str, headers: Mapping
         raise ToolkitError(f"{url}/v1/models did not answer within {timeout_s:g} s (timeout_s)",
                            hint="check the server is up at that URL, or pass model=... (or --model)") from None
     except (aiohttp.ClientError, ValueError) as exc:
-        raise ToolkitError(
-            f"could not list the models at {url}/v1/models: {type(exc).__name__}: {exc}",
-            hint="check the server is up at that URL, or pass model=... (or --model)",
-        ) from exc
+        raise ToolkitError(f"could not list the models at {url}/v1/models: {type(exc).__name__}: {exc}",
+                           hint="check the server is up at that URL, or pass model=... (or --model)") from exc
 
 
 def model_id(body: Any, where: str) -> str:
@@ -97,8 +86,7 @@ async def fetch_snapshot(session: Any, base_url: str, *, timeout_s: float = 5.0,
     transformers serve has neither, SGLang 0.4 only ``/get_server_info``); errors become notes."""
     timeout = aiohttp.ClientTimeout(total=timeout_s)
     errors: list[str] = []
-    vllm = None
-    sgl = None
+    vllm = sgl = None
     metrics_ok = info_ok = False
     if metrics_path is not None:
         try:

@@ -1,11 +1,9 @@
 """Count prompt tokens as the server does, and fit random prompts to a token length.
 
-``vllm bench serve`` counts ``--random-input-len`` in tokens of the model's tokenizer; counting
-words instead made our 1,024-"token" prompts 1,100-1,500 tokens long, so TTFT did not compare.
-The counter asks the server itself (``POST /tokenize``: vLLM serves it, SGLang 0.5.x serves it at
-``/tokenize`` and ``/v1/tokenize``, see its ``http_server.py``), or reads a ``tokenizer.json``
-that you name, locally. A server without ``/tokenize`` leaves the prompts in words, and the
-workload says so.
+``vllm bench serve`` counts ``--random-input-len`` in tokens; our 1,024 words were 1,100-1,500 tokens,
+so TTFT did not compare. The counter asks the server (``POST /tokenize``: vLLM, and SGLang 0.5.x's
+``http_server.py``) or reads a named ``tokenizer.json``; without either the prompts stay in words, and
+the workload says so.
 """
 
 from __future__ import annotations
@@ -35,11 +33,8 @@ class TokenCounter:
     @classmethod
     async def open(cls, tokenizer: str, session: aiohttp.ClientSession, url: str, model: str,
                    headers: Mapping[str, str], timeout_s: float = 30.0) -> TokenCounter:
-        """``tokenizer="server"``: the server's ``/tokenize`` if it answers; else a tokenizer file.
-
-        Each ``/tokenize`` waits at most ``timeout_s`` and reads at most ``TOKENIZE_MAX_BYTES``; a
-        count that cannot be true raises MalformedResponse (:func:`checked_count`).
-        """
+        """``tokenizer="server"``: the server's ``/tokenize`` if it answers (each within ``timeout_s`` and
+        ``TOKENIZE_MAX_BYTES``); else a tokenizer file."""
         if tokenizer != "server":
             return cls._from_file(tokenizer)
 
@@ -89,9 +84,7 @@ class _NoTokenizer(Exception):
     pass
 
 
-#: The fewest tokens a believable count gives a text: one per this many words. Whole English words
-#: are one token or more in the tokenizers we know; tokenizers that merge across spaces (SuperBPE)
-#: reach about two words a token.
+#: The fewest tokens a believable count gives: one per this many words (SuperBPE reaches about two).
 _WORDS_PER_TOKEN_MAX = 8
 _SPECIAL_TOKENS_MAX = 16
 
@@ -99,9 +92,8 @@ _SPECIAL_TOKENS_MAX = 16
 def checked_count(body: Any, text: str) -> int:
     """The token count in a ``/tokenize`` answer, checked against the text it counts.
 
-    Issue 25: ``{"count": 1}`` for a 1,000-word prompt made the fitting ask for a billion words
-    (8 GiB), and a batch-shaped ``{"tokens": [[...]]}`` counted as 1. A count is an integer between
-    a token per ``_WORDS_PER_TOKEN_MAX`` words and a token per byte (plus a few special tokens).
+    Issue 25: ``{"count": 1}`` for a 1,000-word prompt made the fitting ask for a billion words (8 GiB),
+    and a batch-shaped ``{"tokens": [[...]]}`` counted as 1.
 
     >>> checked_count({"count": 2, "tokens": [9, 8]}, "hi there")
     2

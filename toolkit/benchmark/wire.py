@@ -1,17 +1,12 @@
 """The streaming request's wire: HTTP/1.1 on asyncio's protocol, each read handed on as it arrives.
 
-A streamed response is read inside the connection's ``data_received``: the clock is read first,
-then the chunked framing is undone and the body bytes of that read go to the request's sink in
-the same call. No task is woken per read and nothing sits in a buffer between the socket and
-the stamp. Through aiohttp's ``StreamReader`` every read woke the request's task through a new
-future; at 256 streams of one token every 8 ms that path alone saturated the client's core
-(8.3 s of CPU in a window of 8.4 s) and every chunk waited behind the others (ITL p99 9 ms
-late); read here, the same run costs a fraction of that (docs/metrics.md has the figures).
+A read is stamped first thing in ``data_received``, unchunked, and handed to the request's sink in the
+same call: no task woken, nothing buffered before the stamp. Through aiohttp's ``StreamReader`` every
+read woke the request's task; at 256 streams of one token every 8 ms that alone saturated the client's
+core (8.3 s of CPU in 8.4 s) and ITL p99 came 9 ms late (docs/metrics.md has the figures).
 
-Only the benchmark's streamed POSTs go this way; the side reads (``/v1/models``, ``/tokenize``,
-``/metrics``) stay on aiohttp. One connection per request in flight, kept alive between requests
-(vLLM's client does the same with its pool), never shared by two requests at once. A failure is a
-:class:`WireError` whose ``kind`` says what happened; the caller words it.
+Only the streamed POSTs go this way; side reads stay on aiohttp. One connection per request in flight,
+kept alive between requests as vLLM's pool does. A :class:`WireError`'s ``kind`` says what failed.
 """
 
 from __future__ import annotations
@@ -91,8 +86,6 @@ class _Connection(asyncio.Protocol):
         self.reusable = False
         if self.transport is not None:
             self.transport.close()
-
-    # -- the answer, as it arrives ------------------------------------------------------------------------------
 
     def data_received(self, data: bytes) -> None:
         now = _CLOCK()  # before any work of ours
@@ -252,8 +245,7 @@ class StreamPool:
                    on_head: Callable[[WireResponse], Sink]) -> WireResponse:
         """POST ``body`` to ``url``; ``on_head`` gets the answer's head and hands back the sink for its body.
 
-        Returns once the body ended (or the sink said stop). A connection kept alive that the server closed
-        meanwhile is replaced once, before any byte of the answer came.
+        Returns once the body ended or the sink said stop; an idle connection found closed is replaced once.
         """
         parts = urlsplit(url)
         tls = parts.scheme == "https"

@@ -1,23 +1,15 @@
 """What a benchmark sends and when, as pure functions of a seed: prompts, lengths, arrivals.
 
-``input_len`` is in **tokens**, as ``vllm bench serve`` counts it: a random prompt is drawn
-from a fixed word list and then fitted, a few words at a time (:func:`refine_prompt`), until
-the server's tokenizer (its ``/tokenize`` endpoint, or a tokenizer file you name) says it has
-exactly that many tokens. This module stays pure: the runner does the counting. Without a
-tokenizer the prompt keeps ``input_len`` **words**, and the workload says so
-(``input_len_unit``). ``output_len`` is exact (it is ``max_tokens``, with ``ignore_eos``).
+``input_len`` is in **tokens**, as ``vllm bench serve`` counts it: random words are fitted a few at a
+time (:func:`refine_prompt`) until the runner's tokenizer agrees; without one the prompt keeps
+``input_len`` **words** and ``input_len_unit`` says so. ``output_len`` is exact (``max_tokens``).
 
-**range_ratio follows vLLM, not SGLang.** Ours (vLLM's ``--random-range-ratio``): each
-length is uniform over the integers in ``[floor(N*(1-r)), ceil(N*(1+r))]``, so ``0`` means
-every request has exactly ``N``. SGLang's ``--random-range-ratio`` draws uniformly from
-``[max(int(N*r), 1), N]`` and defaults to ``0``, i.e. lengths uniform in ``[1, N]`` (mean
-about N/2); SGLang's ``1.0`` means fixed. To reproduce an SGLang default run, read its
-lengths as "uniform up to N", not as ours with ``0``.
+**range_ratio follows vLLM, not SGLang.** Ours: lengths uniform over ``[floor(N*(1-r)), ceil(N*(1+r))]``,
+so ``0`` is fixed. SGLang's draws from ``[max(int(N*r), 1), N]`` and defaults to ``0``: uniform in
+``[1, N]`` (mean about N/2); its ``1.0`` is fixed.
 
-Arrivals follow vLLM's ``get_request``: with a finite ``request_rate`` the gaps are
-gamma-distributed with ``shape=burstiness`` and ``scale=1/(rate*burstiness)``
-(``burstiness=1`` is a Poisson process), summed, then rescaled so that the last request
-goes out at exactly ``num_prompts / request_rate`` seconds.
+Arrivals follow vLLM's ``get_request``: gamma gaps (``shape=burstiness``, ``scale=1/(rate*burstiness)``;
+1 is Poisson), summed, rescaled so the last request goes at exactly ``num_prompts / request_rate`` s.
 """
 
 from __future__ import annotations
@@ -33,18 +25,8 @@ import numpy as np
 
 from toolkit.benchmark.custom_dataset import parse_custom_jsonl
 
-__all__ = [
-    "RequestSpec",
-    "Workload",
-    "make_workload",
-    "sample_lengths",
-    "arrival_offsets",
-    "warmup_requests",
-    "parse_prompt_lines",
-    "parse_sharegpt",
-    "refine_prompt",
-    "with_token_prompts",
-]
+__all__ = ["RequestSpec", "Workload", "make_workload", "sample_lengths", "arrival_offsets", "warmup_requests",
+           "parse_prompt_lines", "parse_sharegpt", "refine_prompt", "with_token_prompts"]
 
 # A fixed, boring vocabulary: common words that tokenize to one token in most vocabularies.
 _WORDS_TEXT = """the of and to in is was that for on with as by at from his her they this which
@@ -88,28 +70,13 @@ class Workload:
 
     @property
     def prompts_sha256(self) -> str:
-        h = hashlib.sha256()
-        for r in self.requests:
-            h.update(r.prompt.encode())
-            h.update(b"\0")
-        return h.hexdigest()
+        return hashlib.sha256(b"".join(r.prompt.encode() + b"\0" for r in self.requests)).hexdigest()
 
     def to_dict(self, *, prompts: bool = False) -> dict[str, Any]:
         """JSON-safe; prompt texts only when asked (a ShareGPT run can hold megabytes)."""
-        out: dict[str, Any] = {
-            "kind": self.kind,
-            "num_prompts": self.num_prompts,
-            "input_len": self.input_len,
-            "output_len": self.output_len,
-            "range_ratio": self.range_ratio,
-            "seed": self.seed,
-            "dataset": self.dataset,
-            "input_len_unit": self.input_len_unit,
-            "notes": list(self.notes),
-            "prompt_lens": [r.prompt_len for r in self.requests],
-            "output_lens": [r.output_len for r in self.requests],
-            "prompts_sha256": self.prompts_sha256,
-        }
+        out: dict[str, Any] = {k: v for k, v in vars(self).items() if k not in ("requests", "notes")}
+        out.update(notes=list(self.notes), prompt_lens=[r.prompt_len for r in self.requests],
+                   output_lens=[r.output_len for r in self.requests], prompts_sha256=self.prompts_sha256)
         if prompts:
             out["prompts"] = [r.prompt for r in self.requests]
         return out
@@ -152,8 +119,7 @@ def parse_sharegpt(data: Any) -> list[tuple[str, str]]:
         turns = (item.get("conversations") or item.get("messages")) if isinstance(item, dict) else None
         if not isinstance(turns, list) or len(turns) < 2:
             continue
-        texts = [t.get("value", t.get("content")) if isinstance(t, dict) else None for t in turns[:2]]
-        first, second = texts
+        first, second = [t.get("value", t.get("content")) if isinstance(t, dict) else None for t in turns[:2]]
         if isinstance(first, str) and isinstance(second, str) and first.strip() and second.strip():
             pairs.append((first, second))
     return pairs
@@ -168,22 +134,13 @@ def _pick(n: int, available: int, rng: np.random.Generator) -> tuple[list[int], 
     return [int(i) for i in order[:n]], True
 
 
-def make_workload(
-    *,
-    num_prompts: int,
-    input_len: int | None = 1024,
-    output_len: int | None = 128,
-    range_ratio: float = 0.0,
-    dataset: str | None = None,
-    dataset_text: str | None = None,
-    seed: int = 0,
-) -> Workload:
+def make_workload(*, num_prompts: int, input_len: int | None = 1024, output_len: int | None = 128,
+                  range_ratio: float = 0.0, dataset: str | None = None, dataset_text: str | None = None,
+                  seed: int = 0) -> Workload:
     """Build the requests: random words, or a prompt file / ShareGPT JSON / vLLM custom ``.jsonl`` at ``dataset``.
 
-    ``dataset_text`` gives the file's content (tests, or data already in memory); a path
-    ending in ``.json`` is read as ShareGPT, anything else as one prompt per line. With
-    a ShareGPT file and ``output_len=None`` each request asks for as many tokens as its
-    reference answer has words.
+    ``dataset_text``: the file's content, already in memory. With ShareGPT and ``output_len=None`` each
+    request asks for as many tokens as its reference answer has words.
     """
     if num_prompts < 1:
         raise ValueError(f"num_prompts must be at least 1, got {num_prompts}")
@@ -195,17 +152,8 @@ def make_workload(
         outs = sample_lengths(num_prompts, output_len, range_ratio, _rng(seed, 2))
         prng = _rng(seed, 3)
         reqs = tuple(RequestSpec(_random_prompt(i, prng), i, o) for i, o in zip(ins, outs, strict=True))
-        return Workload(
-            "random",
-            num_prompts,
-            input_len,
-            output_len,
-            range_ratio,
-            seed,
-            None,
-            reqs,
-            ("input_len counted in words (no tokenizer)",),
-        )
+        return Workload("random", num_prompts, input_len, output_len, range_ratio, seed, None, reqs,
+                        ("input_len counted in words (no tokenizer)",))
     if dataset_text is None:
         assert dataset is not None
         with open(dataset, encoding="utf-8") as f:
@@ -225,18 +173,11 @@ def make_workload(
     if is_json:
         pairs = parse_sharegpt(json.loads(dataset_text))
         if not pairs:
-            raise ValueError(
-                f"no usable conversations in {dataset or 'the ShareGPT data'} "
-                "(each item needs two non-empty turns)"
-            )
+            raise ValueError(f"no usable conversations in {dataset or 'the ShareGPT data'} "
+                             "(each item needs two non-empty turns)")
+        prompts = [prompt for prompt, _ in pairs]
         picks, repeated = _pick(num_prompts, len(pairs), prng)
-        if output_len is None:
-            outs = [max(len(pairs[i][1].split()), 1) for i in picks]
-        else:
-            outs = sample_lengths(num_prompts, output_len, range_ratio, _rng(seed, 2))
-        reqs = tuple(
-            RequestSpec(pairs[i][0], len(pairs[i][0].split()), o) for i, o in zip(picks, outs, strict=True)
-        )
+        output_lens = [max(len(pairs[i][1].split()), 1) for i in picks]  # the answers' words
         kind: Literal["lines", "sharegpt"] = "sharegpt"
     else:
         prompts = parse_prompt_lines(dataset_text)
@@ -245,11 +186,12 @@ def make_workload(
         if output_len is None:
             raise ValueError("a prompt file has no answers to size outputs from: pass output_len")
         picks, repeated = _pick(num_prompts, len(prompts), prng)
-        outs = sample_lengths(num_prompts, output_len, range_ratio, _rng(seed, 2))
-        reqs = tuple(
-            RequestSpec(prompts[i], len(prompts[i].split()), o) for i, o in zip(picks, outs, strict=True)
-        )
+        output_lens = []
         kind = "lines"
+    if output_len is not None:
+        output_lens = sample_lengths(num_prompts, output_len, range_ratio, _rng(seed, 2))
+    reqs = tuple(RequestSpec(prompts[i], len(prompts[i].split()), n)
+                 for i, n in zip(picks, output_lens, strict=True))
     if repeated:
         notes.append(f"dataset has fewer prompts than num_prompts={num_prompts}: prompts repeat")
     notes.append("prompt_len counted in words (no tokenizer)")
@@ -262,10 +204,8 @@ _MAX_REFINE_STEPS = 12
 def refine_prompt(words: list[str], tokens: int, target: int, step: int, rng: np.random.Generator) -> list[str] | None:
     """One step towards a prompt of ``target`` tokens, or None when ``words`` is close enough.
 
-    The caller counts the tokens of ``" ".join(words)`` and calls again. A word is one or a few
-    tokens, so the words to add or drop are estimated from the current ratio; after
-    ``_MAX_REFINE_STEPS`` steps a prompt within one token is accepted (a long word can make the
-    exact count unreachable).
+    The caller counts ``" ".join(words)`` and calls again; after ``_MAX_REFINE_STEPS`` steps a prompt
+    within one token is accepted (a long word can make the exact count unreachable).
     """
     if tokens == target or (step >= _MAX_REFINE_STEPS and abs(tokens - target) <= 1) or step >= 2 * _MAX_REFINE_STEPS:
         return None
@@ -289,20 +229,14 @@ def with_token_prompts(workload: Workload, prompts: tuple[tuple[str, int], ...],
 
 
 def warmup_requests(workload: Workload, n: int, *, output_len_cap: int = 32) -> tuple[RequestSpec, ...]:
-    """``n`` warm-up requests with fresh random prompts, so they prime no prefix cache
-    that the measured prompts would hit; outputs capped at ``output_len_cap`` tokens."""
+    """``n`` warm-up requests with fresh random prompts (they prime no prefix cache the measured ones
+    would hit); outputs capped at ``output_len_cap`` tokens."""
     if n <= 0 or not workload.requests:
         return ()
     rng = _rng(workload.seed, 5)
-    base = workload.requests
-    return tuple(
-        RequestSpec(
-            _random_prompt(max(base[i % len(base)].prompt_len, 1), rng),
-            base[i % len(base)].prompt_len,
-            max(1, min(base[i % len(base)].output_len, output_len_cap)),
-        )
-        for i in range(n)
-    )
+    base = [workload.requests[i % len(workload.requests)] for i in range(n)]
+    return tuple(RequestSpec(_random_prompt(max(r.prompt_len, 1), rng), r.prompt_len,
+                             max(1, min(r.output_len, output_len_cap))) for r in base)
 
 
 def arrival_offsets(n: int, request_rate: float, burstiness: float = 1.0, seed: int = 0) -> tuple[float, ...]:

@@ -25,12 +25,7 @@ VERDICT_COLORS = {
 
 @functools.cache
 def figure_class() -> type[Figure]:
-    """A Figure that shows itself in a notebook as a PNG.
-
-    The plots never touch pyplot (no global figure registry, nothing left open, headless by
-    construction), so IPython's inline backend, which pyplot's import installs, is never
-    there to display them: the figure renders itself instead.
-    """
+    """A Figure that shows itself in a notebook as a PNG (without pyplot, no inline backend shows it)."""
     import io
 
     import matplotlib
@@ -39,10 +34,8 @@ def figure_class() -> type[Figure]:
     from matplotlib.text import Text
 
     class NotebookFigure(Figure):
-        """Draws every text as plain text: a step titled ``--log /tmp/sgl-$$.log`` once aborted
-        the whole post-mortem with mathtext's ParseException (issue 25), and journal text is
-        never meant as math. Texts made before the draw are switched off here, the tick labels
-        matplotlib makes during the draw inherit the rc setting."""
+        """Draws every text as plain text: a step titled ``--log /tmp/sgl-$$.log`` once aborted the whole
+        post-mortem with mathtext's ParseException (issue 25); tick labels made in the draw take the rc."""
 
         def draw(self, renderer: Any) -> None:
             for text in self.findobj(Text):

@@ -1,9 +1,7 @@
 """A sweep over a workload dimension as curves: output tok/s and median TTFT against concurrency.
 
-Points measured at different concurrencies are not comparable configurations but one curve
-each: the finding is where the curve bends (issue 28: notebook 07's post-mortem compared
-concurrency 32 with a baseline at concurrency 1). The knee (:func:`toolkit.stats.knee`: the
-concurrency beyond which output tok/s never grows more than 10 %) is marked on both panels.
+Concurrencies are one curve, not configurations to compare (issue 28: notebook 07's post-mortem compared
+concurrency 32 with a baseline at 1); the knee (:func:`toolkit.stats.knee`) is marked on both panels.
 """
 
 from __future__ import annotations
@@ -25,8 +23,7 @@ def concurrency_curves(points: pd.DataFrame, knees: Mapping[str, float | None], 
                        title: str | None = None) -> Figure:
     """One line per ``label`` through (``concurrency``, ``tok_s``) and (``concurrency``, ``ttft_ms``).
 
-    ``knees`` maps a label to its knee's concurrency (None: still growing); each knee is a dotted
-    vertical line in the label's colour, named in the legend.
+    ``knees``: a label's knee concurrency (None: still growing), drawn dotted in the label's colour.
     """
     import seaborn as sns
 

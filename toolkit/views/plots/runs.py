@@ -14,15 +14,13 @@ if TYPE_CHECKING:
 __all__ = ["throughput", "latency_ecdf", "server_metrics"]
 
 
-def throughput(
-    results: pd.DataFrame, x: str = "label", hue: str | None = None, *, y: str = "output_throughput",
-    baseline: float | str | None = None, title: str | None = None, baseline_name: str = "baseline",
-) -> Figure:
+def throughput(results: pd.DataFrame, x: str = "label", hue: str | None = None, *,
+               y: str = "output_throughput", baseline: float | str | None = None, title: str | None = None,
+               baseline_name: str = "baseline") -> Figure:
     """Output tok/s per configuration: every repeat as a dot, mean ± 95 % CI, a baseline line.
 
-    ``baseline`` is a number (tok/s) or a value of ``x`` whose mean becomes the line; each
-    mean is then annotated with its ratio to it (0.73x). ``baseline_name`` names the line in the
-    legend: an A/B's reference is its side A, not the investigation's baseline (issue 28).
+    ``baseline``: a number or a value of ``x`` whose mean is the line; means are annotated with their ratio
+    to it (0.73x). ``baseline_name`` names it: an A/B's reference is its side A, not the baseline (issue 28).
     """
     import seaborn as sns
 
@@ -65,14 +63,11 @@ def throughput(
     return fig
 
 
-def latency_ecdf(
-    requests: pd.DataFrame, metric: str = "ttft_ms", hue: str | None = "label", *, log_x: bool = False,
-    title: str | None = None,
-) -> Figure:
+def latency_ecdf(requests: pd.DataFrame, metric: str = "ttft_ms", hue: str | None = "label", *,
+                 log_x: bool = False, title: str | None = None) -> Figure:
     """ECDF of a per-request latency (``ttft_ms``, ``tpot_ms``, ``e2el_ms``) or of pooled ``itl_ms`` gaps.
 
-    ITL cells hold one list of gaps per request (vLLM/SGLang definition: gaps between streamed
-    chunks, pooled over requests); they are exploded so every gap counts once.
+    ITL cells hold one list of gaps per request (vLLM/SGLang: gaps between streamed chunks, pooled), exploded.
     """
     import seaborn as sns
 
@@ -113,10 +108,8 @@ def _resolve_alias(frame: pd.DataFrame, y: str) -> str:
     raise ValueError(f"server_metrics() has no column {y!r}; numeric columns are {numeric}")
 
 
-def server_metrics(
-    metric_rows: pd.DataFrame, y: str = "gen_throughput", *, hue: str | None = "label", x: str = "t_s",
-    title: str | None = None,
-) -> Figure:
+def server_metrics(metric_rows: pd.DataFrame, y: str = "gen_throughput", *, hue: str | None = "label",
+                   x: str = "t_s", title: str | None = None) -> Figure:
     """A server-side metric (``gen_throughput``, ``accept_len``) over the run, one line per run."""
     import seaborn as sns
 

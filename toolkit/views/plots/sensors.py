@@ -1,14 +1,4 @@
-"""What a run saw besides its numbers, as pictures: GPU telemetry beside throughput, server metrics, kernels.
-
-- :func:`telemetry`: per run, GPU utilisation and power over time (mean over the GPUs, the
-  band their spread) above the server's own generation throughput from its log;
-- :func:`server_metrics_over_time`: the scraped ``/metrics`` series (running and waiting
-  requests, KV-cache usage, acceptance length) with the log's metric lines as dots;
-- :func:`kernels`: a profile's top kernels by GPU time, coloured by where they ran (CUDA graph,
-  eager, mixed);
-- :func:`profile_phases`: GPU time per phase of several profiles, graph and eager parts apart;
-- :func:`profile_comparison`: which kernels moved from one profile to another.
-"""
+"""What a run saw besides its numbers: GPU telemetry beside throughput, server metrics, kernels, profiles."""
 
 from __future__ import annotations
 
@@ -30,8 +20,7 @@ _LOG_THROUGHPUT = ("gen_throughput", *ALIASES["gen_throughput"])
 
 
 def _runs(frame: pd.DataFrame) -> pd.DataFrame:
-    """Add ``run``: the label and the run id, so repeats of one label stay apart (``decode, run 10``:
-    never ``#10``, which names step 10 everywhere else)."""
+    """Add ``run``: label and run id, so repeats stay apart (``decode, run 10``: ``#10`` names a step)."""
     data = frame.copy()
     ids = data["run_id"].astype("Int64").astype(str) if "run_id" in data.columns else ""
     data["run"] = data["label"].astype(str).map(lambda s: short(s, 40)) + ", run " + ids
@@ -48,9 +37,9 @@ def _panels(rows: int, width: float, height: float) -> tuple[Figure, list[Axes]]
 
 
 def telemetry(metric_lines: pd.DataFrame, *, title: str | None = None) -> Figure:
-    """GPU utilisation and power over each run (kind ``gpu``, mean over the GPUs), beside the log's generation throughput.
+    """GPU utilisation and power over each run (mean over the GPUs) above the log's generation throughput.
 
-    ``metric_lines`` is ``journal.metric_lines()``; one colour per run. Simulated samples say so in the title.
+    ``metric_lines``: ``journal.metric_lines()``; one colour per run; simulated samples say so in the title.
     """
     import seaborn as sns
 

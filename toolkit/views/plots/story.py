@@ -42,9 +42,7 @@ LABELLED_STEPS = 60
 def timeline(steps: pd.DataFrame, *, title: str | None = None) -> Figure:
     """The investigation's steps in time: one bar per step, coloured by verdict, hypothesis beside it.
 
-    Confirmed green, refuted grey, inconclusive amber, failed red, interrupted purple. Over
-    ``LABELLED_STEPS`` steps it shows how many steps of each outcome finished in each of 60
-    time bins (stacked bars), in a figure of fixed size.
+    Over ``LABELLED_STEPS`` steps: stacked bars of the outcomes finished in each of 60 time bins.
     """
     from matplotlib.patches import Patch
 
@@ -83,9 +81,8 @@ def timeline(steps: pd.DataFrame, *, title: str | None = None) -> Figure:
         notes.append(f"{outcomes[i]}: {note}" if note else outcomes[i])
     ax.set_yticks(range(n), [f"#{row.seq} {short(row.title, 38)}" for row in steps.itertuples()])
     ax.invert_yaxis()
-    ax.set_xlim(0, span * 1.02)  # the axis ends with the last step
-    # The outcome and hypothesis of each step, at the right edge: beside the axis, not stretching it.
-    right = ax.twinx()
+    ax.set_xlim(0, span * 1.02)
+    right = ax.twinx()  # each step's outcome and hypothesis at the right edge, not stretching the axis
     right.set_ylim(ax.get_ylim())
     right.set_yticks(range(n), notes, fontsize=8, color="#424242")
     right.tick_params(axis="y", length=0)
@@ -116,14 +113,11 @@ def _outcome_counts(ax: Any, end: list[float], outcomes: list[str], seen: list[s
     ax.legend(handles=[Patch(color=VERDICT_COLORS[o], label=o) for o in seen], loc="upper right", fontsize=8)
 
 
-def bisect(
-    probes: pd.DataFrame, threshold: float | None = None, *, x: str = "commit", y: str = "output_throughput",
-    status: str = "status", title: str | None = None,
-) -> Figure:
+def bisect(probes: pd.DataFrame, threshold: float | None = None, *, x: str = "commit",
+           y: str = "output_throughput", status: str = "status", title: str | None = None) -> Figure:
     """Bisection probes in commit order (oldest left) against the metric, good/bad/skip coloured.
 
-    ``probes`` has one row per probed commit: ``commit``, the metric, and ``status``
-    (good, bad, skip, untested). An ``order`` column, if present, sets the commit order.
+    One row per probed commit: ``commit``, the metric, ``status``; an ``order`` column sets the order.
     """
     require(probes, [x, y, status], "bisect()")
     data = probes.sort_values("order") if "order" in probes.columns else probes
@@ -157,15 +151,11 @@ def bisect(
     return fig
 
 
-def env_matrix(
-    env: pd.DataFrame, *, variable: str = "variable", process: str = "process", status: str = "status",
-    value: str = "actual", title: str | None = None,
-) -> Figure:
+def env_matrix(env: pd.DataFrame, *, variable: str = "variable", process: str = "process",
+               status: str = "status", value: str = "actual", title: str | None = None) -> Figure:
     """Environment variables × processes: ok green, overridden amber, missing red; values annotated.
 
-    The question it answers at a glance: did rank TP5 get ``NCCL_ALGO``? Takes
-    ``envcheck.EnvReport.frame`` as it is (``actual`` holds the value; a ``value`` column
-    is used when there is no ``actual``). Values are redacted.
+    Did rank TP5 get ``NCCL_ALGO``? Takes ``envcheck.EnvReport.frame`` (``actual``, else ``value``), redacted.
     """
     import numpy as np
     import seaborn as sns

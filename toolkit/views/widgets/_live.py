@@ -41,10 +41,5 @@ def _shown_live(move: Callable[P, Measurement]) -> Callable[P, Measurement]:
 
 #: :func:`toolkit.moves.measure.measure`, showing the server live while it runs::
 #:
-#:     plan = tk.Plan(bench=BENCH, journal=journal)
-#:     baseline = tk.measure(host, base, plan=plan, title="baseline", greedy_tokens=24)
-#:     eagle = tk.measure(host, spec, plan=plan, reference=baseline.outputs)
-#:     eagle.equivalence.holds
-#:     oom = tk.measure(host, too_big, plan=plan, check=False)
-#:     oom.error.evidence
+#:     baseline = tk.measure(host, base, plan=tk.Plan(bench=BENCH, journal=journal), greedy_tokens=24)
 measure = _shown_live(measure_move)

@@ -54,16 +54,12 @@ class LogFilter:
                 and not self.show_ours)
 
     def describe(self) -> str:
-        parts = []
-        if self.verdicts != frozenset(VERDICTS):
-            parts.append("verdict in " + "/".join(v for v in VERDICTS if v in self.verdicts))
-        if self.rank is not None:
-            parts.append(f"rank {self.rank}")
-        if self.pattern is not None:
-            parts.append(f"/{self.pattern.pattern}/")
-        if self.show_ours:
-            parts.append("toolkit requests shown")
-        return ", ".join(parts) or "none"
+        parts = ["verdict in " + "/".join(v for v in VERDICTS if v in self.verdicts)
+                 if self.verdicts != frozenset(VERDICTS) else "",
+                 f"rank {self.rank}" if self.rank is not None else "",
+                 f"/{self.pattern.pattern}/" if self.pattern is not None else "",
+                 "toolkit requests shown" if self.show_ours else ""]
+        return ", ".join(part for part in parts if part) or "none"
 
 
 def select(events: Sequence[LogEvent], log_filter: LogFilter, limit: int, ours: Container[int] = ()) -> list[LogEvent]:
@@ -109,11 +105,8 @@ def _title(event: LogEvent, verdict: str) -> str:
 def line_html(event: LogEvent, *, ours: bool = False) -> str:
     """One line element; every piece of log text is escaped, in content and in attributes."""
     verdict = verdict_of(event)
-    attrs = [
-        f'class="tk-line tk-{html.escape(verdict)}{" tk-toolkit" if ours else ""}"',
-        f'data-verdict="{html.escape(verdict)}"',
-        f'data-line="{int(event.line_no)}"',
-    ]
+    attrs = [f'class="tk-line tk-{html.escape(verdict)}{" tk-toolkit" if ours else ""}"',
+             f'data-verdict="{html.escape(verdict)}"', f'data-line="{int(event.line_no)}"']
     if ours:
         attrs.append('data-toolkit="1"')
     if event.rank:

@@ -46,11 +46,9 @@ class LogView(TextRepr, widgets.VBox):
     >>> view = LogView(server)            # or LogView(follower)       # doctest: +SKIP
     >>> display(view)                                                   # doctest: +SKIP
 
-    Filters and pause act when the kernel is idle: a blocking cell (`wait_ready`) holds the browser's
-    widget messages until it returns. Given a Server, the view subscribes to its one shared follower;
-    `close()` unsubscribes and never stops a follower. The toolkit's own requests (``LogEvent.caused``)
-    are hidden by default and counted. Once the server is stopped, the last frame is drawn on the thread
-    that stopped it, so an executed notebook records the end.
+    Filters act when the kernel is idle (a blocking cell holds the browser's messages). A Server's one
+    shared follower is subscribed to, never stopped. The toolkit's own requests (``LogEvent.caused``) are
+    hidden and counted. The last frame is drawn on the thread that stopped the server.
     """
 
     total_lines = Int(0, help="lines read from the log so far (the follower's count when it has one)")
@@ -75,10 +73,9 @@ class LogView(TextRepr, widgets.VBox):
         self._pattern_error: str | None = None
         self._closed = True  # nothing to release until the throttle and follower exist
 
-        self.verdict_toggles = {verdict: widgets.ToggleButton(value=True, description=verdict,
-                                                              tooltip=f"show {verdict} lines",
-                                                              layout=widgets.Layout(width="auto"))
-                                for verdict in VERDICTS}
+        self.verdict_toggles = {v: widgets.ToggleButton(value=True, description=v, tooltip=f"show {v} lines",
+                                                        layout=widgets.Layout(width="auto"))
+                                for v in VERDICTS}
         for verdict, toggle in self.verdict_toggles.items():
             toggle.add_class(f"tk-filter-{verdict}")
         self.rank = widgets.Dropdown(options=[("all ranks", _ALL_RANKS)], value=_ALL_RANKS,
@@ -120,9 +117,8 @@ class LogView(TextRepr, widgets.VBox):
             self._buffer.extend(batch)
             self._received += len(batch)
             for event in batch:
-                # A completion is the toolkit's probe while readiness is unproven, or while fewer completion
-                # lines were taken for probes than wait_ready sent (its access line may be read after the
-                # probe's answer made the server ready).
+                # A completion is the toolkit's probe while readiness is unproven, or while fewer were taken
+                # for probes than wait_ready sent (an access line may come after the answer made it ready).
                 probing = status is not None and (status.lifecycle == "starting"
                                                   or self._probe_lines < status.completion_probes)
                 if is_ours(event, probing=probing):
@@ -178,11 +174,10 @@ class LogView(TextRepr, widgets.VBox):
         if self._pattern_error:
             notes.append(f'<span class="tk-filter-error">{html.escape(self._pattern_error)}</span>')
         extra = "".join(f" · {note}" for note in notes)
-        return (
-            f'<span class="tk-count" data-total="{total}" data-benign="{counts.get("benign", 0)}"'
-            f' data-fatal="{counts.get("fatal", 0)}" data-toolkit="{ours}">'
-            f'{html.escape(count_text(total, counts, ours, ours_shown=self._filter.show_ours))}</span>{extra}'
-        )
+        return (f'<span class="tk-count" data-total="{total}" data-benign="{counts.get("benign", 0)}"'
+                f' data-fatal="{counts.get("fatal", 0)}" data-toolkit="{ours}">'
+                f'{html.escape(count_text(total, counts, ours, ours_shown=self._filter.show_ours))}</span>'
+                f'{extra}')
 
     # -- the kernel's side: browser events --------------------------------------------------
     def _on_filter_change(self, _change: dict[str, Any] | None = None) -> None:
@@ -207,7 +202,6 @@ class LogView(TextRepr, widgets.VBox):
         self.pause.icon = "play" if self.paused else "pause"
         self._throttle.poke()
 
-    # -- public -----------------------------------------------------------------------------
     @property
     def follower(self) -> EventSource:
         return self._follower

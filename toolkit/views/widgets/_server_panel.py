@@ -1,12 +1,8 @@
 """ServerPanel: one server's state badge, where it runs, a Stop button, and why it failed.
 
-The panel is a view of the server's one :class:`~toolkit.server.state.ServerState`; it decides
-nothing itself. The state is fed by the server's log follower (the phase, the first fatal
-line), by `wait_ready` (probes, the exit, time) and by `Server.stop` (stopping, stopped · clean
-exit), whoever called them: a notebook cell, a sweep, a bisect probe, or this panel's Stop
-button, whose `server.stop()` runs on a thread of the panel's own (the one piece of I/O,
-because a person asked for it). Every change is pushed to the panel; its redraw thread
-renders the latest status at most `rate_hz` times a second.
+A view of the server's one :class:`~toolkit.server.state.ServerState` (fed by its log follower,
+`wait_ready` and `Server.stop`, whoever called them); it decides nothing. The Stop button's
+`server.stop()` runs on a thread of the panel's own: the one piece of I/O, because a person asked.
 """
 
 from __future__ import annotations
@@ -35,27 +31,17 @@ class ServerPanel(TextRepr, widgets.VBox):
     >>> panel = ServerPanel(server); display(panel)                     # doctest: +SKIP
     >>> server.wait_ready(timeout_s=900)   # the badge turns ready (or red, quoting the cause)  # doctest: +SKIP
 
-    With `follow=True` the panel starts the server's shared log follower, so the phase it
-    reached and the first fatal line turn up on the badge while `wait_ready` still blocks the
-    cell. `state` and `phase` are traits; `panel.observe(callback, "state")` runs the
-    callback on the panel's redraw thread.
+    `follow=True` starts the server's shared log follower, so the phase and the first fatal line show
+    while `wait_ready` still blocks the cell. `state` and `phase` are traits (observed on the redraw thread).
     """
 
     state = Unicode("starting", help="one of starting, ready, failed, stopping, stopped")
     phase = Unicode(None, allow_none=True, help="the last startup phase the log reported")
 
-    def __init__(
-        self,
-        server: Server | MultiNodeServer,
-        *,
-        follow: bool = True,
-        rate_hz: float = 10.0,
-        tick_s: float = 1.0,
-        clock: Callable[[], float] = time.time,
-    ) -> None:
+    def __init__(self, server: Server | MultiNodeServer, *, follow: bool = True, rate_hz: float = 10.0,
+                 tick_s: float = 1.0, clock: Callable[[], float] = time.time) -> None:
         self.server = server
-        # Whatever fed the state (a failure found by a sweep, a probe's answer), the panel shows no secret.
-        self._redact = Redactor.of(server.spec.secrets()).text
+        self._redact = Redactor.of(server.spec.secrets()).text  # whatever fed the state, no secret shows
         self._clock = clock
         self._closed = True  # nothing to release yet
         self._stopper: threading.Thread | None = None
@@ -63,18 +49,14 @@ class ServerPanel(TextRepr, widgets.VBox):
 
         self.status = widgets.HTML()
         self.status.add_class("tk-status-widget")
-        self.stop_button = widgets.Button(
-            description="Stop",
-            icon="stop",
-            button_style="danger",
-            tooltip="stop the server and its process tree",
-            layout=widgets.Layout(min_width="6em", flex="0 0 auto"),  # squeezed, it read "■ …" (issue 28)
-        )
+        # a minimum width: squeezed, the button read "■ …" (issue 28)
+        self.stop_button = widgets.Button(description="Stop", icon="stop", button_style="danger",
+                                          tooltip="stop the server and its process tree",
+                                          layout=widgets.Layout(min_width="6em", flex="0 0 auto"))
         self.stop_button.add_class("tk-stop")
         self.stop_button.on_click(self._on_stop_clicked)
-        self._row = widgets.HBox(
-            [self.status, self.stop_button], layout=widgets.Layout(align_items="flex-start")
-        )
+        self._row = widgets.HBox([self.status, self.stop_button],
+                                 layout=widgets.Layout(align_items="flex-start"))
         super().__init__(children=(self._row,))
         self.add_class("tk-server-panel")
 
@@ -86,31 +68,21 @@ class ServerPanel(TextRepr, widgets.VBox):
             server.follow()  # the server's one follower, started; it feeds the state and stops with the server
         self._render()
 
-    # -- state ------------------------------------------------------------------------------
     def snapshot(self) -> StatusSnapshot:
         """The panel's state as plain data (what both the badge and the text show)."""
-        server = self.server
+        server, redact = self.server, self._redact
         status: ServerStatus = server.state.status()
-        lifecycle = status.lifecycle
-        error = status.error
+        lifecycle, error = status.lifecycle, status.error
         if self._stop_error is not None:
             lifecycle, error = "failed", self._stop_error
         elapsed = max(0.0, self._clock() - status.started_at) if lifecycle == "starting" else status.elapsed_s
-        redact = self._redact
         return StatusSnapshot(
-            state=lifecycle,
-            elapsed_s=elapsed,
-            phase=status.phase,
-            label=redact(server.spec.describe()),
-            url=server.url,
-            host=server.host.name,
-            pid=server.pid,
-            error_kind=error.kind if error else None,
+            state=lifecycle, elapsed_s=elapsed, phase=status.phase, label=redact(server.spec.describe()),
+            url=server.url, host=server.host.name, pid=server.pid, error_kind=error.kind if error else None,
             error_message=redact(error.message) if error else None,
             evidence=tuple(map(redact, error.evidence)) if error else (),
             hint=redact(error.hint) if error and error.hint else None,
-            note=redact(status.note) if status.note else None,
-        )
+            note=redact(status.note) if status.note else None)
 
     def set_failed(self, error: BaseException | str) -> None:
         """Record a failure found elsewhere (a benchmark that found the server dead) on the server's state."""
@@ -123,9 +95,8 @@ class ServerPanel(TextRepr, widgets.VBox):
         self.server.state.record_error(summary, self._clock())
 
     def _on_status(self, status: ServerStatus) -> None:
-        """A change of the server's state, on the thread that made it. The end (stopped, failed) is drawn
-        here and now, and the notebook's text snapshot replaced: the redraw thread's frame would come
-        after the cell that stopped the server finished, and an executed notebook would keep "stopping"."""
+        """A change of state, on the thread that made it. The end is drawn here and now: the redraw
+        thread's frame would come after the stopping cell finished, and a notebook would keep "stopping"."""
         end = (status.lifecycle, status.stopped_at is not None)
         if status.lifecycle in ("stopped", "failed") and end != self._ended_as and not self._closed:
             self._ended_as = end
@@ -179,7 +150,6 @@ class ServerPanel(TextRepr, widgets.VBox):
             return not stopper.is_alive()
         return True
 
-    # -- public -----------------------------------------------------------------------------
     def flush(self) -> None:
         """Redraw now on this thread (tests; a final frame)."""
         self._throttle.flush()

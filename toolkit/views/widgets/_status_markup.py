@@ -7,10 +7,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
-__all__ = ["PanelState", "STATES", "StatusSnapshot", "status_html", "status_text", "format_duration"]
+__all__ = ["PanelState", "StatusSnapshot", "status_html", "status_text", "format_duration"]
 
 PanelState = Literal["starting", "ready", "failed", "stopping", "stopped"]
-STATES: tuple[PanelState, ...] = ("starting", "ready", "failed", "stopping", "stopped")
 
 _BADGE_COLOURS: dict[str, str] = {
     "starting": "var(--jp-warn-color1,#b26a00)", "ready": "var(--jp-success-color1,#2e7d32)",
@@ -83,18 +82,12 @@ def status_html(snapshot: StatusSnapshot) -> str:
     """The badge: `.tk-status[data-state=...]` with the elapsed time, phase, URL, host and pid."""
     esc = html.escape
     colour = _BADGE_COLOURS[snapshot.state]
-    meta = []
-    if snapshot.label:
-        meta.append(f'<span class="tk-label">{esc(snapshot.label)}</span>')
-    if snapshot.url:
-        meta.append(f'<a class="tk-url" href="{esc(snapshot.url)}" target="_blank" rel="noopener">'
-                    f'{esc(snapshot.url)}</a>')
-    if snapshot.host:
-        meta.append(f'host <code class="tk-host">{esc(snapshot.host)}</code>')
-    if snapshot.pid is not None:
-        meta.append(f'pid <code class="tk-pid">{int(snapshot.pid)}</code>')
-    if snapshot.note:
-        meta.append(f'<span class="tk-note">{esc(snapshot.note)}</span>')
+    meta = [snapshot.label and f'<span class="tk-label">{esc(snapshot.label)}</span>',
+            snapshot.url and f'<a class="tk-url" href="{esc(snapshot.url)}" target="_blank" rel="noopener">'
+                             f'{esc(snapshot.url)}</a>',
+            snapshot.host and f'host <code class="tk-host">{esc(snapshot.host)}</code>',
+            None if snapshot.pid is None else f'pid <code class="tk-pid">{int(snapshot.pid)}</code>',
+            snapshot.note and f'<span class="tk-note">{esc(snapshot.note)}</span>']
     phase = f' · phase <span class="tk-phase">{esc(snapshot.phase)}</span>' if snapshot.phase else ""
     error = ""
     if snapshot.error_message:
@@ -102,17 +95,13 @@ def status_html(snapshot: StatusSnapshot) -> str:
         quoted = "\n".join(esc(line, quote=False) for line in _quoted(snapshot.evidence, snapshot.error_message))
         evidence = f'<pre class="tk-evidence">{quoted}</pre>' if quoted else ""
         hint = f'<div class="tk-hint">what to do: {esc(snapshot.hint)}</div>' if snapshot.hint else ""
-        error = (
-            '<div class="tk-error" style="border-left:3px solid var(--jp-error-color1,#d32f2f);'
-            'padding:2px 8px;margin-top:4px">'
-            f'{kind}<span class="tk-error-message">{esc(snapshot.error_message)}</span>{evidence}{hint}</div>'
-        )
+        error = ('<div class="tk-error" style="border-left:3px solid var(--jp-error-color1,#d32f2f);'
+                 f'padding:2px 8px;margin-top:4px">{kind}<span class="tk-error-message">'
+                 f'{esc(snapshot.error_message)}</span>{evidence}{hint}</div>')
     elapsed = "" if snapshot.elapsed_s is None else f"{snapshot.elapsed_s:.1f}"
-    return (
-        f'<div class="tk-status" data-state="{snapshot.state}" data-elapsed-s="{elapsed}"'
-        f' data-phase="{esc(snapshot.phase or "")}">'
-        f'<span class="tk-badge" style="background:{colour};color:white;border-radius:3px;'
-        f'padding:1px 8px;font-weight:600">{snapshot.state}</span> '
-        f'<span class="tk-elapsed">{esc(_verb(snapshot))}</span>{phase}'
-        f'<div class="tk-meta">{" · ".join(meta)}</div>{error}</div>'
-    )
+    return (f'<div class="tk-status" data-state="{snapshot.state}" data-elapsed-s="{elapsed}"'
+            f' data-phase="{esc(snapshot.phase or "")}">'
+            f'<span class="tk-badge" style="background:{colour};color:white;border-radius:3px;'
+            f'padding:1px 8px;font-weight:600">{snapshot.state}</span> '
+            f'<span class="tk-elapsed">{esc(_verb(snapshot))}</span>{phase}'
+            f'<div class="tk-meta">{" · ".join(part for part in meta if part)}</div>{error}</div>')

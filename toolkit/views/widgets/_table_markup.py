@@ -62,17 +62,14 @@ def frame_html(frame: pd.DataFrame, *, max_rows: int, css_class: str,
     columns = [str(c) for c in shown.columns]
     head = "".join(f"<th>{html.escape(c)}</th>" for c in columns)
     status = [c in status_columns for c in columns]
-    body = "".join(
-        "<tr>" + "".join(_cell(v, status_column=s) for v, s in zip(row, status, strict=True)) + "</tr>"
-        for row in shown.itertuples(index=False, name=None)
-    )
+    body = "".join("<tr>" + "".join(_cell(v, status_column=s) for v, s in zip(row, status, strict=True))
+                   + "</tr>" for row in shown.itertuples(index=False, name=None))
     note = ""
     if len(frame) > len(shown):
         note = f'<div class="tk-table-note">showing the last {len(shown):,} of {len(frame):,} rows</div>'
-    return (
-        f'{TABLE_CSS}<div class="{html.escape(css_class)}" data-rows="{len(frame)}">'
-        f'<table class="tk-table"><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>{note}</div>'
-    )
+    return (f'{TABLE_CSS}<div class="{html.escape(css_class)}" data-rows="{len(frame)}">'
+            f'<table class="tk-table"><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>'
+            f'{note}</div>')
 
 
 def frame_text(frame: pd.DataFrame, *, max_rows: int = 10) -> str:
@@ -109,12 +106,10 @@ def env_pivot_html(frame: pd.DataFrame, *, rows: str, columns: str, value: str, 
                 title += f" ({reason})"
             colour = STATUS_STYLES.get(state)
             style = f' style="background:{colour}"' if colour else ""
-            tds.append(
-                f'<td class="tk-cell-status tk-status-{html.escape(state)}" data-status="{html.escape(state)}"'
-                f' title="{html.escape(title)}"{style}>{html.escape(shown)}</td>'
-            )
+            tds.append(f'<td class="tk-cell-status tk-status-{html.escape(state)}"'
+                       f' data-status="{html.escape(state)}" title="{html.escape(title)}"{style}>'
+                       f'{html.escape(shown)}</td>')
         body.append(f"<tr><th>{html.escape(r)}</th>{''.join(tds)}</tr>")
-    return (
-        f'{TABLE_CSS}<div class="tk-env" data-rows="{len(row_keys)}" data-columns="{len(col_keys)}">'
-        f'<table class="tk-table"><thead><tr>{head}</tr></thead><tbody>{"".join(body)}</tbody></table></div>'
-    )
+    return (f'{TABLE_CSS}<div class="tk-env" data-rows="{len(row_keys)}" data-columns="{len(col_keys)}">'
+            f'<table class="tk-table"><thead><tr>{head}</tr></thead><tbody>{"".join(body)}</tbody>'
+            '</table></div>')

@@ -23,12 +23,10 @@ __all__ = ["ResultsTable", "EnvMatrix", "JournalSteps"]
 
 
 class ResultsTable(TextRepr, widgets.VBox):
-    """A table that grows as results arrive; safe to `append` from any thread.
+    """A table that grows as results arrive; `append` from any thread; keeps `history` rows, draws `max_rows`.
 
     >>> table = ResultsTable(columns=["spec", "output_tok_s", "ttft_p99_ms"])   # doctest: +SKIP
     >>> table.append({"spec": "EAGLE3", "output_tok_s": 61.2, "ttft_p99_ms": 240})  # doctest: +SKIP
-
-    Keeps `history` rows, draws the last `max_rows` at most `rate_hz` times a second.
     """
 
     _closed = True  # until __init__ finished: ipywidgets calls close() from __del__ too
@@ -42,7 +40,6 @@ class ResultsTable(TextRepr, widgets.VBox):
         self._rows: deque[dict[str, Any]] = deque(maxlen=history)
         self._appended = 0
         self._lock = threading.Lock()
-        self._closed = True
         self.table = widgets.HTML()
         self.table.add_class("tk-results-widget")
         super().__init__(children=(self.table,))
@@ -99,8 +96,7 @@ class EnvMatrix(TextRepr, widgets.VBox):
 
     >>> display(EnvMatrix(tk.env_report(server, {"NCCL_ALGO": "Ring"})))       # doctest: +SKIP
 
-    Takes an `EnvReport` or any long DataFrame with one row per (process, variable), its columns named by
-    `rows`, `columns`, `value`, `status` and `expected`; a cell's tooltip says what was expected.
+    Takes an `EnvReport` or a long DataFrame, one row per (process, variable), columns named by the keywords.
     """
 
     _built = False  # until __init__ made its children: ipywidgets calls close() from __del__ too
@@ -136,10 +132,8 @@ class EnvMatrix(TextRepr, widgets.VBox):
         if frame.empty:
             return "EnvMatrix: empty report"
         counts = frame[n["status"]].astype(str).value_counts()
-        lines = [
-            f"EnvMatrix: {frame[n['columns']].nunique()} processes × {frame[n['rows']].nunique()} variables: "
-            + ", ".join(f"{count} {state}" for state, count in counts.items())
-        ]
+        shape = f"{frame[n['columns']].nunique()} processes × {frame[n['rows']].nunique()} variables"
+        lines = [f"EnvMatrix: {shape}: " + ", ".join(f"{count} {state}" for state, count in counts.items())]
         bad = frame[frame[n["status"]].astype(str) != "ok"]
         for record in bad.head(20).to_dict("records"):
             want = ""
@@ -169,8 +163,7 @@ class JournalSteps(TextRepr, widgets.VBox):
 
     >>> display(JournalSteps(journal))                                 # doctest: +SKIP
 
-    Refresh reads the SQLite file on the kernel's thread when clicked, never on a timer;
-    `columns=None` shows every column of `journal.steps()`.
+    Refresh reads the SQLite file when clicked, never on a timer; `columns=None` shows every column.
     """
 
     _built = False  # until __init__ made its children: ipywidgets calls close() from __del__ too

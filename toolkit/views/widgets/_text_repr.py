@@ -1,8 +1,4 @@
-"""Plain-text representations, so an executed notebook reads well without a browser.
-
-ipywidgets' own `text/plain` is a trait dump (`VBox(children=(HTML(value='<style>...`), which is all a
-headless run records; our widgets say what they show instead.
-"""
+"""Plain-text representations: ipywidgets' own `text/plain`, all a headless run records, is a trait dump."""
 
 from __future__ import annotations
 
@@ -17,8 +13,7 @@ __all__ = ["TextRepr"]
 class TextRepr:
     """Mixin: `summary()` becomes `repr()`, IPython's pretty text and the bundle's `text/plain`.
 
-    The widget is displayed under its own display id, so `refresh_display()` replaces the text snapshot
-    in place: an executed notebook records "stopped · clean exit", not the "starting" of the cell's start.
+    Shown under its own display id, so `refresh_display()` replaces the snapshot: a notebook records the end.
     """
 
     _display_id: str | None = None
@@ -43,7 +38,6 @@ class TextRepr:
         printer.text(f"{type(self).__name__}(...)" if cycle else self.summary())
 
     def _repr_mimebundle_(self, **kwargs: Any) -> dict[str, Any]:
-        # the widget base class adds the widget-view entry while the widget is open
-        bundle = super()._repr_mimebundle_(**kwargs) or {}  # type: ignore[misc]
+        bundle = super()._repr_mimebundle_(**kwargs) or {}  # type: ignore[misc]  # the widget-view entry
         bundle["text/plain"] = self.summary()
         return bundle

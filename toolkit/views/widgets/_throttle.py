@@ -1,7 +1,7 @@
 """A redraw throttle: many pokes from any thread, at most `rate_hz` renders on one owned thread.
 
 A widget update per log line floods the kernel's IOPub channel and freezes the browser, so readers only
-`poke`; `tick_s` also renders when nothing changed, for clocks (a badge's elapsed time).
+`poke`; `tick_s` also renders when nothing changed (a badge's clock).
 """
 
 from __future__ import annotations
@@ -16,11 +16,9 @@ __all__ = ["Throttle"]
 class Throttle:
     """Call `render()` on an owned daemon thread, at most `rate_hz` times a second.
 
-    >>> throttle = Throttle(lambda: None, rate_hz=10, name="demo")
-    >>> throttle.close()
+    An exception in `render` is kept in `error`: a view that cannot draw one frame must not stop drawing.
 
-    `render` runs under a lock shared with `flush()`. An exception in `render` is kept in `error` and
-    the thread goes on: a view that cannot draw one frame must not stop drawing.
+    >>> Throttle(lambda: None, rate_hz=10, name="demo").close()
     """
 
     def __init__(self, render: Callable[[], None], *, rate_hz: float = 10.0, tick_s: float | None = None,
@@ -75,5 +73,4 @@ class Throttle:
             self._dirty.clear()
             started = time.monotonic()
             self._render_once()
-            # The rate limit: whatever arrives meanwhile waits for the next frame.
             self._stop.wait(max(0.0, self.interval_s - (time.monotonic() - started)))
