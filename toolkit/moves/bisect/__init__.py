@@ -1,10 +1,8 @@
-"""Which commit made it slow? A pure planner and judge, and the driver that runs them on a host.
+"""Which commit made it slow? A pure planner and judge, and the driver that runs them on hosts.
 
 In the EAGLE-3 investigation a ``git pull`` of SGLang was a suspect, ruled out by re-measuring an
-old commit (:func:`compare_commits`); when that shows a regression, :func:`perf_bisect` probes the
-midpoint of the open range (with H hosts, H commits side by side) until one commit is left.
-Pure: planner (:class:`BisectState`), gitparse, judgement (:func:`judge`, :func:`assess`).
-Shell: prober (one commit on one host), ledger (verdicts replayed into ``git bisect``), driver.
+old commit (:func:`compare_commits`); when that shows a regression, :func:`perf_bisect` finds it.
+Pure: planner, gitparse, judgement, references. Shell: checkout, prober, ledger, driver.
 """
 
 from __future__ import annotations

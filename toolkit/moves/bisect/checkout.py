@@ -1,9 +1,8 @@
 """A git checkout on a host, driven through ``host.run``: bisect, check out, worktrees, and put it back.
 
-Every command runs as ``LC_ALL=C git -C REPO ...``, each word quoted, so gitparse reads git's English.
-A kernel that dies mid-bisect leaves ``BISECT_START`` behind; the marker
-(``toolkit-perf-bisect.json`` in the git directory) says which process started it, so the next run
-resets only a dead kernel's bisection, never a person's or a live kernel's.
+Every command runs as ``LC_ALL=C git -C REPO ...`` so gitparse reads git's English. A kernel that
+dies mid-bisect leaves ``BISECT_START`` behind; our marker in the git directory says which process
+started it, so the next run resets only a dead kernel's bisection, never a person's or a live one's.
 """
 
 from __future__ import annotations
@@ -45,18 +44,13 @@ class Leftover:
             os.kill(self.owner_pid, 0)
         except ProcessLookupError:
             return False
-        except PermissionError:
-            return True
+        except PermissionError:  # alive, another user's
+            pass
         return True
 
 
 class GitCheckout:
-    """``repo_dir`` on ``host``: the few git operations a bisection or an A/B of commits needs.
-
-    >>> checkout = GitCheckout(Host.local(), ".")  # doctest: +SKIP
-    >>> checkout.resolve("HEAD~1")[:7], checkout.current_ref()  # doctest: +SKIP
-    ('1a2b3c4', 'main')
-    """
+    """``repo_dir`` on ``host``: the few git operations a bisection or an A/B of commits needs."""
 
     def __init__(self, host: Host, repo_dir: str) -> None:
         self.host = host
@@ -68,20 +62,15 @@ class GitCheckout:
 
     def git(self, *args: str, check: bool = True, ok: tuple[int, ...] = (0,)) -> CommandResult:
         """Run ``git -C REPO ARGS`` on the host; exit codes in ``ok`` count as success."""
-        command = f"LC_ALL=C GIT_TERMINAL_PROMPT=0 git -C {quote_path(self.repo_dir)} " + " ".join(
-            quote(a) for a in args
-        )
+        words = " ".join(map(quote, args))
+        command = f"LC_ALL=C GIT_TERMINAL_PROMPT=0 git -C {quote_path(self.repo_dir)} {words}"
         result = self.host.run(command, check=False)
         if check and result.exit_code not in ok:
-            raise CommandFailed(
-                f"`git {' '.join(args)}` in {self.repo_dir} on {self.host.name} exited with status "
-                f"{result.exit_code}",
-                host=self.host.name,
-                command=command,
-                exit_code=result.exit_code,
-                stderr=result.stderr or result.stdout,
-                hint="the evidence is git's own message; run the same command in the checkout to see more",
-            )
+            raise CommandFailed(f"`git {' '.join(args)}` in {self.repo_dir} on {self.host.name} exited with "
+                                f"status {result.exit_code}", host=self.host.name, command=command,
+                                exit_code=result.exit_code, stderr=result.stderr or result.stdout,
+                                hint="the evidence is git's own message; "
+                                     "run the same command in the checkout to see more")
         return result
 
     @property
@@ -90,10 +79,6 @@ class GitCheckout:
         if self._git_dir is None:
             self._git_dir = self.git("rev-parse", "--absolute-git-dir").stdout.strip()
         return self._git_dir
-
-    def _exists(self, name: str) -> bool:
-        path = quote_path(f"{self.git_dir}/{name}")
-        return self.host.run(f"test -e {path}", check=False).ok
 
     def resolve(self, rev: str) -> str:
         """The full commit id of ``rev`` (a sha, branch, tag, ``HEAD~3``...)."""
@@ -131,16 +116,10 @@ class GitCheckout:
 
     def leftover(self) -> Leftover | None:
         """The bisection in progress in this checkout, if any (``BISECT_START`` exists)."""
-        if not self._exists("BISECT_START"):
+        if not self.host.run(f"test -e {quote_path(f'{self.git_dir}/BISECT_START')}", check=False).ok:
             return None
         original = self.host.read_file(f"{self.git_dir}/BISECT_START").decode().strip()
-        try:
-            marker = json.loads(self.host.read_file(f"{self.git_dir}/{MARKER}"))
-        except (CommandFailed, ValueError):
-            return Leftover(original, None, None, None)
-        return Leftover(
-            original, marker.get("pid"), marker.get("hostname"), marker.get("started_at", None)
-        )
+        return _read_marker(self.host, self.git_dir, original)
 
     def recover(self) -> str | None:
         """Reset a bisection a dead session left; :class:`CheckoutBusy` for one by hand or a live kernel's."""
@@ -169,8 +148,7 @@ class GitCheckout:
 
     def start_bisect(self) -> None:
         """``git bisect start`` (no commits yet: git records HEAD to return to), with our marker."""
-        marker = {"pid": os.getpid(), "hostname": socket.gethostname(), "started_at": time.time()}
-        self.host.write_file(f"{self.git_dir}/{MARKER}", json.dumps(marker))
+        _write_marker(self.host, self.git_dir)
         self.git("bisect", "start")
 
     def _remove_marker(self) -> None:
@@ -185,8 +163,7 @@ class GitCheckout:
         path = self.host.run("mktemp -d \"${TMPDIR:-/tmp}/toolkit-worktree-XXXXXX\"").stdout.strip()
         self.git("worktree", "add", "-q", "--detach", path, rev)
         if owned:
-            marker = {"pid": os.getpid(), "hostname": socket.gethostname(), "started_at": time.time()}
-            self.host.write_file(f"{GitCheckout(self.host, path).git_dir}/{MARKER}", json.dumps(marker))
+            _write_marker(self.host, GitCheckout(self.host, path).git_dir)
         return path
 
     def remove_worktree(self, path: str) -> None:
@@ -205,11 +182,7 @@ class GitCheckout:
         paths = [line.split(" ", 1)[1] for line in listing.splitlines() if line.startswith("worktree ")][1:]
         removed = []
         for path in paths:
-            try:
-                marker = json.loads(self.host.read_file(f"{GitCheckout(self.host, path).git_dir}/{MARKER}"))
-            except (CommandFailed, ValueError):
-                continue
-            left = Leftover("", marker.get("pid"), marker.get("hostname"), marker.get("started_at"))
+            left = _read_marker(self.host, GitCheckout(self.host, path).git_dir, "")
             if left.owner_pid is None or left.owner_alive():
                 continue
             self.remove_worktree(path)
@@ -217,3 +190,17 @@ class GitCheckout:
                            f"{left.owner_pid} on {left.owner_host} (its kernel died?)")
         self.git("worktree", "prune", check=False)
         return removed
+
+
+def _write_marker(host: Host, git_dir: str) -> None:
+    marker = {"pid": os.getpid(), "hostname": socket.gethostname(), "started_at": time.time()}
+    host.write_file(f"{git_dir}/{MARKER}", json.dumps(marker))
+
+
+def _read_marker(host: Host, git_dir: str, original: str) -> Leftover:
+    """Who started what ``git_dir`` holds; no owner when there is no marker of ours."""
+    try:
+        marker = json.loads(host.read_file(f"{git_dir}/{MARKER}"))
+    except (CommandFailed, ValueError):
+        return Leftover(original, None, None, None)
+    return Leftover(original, marker.get("pid"), marker.get("hostname"), marker.get("started_at"))

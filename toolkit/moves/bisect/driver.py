@@ -1,10 +1,8 @@
 """Run a performance bisection over one or several hosts, in rounds of probes side by side.
 
-The planner and judge decide, :mod:`~toolkit.moves.bisect.prober` measures, this module runs the
-rounds: with H hosts each round probes H commits spread over the open range, so N commits take
-⌈log_{H+1} N⌉ rounds (1,023 candidates on 3 hosts: 5). Each host works in its own ``git worktree``,
-so your checkout (and a ``git bisect`` of your own in it) never moves. The verdicts are replayed
-into ``git bisect`` at the end: ``result.git_log`` is git's own log, and git's conclusion checks ours.
+With H hosts each round probes H commits spread over the open range: N commits take ⌈log_{H+1} N⌉
+rounds. Each host works in its own ``git worktree``, so your checkout never moves; the verdicts are
+replayed into ``git bisect`` at the end, and git's conclusion checks ours.
 """
 
 from __future__ import annotations
@@ -39,35 +37,20 @@ __all__ = ["perf_bisect", "compare_commits", "DEFAULT_BENCH"]
 DEFAULT_BENCH = Load(num_prompts=8, max_concurrency=1, input_len=128, output_len=128)
 
 
-def perf_bisect(
-    hosts: Hosts,
-    repo_dir: str,
-    *,
-    good: str,
-    bad: str,
-    spec: ServerSpec,
-    plan: Plan | None = None,
-    threshold: float | None = None,
-    relative_drop: float | None = None,
-    max_repeats: int = 8,
-    confidence: float = 0.99,
-    build: str | None = None,
-    launch_on: Target | None = None,
-) -> BisectResult:
+def perf_bisect(hosts: Hosts, repo_dir: str, *, good: str, bad: str, spec: ServerSpec,
+                plan: Plan | None = None, threshold: float | None = None, relative_drop: float | None = None,
+                max_repeats: int = 8, confidence: float = 0.99, build: str | None = None,
+                launch_on: Target | None = None) -> BisectResult:
     """Find the commit between ``good`` and ``bad`` that made ``plan.metric`` regress, on one host or several.
 
-    ``spec`` must reach the code through a path in ``repo_dir`` (``workdir=``,
-    ``PYTHONPATH=<repo>/python``, ``--source-dir``), rewritten to each host's worktree;
-    ``repo_dir`` is the same path on every host. ``launch_on`` launches elsewhere than the host (a
-    ``SlurmTarget``, a ``ContainerTarget``) through a shared file system. ``plan``: the bench
-    (default :data:`DEFAULT_BENCH`), ``repeats`` per commit (default 2), metric, journal, timeouts.
-
-    The ends are measured first; if they do not differ beyond noise even with ``max_repeats``
-    runs, :class:`NothingToBisect` says so. The threshold is ``threshold``, else the good end
-    degraded by ``relative_drop``, else halfway. ``build`` runs in the worktree (exit 125: skip).
-    A probe measures more while its interval overlaps the threshold, up to ``max_repeats``, and is
-    decided at ``confidence`` or takes the likelier side; contradicting verdicts are measured once
-    more, then reported rather than guessed. Every server is stopped and every worktree removed.
+    ``spec`` reaches the code through a path in ``repo_dir`` (the same on every host), rewritten to
+    each worktree; ``launch_on`` launches on a ``SlurmTarget`` or ``ContainerTarget`` through a shared
+    file system; ``plan``: the bench (default :data:`DEFAULT_BENCH`), ``repeats`` (default 2), journal.
+    The ends are measured first (:class:`NothingToBisect` if they do not differ beyond noise even with
+    ``max_repeats`` runs); the threshold is ``threshold``, else the good end degraded by
+    ``relative_drop``, else halfway. ``build`` runs in the worktree (exit 125: skip). A probe measures
+    more while its interval overlaps the threshold, up to ``max_repeats``; contradicting verdicts are
+    measured once more, then reported rather than guessed.
 
     >>> result = perf_bisect([gpu_a, gpu_b, gpu_c], "/src/sglang", good="v0.5.8", bad="main",  # doctest: +SKIP
     ...                      spec=ServerSpec.simulator(tp=8, source_dir="/src/sglang"),
@@ -131,11 +114,11 @@ def perf_bisect(
     if first_bad is not None and git_first_bad not in (None, first_bad):
         notes.append(f"git and the planner disagree: git says {git_first_bad[:12]}, the planner {first_bad[:12]}")
     why, advice = run.explain(outcome.candidates) if first_bad is None else (None, None)
-    result = BisectResult(
-        metric, good_sha, bad_sha, first_bad, outcome.candidates, tuple(run.probes), refs.threshold,
-        refs.margin, lower, ledger.log, tuple(notes + run.notes), time.monotonic() - started, tuple(subjects.items()),
-        run.confidence(refs) if run.contradiction is None else None, run.round_no, tuple(h.name for h in pool.hosts), why, advice, git_first_bad,
-    )
+    sure = run.confidence(refs) if run.contradiction is None else None
+    result = BisectResult(metric, good_sha, bad_sha, first_bad, outcome.candidates, tuple(run.probes),
+                          refs.threshold, refs.margin, lower, ledger.log, tuple(notes + run.notes),
+                          time.monotonic() - started, tuple(subjects.items()), sure, run.round_no,
+                          tuple(h.name for h in pool.hosts), why, advice, git_first_bad)
     if journal is not None:
         journal.note("bisect result", f"{result.summary()}\n\n{ledger.log}")
     return result
@@ -178,9 +161,8 @@ class _Rounds:
     def _round(self, picks: Sequence[tuple[str, ProbeRole]], round_no: int, judge: Any,
                runs: int | None = None) -> list[Probe]:
         """Measure ``picks`` side by side, one per host (in turn when there are more); the probes in pick order."""
-        queues: list[list[int]] = [[] for _ in self.pool.hosts]
-        for i in range(len(picks)):
-            queues[i % len(queues)].append(i)
+        lanes = len(self.pool.hosts)
+        queues = [list(range(lane, len(picks), lanes)) for lane in range(lanes)]
 
         def work(lane: Lane, i: int) -> Probe:
             return self.prober.measure(lane, picks[i][0], picks[i][1], round_no, judge, runs)
@@ -191,8 +173,7 @@ class _Rounds:
         for d in by_pick.values():
             if d.error is not None:
                 raise d.error
-        measured = [by_pick[i].result for i in range(len(picks))]
-        probes = [p for p in measured if p is not None]
+        probes = [p for i in range(len(picks)) if (p := by_pick[i].result) is not None]
         self.probes += sorted(probes, key=lambda p: p.probe)
         return probes
 

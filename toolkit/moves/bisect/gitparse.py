@@ -103,11 +103,7 @@ def parse_bisect_step(text: str) -> BisectStep:
     step = _STEP_NEXT.search(text)
     if step:
         left, steps = step.group("left"), step.group("steps")
-        return BisectStep(
-            "next",
-            commit=step.group("sha"),
-            subject=step.group("subject").strip() or None,
-            revisions_left=int(left) if left is not None else None,
-            steps_left=int(steps) if steps is not None else None,
-        )
+        return BisectStep("next", commit=step.group("sha"), subject=step.group("subject").strip() or None,
+                          revisions_left=int(left) if left is not None else None,
+                          steps_left=int(steps) if steps is not None else None)
     raise ValueError(f"not a git bisect step: {text.strip()[:200]!r}")

@@ -2,11 +2,9 @@
 
 The first judge skipped a commit whose samples straddled the threshold; on a busy machine that was
 the commit just before the regression and the bisection returned no answer
-(tests/test_bisect_driver.py failed so in a fresh clone). So :func:`assess` says how sure it is:
-the median's standard error uses the larger of the commit's own spread and the noise pooled over
-every commit so far, plus the threshold's own uncertainty; ``confidence`` is the Student-t
-probability that the commit is on its median's side. Undecided, the driver measures more, then
-takes the likelier side. No samples or a NaN (the server failed) is ``skip``.
+(tests/test_bisect_driver.py failed so in a fresh clone). So :func:`assess` says how sure it is
+(Student-t, with the noise pooled over every commit so far), and the driver measures more, then
+takes the likelier side.
 """
 
 from __future__ import annotations
@@ -63,8 +61,7 @@ def pool_noise(sample_sets: Iterable[Sequence[float]]) -> Noise:
 
 
 def _own_spread(values: Sequence[float]) -> float:
-    """The samples' standard deviation; from five on the robust one (1.4826 x MAD), so one stalled run
-    (a busy machine, a neighbour's job) does not set the spread of all the others."""
+    """The standard deviation; from five samples on 1.4826 x MAD, so that one stalled run does not set it."""
     own = statistics.stdev(values)
     if len(values) >= 5:
         centre = statistics.median(values)
@@ -128,20 +125,14 @@ def judge(samples: Sequence[float], **options: object) -> CommitVerdict:
     return judgement.verdict if judgement.decided else "skip"
 
 
-def assess(
-    samples: Sequence[float],
-    *,
-    good_ref: float,
-    bad_ref: float | None = None,
-    threshold: float | None = None,
-    relative_drop: float | None = None,
-    lower_is_better: bool = False,
-    min_samples: int = 1,
-    noise: Noise = Noise(),
-    threshold_se: float = 0.0,
-    confidence: float = 0.99,
-) -> Judgement:
-    """Judge samples of a metric (tok/s by default; ``lower_is_better`` for latency); see the module docstring.
+def assess(samples: Sequence[float], *, good_ref: float, bad_ref: float | None = None,
+           threshold: float | None = None, relative_drop: float | None = None, lower_is_better: bool = False,
+           min_samples: int = 1, noise: Noise = Noise(), threshold_se: float = 0.0,
+           confidence: float = 0.99) -> Judgement:
+    """Judge samples of a metric (tok/s by default; ``lower_is_better`` for latency).
+
+    The median's standard error takes the larger of its own spread and ``noise``, plus ``threshold_se``;
+    no samples or a NaN (the server failed) is ``skip``.
 
     >>> j = assess([71.9, 72.3], good_ref=72.0, bad_ref=60.0, noise=Noise(0.8, 10))
     >>> j.verdict, j.decided, round(j.confidence, 4)
@@ -158,13 +149,12 @@ def assess(
         return Judgement("skip", "no usable samples: the server failed to start or the benchmark failed",
                          threshold=limit, n=len(values))
     n, median = len(values), statistics.median(values)
+    distance = (limit - median) if lower_is_better else (median - limit)  # > 0: on the good side
     sd, pooled_df = _spread(values, noise)
     if n < min_samples or not pooled_df:
         why = f"only {n} of {min_samples} samples" if n < min_samples else "one sample and no noise estimate yet"
-        return Judgement("good" if _on_good_side(median, limit, lower_is_better) else "bad", why,
-                         median, limit, None, n, 0.5, False)
+        return Judgement("good" if distance >= 0 else "bad", why, median, limit, None, n, 0.5, False)
     se = math.hypot(standard_error(values, noise), threshold_se)
-    distance = (limit - median) if lower_is_better else (median - limit)  # > 0: on the good side
     p_good = t_cdf(distance / se, pooled_df) if se > 0 else (1.0 if distance > 0 else 0.0 if distance < 0 else 0.5)
     verdict: CommitVerdict = "good" if p_good >= 0.5 else "bad"
     sure = max(p_good, 1.0 - p_good)
@@ -177,7 +167,3 @@ def assess(
                          median, limit, level, n, sure, True)
     return Judgement(verdict, f"{shown}, overlaps the threshold {limit:.4g} (P(good) = {p_good:.2g})",
                      median, limit, level, n, sure, False)
-
-
-def _on_good_side(value: float, limit: float, lower_is_better: bool) -> bool:
-    return value <= limit if lower_is_better else value >= limit

@@ -1,9 +1,7 @@
 """The bisection's record in git's own words: ``git bisect`` fed the verdicts, without moving anyone's checkout.
 
-``git bisect`` cannot drive rounds of probes side by side, but ``git bisect good|bad|skip SHA``
-accepts verdicts in any order: they are replayed into ``git bisect start --no-checkout
---first-parent`` in a probe worktree, the log read back and the state reset. The log replays
-with ``git bisect replay`` in any clone, and git's conclusion checks the planner's.
+``git bisect`` cannot drive rounds of probes side by side, but it accepts verdicts in any order:
+they are replayed with ``--no-checkout`` in a probe worktree, and the log replays in any clone.
 """
 
 from __future__ import annotations

@@ -1,9 +1,7 @@
 """Which commit to probe next: the bisection planner, pure.
 
-:class:`BisectState` is an immutable record of verdicts over ``git rev-list --reverse GOOD..BAD``.
-It proposes the midpoint (or, when skipped, the nearest untested commit, as ``git bisect`` does),
-says when it is done, and accepts a verdict for any commit in the range, so
-:func:`perf_bisect` can keep its own account beside git's.
+It accepts a verdict for any commit in the range, in any order, so :func:`perf_bisect` can probe
+several commits side by side and keep its own account beside git's.
 """
 
 from __future__ import annotations
@@ -76,9 +74,8 @@ class BisectState:
         if not self.commits:
             raise ValueError("nothing to bisect: the list of commits between good and bad is empty")
         if len(set(self.commits)) != len(self.commits):
-            raise ValueError(
-                "the commit list repeats a commit; pass `git rev-list --reverse GOOD..BAD` output"
-            )
+            raise ValueError("the commit list repeats a commit; "
+                             "pass `git rev-list --reverse GOOD..BAD` output")
 
     @classmethod
     def start(cls, commits: Sequence[str], *, good: str | None = None) -> BisectState:
@@ -88,8 +85,7 @@ class BisectState:
     def apply(self, commit: str, verdict: CommitVerdict) -> BisectState:
         """A new state with ``verdict`` for ``commit`` (full or unique short sha); a later one replaces it.
 
-        Raises ``ValueError`` for a commit outside the range, or when the verdicts stop being
-        monotonic (a noisy metric, or a regression that comes and goes).
+        ``ValueError`` when verdicts stop being monotonic (a noisy metric, a regression that comes and goes).
         """
         if verdict not in _VERDICTS:
             raise ValueError(f"verdict must be one of good, bad, skip; got {verdict!r}")
@@ -189,19 +185,15 @@ class BisectState:
         last_good = self.commits[lo] if lo >= 0 else self.good
         candidates = self.commits[lo + 1 : hi + 1]
         if len(candidates) == 1:
-            return BisectOutcome(
-                candidates[0], candidates, last_good, f"{candidates[0]} is the first bad commit"
-            )
+            return BisectOutcome(candidates[0], candidates, last_good,
+                                 f"{candidates[0]} is the first bad commit")
+        between = f"between {last_good or 'the good commit'} and {self.commits[hi]}"
         if self.done:
-            message = (
-                f"only skipped commits left between {last_good or 'the good commit'} and {self.commits[hi]}: "
-                f"the first bad commit could be any of {', '.join(candidates)}"
-            )
+            message = (f"only skipped commits left {between}: "
+                       f"the first bad commit could be any of {', '.join(candidates)}")
         else:
-            message = (
-                f"{len(candidates)} candidates left between {last_good or 'the good commit'} and "
-                f"{self.commits[hi]}; next: {self.next_commit()} (about {self.probes_left} more probes)"
-            )
+            message = (f"{len(candidates)} candidates left {between}; next: {self.next_commit()} "
+                       f"(about {self.probes_left} more probes)")
         return BisectOutcome(None, candidates, last_good, message)
 
     def __str__(self) -> str:
@@ -213,13 +205,8 @@ class BisectState:
         """One row per commit: position, commit, verdict, and whether it is still a candidate."""
         lo, hi = self._bounds()
         verdicts = self.verdicts
-        return pd.DataFrame(
-            [
-                {"position": i, "commit": c, "verdict": verdicts.get(c), "candidate": lo < i <= hi}
-                for i, c in enumerate(self.commits)
-            ],
-            columns=["position", "commit", "verdict", "candidate"],
-        )
+        return pd.DataFrame([(i, c, verdicts.get(c), lo < i <= hi) for i, c in enumerate(self.commits)],
+                            columns=["position", "commit", "verdict", "candidate"])
 
     def replay(self, entries: Iterable[BisectLogEntry]) -> BisectState:
         """Apply the verdicts of a ``git bisect log`` (its endpoints, outside the range, are skipped)."""

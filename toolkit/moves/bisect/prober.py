@@ -1,7 +1,6 @@
 """Measure one commit on one host of a bisection: check out in the host's worktree, build, launch, benchmark, judge.
 
-Each commit is one :func:`toolkit.moves.run_launch` (journal steps hold what a sweep's hold); an
-ambiguous measurement gets more runs on the same server, up to ``max_repeats``, before it is judged.
+An ambiguous measurement gets more runs on the same server, up to ``max_repeats``, before it is judged.
 """
 
 from __future__ import annotations
@@ -42,16 +41,8 @@ from toolkit.server.spec import ServerSpec
 __all__ = ["Prober", "record_verdict", "BUILD_SKIP_EXIT", "FATAL_ERRORS"]
 
 # Errors that say "this environment cannot run anything": they stop the bisection, not skip a commit.
-FATAL_ERRORS = (
-    PortInUse,
-    InvalidFlag,
-    CommandFailed,
-    HostUnreachable,
-    AuthenticationFailed,
-    UnknownHostKey,
-    ChangedHostKey,
-    JournalError,
-)
+FATAL_ERRORS = (PortInUse, InvalidFlag, CommandFailed, HostUnreachable, AuthenticationFailed, UnknownHostKey,
+                ChangedHostKey, JournalError)
 BUILD_SKIP_EXIT = 125  # as `git bisect run`: this commit cannot be built, skip it
 _JOURNAL_VERDICT = {"bad": "confirmed", "good": "refuted", "skip": "inconclusive"}
 _WHAT = {"good_ref": "good end", "bad_ref": "bad end", "probe": "probe", "recheck": "recheck"}
@@ -109,8 +100,8 @@ class Prober:
                     worktree.switch(sha)
                     self._build(worktree.host, worktree, sha)
                     run_launch(self.launch_on or lane.host, spec, step=step, benches=runs or self.repeats,
-                               bench_call=self.bench_call,
-                               timeout_s=self.timeout_s, log_dir=lane.log_dir(self.log_dir), run_label=sha[:8],
+                               bench_call=self.bench_call, timeout_s=self.timeout_s,
+                               log_dir=lane.log_dir(self.log_dir), run_label=sha[:8],
                                observer=TrialObserver(on_server=lane.watch, on_run=on_run, more_runs=more))
             except FATAL_ERRORS:
                 raise
@@ -150,12 +141,10 @@ class Prober:
         if not result.ok:
             raise CommandFailed(
                 f"the build command failed on {sha[:12]} in {worktree.repo_dir} on {host.name} "
-                f"(exit {result.exit_code}); the bisection stopped",
-                host=host.name, command=result.command, exit_code=result.exit_code,
-                stderr=result.stderr or result.stdout,
+                f"(exit {result.exit_code}); the bisection stopped", host=host.name, command=result.command,
+                exit_code=result.exit_code, stderr=result.stderr or result.stdout,
                 hint=f"fix the build, or make it exit {BUILD_SKIP_EXIT} for a commit that cannot be built "
-                     "(it is then skipped, as with `git bisect run`)",
-            )
+                     "(it is then skipped, as with `git bisect run`)")
 
     @contextlib.contextmanager
     def _step(self, host: Target, sha: str, subject: str, role: ProbeRole,

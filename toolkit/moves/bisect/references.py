@@ -1,11 +1,9 @@
 """Is there anything to bisect? The good and bad ends, measured, must differ beyond noise: pure.
 
-The seed's "an old commit gave the same baseline" is where a bisection would name a random
-commit. So the ends are checked twice: the interval of the medians' difference (robust spread
-from five samples on) must exclude zero in the bad direction and reach ``min_effect``, and the
-judge must call the good end good and the bad end bad. Welch's interval with two samples a side
-called a 12 % regression (73.3, 69.5 vs 63.1, 63.4, a busy machine) noise. When the interval leaves
-room for ``min_effect``, :class:`NothingToBisect` says ``could_resolve`` and the driver measures again.
+The seed's "an old commit gave the same baseline" is where a bisection would name a random commit,
+so the interval of the medians' difference must exclude zero and reach ``min_effect``, and the judge
+must call each end what it is. Welch's interval with two samples a side called a 12 % regression
+(73.3, 69.5 vs 63.1, 63.4, a busy machine) noise: hence medians and a robust spread.
 """
 
 from __future__ import annotations
@@ -36,16 +34,9 @@ class References:
     confidence: float = 1.0  # that the bad end really is worse (one-sided t on the medians' difference)
 
 
-def check_references(
-    good: Probe,
-    bad: Probe,
-    *,
-    metric: str,
-    threshold: float | None = None,
-    relative_drop: float | None = None,
-    lower_is_better: bool = False,
-    min_effect: float = MIN_EFFECT,
-) -> References:
+def check_references(good: Probe, bad: Probe, *, metric: str, threshold: float | None = None,
+                     relative_drop: float | None = None, lower_is_better: bool = False,
+                     min_effect: float = MIN_EFFECT) -> References:
     """The references for the judge, or :class:`NothingToBisect` / :class:`ToolkitError` saying why not.
 
     >>> def end(samples, role):
@@ -65,10 +56,8 @@ def check_references(
     good_ref, bad_ref = good.median, bad.median
     change = (bad_ref - good_ref) / good_ref if good_ref else math.inf
     worse = change > 0 if lower_is_better else change < 0
-    numbers = [
-        f"good {good.commit[:12]}: {metric} {_list(good.samples)} (median {good_ref:.4g})",
-        f"bad  {bad.commit[:12]}: {metric} {_list(bad.samples)} (median {bad_ref:.4g})",
-    ]
+    numbers = [f"good {good.commit[:12]}: {metric} {_list(good.samples)} (median {good_ref:.4g})",
+               f"bad  {bad.commit[:12]}: {metric} {_list(bad.samples)} (median {bad_ref:.4g})"]
     noise_text, confidence, could_resolve = None, 1.0, False
     if len(good.samples) >= 2 and len(bad.samples) >= 2:
         # Each median's standard error from its own robust spread: one stalled run must not hide a regression.
@@ -101,8 +90,7 @@ def check_references(
             f"the bad end is better than the good end ({metric} {bad_ref:.4g} vs {good_ref:.4g}): "
             "nothing to bisect",
             good_samples=good.samples, bad_samples=bad.samples, evidence=numbers,
-            hint="check that good= and bad= are the right way round (and lower_is_better= for latencies)",
-        )
+            hint="check that good= and bad= are the right way round (and lower_is_better= for latencies)")
     noise = pool_noise([good.samples, bad.samples])
     se_good, se_bad = standard_error(good.samples, noise), standard_error(bad.samples, noise)
     threshold_se = (0.0 if threshold is not None else (1 - (relative_drop or 0)) * se_good
@@ -117,16 +105,14 @@ def check_references(
                 f"the judge would not call the {expected} end {expected}: {judgement.reason}",
                 good_samples=good.samples, bad_samples=bad.samples, evidence=numbers,
                 hint="the threshold lies beyond the measured regression; lower relative_drop= or threshold=, "
-                     "or leave both out to split the difference",
-            )
+                     "or leave both out to split the difference")
         judged.append(dataclasses.replace(probe, verdict=judgement.verdict, reason=judgement.reason,
                                           judgement=judgement, confidence=judgement.confidence))
     first = judged[0].judgement
     if first is None or first.threshold is None:  # assess always sets it
         raise RuntimeError(f"the judge gave no threshold for {good.commit[:12]}")
-    margin = 1.96 * threshold_se
-    return References(good_ref, bad_ref, first.threshold, margin, (judged[0], judged[1]), threshold_se, noise,
-                      confidence)
+    return References(good_ref, bad_ref, first.threshold, 1.96 * threshold_se, (judged[0], judged[1]),
+                      threshold_se, noise, confidence)
 
 
 def _list(samples: tuple[float, ...]) -> str:

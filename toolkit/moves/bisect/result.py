@@ -1,7 +1,6 @@
 """What a performance bisection found, with every probe as evidence: :class:`BisectResult`.
 
-Each probe keeps its samples, median, verdict, reason, confidence, host and journal step, so the
-table shows why each half was discarded and ``tk.plots.bisection(result)`` shows the step.
+Each probe keeps its samples, verdict, reason and journal step: the table shows why each half went.
 """
 
 from __future__ import annotations
@@ -123,8 +122,7 @@ class BisectResult:
         good, bad = references.get("good_ref"), references.get("bad_ref")
         ends = (
             f"{self.metric} {good.median:.4g} at good {self.good[:8]}, {bad.median:.4g} at bad {self.bad[:8]}"
-            if good is not None and bad is not None
-            else self.metric
+            if good is not None and bad is not None else self.metric
         )
         skips = f", {len(self.skipped)} skipped" if self.skipped else ""
         hosts = f" in {self.rounds} rounds on {len(self.hosts)} hosts" if len(self.hosts) > 1 else ""
@@ -143,11 +141,9 @@ class BisectResult:
 
     def __str__(self) -> str:
         columns = ["probe", "round", "host", "order", "commit", "subject", "median", "verdict", "confidence", "reason"]
-        table = self.frame[columns].assign(
-            commit=lambda f: f["commit"].str[:10], subject=lambda f: f["subject"].str[:48]
-        )
-        lines = [self.summary(), *self.notes, table.to_string(index=False)]
-        return "\n".join(lines)
+        table = self.frame[columns].assign(commit=lambda f: f["commit"].str[:10],
+                                           subject=lambda f: f["subject"].str[:48])
+        return "\n".join([self.summary(), *self.notes, table.to_string(index=False)])
 
     def _repr_html_(self) -> str:
         notes = "".join(f"<p>{html.escape(n)}</p>" for n in self.notes)

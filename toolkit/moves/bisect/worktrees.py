@@ -1,14 +1,14 @@
 """Does the old commit show the same baseline? Two commits, A/B-tested from temporary git worktrees.
 
 The seed ruled out a ``git pull`` by re-measuring the old commit; by hand that moves the user's
-checkout. Here each commit has its own worktree, and the spec's paths (``workdir``, ``PYTHONPATH``,
-``--source-dir``) are rewritten from ``repo_dir`` to it; a spec that never mentions ``repo_dir``
-would run the same installed code on both sides, so it is refused.
+checkout. Here each commit has its own worktree, and the spec's paths are rewritten to it.
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+from collections.abc import Iterator, Sequence
 
 from toolkit.benchmark.labels import metric_label, shorten_words
 from toolkit.errors import InvalidFlag
@@ -20,18 +20,14 @@ from toolkit.moves.bisect.checkout import GitCheckout
 from toolkit.moves.plan import Plan
 from toolkit.server.spec import FlagValue, ServerSpec
 
-__all__ = ["compare_commits", "retarget", "require_checkout_paths"]
+__all__ = ["compare_commits", "retarget", "require_checkout_paths", "commit_specs"]
 
 
 def _moved(value: str, old: str, new: str) -> str:
     """``value`` with each ``:``-separated path under ``old`` moved under ``new`` (PYTHONPATH-style lists too)."""
-    root = old.rstrip("/")
-    parts = []
-    for part in value.split(":"):
-        if part == root or part.startswith(root + "/"):
-            part = new.rstrip("/") + part[len(root):]
-        parts.append(part)
-    return ":".join(parts)
+    root, new = old.rstrip("/"), new.rstrip("/")
+    return ":".join(new + part[len(root):] if part == root or part.startswith(root + "/") else part
+                    for part in value.split(":"))
 
 
 def retarget(spec: ServerSpec, repo_dir: str, worktree: str) -> ServerSpec:
@@ -58,21 +54,10 @@ def retarget(spec: ServerSpec, repo_dir: str, worktree: str) -> ServerSpec:
     )
 
 
-def compare_commits(
-    host: Host,
-    repo_dir: str,
-    a: str,
-    b: str,
-    *,
-    spec: ServerSpec,
-    plan: Plan | None = None,
-    build: str | None = None,
-    kind: str = "commit",
-    title: str | None = None,
-    hypothesis: str | None = None,
-    labels: tuple[str, str] | None = None,
-    expect: Expectation | None = "changed",
-) -> ABResult:
+def compare_commits(host: Host, repo_dir: str, a: str, b: str, *, spec: ServerSpec, plan: Plan | None = None,
+                    build: str | None = None, kind: str = "commit", title: str | None = None,
+                    hypothesis: str | None = None, labels: tuple[str, str] | None = None,
+                    expect: Expectation | None = "changed") -> ABResult:
     """A/B-test commit ``a`` (the reference) against ``b``, each from its own worktree, with :func:`compare`.
 
     ``spec`` points at ``repo_dir``; ``build`` runs in each worktree first (``plan.build_timeout_s``).
@@ -86,8 +71,20 @@ def compare_commits(
     plan = plan or Plan()
     checkout = GitCheckout(host, repo_dir)
     shas = checkout.resolve(a), checkout.resolve(b)
-    subjects = [checkout.subject(sha) for sha in shas]
+    named = [f"{sha[:8]} {shorten_words(checkout.subject(sha), 40)}" for sha in shas]
     require_checkout_paths(spec, repo_dir)
+    old, new, metric = shas[0][:8], shas[1][:8], metric_label(plan.metric)
+    with commit_specs(checkout, spec, shas, build=build, build_timeout_s=plan.build_timeout_s) as specs:
+        return compare(host, specs[0], specs[1], plan=plan, kind=kind, expect=expect,
+                       title=title or f"commit {new} vs {old}",
+                       hypothesis=hypothesis or f"{metric} changed between {old} and {new}",
+                       labels=labels or (named[0], named[1]), repo=checkout.source_repo())
+
+
+@contextlib.contextmanager
+def commit_specs(checkout: GitCheckout, spec: ServerSpec, shas: Sequence[str], *, build: str | None,
+                 build_timeout_s: float | None) -> Iterator[list[ServerSpec]]:
+    """``spec`` at each of ``shas``, each from its own built worktree; the worktrees go on every way out."""
     worktrees: list[str] = []
     try:
         specs = []
@@ -95,14 +92,9 @@ def compare_commits(
             worktrees.append(checkout.add_worktree(sha))
             built = build or spec.source_build()  # with_source: its per-commit build (a venv), if any
             if built:
-                host.run(f"cd {quote_path(worktrees[-1])} && {built}", timeout_s=plan.build_timeout_s)
-            specs.append(spec_at_worktree(spec, repo_dir, worktrees[-1], sha))
-        named = [f"{sha[:8]} {shorten_words(subject, 40)}" for sha, subject in zip(shas, subjects, strict=True)]
-        return compare(
-            host, specs[0], specs[1], plan=plan, kind=kind, title=title or f"commit {shas[1][:8]} vs {shas[0][:8]}",
-            hypothesis=hypothesis or f"{metric_label(plan.metric)} changed between {shas[0][:8]} and {shas[1][:8]}",
-            expect=expect, labels=labels or (named[0], named[1]), repo=checkout.source_repo(),
-        )
+                checkout.host.run(f"cd {quote_path(worktrees[-1])} && {built}", timeout_s=build_timeout_s)
+            specs.append(spec_at_worktree(spec, checkout.repo_dir, worktrees[-1], sha))
+        yield specs
     finally:
         for path in worktrees:
             checkout.remove_worktree(path)
@@ -116,10 +108,7 @@ def spec_at_worktree(spec: ServerSpec, repo_dir: str, worktree: str, sha: str) -
 
 
 def require_checkout_paths(spec: ServerSpec, repo_dir: str) -> None:
-    """Refuse a spec that never mentions ``repo_dir``: every worktree would run the same installed code.
-
-    ``PYTHONPATH=<repo_dir>/python``, rewritten to each worktree, beats an editable install.
-    """
+    """Refuse a spec that never mentions ``repo_dir``: every worktree would run the same installed code."""
     probe = "/toolkit-worktree-probe"
     if retarget(spec, repo_dir, probe) == spec:
         raise InvalidFlag(

@@ -9,9 +9,8 @@ from __future__ import annotations
 from typing import Any
 
 from toolkit.host.host import Host
-from toolkit.host.shell import quote_path
 from toolkit.moves.bisect.checkout import GitCheckout
-from toolkit.moves.bisect.worktrees import require_checkout_paths, spec_at_worktree
+from toolkit.moves.bisect.worktrees import commit_specs, require_checkout_paths
 from toolkit.moves.diagnose.environment import CodeRange
 from toolkit.moves.diagnose.move import diagnose
 from toolkit.moves.diagnose.result import Diagnosis
@@ -30,16 +29,5 @@ def diagnose_commits(host: Host, repo_dir: str, fast: str, slow: str, *, spec: S
     shas = checkout.resolve(fast), checkout.resolve(slow)
     require_checkout_paths(spec, repo_dir)
     changed = checkout.git("diff", "--name-only", shas[0], shas[1]).stdout.split()
-    worktrees: list[str] = []
-    try:
-        specs = []
-        for sha in shas:
-            worktrees.append(checkout.add_worktree(sha))
-            built = build or spec.source_build()
-            if built:
-                host.run(f"cd {quote_path(worktrees[-1])} && {built}", timeout_s=3600)
-            specs.append(spec_at_worktree(spec, repo_dir, worktrees[-1], sha))
+    with commit_specs(checkout, spec, shas, build=build, build_timeout_s=3600) as specs:
         return diagnose(host, specs[0], specs[1], code=CodeRange(repo_dir, tuple(changed)), **options)
-    finally:
-        for path in worktrees:
-            checkout.remove_worktree(path)

@@ -1,9 +1,7 @@
 """One thing that differs between the fast and the slow side, with its evidence. Pure.
 
-Each :class:`Difference` names the mechanism (``topic``) it bears on, so the ranking can join what
-the configuration, the log and the profile each say about one cause. A checked sameness
-(``same=True``: "the NCCL environment is identical on every rank") is a finding too.
-``explains_ms``: the milliseconds per output token of the gap it accounts for, when measurable.
+Each names the mechanism (``topic``) it bears on, so the ranking can join what the configuration,
+the log and the profile say about one cause; a checked sameness (``same=True``) is a finding too.
 """
 
 from __future__ import annotations
@@ -72,7 +70,7 @@ class Difference:
     fast: str
     slow: str
     evidence: tuple[str, ...] = ()
-    explains_ms: float | None = None
+    explains_ms: float | None = None  # the ms per output token of the gap it accounts for, when measurable
     same: bool = False
 
     def __post_init__(self) -> None:
@@ -94,10 +92,9 @@ def same_record(kind: DifferenceKind, topic: str, name: str, what: str, evidence
 
 
 def config_differences(fast: dict[str, tuple[str, str]], slow: dict[str, tuple[str, str]]) -> list[Difference]:
-    """Resolved settings that differ, ``{name: (value, the line that printed it)}`` per side.
+    """Resolved settings that differ (incidental ones left out), ``{name: (value, its line)}`` per side.
 
-    Incidental ones are left out; a setting printed on one side only differs only when both
-    sides printed a configuration.
+    A setting printed on one side only differs only when both sides printed a configuration.
     """
     if not fast or not slow:
         return []

@@ -1,8 +1,6 @@
 """Differences in the environment the two sides' processes ran with, and in their code. Pure.
 
-Each side's environment is rows ``(process, variable, value or None)`` as the env check reads
-them on every rank (:func:`toolkit.moves.envcheck.env_report`, issue 21); code is the two commits
-and ``git diff --name-only`` between them.
+Each side's environment is rows ``(process, variable, value or None)`` read on every rank (issue 21).
 """
 
 from __future__ import annotations
@@ -42,10 +40,7 @@ def _shown(values: dict[str, str | None]) -> str:
 
 
 def env_differences(fast: Sequence[EnvRow], slow: Sequence[EnvRow]) -> list[Difference]:
-    """Each variable whose values across the ranks differ between the sides; one sameness for the rest.
-
-    Values are compared as a set per side, since process ids differ from launch to launch.
-    """
+    """Each variable whose set of values over the ranks differs between sides; one sameness for the rest."""
     a, b = _values(fast), _values(slow)
     if not a and not b:
         return []

@@ -1,10 +1,8 @@
 """What each side of a diagnosis showed while measured: a plan's bench that watches as the A/B test runs.
 
-:class:`SideGatherer` is the bench :func:`toolkit.moves.compare` calls for every run (an observed
-run: cache flushed, GPUs and ``/metrics`` sampled). On a launch's first run it keeps the resolved
-configuration lines, the release and every process's environment; on every run the log's metric
-rows, telemetry and ``/metrics`` rows. A server's side is read from its spec's label, which
-:func:`diagnose` sets, so two identical configurations stay two sides.
+A launch's first run keeps the resolved configuration lines, the release and every process's
+environment; every run its log metric rows, telemetry and ``/metrics``. A server's side is read
+from its spec's label, which :func:`diagnose` sets, so two identical configurations stay two sides.
 """
 
 from __future__ import annotations

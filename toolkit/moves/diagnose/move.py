@@ -1,9 +1,7 @@
 """``tk.diagnose(host, fast, slow)``: from "B is slower than A" to the ranked reasons why, with evidence.
 
-Measure both sides alike (:func:`toolkit.moves.compare`, A B B A, cache flushed; within noise it
-stops there), gather what each side showed and profile one launch of each, rank the differences by
-their share of the gap per output token, propose the next experiment in the detected release's
-flags, and record one ``diagnosis`` step whose note points at the JSON record.
+Measure both sides alike (A B B A; within noise it stops there), gather what each showed, profile one
+launch of each, rank the differences by their share of the gap, propose the next experiment.
 
 >>> diagnosis = tk.diagnose(host, fast=base, slow=eagle, plan=tk.Plan(repeats=3, journal=journal))  # doctest: +SKIP
 >>> diagnosis.top.title  # doctest: +SKIP
@@ -52,23 +50,14 @@ def diagnosis_dir(journal: Journal) -> Path:
     return journal.path.parent / f"{journal.path.stem}.diagnoses"
 
 
-def diagnose(
-    hosts: Hosts,
-    fast: ServerSpec,
-    slow: ServerSpec,
-    *,
-    plan: Plan | None = None,
-    profile_bench: Load | None = PROFILE_BENCH,
-    env: Sequence[str] = DEFAULT_ENV,
-    code: CodeRange | None = None,
-) -> Diagnosis:
+def diagnose(hosts: Hosts, fast: ServerSpec, slow: ServerSpec, *, plan: Plan | None = None,
+             profile_bench: Load | None = PROFILE_BENCH, env: Sequence[str] = DEFAULT_ENV,
+             code: CodeRange | None = None) -> Diagnosis:
     """Measure ``fast`` and ``slow`` alike, gather every difference, rank them by the share of the gap, propose.
 
-    ``plan``: the bench, runs per side and round (``repeats``, default 3, at least 2), metric,
-    journal, timeout; a gap under 2 % is noise here whatever ``plan.min_effect`` says.
-    ``profile_bench``: profiled on each side (None: no profile); ``env``: variables read on every
-    rank (the specs' own are added); ``code``: the checkout and changed files (from
-    :func:`diagnose_commits`).
+    ``plan.repeats``: runs per side and round (default 3, at least 2); a gap under 2 % is noise here
+    whatever ``plan.min_effect`` says. ``profile_bench``: profiled on each side (None: no profile);
+    ``env``: variables read on every rank (the specs' own are added); ``code``: from :func:`diagnose_commits`.
     """
     plan = plan or Plan()
     repeats, journal = plan.repeats_or(3), plan.journal
@@ -134,8 +123,8 @@ def _measure(hosts: Hosts, specs: Mapping[Side, ServerSpec], labels: Mapping[Sid
              plan: Plan) -> Gap:
     """A B B A rounds until the gap is beyond noise, or surely not worth more rounds.
 
-    A point estimate past ``_MIN_EFFECT`` whose interval still includes zero (a busy machine's one
-    slow run) earns up to ``_MORE_ROUNDS`` more rounds; every run of both sides is pooled (Welch).
+    A gap past ``_MIN_EFFECT`` whose interval still includes zero (a busy machine's one slow run) earns
+    up to ``_MORE_ROUNDS`` more rounds; every run of both sides is pooled (Welch).
     """
     metric = plan.metric
     for _ in range(1 + _MORE_ROUNDS):
@@ -178,8 +167,7 @@ def _profile_side(hosts: Hosts, spec: ServerSpec, side: Side, bench: Load, journ
 def _release_flags(engine: str, version: str | None) -> ReleaseFlags | None:
     if engine not in ("sglang", "vllm") or version is None:
         return None
-    match = resolve_profile(engine, version)
-    return match.profile.flags(version)
+    return resolve_profile(engine, version).profile.flags(version)
 
 
 def _diagnosis(labels: Mapping[Side, str], gap: Gap, fast: SideEvidence, slow: SideEvidence,

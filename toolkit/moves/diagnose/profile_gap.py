@@ -1,10 +1,8 @@
 """What two profiles say of the gap: GPU time per output token, in or out of CUDA graphs, idle gaps. Pure.
 
-Over the same small single-stream benchmark, busy plus idle GPU time per output token is the
-measured time per token, so the slow side's extra milliseconds split into the target model's
-forward and the draft model's work. Eager work pays a CPU launch per kernel: the GPU idles between
-kernels. The seed's numbers: decode in a graph ~12 ms per token; EAGLE-3's eager extend-mode
-verify ~29 ms per 3-token verify. Gaps over ``gap_cap_us`` (think time) are not launch overhead.
+Busy plus idle GPU time per output token is the time per token, so the slow side's extra milliseconds
+split into the target's forward and the draft's work; eager work idles the GPU between kernels. The
+seed's numbers: decode in a graph ~12 ms per token; EAGLE-3's eager extend-mode verify ~29 ms.
 
 >>> from toolkit.observe.trace import KernelCall
 >>> calls = [KernelCall("gemm", 0, 100.0, False, "verify"), KernelCall("gemm", 150, 100.0, False, "verify")]
@@ -71,7 +69,7 @@ def digest_profile(label: str, calls: Sequence[KernelCall], *, output_tokens: in
                    ) -> ProfileDigest:
     """Busy, eager and idle milliseconds per group of phases (``forward``, ``draft``) of one profile.
 
-    The idle time before a kernel belongs to it: a launch-bound kernel is the one the GPU waited for.
+    The idle time before a kernel belongs to it (the GPU waited), unless over ``gap_cap_us`` (think time).
     """
     sums: dict[str, list[float]] = {}
     phases: dict[str, set[str]] = {}
@@ -112,8 +110,7 @@ def profile_differences(fast: ProfileDigest, slow: ProfileDigest, *, min_ms: flo
                         ) -> list[Difference]:
     """Per group of phases: the slow side's extra milliseconds per output token, and where they went.
 
-    ``forward`` counts towards CUDA graphs when the slow side runs more of it eager (else ``other``:
-    the same path got slower); ``draft`` towards speculation.
+    ``forward`` counts towards CUDA graphs when the slow side runs more of it eager, else ``other``.
     """
     if fast.output_tokens <= 0 or slow.output_tokens <= 0:
         return []

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Literal
 
 from toolkit.moves.diagnose.difference import TOPICS, Difference
@@ -47,8 +47,7 @@ class Gap:
 
     @property
     def base_ms(self) -> float | None:
-        """What shares are shares of: the profiles' own gap per token when they saw one (the profiler's
-        overhead makes it differ from the benchmark's), else the benchmark's."""
+        """What shares divide by: the profiles' gap per token (it has their overhead), else the bench's."""
         if self.profiled_ms is not None and self.profiled_ms > 0:
             return self.profiled_ms
         return self.per_token_ms
@@ -138,14 +137,11 @@ def rank(differences: Sequence[Difference], gap: Gap) -> tuple[Reason, ...]:
         differing = [d for d in found if not d.same]
         measured = [d.explains_ms for d in differing if d.explains_ms is not None]
         explains = sum(measured) if measured else None
-        share = None
-        if explains is not None and gap.base_ms:
-            share = max(explains / gap.base_ms, 0.0)
+        share = max(explains / gap.base_ms, 0.0) if explains is not None and gap.base_ms else None
         ruled_out = not differing
         kinds = len({d.kind for d in differing})
         checked = any(d.kind in ("env", "code", "profile") for d in found)
         reasons.append(Reason(0, topic, _title(topic, found), 0.0 if ruled_out else share, explains,
                               _confidence(share, kinds, ruled_out, checked), tuple(found), ruled_out))
     reasons.sort(key=_score)
-    return tuple(Reason(i, r.topic, r.title, r.share, r.explains_ms, r.confidence, r.differences, r.ruled_out)
-                 for i, r in enumerate(reasons, start=1))
+    return tuple(replace(reason, rank=i) for i, reason in enumerate(reasons, start=1))

@@ -1,8 +1,7 @@
 """A diagnosis: the measured gap, the ranked reasons with their evidence, the proposals; its record.
 
-The record (``<journal>.diagnoses/step-<id>/diagnosis.json``, named by a step note ``diagnosis:
-<folder>``) is plain JSON, so a post-mortem needs neither the servers nor this process. A later
-step's hypothesis carries ``follows diagnosis step N, reason K`` (:meth:`Diagnosis.hypothesis`).
+The record (``<journal>.diagnoses/step-<id>/diagnosis.json``) is plain JSON, so a post-mortem needs
+neither the servers nor this process.
 """
 
 from __future__ import annotations
@@ -95,14 +94,10 @@ class Diagnosis:
         """One row per ranked reason: share of the gap, confidence, evidence kinds, the first evidence, proposal."""
         import pandas as pd
 
-        rows = []
-        for r in self.reasons:
-            proposal = self.proposal(r.rank)
-            rows.append({"rank": r.rank, "reason": r.title, "verdict": r.verdict,
-                         "share_pct": None if r.share is None else round(100 * r.share, 1),
-                         "explains_ms_per_token": None if r.explains_ms is None else round(r.explains_ms, 3),
-                         "confidence": r.confidence, "evidence_kinds": ", ".join(r.kinds) or "-",
-                         "evidence": " | ".join(r.evidence[:3]), "proposal": proposal.text if proposal else ""})
+        rows = [(r.rank, r.title, r.verdict, None if r.share is None else round(100 * r.share, 1),
+                 None if r.explains_ms is None else round(r.explains_ms, 3), r.confidence,
+                 ", ".join(r.kinds) or "-", " | ".join(r.evidence[:3]),
+                 p.text if (p := self.proposal(r.rank)) else "") for r in self.reasons]
         return pd.DataFrame(rows, columns=["rank", "reason", "verdict", "share_pct", "explains_ms_per_token",
                                            "confidence", "evidence_kinds", "evidence", "proposal"])
 

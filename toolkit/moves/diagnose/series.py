@@ -10,7 +10,7 @@ larger and ``floor``; a boolean when it is mostly true on one side and mostly fa
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from toolkit.logs import MetricRow
@@ -85,8 +85,7 @@ def _evidence(side: str, values: list[tuple[float, MetricRow]], rule: SeriesRule
         mean = sum(v for v, _ in values) / len(values)
         return f"{side}: {rule.label}: mean {mean:.4g} over {len(values)} samples ({', '.join(sources[:4])})"
     shown = ("True" if value else "False") if boolean else f"{value:.4g}"
-    where = f"log line {row.line_no}" if row.line_no else (row.rank or row.kind)
-    return f"{side}: {where}: {rule.label.split(' (')[0]}: {shown}"
+    return f"{side}: log line {row.line_no}: {rule.label.split(' (')[0]}: {shown}"
 
 
 def _series_differences(fast: Sequence[MetricRow], slow: Sequence[MetricRow], rules: Sequence[SeriesRule],
@@ -149,13 +148,3 @@ def _metric_topic(key: str) -> str:
         if any(w in lowered for w in words):
             return topic
     return "other"
-
-
-def means(rows: Sequence[MetricRow], kinds: Mapping[str, str]) -> dict[str, float]:
-    """Mean of each ``{kind: key}`` field over ``rows`` (for tables and plots of the leading series)."""
-    out = {}
-    for kind, key in kinds.items():
-        values = _values(rows, SeriesRule((kind,), key, key, "other"))
-        if values:
-            out[f"{kind}.{key}"] = sum(v for v, _ in values) / len(values)
-    return out

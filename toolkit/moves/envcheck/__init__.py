@@ -1,9 +1,6 @@
 """Did every rank get the environment we meant to give it? Pure checks, and the probe that reads a server.
 
-Pure: roles (a process's role, engine and rank from its title: ``sglang::scheduler_TP3`` is TP3),
-overrides (why a variable differs, from the engine profiles' writes), report (:func:`check_env` ->
-:class:`EnvReport`), nccl (what NCCL echoed with ``NCCL_DEBUG=INFO``). Shell: probe
-(:func:`env_report` reads a running server's process tree on every node, and its log).
+Pure: roles, overrides, survivors, report (:func:`check_env`), nccl. Shell: probe (:func:`env_report`).
 """
 
 from __future__ import annotations

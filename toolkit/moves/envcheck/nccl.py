@@ -1,10 +1,7 @@
 """What NCCL itself says it read: the ``NCCL_DEBUG=INFO`` echoes of each rank, compared, pure.
 
-``/proc/PID/environ`` shows what a process was started with; NCCL may still read
-something else (a variable set in-process, a config file). With ``NCCL_DEBUG=INFO``
-each rank echoes the variables it read (``gpu-a:1234:1234 [0] NCCL INFO NCCL_ALGO set
-by environment to Ring``); :func:`nccl_env_frame` compares those echoes with what was
-expected, one row per (process that logged NCCL INFO, expected ``NCCL_*`` variable).
+``/proc/PID/environ`` shows what a process was started with; NCCL may still read something else (a
+variable set in-process, a config file), and with ``NCCL_DEBUG=INFO`` each rank echoes what it read.
 """
 
 from __future__ import annotations
@@ -33,6 +30,8 @@ _NCCL_COMM = re.compile(r"ncclCommInitRank(?:Config|Scalable)? comm \S+ rank (?P
 # NCCL reads these case-insensitively (NCCL_ALGO=ring and Ring are the same request).
 _CASE_INSENSITIVE = frozenset({"NCCL_ALGO", "NCCL_PROTO"})
 _ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
+_COLUMNS = ["host", "pid", "device", "nccl_rank", "role", "rank", "variable", "log_value", "expected",
+            "status", "reason"]
 
 
 @dataclass(frozen=True)
@@ -51,8 +50,7 @@ class NcclEnvEcho:
 def parse_nccl_env(lines: Iterable[str]) -> list[NcclEnvEcho]:
     """Every NCCL environment echo in a log (``NCCL_DEBUG=INFO``), in order.
 
-    Integer parameters end with a period (``NCCL_IB_DISABLE set by environment to
-    0.``), string ones do not; the period is not part of the value.
+    Integer parameters end with a period (``NCCL_IB_DISABLE set by environment to 0.``): it is dropped.
     """
     echoes = []
     for line_no, line in enumerate(lines, start=1):
@@ -62,48 +60,26 @@ def parse_nccl_env(lines: Iterable[str]) -> list[NcclEnvEcho]:
         value = match.group("value")
         if value.endswith(".") and value[:-1].lstrip("-").isdigit():
             value = value[:-1]
-        echoes.append(
-            NcclEnvEcho(
-                match.group("host"),
-                int(match.group("pid")),
-                int(match.group("tid")),
-                int(match.group("device")),
-                match.group("variable"),
-                value,
-                line_no,
-            )
-        )
+        echoes.append(NcclEnvEcho(match.group("host"), int(match.group("pid")), int(match.group("tid")),
+                                  int(match.group("device")), match.group("variable"), value, line_no))
     return echoes
 
 
-def nccl_env_frame(
-    lines: Iterable[str],
-    expected: Mapping[str, str | None],
-    *,
-    roles: Mapping[tuple[str, int], ProcessRole] | None = None,
-    host: str | None = None,
-    version: str | None = None,
-) -> pd.DataFrame:
-    """Compare each NCCL process's echoed variables with ``expected``.
+def nccl_env_frame(lines: Iterable[str], expected: Mapping[str, str | None], *,
+                   roles: Mapping[tuple[str, int], ProcessRole] | None = None, host: str | None = None,
+                   version: str | None = None) -> pd.DataFrame:
+    """One row per (process that logged NCCL INFO, expected ``NCCL_*`` variable): echoed value and status.
 
-    ``version``: the engine release, for the reason of an ``overridden`` echo.
-
-    One row per (process that logged NCCL INFO, expected ``NCCL_*`` variable), with
-    columns host, pid, device, nccl_rank, role, rank, variable, log_value, expected,
-    status, reason. ``not_logged`` means the process logged NCCL INFO lines but never
-    echoed the variable: NCCL did not see it. ``roles`` (``EnvReport.roles()``) adds
-    role and rank by host and pid, and override reasons. ``host`` names the host the
-    lines came from (as the report names it) instead of the hostname NCCL printed.
+    ``not_logged``: the process logged NCCL INFO but never echoed the variable, so NCCL did not see it.
+    ``roles`` (``EnvReport.roles()``) adds role, rank and override reasons (for release ``version``);
+    ``host`` names the lines' host as the report does, instead of the hostname NCCL printed.
 
     >>> line = "gpu-a:7:7 [0] NCCL INFO NCCL_ALGO set by environment to Tree"
     >>> nccl_env_frame([line], {"NCCL_ALGO": "Ring"})[["pid", "log_value", "status"]].values.tolist()
     [[7, 'Tree', 'overridden']]
     """
-    wanted = {
-        name: value
-        for name, value in expected.items()
-        if name.startswith("NCCL_") and not name.startswith("NCCL_DEBUG")
-    }
+    wanted = {name: value for name, value in expected.items()
+              if name.startswith("NCCL_") and not name.startswith("NCCL_DEBUG")}
     seen: dict[tuple[str, int], dict[str, object]] = {}
     values: dict[tuple[str, int, str], str] = {}
     for line in lines:
@@ -126,41 +102,15 @@ def nccl_env_frame(
             got = values.get((host, pid, variable))
             if got is None:
                 status, reason = "not_logged", None
-            elif (
-                want is None or got == want or (variable in _CASE_INSENSITIVE and got.lower() == want.lower())
-            ):
+            elif want is None or got == want or (variable in _CASE_INSENSITIVE
+                                                 and got.lower() == want.lower()):
                 status, reason = "ok", None
             else:
                 status, reason = "overridden", override_reason(role, variable, got, version, seen_by="nccl")
-            records.append(
-                {
-                    "host": host,
-                    "pid": pid,
-                    "device": process["device"],
-                    "nccl_rank": process["nccl_rank"],
-                    "role": str(role.role) if (host, pid) in known else None,
-                    "rank": role.rank,
-                    "variable": variable,
-                    "log_value": got,
-                    "expected": want,
-                    "status": status,
-                    "reason": reason,
-                }
-            )
-    columns = [
-        "host",
-        "pid",
-        "device",
-        "nccl_rank",
-        "role",
-        "rank",
-        "variable",
-        "log_value",
-        "expected",
-        "status",
-        "reason",
-    ]
-    frame = pd.DataFrame(records, columns=columns)
+            records.append([host, pid, process["device"], process["nccl_rank"],
+                            str(role.role) if (host, pid) in known else None, role.rank, variable, got, want,
+                            status, reason])
+    frame = pd.DataFrame(records, columns=_COLUMNS)
     return frame.sort_values(["host", "device", "pid", "variable"], kind="stable").reset_index(drop=True)
 
 
@@ -176,8 +126,7 @@ _AWK_FILTER = (
 def nccl_lines_script(log_path: str, *, max_lines: int = 20000) -> str:
     """Bash that prints the lines of ``log_path`` that :func:`nccl_env_frame` needs, on the host.
 
-    Filtering where the log lives keeps a multi-gigabyte ``NCCL_DEBUG=INFO`` log from
-    crossing SSH; a missing log prints nothing. POSIX awk, so any host will do.
+    Filtering where the log lives keeps a multi-gigabyte log from crossing SSH; POSIX awk, any host.
     """
     awk = _AWK_FILTER.replace("'", "")
     return f"[ -r {quote_path(log_path)} ] && awk '{awk}' {quote_path(log_path)} | head -n {int(max_lines)} || true"

@@ -1,18 +1,14 @@
 """Why a variable differs in a process: the engine release that wrote it, where, when, and whether /proc can show it.
 
-The facts are the engine profiles' (``toolkit.engines``: every write with its release and
-source line); this module only phrases them for a report. ``/proc/PID/environ`` holds the
-environment a process was *exec'd* with: SGLang's launcher writes ``os.environ`` before it
-spawns its schedulers, so their ``/proc`` shows the writes; vLLM 0.6's workers write inside
-themselves and vLLM 0.7-0.8.2 forks, so there ``/proc`` keeps showing what the user exported
-while NCCL reads something else. What ``/proc`` cannot show is listed by
-:func:`unseen_writes`; NCCL's own ``NCCL_DEBUG=INFO`` echo is the authority for what NCCL used.
+The facts are the engine profiles' (``toolkit.engines``: every write with its release and source
+line); this module phrases them. ``/proc/PID/environ`` is the *exec-time* environment: SGLang's
+launcher writes ``os.environ`` before it spawns its schedulers, so their ``/proc`` shows the writes;
+vLLM 0.6's workers write inside themselves and vLLM 0.7-0.8.2 forks, so there ``/proc`` keeps what
+the user exported while NCCL reads something else (:func:`unseen_writes`).
 
 >>> from toolkit.moves.envcheck.roles import ProcessRole, Role
 >>> override_reason(ProcessRole(Role.WORKER, "sglang"), "NCCL_CUMEM_ENABLE", "0", "0.4.10")[:96]
 "SGLang 0.4.10 writes NCCL_CUMEM_ENABLE='0' in its launcher before it starts its worker processes"
->>> override_reason(ProcessRole(Role.WORKER, "sglang"), "NCCL_CUMEM_ENABLE", "0", "0.5.23") is None
-False
 """
 
 from __future__ import annotations
@@ -86,9 +82,8 @@ def predicted_environ(role: ProcessRole, exported: Mapping[str, str], version: s
     if role.engine not in PROFILES or engine_role is None:
         return dict(exported)
     profile = resolve_profile(role.engine, version).profile
-    outcomes = profile.predict_env(exported, (), version, engine_role)
     environ = dict(exported)
-    for name, outcome in outcomes.items():
+    for name, outcome in profile.predict_env(exported, (), version, engine_role).items():
         if outcome.result is None:
             environ.pop(name, None)
         else:

@@ -1,11 +1,8 @@
 """Read a running server's environment where it runs: every process of every node, and NCCL's echoes.
 
-The pure check (:func:`~toolkit.moves.envcheck.report.check_env`) needs each process's
-exec-time environment. This driver collects it with one ``Host.process_tree`` round
-trip per node (all nodes at once), filters the ``NCCL_DEBUG=INFO`` lines out of each
-node's log on the host itself, and returns the :class:`EnvReport`. A node that cannot
-be reached, or a process that exited or belongs to another user, becomes an
-``unreadable`` row whose ``reason`` says which and what to do, never a silent gap.
+One ``Host.process_tree`` round trip per node (all nodes at once), the ``NCCL_DEBUG=INFO`` lines
+filtered on the host itself. A node that cannot be reached, or a process that exited or belongs to
+another user, becomes an ``unreadable`` row whose ``reason`` says which, never a silent gap.
 """
 
 from __future__ import annotations
@@ -27,33 +24,20 @@ __all__ = ["env_report"]
 
 Expected = Mapping[str, "str | None"] | Iterable[str]
 # Roles worth reading on a host that is searched rather than walked from a known pid.
-_ENGINE_ROLES = frozenset(
-    {Role.SERVER, Role.WORKER, Role.ENGINE_CORE, Role.API_SERVER, Role.DP_CONTROLLER, Role.LAUNCHER,
-     Role.TOKENIZER, Role.DETOKENIZER}
-)
+_ENGINE_ROLES = frozenset({Role.SERVER, Role.WORKER, Role.ENGINE_CORE, Role.API_SERVER, Role.DP_CONTROLLER,
+                           Role.LAUNCHER, Role.TOKENIZER, Role.DETOKENIZER})
 
 
-def env_report(
-    server: Server | MultiNodeServer,
-    expected: Expected,
-    *,
-    nccl_log: bool = True,
-    hosts: Sequence[Place] | None = None,
-    journal: Journal | None = None,
-    title: str | None = None,
-    hypothesis: str | None = None,
-) -> EnvReport:
+def env_report(server: Server | MultiNodeServer, expected: Expected, *, nccl_log: bool = True,
+               hosts: Sequence[Place] | None = None, journal: Journal | None = None, title: str | None = None,
+               hypothesis: str | None = None) -> EnvReport:
     """Expected versus actual environment of every process of ``server``, per host, pid and rank.
 
-    ``expected`` maps variables to values (``None``: any value, but set), or lists names.
-    A :class:`~toolkit.server.launch.MultiNodeServer` is read on every node, each where it runs (a
-    Slurm node through ``srun`` into the job, a container through ``docker exec``). ``hosts`` adds hosts
-    whose engine processes belong to this server without being in its process tree (vLLM
-    workers that Ray started on other nodes): every process there that classifies as one
-    of the engine's (a worker, an engine core) is read. With ``nccl_log`` and
-    ``NCCL_DEBUG=INFO`` lines in a node's log, NCCL's own echoes are compared too
-    (``report.nccl``). With ``journal``, the report is a ``nccl_env`` step. Call it once the
-    server is ready: ranks that have not started yet cannot be read.
+    ``expected`` maps variables to values (``None``: any value, but set), or lists names. Each node
+    is read where it runs (``srun`` into a Slurm job, ``docker exec``); ``hosts`` adds hosts whose
+    engine processes are outside the tree (vLLM workers that Ray started elsewhere). With ``nccl_log``,
+    NCCL's echoes are compared too (``report.nccl``); with ``journal``, the report is a ``nccl_env``
+    step. Call it once the server is ready: ranks that have not started cannot be read.
 
     >>> spec = ServerSpec.simulator(tp=2).with_env({"NCCL_ALGO": "Ring"})  # doctest: +SKIP
     >>> with launch(Host.local(), spec) as server:  # doctest: +SKIP
@@ -109,12 +93,8 @@ def _search(host: Place, engine: str) -> list[ProcessInfo]:
     except HostError as exc:
         return _unreadable(host, 1, f"could not list the processes on {host.name}: {exc.message}")
     roles = classify_tree(every)
-    return [
-        info
-        for info in every
-        if roles[(info.host, info.pid)].role in _ENGINE_ROLES
-        and roles[(info.host, info.pid)].engine in (engine, "torchrun")
-    ]
+    return [info for info in every if roles[(info.host, info.pid)].role in _ENGINE_ROLES
+            and roles[(info.host, info.pid)].engine in (engine, "torchrun")]
 
 
 def _nccl_lines(node: Server) -> list[str]:
@@ -125,23 +105,13 @@ def _nccl_lines(node: Server) -> list[str]:
     return result.stdout.splitlines() if result.ok else []
 
 
-def _record(
-    journal: Journal,
-    report: EnvReport,
-    nodes: Sequence[Any],
-    hosts: Sequence[Place],
-    title: str | None,
-    hypothesis: str | None,
-) -> None:
+def _record(journal: Journal, report: EnvReport, nodes: Sequence[Any], hosts: Sequence[Place],
+            title: str | None, hypothesis: str | None) -> None:
     spec = nodes[0].spec
     names = list(dict.fromkeys([node.host.name for node in nodes] + [host.name for host in hosts]))
-    with journal.step(
-        "nccl_env",
-        title or f"environment of {spec.describe()} ({', '.join(names)})",
-        hypothesis=hypothesis or "every process of the server got the expected environment",
-        spec=spec,
-        host=names,
-    ) as step:
+    with journal.step("nccl_env", title or f"environment of {spec.describe()} ({', '.join(names)})",
+                      hypothesis=hypothesis or "every process of the server got the expected environment",
+                      spec=spec, host=names) as step:
         step.note(str(report))
         if report.nccl is not None:
             shown = report.nccl[report.nccl["status"] != "ok"]

@@ -1,11 +1,8 @@
 """Expected versus actual environment, one row per process and variable: the report, pure.
 
 In the EAGLE-3 investigation NCCL variables were "propagated to the TP worker processes" and ruled
-out, which is only sound if each worker's environment was read. Statuses: ``ok``, ``missing``,
-``overridden`` (the ``reason`` names the engine release, condition and source line of a known
-override: an ``ok`` launcher beside ``overridden`` workers is an engine rewriting its ``os.environ``)
-and ``unreadable``. What ``/proc`` cannot see (a write inside a worker or before a fork) is said in
-:attr:`EnvReport.notes`; NCCL's own echoes (:meth:`EnvReport.with_nccl_log`) are the authority.
+out, which is only sound if each worker's environment was read. An ``overridden`` row's ``reason``
+names the engine release, condition and source line of the write; NCCL's own echoes are the authority.
 """
 
 from __future__ import annotations
@@ -36,8 +33,7 @@ _ROLE_ORDER = {role: i for i, role in enumerate(Role)}
 class EnvReport:
     """Expected versus actual environment, one row per (process, variable).
 
-    ``frame`` columns: see ``_FRAME_COLUMNS``; ``process`` is a label such as ``"TP3 [4242]"``;
-    ``source`` is what decided the row: ``proc`` (its own ``/proc/PID/environ``) or, for a process the
+    ``source`` says what decided a row: ``proc`` (its own ``/proc/PID/environ``) or, for a process the
     engine renamed, ``NCCL echo``, ``sibling PID`` or ``parent PID`` (:mod:`.survivors`).
     """
 
@@ -58,11 +54,9 @@ class EnvReport:
 
     def by_rank(self) -> pd.DataFrame:
         """Variable x process table of actual values (``<missing>``, ``<unreadable>``)."""
-        shown = self.frame.assign(
-            value=self.frame["actual"].where(
-                self.frame["status"].isin(["ok", "overridden"]), "<" + self.frame["status"] + ">"
-            )
-        )
+        status = self.frame["status"]
+        shown = self.frame.assign(value=self.frame["actual"].where(status.isin(["ok", "overridden"]),
+                                                                   "<" + status + ">"))
         return self._pivot(shown, "value")
 
     def heatmap_frame(self) -> pd.DataFrame:
@@ -76,38 +70,34 @@ class EnvReport:
         processes = list(dict.fromkeys(frame["process"]))
         variables = [name for name, _ in self.expected]
         table = frame.pivot(index="variable", columns="process", values=values)
-        return table.reindex(index=variables, columns=processes).rename_axis(
-            index="variable", columns="process"
-        )
+        table = table.reindex(index=variables, columns=processes)
+        return table.rename_axis(index="variable", columns="process")
 
     def with_nccl_log(self, lines: Iterable[str], *, host: str | None = None) -> EnvReport:
         """This report plus the NCCL log comparison; ``host``: our name of the host whose log it is."""
-        frame = nccl_env_frame(lines, dict(self.expected), roles=self.roles(), host=host, version=self.release)
-        return replace(self, nccl=frame, frame=_decided_by_nccl(self.frame, frame))
+        return self._with_nccl([(host, lines)])
 
     def roles(self) -> dict[tuple[str, int], ProcessRole]:
         """Each process's role, engine and rank, keyed by (host, pid)."""
         rows = self.frame.drop_duplicates(["host", "pid"])
-        return {
-            (row.host, int(row.pid)): ProcessRole(
-                Role(row.role),
-                row.engine if isinstance(row.engine, str) else None,  # pandas stores a missing string as NaN
-                row.rank if isinstance(row.rank, str) else None,
-            )
-            for row in rows.itertuples(index=False)
-        }
+        return {(row.host, int(row.pid)): ProcessRole(Role(row.role),
+                                                      # pandas stores a missing string as NaN
+                                                      row.engine if isinstance(row.engine, str) else None,
+                                                      row.rank if isinstance(row.rank, str) else None)
+                for row in rows.itertuples(index=False)}
 
     def with_nccl_logs(self, logs: Mapping[str, Iterable[str]]) -> EnvReport:
         """Like :meth:`with_nccl_log` for several nodes: ``{host name: that host's log lines}``."""
-        frames = [
-            nccl_env_frame(lines, dict(self.expected), roles=self.roles(), host=host, version=self.release)
-            for host, lines in logs.items()
-        ]
+        return self._with_nccl(list(logs.items()))
+
+    def _with_nccl(self, logs: list[tuple[str | None, Iterable[str]]]) -> EnvReport:
+        roles = self.roles()
+        frames = [nccl_env_frame(lines, dict(self.expected), roles=roles, host=host, version=self.release)
+                  for host, lines in logs]
         if not frames:
             return self
         frame = pd.concat(frames, ignore_index=True) if len(frames) > 1 else frames[0]
-        order = ["host", "device", "pid", "variable"]
-        nccl = frame.sort_values(order, kind="stable").reset_index(drop=True)
+        nccl = frame.sort_values(["host", "device", "pid", "variable"], kind="stable").reset_index(drop=True)
         return replace(self, nccl=nccl, frame=_decided_by_nccl(self.frame, nccl))
 
     def summary(self) -> str:
@@ -117,10 +107,9 @@ class EnvReport:
         counts = frame["status"].value_counts()
         parts = [f"{int(counts.get(status, 0))} {status}" for status in STATUS_CODES]
         processes = len(frame[["host", "pid"]].drop_duplicates())  # a pid is unique per host only
-        text = (
-            f"env check of {_count(processes, 'process', 'processes')} x {_count(len(self.expected), 'variable')} on "
-            f"{', '.join(hosts) or 'no host'}: {', '.join(parts)}"
-        )
+        variables = _count(len(self.expected), "variable")
+        text = (f"env check of {_count(processes, 'process', 'processes')} x {variables} "
+                f"on {', '.join(hosts) or 'no host'}: {', '.join(parts)}")
         worst = self.problems()
         if len(worst):
             grouped = worst.groupby(["status", "variable"], sort=False).size().reset_index(name="n")
@@ -148,30 +137,21 @@ class EnvReport:
         head = "".join(f"<th>{html.escape(str(c))}</th>" for c in table.columns)
         rows = []
         for variable in table.index:
-            cells = "".join(
-                f'<td style="background:{colours.get(str(status.at[variable, c]), "#fff")}">'
-                f"{html.escape(str(table.at[variable, c]))}</td>"
-                for c in table.columns
-            )
+            cells = "".join(f'<td style="background:{colours.get(str(status.at[variable, c]), "#fff")}">'
+                            f"{html.escape(str(table.at[variable, c]))}</td>" for c in table.columns)
             rows.append(f"<tr><th>{html.escape(str(variable))}</th>{cells}</tr>")
         notes = "".join(f"<p>what /proc cannot see: {html.escape(note)}</p>" for note in self.notes)
-        return (
-            f"<p>{html.escape(self.summary())}</p>"
-            f"<table><thead><tr><th>variable</th>{head}</tr></thead><tbody>{''.join(rows)}</tbody></table>{notes}"
-        )
+        return (f"<p>{html.escape(self.summary())}</p><table><thead><tr><th>variable</th>{head}</tr></thead>"
+                f"<tbody>{''.join(rows)}</tbody></table>{notes}")
 
 
 def _count(n: int, singular: str, plural: str | None = None) -> str:
     return f"{n} {singular if n == 1 else plural or singular + 's'}"
 
 
-def check_env(
-    processes: Iterable[ProcessLike],
-    expected: Mapping[str, str | None],
-    *,
-    skip_roles: Iterable[Role | str] = (Role.HELPER, Role.SHELL),
-    release: str | None = None,
-) -> EnvReport:
+def check_env(processes: Iterable[ProcessLike], expected: Mapping[str, str | None], *,
+              skip_roles: Iterable[Role | str] = (Role.HELPER, Role.SHELL),
+              release: str | None = None) -> EnvReport:
     """Compare each process's environment with ``expected`` (``None``: any value, but set).
 
     ``release`` (``server.release().version``) lets overridden rows name that release's write and
@@ -220,9 +200,8 @@ def check_env(
     return EnvReport(frame=frame, expected=tuple(expected.items()), release=release, notes=tuple(notes))
 
 
-def _judge(
-    info: ProcessLike, role: ProcessRole, variable: str, want: str | None, release: str | None = None
-) -> tuple[str | None, str, str | None]:
+def _judge(info: ProcessLike, role: ProcessRole, variable: str, want: str | None,
+           release: str | None = None) -> tuple[str | None, str, str | None]:
     # A zombie reads as an empty environment with an error: unreadable, not "missing".
     if info.environ is None or (info.error and not info.environ):
         return None, "unreadable", info.error or "the environment could not be read"

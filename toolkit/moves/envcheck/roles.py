@@ -96,14 +96,12 @@ def classify_process(cmdline: Sequence[str], environ: Mapping[str, str] | None =
     module = _python_module(argv)
     rest = argv[1:]
     if module == "multiprocessing.resource_tracker" or (
-        module is None and _runs_code(argv, "resource_tracker")
-    ):
+            module is None and _runs_code(argv, "resource_tracker")):
         return ProcessRole(Role.HELPER)
-    if module in ("sglang.launch_server",) or (program == "sglang" and rest[:1] == ["serve"]):
+    if module == "sglang.launch_server" or (program == "sglang" and rest[:1] == ["serve"]):
         return ProcessRole(Role.SERVER, "sglang")
-    if module in ("vllm.entrypoints.openai.api_server",) or (
-        (program == "vllm" or module == "vllm.entrypoints.cli.main") and "serve" in rest
-    ):
+    if module == "vllm.entrypoints.openai.api_server" or (
+            (program == "vllm" or module == "vllm.entrypoints.cli.main") and "serve" in rest):
         return ProcessRole(Role.SERVER, "vllm")
     if program == "transformers" and rest[:1] == ["serve"]:
         return ProcessRole(Role.SERVER, "transformers")
@@ -118,9 +116,7 @@ def classify_process(cmdline: Sequence[str], environ: Mapping[str, str] | None =
             return ProcessRole(Role.ENGINE_CORE, engine)
         return _ranked(Role.WORKER, engine, argv, environ)
     ranked = _ranked(Role.WORKER, None, argv, environ)
-    if ranked.rank is not None:
-        return ranked
-    return ProcessRole(Role.OTHER)
+    return ranked if ranked.rank is not None else ProcessRole(Role.OTHER)
 
 
 def is_titled(cmdline: Sequence[str]) -> bool:
