@@ -150,7 +150,7 @@ def assess(samples: Sequence[float], *, good_ref: float, bad_ref: float | None =
                          threshold=limit, n=len(values))
     n, median = len(values), statistics.median(values)
     distance = (limit - median) if lower_is_better else (median - limit)  # > 0: on the good side
-    sd, pooled_df = _spread(values, noise)
+    _, pooled_df = _spread(values, noise)
     if n < min_samples or not pooled_df:
         why = f"only {n} of {min_samples} samples" if n < min_samples else "one sample and no noise estimate yet"
         return Judgement("good" if distance >= 0 else "bad", why, median, limit, None, n, 0.5, False)
