@@ -78,9 +78,8 @@ class ChangedHostKey(HostError):
 class CommandFailed(HostError):
     """A command run on a host exited non-zero."""
 
-    def __init__(
-        self, message: str, *, host: str, command: str, exit_code: int, stderr: str = "", hint: str | None = None
-    ) -> None:
+    def __init__(self, message: str, *, host: str, command: str, exit_code: int, stderr: str = "",
+                 hint: str | None = None) -> None:
         self.command = command
         self.exit_code = exit_code
         self.stderr = stderr
@@ -95,10 +94,8 @@ class CommandNotFound(CommandFailed):
 class PortInUse(HostError):
     """A port the server needs is already held by another process on the host."""
 
-    def __init__(
-        self, message: str, *, host: str, port: int, pid: int | None = None, holder: str | None = None,
-        hint: str | None = None,
-    ) -> None:
+    def __init__(self, message: str, *, host: str, port: int, pid: int | None = None, holder: str | None = None,
+                 hint: str | None = None) -> None:
         self.port = port
         self.pid = pid
         self.holder = holder
@@ -125,14 +122,17 @@ class JobNotStarted(HostError):
         super().__init__(message, host=host, evidence=evidence, hint=hint)
 
 
-class ServerDied(ProcessDied):
-    """The server failed during start-up or serving; the evidence quotes the decisive log lines, ``report`` is
-    the readiness report at the failure."""
+class _Reported(HostError):
+    """A server error that carries its readiness report (``report``: how far the server got)."""
 
     def __init__(self, message: str, *, host: str, evidence: Sequence[str] = (), hint: str | None = None,
                  report: ReadinessReport | None = None) -> None:
         self.report = report
         super().__init__(message, host=host, evidence=evidence, hint=hint)
+
+
+class ServerDied(_Reported, ProcessDied):
+    """The server failed during start-up or serving; the evidence quotes the decisive log lines."""
 
 
 class ExtensionMismatch(ServerDied):
@@ -142,13 +142,8 @@ class ExtensionMismatch(ServerDied):
     """
 
 
-class ReadinessTimeout(HostError):
-    """The server neither became ready nor failed within the time allowed (``report``: how far it got)."""
-
-    def __init__(self, message: str, *, host: str, evidence: Sequence[str] = (), hint: str | None = None,
-                 report: ReadinessReport | None = None) -> None:
-        self.report = report
-        super().__init__(message, host=host, evidence=evidence, hint=hint)
+class ReadinessTimeout(_Reported):
+    """The server neither became ready nor failed within the time allowed."""
 
 
 class ServerHung(ReadinessTimeout):

@@ -28,8 +28,7 @@ def short_desc(text: str, limit: int = DESC_LIMIT) -> str:
     line = " ".join(text.split())
     if len(line) <= limit:
         return line
-    cut = line[: limit - 1].rsplit(" ", 1)[0] if " " in line[: limit - 1] else line[: limit - 1]
-    return cut.rstrip(" :,·") + "…"
+    return line[: limit - 1].rsplit(" ", 1)[0].rstrip(" :,·") + "…"
 
 
 def progress_bar(*, total: int, desc: str, unit: str, disable: bool, leave: bool = True,

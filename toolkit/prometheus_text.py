@@ -41,13 +41,6 @@ def _labels(text: str | None) -> dict[str, str]:
             for match in _LABEL.finditer(text)}
 
 
-def _number(text: str) -> float | None:
-    try:
-        return float(text)  # accepts NaN, +Inf, -Inf as the format writes them
-    except ValueError:
-        return None
-
-
 def parse_prometheus(text: str) -> list[PromSample]:
     """Every sample line of a text page; comments, blank and malformed lines are skipped."""
     out = []
@@ -58,8 +51,9 @@ def parse_prometheus(text: str) -> list[PromSample]:
         match = _LINE.match(line)
         if match is None:
             continue
-        value = _number(match.group("value"))
-        if value is None:
+        try:
+            value = float(match.group("value"))  # accepts NaN, +Inf, -Inf as the format writes them
+        except ValueError:
             continue
         out.append(PromSample(match.group("name"), _labels(match.group("labels")), value))
     return out

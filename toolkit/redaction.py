@@ -220,8 +220,6 @@ def redact_spec_dict(spec: Mapping[str, Any]) -> dict[str, Any]:
     for key, value in spec.items():
         if key in ("flags", "env") and isinstance(value, list | tuple):
             out[key] = redact_pairs(value)
-        elif key in ("flags", "env") and isinstance(value, Mapping):
-            out[key] = redact_mapping(value)
         elif key == "launcher" and isinstance(value, list | tuple):
             out[key] = [redact_text(str(v)) for v in value]
         else:
@@ -264,11 +262,7 @@ def redact(data: Any) -> Any:
     >>> redact({"HF_TOKEN": "hf_x", "note": "--api-key abc"})
     {'HF_TOKEN': '[REDACTED]', 'note': '--api-key [REDACTED]'}
     """
-    if isinstance(data, str):
-        return redact_text(data)
-    if isinstance(data, Mapping):
-        return redact_mapping(data)
-    return redact_obj(data)
+    return redact_obj(data)  # text by redact_text, a mapping as redact_mapping does
 
 
 def _forms(value: str) -> set[str]:
@@ -305,9 +299,7 @@ class Redactor:
 
     def text(self, text: str) -> str:
         """``text`` with the literal values, then every secret :func:`redact_text` finds, replaced."""
-        if self._pattern is not None and text:
-            text = self._pattern.sub(REDACTED, text)
-        return redact_text(text)
+        return redact_text(self.literals(text))
 
     def obj(self, obj: Any) -> Any:
         """Any JSON-like tree, as :func:`redact_obj` does, with the literal values replaced in its strings."""

@@ -60,18 +60,13 @@ def _betacf(a: float, b: float, x: float) -> float:
     h = d
     for m in range(1, 500):
         m2 = 2 * m
-        aa = m * (b - m) * x / ((qam + m2) * (a + m2))
-        d = 1.0 + aa * d
-        d = 1.0 / (d if abs(d) > tiny else tiny)
-        c = 1.0 + aa / c if abs(1.0 + aa / c) > tiny else tiny
-        h *= d * c
-        aa = -(a + m) * (qab + m) * x / ((a + m2) * (qap + m2))
-        d = 1.0 + aa * d
-        d = 1.0 / (d if abs(d) > tiny else tiny)
-        c = 1.0 + aa / c if abs(1.0 + aa / c) > tiny else tiny
-        delta = d * c
-        h *= delta
-        if abs(delta - 1.0) < eps:
+        even, odd = m * (b - m) * x / ((qam + m2) * (a + m2)), -(a + m) * (qab + m) * x / ((a + m2) * (qap + m2))
+        for aa in (even, odd):
+            d = 1.0 + aa * d
+            d = 1.0 / (d if abs(d) > tiny else tiny)
+            c = 1.0 + aa / c if abs(1.0 + aa / c) > tiny else tiny
+            h *= d * c
+        if abs(d * c - 1.0) < eps:
             break
     return h
 
@@ -111,6 +106,10 @@ def t_quantile(p: float, df: float) -> float:
     return (low + high) / 2.0
 
 
+def _numbers(values: Sequence[float | None]) -> list[float]:
+    return [float(v) for v in values if v is not None and not math.isnan(float(v))]
+
+
 def mean_interval(values: Sequence[float | None], confidence: float = 0.95) -> tuple[float, float, float]:
     """Mean and Student-t interval of the mean (NaN and None dropped; NaN bounds under two values).
 
@@ -119,14 +118,13 @@ def mean_interval(values: Sequence[float | None], confidence: float = 0.95) -> t
     >>> [round(v, 2) for v in mean_interval([80.0, 82.0, 81.0])]
     [81.0, 78.52, 83.48]
     """
-    xs = [float(v) for v in values if v is not None and not math.isnan(float(v))]
+    xs = _numbers(values)
     if not xs:
         return (math.nan, math.nan, math.nan)
     mean = sum(xs) / len(xs)
     if len(xs) < 2:
         return (mean, math.nan, math.nan)
-    sd = math.sqrt(sum((x - mean) ** 2 for x in xs) / (len(xs) - 1))
-    half = t_quantile((1 + confidence) / 2, len(xs) - 1) * sd / math.sqrt(len(xs))
+    half = t_quantile((1 + confidence) / 2, len(xs) - 1) * statistics.stdev(xs, mean) / math.sqrt(len(xs))
     return (mean, mean - half, mean + half)
 
 
@@ -140,9 +138,8 @@ def metric_direction(name: str) -> bool | None:
     return None
 
 
-def compare_samples(
-    a: Sequence[float], b: Sequence[float], *, confidence: float = 0.95, higher_is_better: bool = True,
-) -> Comparison:
+def compare_samples(a: Sequence[float], b: Sequence[float], *, confidence: float = 0.95,
+                    higher_is_better: bool = True) -> Comparison:
     """Compare repeated measurements ``a`` (the reference) and ``b``; Welch's t interval on the means.
 
     >>> c = compare_samples([82.1, 83.0, 82.6], [59.4, 60.8, 61.0])
@@ -151,8 +148,7 @@ def compare_samples(
     """
     if not 0.0 < confidence < 1.0:
         raise ValueError(f"confidence must lie strictly between 0 and 1 (e.g. 0.95), got {confidence}")
-    xs = [float(v) for v in a if v is not None and not math.isnan(float(v))]
-    ys = [float(v) for v in b if v is not None and not math.isnan(float(v))]
+    xs, ys = _numbers(a), _numbers(b)
     if not xs or not ys:
         raise ValueError(f"both samples need at least one number; got {len(xs)} for a and {len(ys)} for b")
     mean_a, mean_b = statistics.fmean(xs), statistics.fmean(ys)

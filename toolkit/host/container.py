@@ -1,14 +1,10 @@
 """Launch servers in containers on a host: exec into a running one, or run one from an image.
 
-``ContainerTarget(host, container="sglang-dev")`` starts the server inside that running
-container (``docker exec``), as a detached process of its own there: its log is a file in the
-container, followed through ``docker exec``, and stop ends its process tree there, verified,
-leaving the container running. ``ContainerTarget(host, image="lmsysorg/sglang:v0.5.4")`` runs
-a new container per launch, with the GPUs, host IPC, the server's port and the mounts
-(:mod:`toolkit.host.container_command`); the attached ``docker run`` writes the container's
-output to the log on the host, and stop removes the container (``stop``, then ``rm -f``),
-verified gone. Either way the env check reads the processes inside, and the exact command is
-the placement's ``command``.
+``container="sglang-dev"`` starts the server as a detached process inside that running container:
+its log is a file there, and stop ends its tree, leaving the container running. ``image=`` runs a
+new container per launch (:mod:`toolkit.host.container_command`); the attached ``docker run``
+writes the log on the host, and stop removes the container, verified gone. Either way the env
+check reads the processes inside.
 
 >>> gpu = Host("gpu-a", user="root")  # doctest: +SKIP
 >>> box = ContainerTarget(gpu, image="lmsysorg/sglang:v0.5.4", mounts=["/models:/models:ro"])  # doctest: +SKIP
@@ -25,12 +21,12 @@ from collections.abc import Mapping, Sequence
 
 from toolkit.errors import HostError, InvalidFlag
 from toolkit.host import container_command as cc
+from toolkit.host.handles import LogElsewhere
 from toolkit.host.host import CommandResult, Host, ProcessHandle, StopReport
 from toolkit.host.place import PlacedProcess
 from toolkit.host.placement import Placement
 from toolkit.host.procs import ProcessInfo
 from toolkit.host.shell import join
-from toolkit.host.streams import ByteStream
 
 __all__ = ["ContainerTarget", "ContainerPlace"]
 
@@ -45,26 +41,12 @@ class ContainerTarget:
     ``rootfs`` (podman) in place of an image; ``name`` (default: one per launch).
     """
 
-    def __init__(
-        self,
-        host: Host,
-        *,
-        container: str | None = None,
-        image: str | None = None,
-        rootfs: str | None = None,
-        engine: cc.Engine = "docker",
-        name: str | None = None,
-        gpus: str | None = "all",
-        ipc_host: bool = True,
-        ports: Sequence[tuple[int, int]] = (),
-        mounts: Sequence[str] = (),
-        network: str | None = None,
-        env: Mapping[str, str] | None = None,
-        init: bool = True,
-        run_options: Sequence[str] = (),
-        engine_options: Sequence[str] = (),
-        start_timeout_s: float = 600.0,
-    ) -> None:
+    def __init__(self, host: Host, *, container: str | None = None, image: str | None = None,
+                 rootfs: str | None = None, engine: cc.Engine = "docker", name: str | None = None,
+                 gpus: str | None = "all", ipc_host: bool = True, ports: Sequence[tuple[int, int]] = (),
+                 mounts: Sequence[str] = (), network: str | None = None,
+                 env: Mapping[str, str] | None = None, init: bool = True, run_options: Sequence[str] = (),
+                 engine_options: Sequence[str] = (), start_timeout_s: float = 600.0) -> None:
         if engine not in cc.ENGINES:
             raise InvalidFlag(f"engine must be one of {', '.join(cc.ENGINES)}, not {engine!r}")
         if (container is None) == (image is None and rootfs is None):
@@ -148,7 +130,7 @@ class ContainerTarget:
         return join([self.engine, *self.engine_options, *words])
 
 
-class ContainerPlace:
+class ContainerPlace(LogElsewhere):
     """A server's own container as its Server sees it: the log on the host, processes inside, stop removes it.
 
     The handle's pid is the server's, as the container numbers it (the child of its init).
@@ -156,6 +138,7 @@ class ContainerPlace:
 
     def __init__(self, target: ContainerTarget, container: str, client: ProcessHandle) -> None:
         self.target = target
+        self.log_host = target.host
         self.container = container
         self.client = client  # the attached `docker run` on the host, whose output is the log
         self._shell = target._inside(container)
@@ -200,19 +183,6 @@ class ContainerPlace:
             return 1
         children = [info.pid for info in self._shell.process_tree(1) if info.ppid == 1]
         return min(children) if children else 1
-
-    def run(self, command: str, /, *, check: bool = True, timeout_s: float | None = None) -> CommandResult:
-        """On the host, where the container's output (the server log) is written."""
-        return self.target.host.run(command, check=check, timeout_s=timeout_s)
-
-    def expand_user(self, path: str, /) -> str:
-        return self.target.host.expand_user(path)
-
-    def read_file(self, path: str, /, *, max_bytes: int | None = None, timeout_s: float | None = None) -> bytes:
-        return self.target.host.read_file(path, max_bytes=max_bytes, timeout_s=timeout_s)
-
-    def open_stream(self, command: str, /) -> ByteStream:
-        return self.target.host.open_stream(command)
 
     def is_alive(self, handle: ProcessHandle, /) -> bool:
         return self._state() is True

@@ -104,8 +104,7 @@ class ContainerRun:
 
     def source(self) -> list[str]:
         """The image, or ``--rootfs DIR``, after the entrypoint is cleared."""
-        return ["--entrypoint=", self.image] if self.image is not None else ["--entrypoint=", "--rootfs",
-                                                                             str(self.rootfs)]
+        return ["--entrypoint=", *([self.image] if self.image is not None else ["--rootfs", str(self.rootfs)])]
 
 
 def container_name(text: str) -> str:

@@ -13,7 +13,7 @@ from toolkit.host.placement import Placement
 from toolkit.host.procs import ProcessInfo
 from toolkit.host.streams import ByteStream
 
-__all__ = ["CommandResult", "ProcessHandle", "StopReport", "Place", "PlacedProcess"]
+__all__ = ["CommandResult", "ProcessHandle", "StopReport", "Place", "PlacedProcess", "LogElsewhere"]
 
 
 @dataclass(frozen=True)
@@ -63,40 +63,51 @@ class Place(Protocol):
     @property
     def name(self) -> str:
         """How errors and the journal name it (``root@gpu-a:22``, ``gpu-a (slurm job 42)``)."""
-        ...
 
     @property
     def address(self) -> str:
         """Where HTTP reaches a server here."""
-        ...
 
     def run(self, command: str, /, *, check: bool = True, timeout_s: float | None = None) -> CommandResult:
         """Run bash where the server's log file is (the login node of a Slurm cluster)."""
-        ...
 
     def expand_user(self, path: str, /) -> str:
         """``~`` as an absolute path where :meth:`run` runs."""
-        ...
 
     def read_file(self, path: str, /, *, max_bytes: int | None = None, timeout_s: float | None = None) -> bytes:
         """A regular file's bytes, read where :meth:`run` runs (a profile's traces are fetched so)."""
-        ...
 
     def open_stream(self, command: str, /) -> ByteStream:
         """A long-lived stream (``tail -F`` of the log), where :meth:`run` runs."""
-        ...
 
     def is_alive(self, handle: ProcessHandle, /) -> bool: ...
 
     def stop(self, handle: ProcessHandle, /, *, grace_s: float = 10.0) -> StopReport:
         """Stop everything the handle started, verified; idempotent."""
-        ...
 
     def process_tree(self, pid: int, /) -> list[ProcessInfo]:
         """``pid`` and its descendants with argv and exec-time environment, where they run."""
-        ...
 
     def port_holder(self, port: int, /) -> tuple[int, str] | None: ...
+
+
+class LogElsewhere:
+    """A place whose server log is written on ``log_host`` (a Slurm login node, a container's host): the
+    log's shell calls go there, while processes are read where the server runs."""
+
+    log_host: Place
+
+    def run(self, command: str, /, *, check: bool = True, timeout_s: float | None = None) -> CommandResult:
+        return self.log_host.run(command, check=check, timeout_s=timeout_s)
+
+    def expand_user(self, path: str, /) -> str:
+        return self.log_host.expand_user(path)
+
+    def read_file(self, path: str, /, *, max_bytes: int | None = None, timeout_s: float | None = None) -> bytes:
+        return self.log_host.read_file(path, max_bytes=max_bytes, timeout_s=timeout_s)
+
+    def open_stream(self, command: str, /) -> ByteStream:
+        return self.log_host.open_stream(command)
 
 
 @dataclass(frozen=True, eq=False)

@@ -245,9 +245,8 @@ class Host:
                      "check `ps -o pid,stat,wchan`")
         return StopReport(self.name, pid, False, sigkill, (), signalled, time.monotonic() - t0)
 
-    def _signal_until_gone(
-        self, plan: procs.StopPlan, alive: tuple[procs.ProcRow, ...], signal: str, wait_s: float
-    ) -> tuple[procs.ProcRow, ...]:
+    def _signal_until_gone(self, plan: procs.StopPlan, alive: tuple[procs.ProcRow, ...], signal: str,
+                           wait_s: float) -> tuple[procs.ProcRow, ...]:
         """Signal ``alive`` (and children forked meanwhile) until the table shows none of the plan, or
         ``wait_s``; each signal is one round trip (:func:`procs.signal_script`)."""
         deadline = time.monotonic() + wait_s

@@ -162,12 +162,8 @@ def list_script() -> str:
 
 def parse_listing(text: str) -> list[tuple[str, LaunchRecord | None]]:
     """``(file name, record or None)`` per line of :func:`list_script` output."""
-    found = []
-    for line in text.splitlines():
-        name, tab, body = line.partition("\t")
-        if tab and name.endswith(".json"):
-            found.append((name, decode_record(body)))
-    return found
+    rows = (line.partition("\t") for line in text.splitlines())
+    return [(name, decode_record(body)) for name, tab, body in rows if tab and name.endswith(".json")]
 
 
 def remove_script(names: Iterable[str]) -> str:
@@ -198,9 +194,5 @@ def marked_script(marker: str) -> str:
 
 def parse_marked(text: str) -> list[tuple[int, str]]:
     """``(pid, args)`` per line of :func:`marked_script` output."""
-    found = []
-    for line in text.splitlines():
-        pid, tab, args = line.partition("\t")
-        if tab and pid.isdigit():
-            found.append((int(pid), args.strip()))
-    return found
+    rows = (line.partition("\t") for line in text.splitlines())
+    return [(int(pid), args.strip()) for pid, tab, args in rows if tab and pid.isdigit()]

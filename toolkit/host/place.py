@@ -26,27 +26,22 @@ class ServerTarget(Protocol):
 
     def expand_user(self, path: str, /) -> str:
         """``~/x`` as an absolute path where the log is written."""
-        ...
 
     def run(self, command: str, /, *, check: bool = True, timeout_s: float | None = None) -> CommandResult:
         """Run bash where the engine is installed (its ``--help`` is read here before a launch)."""
-        ...
 
     def port_holder(self, port: int, /) -> tuple[int, str] | None:
         """Who holds ``port`` where the server will listen; None if free or not knowable before the start."""
-        ...
 
     @property
     def registry_host(self) -> Host | None:
         """The host whose launch registry records servers started here; None where a scheduler or a container
         engine lists them (``squeue``, ``docker ps``)."""
-        ...
 
     def start_server(self, command: str, /, *, log_path: str, port: int, check_port: bool = True,
                      env: Mapping[str, str] | None = None) -> PlacedProcess:
         """Start ``command`` (bash) writing ``log_path``, serving on ``port``; return where it landed.
         ``check_port``: refuse where ``port`` is held, once the place is known; ``env``: the launch marker."""
-        ...
 
 
 #: What launch accepts: a Host, a SlurmTarget, a ContainerTarget, all spoken to the same way.

@@ -1,14 +1,10 @@
 """Launch servers through Slurm from a login node: a job of their own, or a step of an allocation.
 
-The toolkit drives the scheduler the cluster has; it imitates none. ``launch(SlurmTarget(login,
-...), spec)`` writes the job (:mod:`toolkit.host.slurm_script`) beside the log, submits it with
-``sbatch`` (or starts an ``srun`` step inside ``allocation=``), waits until Slurm runs it (a
-job still pending after ``pending_timeout_s`` is cancelled and reported with Slurm's reason),
-reads the node(s) from ``squeue``/``scontrol``, and returns one :class:`SlurmNode` place per
-node. The job's output file is the server log, read on the login node like any log (Slurm
-writes it on the node: the log directory must be on a file system both see, as in SGLang's
-recipe). Stop is ``scancel`` (SIGTERM to the step, then Slurm's kill), verified: the job
-leaves the queue and no step of it remains.
+The toolkit drives the scheduler the cluster has; it imitates none. A job still pending after
+``pending_timeout_s`` is cancelled and reported with Slurm's reason. The job's output file is the
+server log, read on the login node (Slurm writes it on the node: the log directory must be on a file
+system both see, as in SGLang's recipe). Stop is ``scancel``, verified: the job leaves the queue
+and no step of it remains.
 
 >>> login = Host("login-1", user="me")  # doctest: +SKIP
 >>> gpu = SlurmTarget(login, partition="h200", gpus_per_node=8, time="2:00:00", account="llm")  # doctest: +SKIP
@@ -26,12 +22,12 @@ from dataclasses import dataclass
 
 from toolkit.errors import CommandFailed, HostError, InvalidFlag, JobNotStarted
 from toolkit.host import slurm_script as ss
+from toolkit.host.handles import LogElsewhere
 from toolkit.host.host import CommandResult, Host, ProcessHandle, StopReport
 from toolkit.host.place import PlacedProcess
 from toolkit.host.placement import Placement
 from toolkit.host.procs import ProcessInfo
 from toolkit.host.shell import quote
-from toolkit.host.streams import ByteStream
 
 __all__ = ["SlurmTarget", "SlurmNode", "SlurmJob"]
 
@@ -64,25 +60,12 @@ class SlurmTarget:
     own NodeAddr as ``--host`` (for nodes that share a machine, as on a loopback test cluster).
     """
 
-    def __init__(
-        self,
-        login: Host,
-        *,
-        partition: str | None = None,
-        nodes: int = 1,
-        gpus_per_node: int | None = None,
-        time: str | None = None,
-        account: str | None = None,
-        options: Sequence[str] = (),
-        srun_options: Sequence[str] = (),
-        allocation: str | int | None = None,
-        slurm_conf: str | None = None,
-        pending_timeout_s: float = 300.0,
-        check_port_on_node: bool = True,
-        bind_node_address: bool = False,
-        kill_wait_s: float = 120.0,
-        poll_interval_s: float = 1.0,
-    ) -> None:
+    def __init__(self, login: Host, *, partition: str | None = None, nodes: int = 1,
+                 gpus_per_node: int | None = None, time: str | None = None, account: str | None = None,
+                 options: Sequence[str] = (), srun_options: Sequence[str] = (),
+                 allocation: str | int | None = None, slurm_conf: str | None = None,
+                 pending_timeout_s: float = 300.0, check_port_on_node: bool = True,
+                 bind_node_address: bool = False, kill_wait_s: float = 120.0, poll_interval_s: float = 1.0) -> None:
         self.login = login
         self.request = ss.SlurmRequest(partition, nodes, gpus_per_node, time, account, tuple(options),
                                        tuple(srun_options), None if allocation is None else str(allocation))
@@ -132,16 +115,8 @@ class SlurmTarget:
         return self.start_job(command, log_path=log_path, port=port if check_port else None, node_flags=None,
                               env=env)[0]
 
-    def start_job(
-        self,
-        command: str,
-        *,
-        log_path: str,
-        port: int | None,
-        node_flags: ss.NodeFlags | None,
-        env: Mapping[str, str] | None = None,
-        cwd: str | None = None,
-    ) -> tuple[PlacedProcess, ...]:
+    def start_job(self, command: str, *, log_path: str, port: int | None, node_flags: ss.NodeFlags | None,
+                  env: Mapping[str, str] | None = None, cwd: str | None = None) -> tuple[PlacedProcess, ...]:
         """One job over ``nodes``: one task each, node 0 first; each node's log is its own (``x-node1.log``)."""
         started_at = time.time()
         many = self.request.nodes > 1
@@ -152,13 +127,12 @@ class SlurmTarget:
         task_path = ss.task_path(log_path)
         self.login.write_file(task_path, ss.task_file(task))
         allocation = self.request.allocation
+        step = ss.step_argv(self.request, job_name=name, node_logs=node_logs, allocation=allocation)
         if allocation is None:
-            job = self._submit(name, log_path, ss.step_argv(self.request, job_name=name, node_logs=node_logs,
-                                                            allocation=None), task_path)
+            job = self._submit(name, log_path, step, task_path)
         else:
-            step = ss.step_argv(self.request, job_name=name, node_logs=node_logs, allocation=allocation)
-            job = self._start_step(allocation, name, log_path, f"{ss.with_conf(step, self.slurm_conf)} bash "
-                                                               f"{quote(task_path)}")
+            job = self._start_step(allocation, name, log_path,
+                                   f"{ss.with_conf(step, self.slurm_conf)} bash {quote(task_path)}")
         pids = self._pids(log_path, job)
         handles = []
         for rank in range(len(job.nodes)):
@@ -333,11 +307,12 @@ class SlurmTarget:
         return [f"{key}={fields[key]}" for key in keys if key in fields]
 
 
-class SlurmNode:
+class SlurmNode(LogElsewhere):
     """One node of a running server job, as its Server sees it: processes through ``srun``, the log on login."""
 
     def __init__(self, target: SlurmTarget, job: SlurmJob, rank: int) -> None:
         self.target = target
+        self.log_host = target.login
         self.job = job
         self.rank = rank
         node = job.nodes[rank]
@@ -354,19 +329,6 @@ class SlurmNode:
 
     def __repr__(self) -> str:
         return f"SlurmNode({self.name!r})"
-
-    def run(self, command: str, /, *, check: bool = True, timeout_s: float | None = None) -> CommandResult:
-        """On the login node, where the job's output file (the server log) is read."""
-        return self.target.login.run(command, check=check, timeout_s=timeout_s)
-
-    def expand_user(self, path: str, /) -> str:
-        return self.target.login.expand_user(path)
-
-    def read_file(self, path: str, /, *, max_bytes: int | None = None, timeout_s: float | None = None) -> bytes:
-        return self.target.login.read_file(path, max_bytes=max_bytes, timeout_s=timeout_s)
-
-    def open_stream(self, command: str, /) -> ByteStream:
-        return self.target.login.open_stream(command)
 
     def is_alive(self, handle: ProcessHandle, /) -> bool:
         return self.target.job_alive(self.job)

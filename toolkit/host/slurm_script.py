@@ -142,8 +142,7 @@ def step_argv(request: SlurmRequest, *, job_name: str, node_logs: str | None, al
         words += [f"--jobid={allocation}", f"--job-name={job_name}", f"--nodes={request.nodes}"]
         if request.gpus_per_node is not None:
             words.append(f"--gpus-per-node={request.gpus_per_node}")
-    words.append("--ntasks-per-node=1")
-    words.append("--kill-on-bad-exit=1")
+    words += ["--ntasks-per-node=1", "--kill-on-bad-exit=1"]
     if node_logs is not None:
         words.append(f"--output={node_logs}")
     return [*words, *request.srun_options]
@@ -152,15 +151,8 @@ def step_argv(request: SlurmRequest, *, job_name: str, node_logs: str | None, al
 _NODE_ADDR = "scontrol show node \"$1\" 2>/dev/null | sed -n 's/.* NodeAddr=\\([^ ]*\\).*/\\1/p' | head -n 1"
 
 
-def task_script(
-    command: str,
-    *,
-    log_path: str,
-    port: int | None,
-    node_flags: NodeFlags | None,
-    env: Mapping[str, str] | None = None,
-    cwd: str | None = None,
-) -> str:
+def task_script(command: str, *, log_path: str, port: int | None, node_flags: NodeFlags | None,
+                env: Mapping[str, str] | None = None, cwd: str | None = None) -> str:
     """The bash each task runs on its node: pid file, port check, then ``exec`` the server.
 
     ``$SLURM_NODEID`` and the node addresses are expanded here, by each task, on its node.
@@ -188,7 +180,8 @@ def task_script(
     tail = ""
     if node_flags is not None:
         if node_flags.dist_init_addr is not None:
-            lines.append(f"dist_init={quote(_host_port(node_flags.dist_init_addr, node_flags.dist_init_port))}")
+            addr, port = node_flags.dist_init_addr, int(node_flags.dist_init_port)
+            lines.append(f"dist_init={quote(f'[{addr}]:{port}' if ':' in addr else f'{addr}:{port}')}")
         else:
             lines += [
                 'head=$(scontrol show hostnames "$SLURM_STEP_NODELIST" | head -n 1)',
@@ -203,10 +196,6 @@ def task_script(
                      'dist-init-addr $dist_init"')
     lines.append(command + tail)
     return "\n".join(lines)
-
-
-def _host_port(address: str, port: int) -> str:
-    return f"[{address}]:{int(port)}" if ":" in address else f"{address}:{int(port)}"
 
 
 def task_path(log_path: str) -> str:
@@ -249,31 +238,20 @@ def parse_job_id(text: str) -> str:
 
 def parse_queue(text: str) -> QueueState | None:
     """``squeue -h -j J -o '%T|%r|%N'``: the job's state, or None once it left the queue."""
-    for line in text.splitlines():
-        parts = line.strip().split("|")
-        if len(parts) == 3 and parts[0]:
-            return QueueState(parts[0], parts[1], parts[2])
-    return None
+    rows = (line.strip().split("|") for line in text.splitlines())
+    return next((QueueState(*parts) for parts in rows if len(parts) == 3 and parts[0]), None)
 
 
 def parse_steps(text: str) -> dict[str, tuple[str, str]]:
     """``squeue -h -s -j J -o '%i|%j|%N'``: ``{step id: (step name, nodelist)}``."""
-    steps: dict[str, tuple[str, str]] = {}
-    for line in text.splitlines():
-        parts = line.strip().split("|")
-        if len(parts) == 3 and parts[0]:
-            steps[parts[0]] = (parts[1], parts[2])
-    return steps
+    rows = (line.strip().split("|") for line in text.splitlines())
+    return {parts[0]: (parts[1], parts[2]) for parts in rows if len(parts) == 3 and parts[0]}
 
 
 def parse_node_addresses(text: str) -> dict[str, str]:
     """``scontrol show node -o A B``: ``{node name: NodeAddr}``."""
-    found: dict[str, str] = {}
-    for line in text.splitlines():
-        fields = dict(word.split("=", 1) for word in line.split() if "=" in word)
-        if "NodeName" in fields:
-            found[fields["NodeName"]] = fields.get("NodeAddr", fields["NodeName"])
-    return found
+    rows = map(parse_fields, text.splitlines())
+    return {row["NodeName"]: row.get("NodeAddr", row["NodeName"]) for row in rows if "NodeName" in row}
 
 
 def parse_fields(text: str) -> dict[str, str]:

@@ -56,20 +56,9 @@ class SshSettings:
             raise ValueError(f"Host(connect_timeout_s={self.connect_timeout_s!r}): positive seconds")
 
 
-def _key_name(hostname: str, port: int) -> str:
-    return hostname if port == 22 else f"[{hostname}]:{port}"
-
-
-def _keyscan(hostname: str, port: int) -> str:
-    return f"ssh-keyscan {hostname}" if port == 22 else f"ssh-keyscan -p {port} {hostname}"
-
-
 def _key_file_kind(key_type: str) -> str:
     """``ssh-ed25519`` -> ``ed25519``, ``ecdsa-sha2-nistp256`` -> ``ecdsa``: sshd's host key file names."""
-    for kind in ("ed25519", "ecdsa", "rsa", "dss"):
-        if kind in key_type:
-            return kind
-    return key_type
+    return next((kind for kind in ("ed25519", "ecdsa", "rsa", "dss") if kind in key_type), key_type)
 
 
 class _CheckedPolicy(paramiko.MissingHostKeyPolicy):
@@ -83,6 +72,7 @@ class _CheckedPolicy(paramiko.MissingHostKeyPolicy):
 
     def missing_host_key(self, client: paramiko.SSHClient, hostname: str, key: paramiko.PKey) -> None:
         bare = hostname[1:].rsplit("]:", 1)[0] if hostname.startswith("[") else hostname
+        keyscan = f"ssh-keyscan {bare}" if self.port == 22 else f"ssh-keyscan -p {self.port} {bare}"
         if not self.trust_on_first_use:
             raise UnknownHostKey(
                 f"{hostname} offered a host key ({key.get_name()}) that is not in {self.known_hosts}; "
@@ -90,7 +80,7 @@ class _CheckedPolicy(paramiko.MissingHostKeyPolicy):
                 host=bare, evidence=[f"offered key fingerprint: {key.fingerprint}"],
                 hint=(f"check that fingerprint with the host's owner (on the host: ssh-keygen -lf "
                       f"/etc/ssh/ssh_host_{_key_file_kind(key.get_name())}_key.pub), then run "
-                      f"`{_keyscan(bare, self.port)} >> {self.known_hosts}`; or pass trust_on_first_use=True "
+                      f"`{keyscan} >> {self.known_hosts}`; or pass trust_on_first_use=True "
                       "to record the key on first contact"))
         with self._lock:
             client.get_host_keys().add(hostname, key.get_name(), key)
@@ -107,10 +97,8 @@ def _fabric_config(settings: SshSettings) -> Config:
                                          "auth_timeout": timeout}
     if settings.key_filename:
         connect_kwargs["key_filename"] = [os.path.expanduser(settings.key_filename)]
-    overrides = {"connect_kwargs": connect_kwargs}
-    if settings.ssh_config is not None:
-        return Config(overrides=overrides, runtime_ssh_path=os.path.expanduser(settings.ssh_config))
-    return Config(overrides=overrides)
+    ssh_config = None if settings.ssh_config is None else os.path.expanduser(settings.ssh_config)
+    return Config(overrides={"connect_kwargs": connect_kwargs}, runtime_ssh_path=ssh_config)
 
 
 def _harden(connection: Connection, settings: SshSettings) -> None:
@@ -165,11 +153,6 @@ def key_file_problem(path: str) -> str | None:
     return None
 
 
-def _key_files(connection: Connection) -> list[str]:
-    keys = connection.connect_kwargs.get("key_filename") or []
-    return [keys] if isinstance(keys, str) else [str(k) for k in keys]
-
-
 def _fingerprint(path: str) -> str:
     key = paramiko.PKey.from_path(os.path.expanduser(path))
     return f"{key.get_name()} {key.fingerprint}"
@@ -180,7 +163,8 @@ def _key_error(exc: BaseException, connection: Connection, where: str, via: str)
     if not isinstance(exc, paramiko.AuthenticationException | paramiko.SSHException | FileNotFoundError
                       | PermissionError):
         return None
-    keys = _key_files(connection)
+    keys = connection.connect_kwargs.get("key_filename") or []
+    keys = [keys] if isinstance(keys, str) else [str(k) for k in keys]
     hint = ("fix key_filename= (or IdentityFile in ~/.ssh/config): a private key whose public half is in "
             "~/.ssh/authorized_keys of that user; `ssh -i KEY -p PORT USER@HOST true` should work")
     problems = [(key, problem) for key in keys if (problem := key_file_problem(key)) is not None]
@@ -209,7 +193,7 @@ def translate_connect_error(exc: BaseException, connection: Connection, timeout_
     if key_error is not None:
         return key_error
     if isinstance(exc, paramiko.BadHostKeyException):
-        name = _key_name(host, int(connection.port))
+        name = host if int(connection.port) == 22 else f"[{host}]:{connection.port}"
         return ChangedHostKey(
             f"{where} presented a different {exc.key.get_name()} host key than the one recorded; "
             "this may be another machine answering at that address", host=host,

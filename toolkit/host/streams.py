@@ -108,13 +108,12 @@ def kill_group(proc: subprocess.Popen[bytes], grace_s: float = 2.0) -> None:
     for sig in (signal.SIGTERM, signal.SIGKILL):
         try:
             os.killpg(proc.pid, sig)
-        except ProcessLookupError:
-            return
-        try:
             proc.wait(timeout=grace_s)
             return
+        except ProcessLookupError:
+            return
         except subprocess.TimeoutExpired:
-            continue
+            pass
 
 
 def close_quietly(channel: paramiko.Channel) -> None:

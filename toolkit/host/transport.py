@@ -217,17 +217,16 @@ class SshTransport(Transport):
         return self._in_channel(script, stdin, timeout_s)
 
     def _in_session(self, script: str, timeout_s: float | None) -> Completed:
-        fresh = self._shell is None or not self._shell.usable or not self.transport().is_active()
-        if fresh:
-            if self._shell is not None:
-                self._shell.close()
-            self._shell = _ShellSession(self._session())
-        assert self._shell is not None
+        shell = self._shell
+        if shell is None or not shell.usable or not self.transport().is_active():
+            if shell is not None:
+                shell.close()
+            shell = self._shell = _ShellSession(self._session())
         try:
-            return self._shell.execute(script, timeout_s)
+            return shell.execute(script, timeout_s)
         except BaseException as exc:
             # mid-protocol (a lost link, or Ctrl-C in the notebook): this session is unusable
-            self._shell.close()
+            shell.close()
             self._shell = None
             if isinstance(exc, paramiko.SSHException | EOFError | OSError):  # OSError covers TimeoutError
                 raise self._lost(exc) from exc
@@ -284,10 +283,9 @@ class WrappedTransport(Transport):
 
     def execute(self, script: str, *, stdin: bytes | None = None,
                 timeout_s: float | None = None) -> Completed:
-        if timeout_s is None:
-            return self.outer.execute(f"{self.prefix} bash -c {quote(script)}", stdin=stdin)
-        inner = timeout_script(script, timeout_s)
-        return self.outer.execute(f"{self.prefix} bash -c {quote(inner)}", stdin=stdin, timeout_s=timeout_s + 10.0)
+        if timeout_s is not None:
+            script, timeout_s = timeout_script(script, timeout_s), timeout_s + 10.0
+        return self.outer.execute(f"{self.prefix} bash -c {quote(script)}", stdin=stdin, timeout_s=timeout_s)
 
     def open_stream(self, command: str) -> ByteStream:
         return self.outer.open_stream(f"{self.prefix} bash -c {quote(stream_script(command))}")
