@@ -16,7 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from importlib import resources
 
-__all__ = ["FlagEntry", "ReleaseFlags", "parse_release_flags", "load_release_flags", "flag_file_name"]
+__all__ = ["FlagEntry", "ReleaseFlags", "parse_release_flags", "load_release_flags"]
 
 
 @dataclass(frozen=True)
@@ -98,14 +98,9 @@ def parse_release_flags(text: str, *, engine: str, release: str) -> ReleaseFlags
     return ReleaseFlags(engine, release, tuple(entries), " ".join(comments))
 
 
-def flag_file_name(engine: str, release: str) -> str:
-    """``sglang-0.5.23.txt``: the data file for one release."""
-    return f"{engine}-{release}.txt"
-
-
 def load_release_flags(engine: str, release: str) -> ReleaseFlags:
     """The packaged flag list of ``engine`` ``release``; FileNotFoundError names the command that makes it."""
-    path = resources.files("toolkit.engines").joinpath("flags", flag_file_name(engine, release))
+    path = resources.files("toolkit.engines").joinpath("flags", f"{engine}-{release}.txt")
     if not path.is_file():
         command = f"python scripts/engine_contracts.py --engine {engine} --version {release}"
         raise FileNotFoundError(f"no flag list for {engine} {release} in toolkit/engines/flags/; "

@@ -42,7 +42,7 @@ def _w(name: str, value: str, when: str, src: str, **kw: object) -> EnvWrite:
 
 
 def _health_generating(release: str, health: int, starting: int, sleep: int, timeout: int, exiting: int,
-                       env_switch: str | None, bypassed_by: tuple[str, ...] = ()) -> tuple[HealthCheck, HealthCheck]:
+                       env_switch: str | None, bypassed_by: tuple[str, ...] = ()) -> tuple[HealthCheck, ...]:
     """0.5.x: one handler serves both paths; it sends a 1-token request and sleeps 1 s before looking."""
     unhealthy = (
         f"server still starting: warm-up not finished ({_HTTP}:{starting})",
@@ -51,12 +51,9 @@ def _health_generating(release: str, health: int, starting: int, sleep: int, tim
     )
     src = f"sglang {release} {_HTTP}:{health}-{health + 1}, asyncio.sleep(1) at :{sleep}"
     health_note = (f"; /health skips generation only with {env_switch}" if env_switch else "")
-    return (
-        HealthCheck("/health_generate", "GET", True, 1.0, src, 20.0, 503, unhealthy, answers=_ANSWERS_05(src),
-                    bypassed_by=bypassed_by),
-        HealthCheck("/health", "GET", True, 1.0, src + health_note, 20.0, 503, unhealthy, answers=_ANSWERS_05(src),
-                    bypassed_by=bypassed_by),
-    )
+    return tuple(HealthCheck(path, "GET", True, 1.0, src + note, 20.0, 503, unhealthy,
+                             answers=_ANSWERS_05(src), bypassed_by=bypassed_by)
+                 for path, note in (("/health_generate", ""), ("/health", health_note)))
 
 
 def _ANSWERS_05(src: str) -> tuple[HealthAnswer, ...]:  # noqa: N802 - reads like the constant it is

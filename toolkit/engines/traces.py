@@ -6,10 +6,6 @@ and ``vm_<pid>.async_llm.<ns>.pt.trace.json.gz`` (torch names ``{worker_name}.{t
 
 >>> trace_rank("vllm", "0.25.0", "rank0.1764640000123456789.pt.trace.json.gz")
 0
->>> trace_rank("vllm", "0.33.0", "dp0_pp0_tp1_dcp0_ep0_rank1.1764640000123.pt.trace.json.gz")
-1
->>> trace_rank("sglang", "0.5.23", "1764640000.1-TP-3.trace.json.gz")
-3
 >>> is_frontend_trace("vllm", "0.25.0", "vm_4242.async_llm.1764640000123456789.pt.trace.json.gz")
 True
 """

@@ -6,8 +6,6 @@ not compared.
 
 >>> parse_version("0.5.4.post2") < parse_version("0.5.5") < parse_version("0.5.20")
 True
->>> parse_version_output("sglang version: 0.5.23\\n").text
-'0.5.23'
 """
 
 from __future__ import annotations
@@ -79,7 +77,6 @@ class Version:
         return self._key < self._other(other)
 
 
-
 def parse_version(text: str) -> Version:
     """Parse one release number (PEP 440, as pip reads it); raise :class:`VersionError` when it is not one.
 
@@ -140,17 +137,9 @@ class ReleaseRange:
                 version = parse_version(version)
             except VersionError:
                 return False
-        if not isinstance(version, Version):
-            return False
-        if self.low is not None and version < parse_version(self.low):
-            return False
-        return not (self.high is not None and version >= parse_version(self.high))
+        return isinstance(version, Version) and (self.low is None or version >= self.low) \
+            and (self.high is None or version < self.high)
 
     def __str__(self) -> str:
-        if self.low and self.high:
-            return f">= {self.low}, < {self.high}"
-        if self.low:
-            return f">= {self.low}"
-        if self.high:
-            return f"< {self.high}"
-        return "any release"
+        parts = ([f">= {self.low}"] if self.low else []) + ([f"< {self.high}"] if self.high else [])
+        return ", ".join(parts) or "any release"

@@ -69,13 +69,9 @@ def _spawn_write(release: str, src: str) -> EnvWrite:
 def _import_writes(release: str, nvml: int | None, inductor: int, spawned: bool) -> tuple[EnvWrite, ...]:
     """What env_override.py writes on `import vllm` (every process that imports vllm)."""
     seen: tuple[ProcessRole, ...] = _SPAWNED if spawned else ()
-    out = []
-    if nvml is not None:
-        out.append(EnvWrite("PYTORCH_NVML_BASED_CUDA_CHECK", "1", "every", "always",
-                            f"vllm {release} {_OVERRIDE}:{nvml}", visible_in=seen))
-    out.append(EnvWrite("TORCHINDUCTOR_COMPILE_THREADS", "1", "every", "always",
-                        f"vllm {release} {_OVERRIDE}:{inductor}", visible_in=seen))
-    return tuple(out)
+    lines = (("PYTORCH_NVML_BASED_CUDA_CHECK", nvml), ("TORCHINDUCTOR_COMPILE_THREADS", inductor))
+    return tuple(EnvWrite(name, "1", "every", "always", f"vllm {release} {_OVERRIDE}:{line}", visible_in=seen)
+                 for name, line in lines if line is not None)
 
 
 def _line(name: str, releases: ReleaseRange, start_method: str, start_method_source: str,

@@ -61,9 +61,7 @@ _KEPT_AFTER_STOP = frozenset({Verdict.METRIC, Verdict.BENIGN, Verdict.READY, Ver
 
 def is_toolkit_request(text: str) -> bool:
     """Whether ``text`` (a raw log line or its message) is the access line of a toolkit probe or scrape."""
-    if "HTTP/" not in text:
-        return False
-    match = _REQUEST_LINE.search(text)
+    match = _REQUEST_LINE.search(text) if "HTTP/" in text else None
     return match is not None and (match["method"], match["path"]) in TOOLKIT_REQUESTS
 
 

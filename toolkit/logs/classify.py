@@ -157,8 +157,7 @@ class LogClassifier:
         elif self.engine is None and self.line_no > _DETECT_LINES:
             self.engine, self._tentative = "generic", False
         else:
-            if self._tentative and self.line_no > _TENTATIVE_LINES:
-                self._tentative = False
+            self._tentative = self._tentative and self.line_no <= _TENTATIVE_LINES
             return
         self._select_rules()
 

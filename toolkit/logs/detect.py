@@ -107,11 +107,8 @@ def engine_of_line(line: str) -> tuple[str, bool] | None:
     ('tgi', True)
     """
     for engine, decisive, literals, pattern in _MARKERS:
-        for literal in literals:
-            if literal in line:
-                if pattern.search(line) is not None:
-                    return engine, decisive
-                break
+        if any(literal in line for literal in literals) and pattern.search(line) is not None:
+            return engine, decisive
     return None
 
 

@@ -57,32 +57,26 @@ def _blind(items: Iterable[tuple[Any, Any]]) -> bool:
     assert _sre is not None
     for op, av in items:
         if op is _sre.LITERAL or op is _sre.NOT_LITERAL:
-            if av in _DIGITS:
-                return False
+            blind = av not in _DIGITS
         elif op is _sre.IN:
-            if not _set_blind(av):
-                return False
+            blind = _set_blind(av)
         elif op in (_sre.ANY, _sre.AT, _sre.CATEGORY):
-            continue
+            blind = True
         elif op is _sre.SUBPATTERN:
-            if not _blind(av[3]):
-                return False
+            blind = _blind(av[3])
         elif op in (_sre.MAX_REPEAT, _sre.MIN_REPEAT, _sre.POSSESSIVE_REPEAT):
-            if not _blind(av[2]):
-                return False
+            blind = _blind(av[2])
         elif op in (_sre.ASSERT, _sre.ASSERT_NOT):
-            if not _blind(av[1]):
-                return False
+            blind = _blind(av[1])
         elif op is _sre.ATOMIC_GROUP:
-            if not _blind(av):
-                return False
+            blind = _blind(av)
         elif op is _sre.BRANCH:
-            if not all(_blind(branch) for branch in av[1]):
-                return False
+            blind = all(_blind(branch) for branch in av[1])
         elif op is _sre.GROUPREF_EXISTS:  # (?(g)yes|no): whether g took part, itself decided by blind parts
-            if not _blind(av[1]) or (av[2] is not None and not _blind(av[2])):
-                return False
+            blind = _blind(av[1]) and (av[2] is None or _blind(av[2]))
         else:  # a back-reference compares digits; anything unknown is not proven
+            blind = False
+        if not blind:
             return False
     return True
 

@@ -289,7 +289,7 @@ def parse_fields(raw: str) -> tuple[str, datetime | None, str | None, str | None
         elif (m := _SGLANG_RANK_ONLY.match(text)) is not None:
             rank = m.group("rank")
             text = text[m.end():]
-    elif first in "DIWEC" and len(text) > 6:
+    elif first in "DIWECF" and len(text) > 6:
         m = _VLLM.match(text)
         if m:
             level = m.group("level")
@@ -298,7 +298,7 @@ def parse_fields(raw: str) -> tuple[str, datetime | None, str | None, str | None
         elif (m := _UVICORN.match(text)) is not None:
             level = m.group("level")
             text = text[m.end():]
-        elif first in "IWE" and (m := _GLOG.match(text)) is not None:
+        elif first in "IWEF" and (m := _GLOG.match(text)) is not None:
             level = _GLOG_LEVEL[m.group("level")]
             timestamp = _mmdd(m.group("md"), m.group("hms"))
             text = text[m.end():]
@@ -307,10 +307,6 @@ def parse_fields(raw: str) -> tuple[str, datetime | None, str | None, str | None
             text = text[m.end():]
     elif first == " " and (m := _TRACING.match(text)) is not None:
         level = _TRACING_LEVEL[m.group("level")]
-        text = text[m.end():]
-    elif first == "F" and (m := _GLOG.match(text)) is not None:
-        level = "FATAL"
-        timestamp = _mmdd(m.group("md"), m.group("hms"))
         text = text[m.end():]
     elif first.isdigit() and (m := _PYLOG.match(text)) is not None:
         timestamp = _iso(m.group("ts"))

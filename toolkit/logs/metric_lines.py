@@ -191,10 +191,8 @@ def parse_metric(text: str, *, line_no: int = 0, timestamp: datetime | None = No
     if located is None:
         return None
     kind, start = located
-    if kind.startswith("sglang"):
-        values = _SHAPES.values(kind, text[start:], _sglang, _sglang_shape)
-    else:
-        values = _SHAPES.values(kind, text[start:], _vllm, _vllm_shape)
+    general, build = (_sglang, _sglang_shape) if kind.startswith("sglang") else (_vllm, _vllm_shape)
+    values = _SHAPES.values(kind, text[start:], general, build)
     if not values or (kind == "vllm_throughput" and "running_reqs" not in values):
         return None  # a line cut short (a terminal wrapped `Running: 32 r` / `eqs, ...`): not a whole row
     return _make_row(kind, MappingProxyType(values), timestamp, rank, line_no)

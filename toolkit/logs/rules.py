@@ -7,6 +7,7 @@ prefilter: its regex only runs when a literal occurs in the line, which keeps lo
 from __future__ import annotations
 
 import re
+from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
@@ -132,14 +133,6 @@ class Rule:
         (``kubectl describe``'s fields), never a source line quoted from a traceback, which stays unread as fatal."""
         return self.pattern.startswith(("^\\s", "^[ \\t]"))
 
-    @cached_property
-    def masked_literals(self) -> tuple[bytes, ...]:
-        return tuple(digit_mask(literal) for literal in self._literals)
-
-    @cached_property
-    def digit_free_literals(self) -> tuple[bool, ...]:
-        return tuple(not has_digit(literal) for literal in self._literals)
-
     def matches(self, text: str, lowered: str | None = None) -> bool:
         """True when this rule matches ``text`` (``lowered`` may pass ``text.lower()`` to save work)."""
         if self._literals:
@@ -170,8 +163,7 @@ class RulePack:
     rules: tuple[Rule, ...]
 
     def __post_init__(self) -> None:
-        names = [r.name for r in self.rules]
-        dupes = sorted({n for n in names if names.count(n) > 1})
+        dupes = sorted(name for name, count in Counter(r.name for r in self.rules).items() if count > 1)
         if dupes:
             raise ValueError(f"pack {self.name!r} has duplicate rule names {dupes}; rule names must be unique")
 
@@ -188,16 +180,6 @@ class RulePack:
         if unknown:
             raise KeyError(f"pack {self.name!r} has no rule named {unknown}; it has {sorted(known)}")
         return replace(self, rules=tuple(r for r in self.rules if r.name not in names))
-
-    def rule(self, name: str) -> Rule:
-        for r in self.rules:
-            if r.name == name:
-                return r
-        raise KeyError(f"pack {self.name!r} has no rule named {name!r}")
-
-    def first_match(self, text: str, *, ready: bool = False) -> Match | None:
-        """The first rule that matches ``text``, or None."""
-        return match_compiled(self.compiled, text, ready=ready)
 
     @cached_property
     def compiled(self) -> CompiledRules:
@@ -259,24 +241,20 @@ def match_shape(compiled: CompiledRules, text: str, blind: tuple[bool, ...] | No
     if blind is None:
         blind = tuple(entry[0].digit_blind for entry in compiled)
     for i, (entry, rule_blind) in enumerate(zip(compiled, blind, strict=True)):
-        rule, literals, ignore_case, regex = entry[0], entry[1], entry[2], entry[3]
+        literals, ignore_case, regex = entry[1:4]
         if ignore_case and lowered is None:
             lowered = text.lower()  # Unicode lowering ("\u212a" is "k"), as match_compiled does
         if rule_blind:
-            if literals:
-                hay = lowered if lowered is not None and ignore_case else text
-                for lit in literals:
-                    if lit in hay:
-                        break
-                else:
-                    continue
+            hay = lowered if lowered is not None and ignore_case else text
+            if literals and not any(lit in hay for lit in literals):
+                continue
             if regex is None or regex.search(text) is not None:
                 return i, tuple(recheck)
             continue
         if literals:
             masked = masked if masked is not None else digit_mask(text)
             hay_mask = digit_mask(lowered) if lowered is not None and ignore_case else masked
-            present = [free for lit, free in zip(rule.masked_literals, rule.digit_free_literals, strict=True) if lit in hay_mask]
+            present = [not has_digit(lit) for lit in literals if digit_mask(lit) in hay_mask]
             if not present:
                 continue  # a literal is in a text only if its mask is in the text's mask: none is, in this shape
             if any(present):

@@ -70,13 +70,8 @@ class LogSummary:
 
 def decisive_fatal(events: Iterable[LogEvent]) -> LogEvent | None:
     """The first fatal event that is not a notice, else the first fatal event."""
-    first: LogEvent | None = None
-    for event in events:
-        if event.verdict is Verdict.FATAL:
-            if not event.notice:
-                return event
-            first = first or event
-    return first
+    fatal = [event for event in events if event.verdict is Verdict.FATAL]
+    return next((event for event in fatal if not event.notice), fatal[0] if fatal else None)
 
 
 class SummaryBuilder:
@@ -104,7 +99,7 @@ class SummaryBuilder:
         self._warnings: list[int] = []
         self._benign_count = 0
         self._metrics: deque[MetricRow] = deque(maxlen=max_metrics)
-        self._unparsed: deque[tuple[str, int, datetime | None, str | None]] = deque(maxlen=max_metrics)
+        self._unparsed: deque[tuple[str, datetime | None, str | None, int]] = deque(maxlen=max_metrics)
         self._raw_metrics: deque[tuple[str, int]] = deque(maxlen=max_metrics)
         self._metric_count = 0
 
@@ -122,7 +117,7 @@ class SummaryBuilder:
             self._metrics.append(event.metric)
             self._metric_count += 1
         elif verdict is Verdict.METRIC:
-            self._unparsed.append((event.text, n, event.timestamp, event.rank))
+            self._unparsed.append((event.text, event.timestamp, event.rank, n))
             self._metric_count += 1
         if event.phase is not None and n < self._phases.get(event.phase.value, n + 1):
             self._phases[event.phase.value] = n
@@ -168,16 +163,9 @@ class SummaryBuilder:
         )
 
     def _kept_metrics(self) -> tuple[MetricRow, ...]:
-        rows = list(self._metrics)
-        for text, n, timestamp, rank in self._unparsed:
-            row = parse_metric(text, line_no=n, timestamp=timestamp, rank=rank)
-            if row is not None:
-                rows.append(row)
-        for raw, n in self._raw_metrics:
-            text, timestamp, rank, _level = parse_fields(raw)
-            row = parse_metric(text, line_no=n, timestamp=timestamp, rank=rank)
-            if row is not None:
-                rows.append(row)
+        pending = [*self._unparsed, *((*parse_fields(raw)[:3], n) for raw, n in self._raw_metrics)]
+        rows = [*self._metrics, *filter(None, (parse_metric(text, line_no=n, timestamp=timestamp, rank=rank)
+                                               for text, timestamp, rank, n in pending))]
         rows.sort(key=lambda m: m.line_no)
         keep = self._metrics.maxlen
         return tuple(rows if keep is None else rows[len(rows) - keep:] if keep else ())

@@ -52,9 +52,6 @@ class GreedyOutputs:
     max_tokens: int
     errors: tuple[str, ...] = ()
 
-    def texts(self) -> list[str]:
-        return ["".join(o) for o in self.outputs]
-
 
 def complete_greedy(url: str, prompt: str, *, model: str | None, max_tokens: int, chat: bool = False,
                     logprobs: bool = True, timeout_s: float = 120.0, api_key: str | None = None) -> HttpAnswer:
@@ -66,10 +63,7 @@ def complete_greedy(url: str, prompt: str, *, model: str | None, max_tokens: int
     body: dict[str, object] = {"max_tokens": max_tokens, "temperature": 0, "stream": False}
     if model is not None:
         body["model"] = model
-    if chat:
-        body["messages"] = [{"role": "user", "content": prompt}]
-    else:
-        body["prompt"] = prompt
+    body.update({"messages": [{"role": "user", "content": prompt}]} if chat else {"prompt": prompt})
     if logprobs:
         body["logprobs"] = True if chat else 1
     path = "/v1/chat/completions" if chat else "/v1/completions"

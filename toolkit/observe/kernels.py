@@ -104,11 +104,9 @@ def compare_kernel_tables(a: pd.DataFrame, b: pd.DataFrame, *, label_a: str = "A
     keys = ["phase", "kernel"]
     keep = keys + ["calls", "total_ms", "mean_us", "in_graph_pct", "where"]
     merged = pd.merge(a[keep], b[keep], on=keys, how="outer", suffixes=("_a", "_b"))
-    for side in ("a", "b"):
-        merged[f"calls_{side}"] = merged[f"calls_{side}"].fillna(0).astype("int64")
-        merged[f"total_ms_{side}"] = merged[f"total_ms_{side}"].fillna(0.0)
-        merged[f"mean_us_{side}"] = merged[f"mean_us_{side}"].fillna(0.0)
-        merged[f"where_{side}"] = merged[f"where_{side}"].fillna("—")
+    merged = merged.fillna({f"{column}_{side}": empty for side in "ab" for column, empty in
+                            (("calls", 0), ("total_ms", 0.0), ("mean_us", 0.0), ("where", "—"))})
+    merged = merged.astype({"calls_a": "int64", "calls_b": "int64"})
     merged["delta_ms"] = merged["total_ms_b"] - merged["total_ms_a"]
     merged["moved"] = merged.apply(lambda row: _moved(row, label_a, label_b), axis=1) if len(merged) else []
     order = merged["delta_ms"].abs().sort_values(ascending=False, kind="stable").index

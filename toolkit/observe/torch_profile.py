@@ -10,7 +10,7 @@ from __future__ import annotations
 import html
 import json
 import re
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -144,9 +144,7 @@ class Profile:
     def write_sidecars(self) -> None:
         """``profile.json``, ``kernels.csv`` and ``perfetto.html`` beside the traces."""
         meta = {"label": self.label, "capture_s": self.capture_s, "method": self.method, "engine": self.engine,
-                "simulated": self.simulated,
-                "files": [{"remote_path": f.remote_path, "size_bytes": f.size_bytes, "local_name": f.local_name,
-                           "skipped": f.skipped} for f in self.files]}
+                "simulated": self.simulated, "files": [asdict(f) for f in self.files]}
         (self.directory / PROFILE_META).write_text(json.dumps(meta, indent=2) + "\n", encoding="utf-8")
         self.kernels().to_csv(self.directory / KERNELS_CSV, index=False)
         self.phases().to_csv(self.directory / PHASES_CSV, index=False)
