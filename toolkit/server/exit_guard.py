@@ -8,6 +8,7 @@ on; SIGINT stays Python's (interrupting a cell must not kill the notebook's serv
 from __future__ import annotations
 
 import atexit
+import contextlib
 import os
 import signal
 import threading
@@ -29,8 +30,7 @@ def hold(key: int, stop: Callable[[], object]) -> None:
         if not _state["atexit"]:
             atexit.register(stop_all)
             _state["atexit"] = True
-    if not _state["signals"] and threading.current_thread() is threading.main_thread():
-        _install_signals()
+    arm()
 
 
 def arm() -> None:
@@ -53,10 +53,8 @@ def stop_all() -> None:
         stops = list(_held.values())
         _held.clear()
     for stop in stops:
-        try:
+        with contextlib.suppress(Exception):  # nobody to raise to at exit; the next session lists leftovers
             stop()
-        except Exception:  # noqa: BLE001 - at exit there is nobody to raise to; the next session lists leftovers
-            continue
 
 
 def _install_signals() -> None:

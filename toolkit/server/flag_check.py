@@ -36,8 +36,7 @@ def validate(flags: Flags, table: FlagTable) -> list[FlagProblem]:
         spec = table.lookup(name)
         if spec is None:
             problem, spec = _resolve_unknown(name, table)
-            if problem is not None:
-                problems.append(problem)
+            problems.append(problem)
             if spec is None:
                 continue
         problems.extend(_check_value(name, value, spec))
@@ -66,17 +65,15 @@ def check_flags(flags: Flags, table: FlagTable) -> tuple[FlagProblem, ...]:
     return tuple(problem for problem in problems if not problem.is_error)
 
 
-def _resolve_unknown(name: str, table: FlagTable) -> tuple[FlagProblem | None, FlagSpec | None]:
+def _resolve_unknown(name: str, table: FlagTable) -> tuple[FlagProblem, FlagSpec | None]:
     """A name the table does not know: an argparse abbreviation, or a typo."""
     if table.allow_abbrev and name.startswith("--") and len(name) > 2:
         matches = sorted({spec.name for spec in table.flags
                           for alias in spec.names if alias.startswith(name)})
         if len(matches) == 1:
             spec = table.lookup(matches[0])
-            message = (
-                f"{name} is an abbreviation of {matches[0]}; {table.engine} accepts it through argparse "
-                f"prefix matching, but a future flag can make it ambiguous: spell it out"
-            )
+            message = (f"{name} is an abbreviation of {matches[0]}; {table.engine} accepts it through "
+                       "argparse prefix matching, but a future flag can make it ambiguous: spell it out")
             return FlagProblem(name, "abbreviation", message, suggestion=matches[0]), spec
         if len(matches) > 1:
             shown = ", ".join(matches[:5]) + (f" (and {len(matches) - 5} more)" if len(matches) > 5 else "")

@@ -10,7 +10,7 @@ from __future__ import annotations
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
@@ -26,7 +26,7 @@ if TYPE_CHECKING:
 
 __all__ = ["LogFollower", "FollowStats", "EventSource"]
 
-Subscriber = Callable[[list[LogEvent]], None]
+Subscriber = Callable[[list[LogEvent]], object]
 
 
 @runtime_checkable
@@ -84,8 +84,8 @@ class LogFollower:
         self._dropped = 0
         self._started_at = time.time()
         self._last_line_at: float | None = None
-        self._error: BaseException | None = None
-        self._stop_line: int | None = None  # lines after this one were read after the toolkit asked for a stop
+        self.error: BaseException | None = None  # why the reader stopped, if on an error (a lost SSH channel)
+        self.stop_line: int | None = None  # the last line before the toolkit asked for a stop
         self.finished = threading.Event()  # set when the stream ended or the follower stopped
 
     def start(self) -> LogFollower:
@@ -95,11 +95,9 @@ class LogFollower:
         start = "+1"
         if self._backlog is not None:
             # Joined mid-run: number the lines as the file does (a reader compares them with grep -n).
-            total = count_lines(self.host, self.path) or 0
-            self._classifier.line_no = max(0, total - self._backlog)
+            self._classifier.line_no = max(0, (count_lines(self.host, self.path) or 0) - self._backlog)
             start = str(self._backlog)
-        command = f"exec tail -n {start} -F {quote_path(self.path)} 2>/dev/null"
-        self._stream = self.host.open_stream(command)
+        self._stream = self.host.open_stream(f"exec tail -n {start} -F {quote_path(self.path)} 2>/dev/null")
         self._thread = threading.Thread(target=self._run, name=f"follow:{self.path}", daemon=True)
         self._thread.start()
         return self
@@ -119,18 +117,13 @@ class LogFollower:
         """Lines written from now on are ``shutdown`` lines; returns the last one before (idempotent).
 
         The mark is the file's line count, not what was read: a death just before the stop stays fatal."""
-        if self._stop_line is not None:
-            return self._stop_line
+        if self.stop_line is not None:
+            return self.stop_line
         written = count_lines(self.host, self.path) if self._thread is not None else None
         with self._lock:
-            if self._stop_line is None:
-                self._stop_line = max(written or 0, self._classifier.line_no)
-            return self._stop_line
-
-    @property
-    def stop_line(self) -> int | None:
-        """The last line read before the toolkit asked for a stop, or None while no stop was asked."""
-        return self._stop_line
+            if self.stop_line is None:
+                self.stop_line = max(written or 0, self._classifier.line_no)
+            return self.stop_line
 
     def __enter__(self) -> LogFollower:
         return self.start()
@@ -159,8 +152,7 @@ class LogFollower:
             return list(self._events)
 
     def tail(self, n: int = 20) -> list[LogEvent]:
-        with self._lock:
-            return list(self._events)[-n:]
+        return self.events()[-n:]
 
     @property
     def stats(self) -> FollowStats:
@@ -182,18 +174,13 @@ class LogFollower:
             pending = self._classifier.end_of_log() if server_died else self._classifier.finish()
         self._publish(pending)
 
-    @property
-    def error(self) -> BaseException | None:
-        """Why the reader stopped, when it stopped on an error (a lost SSH channel, say)."""
-        return self._error
-
     def _run(self) -> None:
         try:
             for lines in iter_line_batches(self._chunks(), live=True):  # linear, long lines cut to their ends
                 self._ingest(lines)
             self.flush()
         except BaseException as exc:  # the owner reads .error; the thread must not die silently
-            self._error = exc
+            self.error = exc
         finally:
             self.finished.set()
 
@@ -215,16 +202,12 @@ class LogFollower:
             flushed = False
             yield chunk
 
-    def _ingest(self, lines: Iterable[str]) -> None:
+    def _ingest(self, lines: list[str]) -> None:
         feed, redact = self._classifier.feed, self._redact
-        batch: list[LogEvent] = []
-        count = 0
         with self._lock:  # the classifier is stateful: flush() from another thread must not interleave
-            for line in lines:
-                count += 1
-                batch.extend(feed(redact(line)))
-        if count:
-            self._lines += count
+            batch = [event for line in lines for event in feed(redact(line))]
+        if lines:
+            self._lines += len(lines)
             self._last_line_at = time.time()
         self._publish(batch)
 
@@ -232,7 +215,7 @@ class LogFollower:
         if not batch:
             return
         with self._lock:
-            stop_line = self._stop_line
+            stop_line = self.stop_line
             if stop_line is not None:
                 batch = [after_stop(e) if e.line_no > stop_line else e for e in batch]
             self._dropped += max(0, len(self._events) + len(batch) - self.capacity)

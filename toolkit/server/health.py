@@ -77,11 +77,10 @@ def judge_answer(check: HealthCheck, what: str, status: int, body: bytes | str, 
         reason = _field(text, answer.reason_field) if answer.reason_field else None
         said = f" (reason: {reason})" if reason else (" (no body: the log says why)" if not quoted else "")
         return ProbeOutcome(
-            False, detail, False, "dead",
+            False, detail, False, "dead", status=status, body=text,
             evidence=(f"{what} {status}: {quoted or '(empty body)'}", f"what it means: {answer.source}"),
             hint=f"{engine} says its engine is dead{said}: read the quoted answer and the last log lines, fix the "
-                 "cause, launch again",
-            status=status, body=text)
+                 "cause, launch again")
     return ProbeOutcome(False, detail, False, status=status, body=text)
 
 

@@ -21,8 +21,7 @@ HelpStyle = Literal["argparse", "click", "rich"]
 ProblemKind = Literal["unknown", "ambiguous", "abbreviation", "invalid_choice", "missing_value",
                       "unexpected_value"]
 
-# Problems that do not stop a launch: the engine accepts the flag, but it is fragile.
-_WARNING_KINDS: frozenset[str] = frozenset({"abbreviation"})
+_WARNING_KINDS: frozenset[str] = frozenset({"abbreviation"})  # the engine accepts the flag, but it is fragile
 
 _ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 _NAME = r"-{1,2}[A-Za-z0-9?][A-Za-z0-9_-]*"
@@ -36,8 +35,7 @@ _OPEN_CHOICES = re.compile(r"^\{(?P<choices>[^{}]*)\}\s+or\s+.+$")
 _LIST_METAVAR = re.compile(r"^\[(?P<choices>'[^']*'(?:, '[^']*')*)\]$")
 _CLICK_SWITCH_SEP = " / "
 _RICH_TITLE = re.compile(r"^╭─+\s*(?P<title>.*?)\s*─+╮$")
-# vLLM >= 0.11 prints config groups, not flags, unless asked for --help=all.
-_VLLM_SUMMARY = re.compile(r"--help=all")
+_VLLM_SUMMARY = re.compile(r"--help=all")  # vLLM >= 0.11 prints config groups, not flags, unless asked for it
 
 
 @dataclass(frozen=True)
@@ -83,8 +81,7 @@ class FlagTable:
     def __post_init__(self) -> None:
         index: dict[str, FlagSpec] = {}
         for spec in self.flags:
-            for spelling in spec.names:
-                index.setdefault(spelling, spec)
+            index.update({spelling: spec for spelling in spec.names if spelling not in index})
         object.__setattr__(self, "_index", index)
 
     def __len__(self) -> int:

@@ -16,13 +16,8 @@ from toolkit.logs.packs import Hints
 
 __all__ = ["FAMILIES", "release_hint"]
 
-#: Each pack hint and its family name (the key of toolkit.engines.hints.RELEASE_HINTS).
-FAMILIES: dict[str, str] = {
-    Hints.OOM: "OOM", Hints.KV_TOO_SMALL: "KV_TOO_SMALL", Hints.PORT: "PORT", Hints.NCCL: "NCCL",
-    Hints.IMPORT: "IMPORT", Hints.CUDA: "CUDA", Hints.ARCH: "ARCH", Hints.MODEL: "MODEL", Hints.EXITED: "EXITED",
-    Hints.KILLED: "KILLED", Hints.CRASH: "CRASH", Hints.WATCHDOG: "WATCHDOG", Hints.CUDA_GRAPH: "CUDA_GRAPH",
-    Hints.TRITON: "TRITON", Hints.ARGS: "ARGS", Hints.STATIC_TOO_SMALL: "STATIC_TOO_SMALL",
-}
+#: Each pack hint and its family name (Hints.OOM: "OOM"; the key of toolkit.engines.hints.RELEASE_HINTS).
+FAMILIES: dict[str, str] = {hint: name for name, hint in vars(Hints).items() if name.isupper()}
 
 
 def release_hint(hint: str | None, engine: str | None, version: str | None) -> str | None:

@@ -131,8 +131,7 @@ def engine_versions(url: str, engine: str, *, timeout_s: float = 2.0, profile: E
         chosen = profile or resolve_profile(engine, None).profile
     except ValueError:
         return {}
-    paths = (*chosen.info_paths, *((chosen.version_path,) if chosen.version_path else ()))
-    for path in paths:
+    for path in (*chosen.info_paths, *((chosen.version_path,) if chosen.version_path else ())):
         answer = request(url.rstrip("/") + path, timeout_s=timeout_s, headers=auth_headers(api_key))
         if answer.status == 404:
             continue

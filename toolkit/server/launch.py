@@ -143,9 +143,8 @@ def launch_multinode(hosts: Sequence[Host] | SlurmTarget, spec: ServerSpec, *, d
     started: list[Server] = []
     try:
         for rank, host in enumerate(hosts):
-            node_flags = {"--nnodes": len(hosts), "--node-rank": rank, "--dist-init-addr": init}
-            node_spec = spec.with_flags(node_flags)
-            started.append(_start(host, node_spec, log_dir, check_port=check_port, suffix=f"-node{rank}"))
+            node = spec.with_flags({"--nnodes": len(hosts), "--node-rank": rank, "--dist-init-addr": init})
+            started.append(_start(host, node, log_dir, check_port=check_port, suffix=f"-node{rank}"))
     except BaseException:
         if started:
             MultiNodeServer(tuple(started)).stop()

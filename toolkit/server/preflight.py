@@ -99,9 +99,8 @@ def validate_spec(host: Target, spec: ServerSpec, *, cache: FlagTableCache = DEF
             if not result.ok:
                 raise CommandFailed(
                     f"`{source.shown}` failed on {host.name} (exit {result.exit_code}): its flags cannot be "
-                    "checked, and a launch would most likely fail the same way",
-                    host=host.name, command=source.shown, exit_code=result.exit_code,
-                    stderr=result.stderr or result.stdout,
+                    "checked, and a launch would most likely fail the same way", host=host.name,
+                    command=source.shown, exit_code=result.exit_code, stderr=result.stderr or result.stdout,
                     hint="install the engine there, or point the spec's python= at the environment "
                          "that has it")
             text = result.stdout if result.stdout.strip() else result.stderr
@@ -123,16 +122,11 @@ def _removed_flags(spec: ServerSpec, release: DetectedRelease) -> list[str]:
     if profile is None or release.version is None:
         return []
     have = profile.flags(release.version)
-    notes = []
-    for name, _ in spec.flags:
-        bare = name.split("=", 1)[0]
-        if bare in have:
-            continue
-        last_with, first_without = flag_history(spec.engine, bare)
-        if last_with is not None and first_without is not None:
-            notes.append(f"{bare} exists up to {spec.engine} {last_with} and is gone from {first_without} "
-                         f"(this host runs {release.version}); see docs/engine-releases.md")
-    return notes
+    bare = [name.split("=", 1)[0] for name, _ in spec.flags]
+    history = [(name, *flag_history(spec.engine, name)) for name in bare if name not in have]
+    return [f"{name} exists up to {spec.engine} {last} and is gone from {gone} "
+            f"(this host runs {release.version}); see docs/engine-releases.md"
+            for name, last, gone in history if last is not None and gone is not None]
 
 
 def check_source(host: Target, spec: ServerSpec, *, timeout_s: float = 120.0) -> None:

@@ -206,10 +206,9 @@ class ReadinessTracker:
                 self.failure = replace(self.failure, exit_code=code)
             return self.state
         decisive = self._last_fatal
-        killed = code in (-9, 137)
         message = f"the server process exited with code {code}" + (" before it was ready" if self.ready_at is None else " after it was ready")
-        hint = decisive.hint if decisive is not None and decisive.hint else (Hints.KILLED if killed else
-               "read the last log lines above; rerun the command by hand to see its full output")
+        hint = (decisive.hint if decisive is not None and decisive.hint else Hints.KILLED if code in (-9, 137)
+                else "read the last log lines above; rerun the command by hand to see its full output")
         self.failure = Failure("died", message, at, decisive, decisive.rank if decisive else None,
                                tuple(self._last_lines) if decisive is None else decisive.context, hint, exit_code=code)
         self.state = ReadinessState.FAILED
@@ -217,18 +216,15 @@ class ReadinessTracker:
 
     def limits(self, *, timeout_s: float | None = None, hang_after_s: float | None = None) -> None:
         """Set the current wait's limits (None keeps one); a longer one takes up a start a wait gave up on."""
-        if timeout_s is not None and timeout_s != self.timeout_s:
-            if timeout_s <= 0:
-                raise ValueError(f"timeout_s must be positive, got {timeout_s}")
-            self.timeout_s = timeout_s
-            if self.failure is not None and self.failure.kind == "timeout" and self._now - self.started_at < timeout_s:
-                self.state, self.failure = ReadinessState.STARTING, None
-        if hang_after_s is not None and hang_after_s != self.hang_after_s:
-            if hang_after_s <= 0:
-                raise ValueError(f"hang_after_s must be positive, got {hang_after_s}")
-            self.hang_after_s = hang_after_s
-            if self.state is ReadinessState.HUNG and self._now - self._last_output_at < hang_after_s:
-                self.state, self.failure = ReadinessState.STARTING, None
+        for name, value in (("timeout_s", timeout_s), ("hang_after_s", hang_after_s)):
+            if value is not None and value <= 0:
+                raise ValueError(f"{name} must be positive, got {value}")
+        self.timeout_s = self.timeout_s if timeout_s is None else timeout_s
+        self.hang_after_s = self.hang_after_s if hang_after_s is None else hang_after_s
+        within_timeout = self.timeout_s is not None and self._now - self.started_at < self.timeout_s
+        if (self.failure is not None and self.failure.kind == "timeout" and within_timeout) or (
+                self.state is ReadinessState.HUNG and self._now - self._last_output_at < self.hang_after_s):
+            self.state, self.failure = ReadinessState.STARTING, None
 
     def tick(self, now: float) -> ReadinessState:
         """Let time pass: timeout and hang detection."""
@@ -273,17 +269,14 @@ class ReadinessTracker:
             time_to_ready_s=None if self.ready_at is None else self.ready_at - self.started_at,
             phases=tuple(sorted(phases.values(), key=lambda p: p.at)), benign=tuple(self._benign),
             warnings=self._warnings, last_lines=tuple(self._last_lines), failure=self.failure,
-            ready_reason=self.ready_reason, probes=self._probes,
-            ready_evidence=self._ready_line.ready_evidence if self._ready_line is not None else None,
-            ready_line=self._ready_line)
+            ready_reason=self.ready_reason, probes=self._probes, ready_line=self._ready_line,
+            ready_evidence=self._ready_line.ready_evidence if self._ready_line is not None else None)
 
     _last_fatal: LogEvent | None = None
 
     def _maybe_ready(self, at: float) -> None:
-        if self.state in _TERMINAL:
-            return
         probe = self._passing_probe
-        if probe is None:
+        if self.state in _TERMINAL or probe is None:
             return
         if probe.proves_generation:
             self.ready_reason = f"a probe generated: {probe.detail}".rstrip(": ")

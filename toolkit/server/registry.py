@@ -10,6 +10,7 @@ driver left is listed by :func:`verdicts` (``python -m toolkit ps``) and stopped
 
 from __future__ import annotations
 
+import contextlib
 import os
 import socket
 import time
@@ -62,10 +63,8 @@ def register(place: Place, handle: ProcessHandle, spec: ServerSpec, *, key: int,
 def forget(place: Place, record: LaunchRecord, key: int) -> None:
     """The server was stopped: drop its record and its exit hook. Never raises (a stop must finish)."""
     exit_guard.release(key)
-    try:
+    with contextlib.suppress(Exception):  # a stale record is cleaned by the next listing
         place.run(launches.remove_script([launches.record_name(record)]), check=False, timeout_s=30)
-    except Exception:  # noqa: BLE001 - a stale record is cleaned by the next listing
-        return
 
 
 def verdicts(host: Host, *, clean: bool = True) -> list[Verdict]:
@@ -127,9 +126,8 @@ def stop_recorded(host: Host, pids: Sequence[int] = (), *, statuses: Sequence[st
     """Stop recorded servers of ``host``: those with these pids (any status), else those with these statuses."""
     reports = []
     for seen in verdicts(host):
-        if (seen.record.pid not in pids) if pids else (seen.status not in statuses):
-            continue
-        if seen.status == "unverified":  # its pid may be someone else's process now: never signalled
+        chosen = (seen.record.pid in pids) if pids else (seen.status in statuses)
+        if not chosen or seen.status == "unverified":  # its pid may be another's process now: never signalled
             continue
         record = seen.record
         handle = ProcessHandle(host.name, record.pid, record.log_path, record.description, record.started_at,

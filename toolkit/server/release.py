@@ -71,16 +71,13 @@ def _version_of_interpreter(program: str, dist: str, spec: ServerSpec) -> str:
     # The python beside the script comes first: a venv's, or an interpreter wrapper that puts the engine on
     # PYTHONPATH (the GPU machine's /tmp/vv/bin/{python,vllm} are bash wrappers, issue 23: the #! line of such a
     # script names bash, and asking bash for importlib.metadata read nothing). No engine import: metadata only.
-    find = (
-        f"py={quote(program)}"
-        if program.rsplit("/", 1)[-1].startswith("python")
-        else f"exe=$(command -v -- {quote(program)}) || exit 3; py=; "
+    find = f"py={quote(program)}" if program.rsplit("/", 1)[-1].startswith("python") else (
+        f"exe=$(command -v -- {quote(program)}) || exit 3; py=; "
         'for c in "${exe%/*}/python" "${exe%/*}/python3"; do [ -x "$c" ] && { py=$c; break; }; done; '
         '[ -n "$py" ] || { py=$(head -n 1 "$exe" | sed -n \'s/^#! *//p\' | cut -d \' \' -f 1); '
-        'case ${py##*/} in python*) ;; *) py=python3;; esac; }'
-    )
+        'case ${py##*/} in python*) ;; *) py=python3;; esac; }')
     cd = f"cd {quote_path(spec.workdir)} && " if spec.workdir else ""
-    env = "env " + " ".join(quote(f"{k}={v}") for k, v in spec.env) + " " if spec.env else ""
+    env = f"env {join(f'{k}={v}' for k, v in spec.env)} " if spec.env else ""
     return f'{cd}{find}; {env}"$py" -c {quote(_VERSION_CODE)} {quote(dist)} 2>/dev/null'
 
 

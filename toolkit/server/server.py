@@ -17,7 +17,7 @@ from toolkit.host.host import ProcessHandle, StopReport
 from toolkit.host.launches import LaunchRecord
 from toolkit.host.place import Place
 from toolkit.host.placement import Placement
-from toolkit.logs import LogEvent, log_engine
+from toolkit.logs import log_engine
 from toolkit.logs.window import LogLedger
 from toolkit.redaction import Redactor
 from toolkit.server import exit_guard, registry
@@ -100,7 +100,7 @@ class Server:
             if follower is None or follower.finished.is_set():
                 follower = self._follower = LogFollower(self.host, self.log_path, engine=log_engine(self.spec.engine),
                                                               redact=self.redactor.text)
-                follower.subscribe(self._observe, replay=True)
+                follower.subscribe(lambda events: self.state.observe(events, time.time()), replay=True)
                 self._ledger = LogLedger()  # hears every line from the first: the ring buffer may drop the early ones
                 follower.subscribe(self._ledger)
                 follower.start()
@@ -113,9 +113,6 @@ class Server:
         assert self._ledger is not None
         return self._ledger
 
-    def _observe(self, events: list[LogEvent]) -> None:
-        self.state.observe(events, time.time())
-
     def release(self) -> DetectedRelease:
         """The engine release this server runs, and its profile (asked on the host once per build)."""
         return detect_release(self.host, self.spec)
@@ -125,8 +122,7 @@ class Server:
         model = self.spec.model if self.spec.engine == "transformers" else None
         profile = self.release().profile
         profile = profile.under_env(dict(self.spec.env)) if profile is not None else None  # a bypassed health check
-        return probe_server(self.url, profile, api_key=self.spec.api_key(), model=model,
-                            timeout_s=timeout_s)
+        return probe_server(self.url, profile, api_key=self.spec.api_key(), model=model, timeout_s=timeout_s)
 
     def wait_ready(self, *, timeout_s: float = 900.0, hang_after_s: float = 300.0, probe_interval_s: float = 1.0,
                    fast_probe_interval_s: float = 0.25, probe_timeout_s: float = 5.0,
@@ -190,39 +186,20 @@ class MultiNodeServer:
     """One server spread over several hosts (SGLang ``--nnodes``); node 0 serves HTTP."""
 
     nodes: tuple[Server, ...]
+    # node 0's, fixed at its launch: it serves HTTP (and its state says ready) once every node has joined
+    head: Server = field(init=False, repr=False)
+    url: str = field(init=False, repr=False)
+    spec: ServerSpec = field(init=False, repr=False)
+    host: Place = field(init=False, repr=False)
+    placement: Placement = field(init=False, repr=False)
+    pid: int = field(init=False, repr=False)
+    state: ServerState = field(init=False, repr=False)
+    redactor: Redactor = field(init=False, repr=False)
 
-    @property
-    def head(self) -> Server:
-        return self.nodes[0]
-
-    @property
-    def url(self) -> str:
-        return self.head.url
-
-    @property
-    def spec(self) -> ServerSpec:
-        return self.head.spec
-
-    @property
-    def host(self) -> Place:
-        return self.head.host
-
-    @property
-    def placement(self) -> Placement:
-        return self.head.placement
-
-    @property
-    def pid(self) -> int:
-        return self.head.pid
-
-    @property
-    def state(self) -> ServerState:
-        """Node 0's state: it serves HTTP once every node has joined."""
-        return self.head.state
-
-    @property
-    def redactor(self) -> Redactor:
-        return self.head.redactor
+    def __post_init__(self) -> None:
+        head = self.head = self.nodes[0]
+        self.url, self.spec, self.host, self.placement = head.url, head.spec, head.host, head.placement
+        self.pid, self.state, self.redactor = head.pid, head.state, head.redactor
 
     def follow(self) -> LogFollower:
         return self.head.follow()

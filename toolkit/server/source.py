@@ -15,21 +15,19 @@ from dataclasses import dataclass
 from typing import Literal
 
 from toolkit.engines import VersionError, parse_version
-from toolkit.host.shell import quote, quote_path
+from toolkit.host.shell import join, quote, quote_path
 
 __all__ = ["Install", "LAYOUT", "VENV", "SourceCheck", "pythonpath", "build_command", "check_command",
            "parse_check", "mismatch_in_log"]
 
 Install = Literal["pythonpath", "editable"]
-# Where the package sits in each engine's repository.
-LAYOUT = {"sglang": "python", "vllm": "."}
+LAYOUT = {"sglang": "python", "vllm": "."}  # where the package sits in each engine's repository
 VENV = ".venv-toolkit"  # the per-commit venv of an editable install, inside the checkout (untracked)
 # What the engine itself prints when a kernel does not fit (sglang 0.5.23 python/sglang/srt/utils/common.py:2428-2436)
 # or when vLLM's _C does not (ImportError text of the dynamic loader).
 _LOG_MISMATCH = re.compile(
     r"(?:sgl-kernel|sglang-kernel) (?:is installed with version \S+, which is less than the minimum required version"
-    r"|with minimum required version \S+ is not installed)"
-)
+    r"|with minimum required version \S+ is not installed)")
 # vLLM logs a missing or mismatched _C as a warning ("Failed to import from vllm._C with ..."), benign on a
 # CPU client; when it runs a checkout it is the mismatch itself.
 _VLLM_C_MISMATCH = re.compile(r"vllm/_C\S*\.so: undefined symbol|No module named 'vllm\._C'|Failed to import from vllm\._C")
@@ -49,13 +47,11 @@ def pythonpath(engine: str, repo_dir: str, existing: str | None = None) -> str:
 
 def build_command(engine: str, install: Install) -> str | None:
     """The build a checkout needs before it runs (a per-commit venv and ``pip install -e``), or None."""
-    if engine == "vllm":
-        return (f"python -m venv --system-site-packages {VENV} && VLLM_USE_PRECOMPILED=1 {VENV}/bin/python -m pip "
-                "install --no-deps --no-build-isolation -e .")
-    if install == "editable":
-        return (f"python -m venv --system-site-packages {VENV} && {VENV}/bin/python -m pip install --no-deps "
-                "--no-build-isolation -e python")
-    return None
+    if engine != "vllm" and install != "editable":
+        return None
+    precompiled = "VLLM_USE_PRECOMPILED=1 " if engine == "vllm" else ""
+    return (f"python -m venv --system-site-packages {VENV} && {precompiled}{VENV}/bin/python -m pip install "
+            f"--no-deps --no-build-isolation -e {LAYOUT.get(engine, 'python')}")
 
 
 _SGLANG_CHECK = r'''
@@ -91,8 +87,7 @@ def check_command(engine: str, repo_dir: str, python: str, env: tuple[tuple[str,
     script = {"sglang": _SGLANG_CHECK, "vllm": _VLLM_CHECK}.get(engine)
     if script is None:
         return None
-    variables = " ".join(quote(f"{k}={v}") for k, v in env)
-    prefix = f"env {variables} " if variables else ""
+    prefix = f"env {join(f'{k}={v}' for k, v in env)} " if env else ""
     return f"cd {quote_path(repo_dir)} && {prefix}{quote(python)} -c {quote(script)}"
 
 

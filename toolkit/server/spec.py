@@ -1,7 +1,8 @@
 """ServerSpec: what to launch, as an immutable value that renders its own command line.
 
 Pure data, so a sweep is a list of specs and the journal stores them. Every word is quoted
-(:mod:`toolkit.host.shell`): a value with a space or ``$`` reaches the engine exactly.
+(:mod:`toolkit.host.shell`): a value with a space or ``$`` reaches the engine exactly, and one with a
+character no shell word may carry is refused here, before anything runs.
 
 >>> base = ServerSpec.sglang("moonshotai/Kimi-K2.5", tp=8, port=8000)
 >>> eagle = base.with_flags({"--speculative-algorithm": "EAGLE3", "--speculative-num-steps": 2})
@@ -15,22 +16,97 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import json
+import os
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final, overload
 
 from toolkit.errors import InvalidFlag
-from toolkit.host.shell import check_env_name, check_word, quote, quote_path
+from toolkit.host.shell import check_env_name, check_word, join, quote, quote_path
 from toolkit.redaction import Redactor
 from toolkit.server import source as sources
 from toolkit.server.naming import FlagValue, apart, describe, parameters, secret_values
-from toolkit.server.spec_values import MISSING, _Missing, check_flag_name, interpreter, render_value, tool
-from toolkit.server.spec_values import keyword_flags as as_flags
 
 __all__ = ["ServerSpec", "FlagValue", "MISSING", "SPEC_ENGINES"]
 
 SPEC_ENGINES: Final = ("sglang", "vllm", "transformers", "command")
+
+#: Flags whose value counts GPUs or processes, as the releases' own parsers list them (captured in
+#: toolkit/engines/flags/: sglang-0.5.23.txt:72,74,77,290 --tp-size --pp-size --dp-size --ep-size, with their
+#: long spellings; vllm-0.20.0.txt:120,147,150 --data-parallel-size --pipeline-parallel-size
+#: --tensor-parallel-size). ``tp=0`` was accepted and failed minutes later inside the engine (issue 25).
+PARALLEL_SIZES = frozenset({"--tp-size", "--dp-size", "--pp-size", "--ep-size", "--tensor-parallel-size",
+                            "--pipeline-parallel-size", "--data-parallel-size", "--expert-parallel-size"})
+
+
+class _Missing:
+    """The value of a flag a spec does not have (distinct from None, which is a switch)."""
+
+    def __repr__(self) -> str:
+        return "MISSING"
+
+    def __bool__(self) -> bool:
+        return False
+
+
+MISSING: Final = _Missing()
+
+
+def render_value(name: str, value: object) -> FlagValue | _Missing:
+    """A Python value as a flag value: True/None switch, False drops the flag, dict -> JSON."""
+    if name in PARALLEL_SIZES and not isinstance(value, bool) and value is not None and not (
+            str(value).isdigit() and int(str(value)) >= 1):  # a switch is flag_check's "needs a value"
+        raise InvalidFlag(f"{name} {value!r}: a parallel size is a whole number of 1 or more (tp=1: one GPU)")
+    if value is None or value is True:
+        return None
+    if value is False:
+        return MISSING
+    if isinstance(value, str):
+        return check_word(value, what=f"the value of {name}")
+    if isinstance(value, int | float):
+        return str(value)
+    if isinstance(value, os.PathLike):
+        return check_word(os.fspath(value), what=f"the value of {name}")
+    if isinstance(value, bytes | bytearray):
+        raise InvalidFlag(f"{name}: pass text, not bytes", evidence=[repr(value)], hint="decode it first")
+    if isinstance(value, Mapping):
+        return check_word(json.dumps(value, separators=(",", ":")), what=f"the value of {name}")
+    if isinstance(value, Sequence):
+        words = tuple(render_value(name, item) for item in value)
+        if not all(isinstance(w, str) for w in words):
+            raise InvalidFlag(f"{name}: every item of a list value must be a string or a number",
+                              evidence=[repr(value)])
+        return words  # type: ignore[return-value]
+    raise InvalidFlag(f"{name}: a flag value must be str, int, float, bool, dict (JSON) or a list, not "
+                      f"{type(value).__name__}", evidence=[repr(value)],
+                      hint="True makes a switch, False removes the flag, a dict becomes compact JSON")
+
+
+def check_flag_name(name: str) -> str:
+    if not isinstance(name, str) or not name.startswith("-") or name.strip("-") == "" or " " in name:
+        raise InvalidFlag(f"{name!r} is not a flag name", hint="spell flags as on the command line, e.g. "
+                          "'--speculative-num-steps' (or a keyword: speculative_num_steps=2)")
+    return name
+
+
+def tool(tool: str, python: str | None) -> str:
+    """Where an engine's console script lives: beside the :func:`interpreter` of ``python``."""
+    directory = os.path.dirname(interpreter(python))
+    return f"{directory}/{tool}" if directory else tool
+
+
+def interpreter(python: str | None) -> str:
+    """The interpreter to run: ``python`` itself, a venv directory's ``bin/python``, or ``python`` on PATH."""
+    if python is None:
+        return "python"
+    base = python.rstrip("/")
+    return base if os.path.basename(base).startswith("python") else f"{base}/bin/python"
+
+
+def as_flags(flags: Mapping[str, object]) -> dict[str, object]:
+    return {("--" + k.replace("_", "-") if not k.startswith("-") else k): v for k, v in flags.items()}
 
 
 def _command_preset(cls: type[ServerSpec], argv: Sequence[str], *, port: int, model: str | None = None,
@@ -43,10 +119,8 @@ def _render_command(spec: ServerSpec) -> str:
     """``spec.command()``: ``cd WORKDIR && exec env K=V ... ARGV`` (``exec``: the engine is the pid)."""
     argv = spec.argv()
     first = quote_path(argv[0]) if argv[0].startswith("~/") else quote(argv[0])
-    line = " ".join([first, *(quote(w) for w in argv[1:])])
-    if spec.env:
-        line = "env " + " ".join(quote(f"{k}={v}") for k, v in spec.env) + " " + line
-    line = "exec " + line
+    env = f"env {join(f'{k}={v}' for k, v in spec.env)} " if spec.env else ""
+    line = f"exec {env}" + " ".join([first, *(quote(w) for w in argv[1:])])
     return f"cd {quote_path(spec.workdir)} && {line}" if spec.workdir else line
 
 
@@ -248,23 +322,16 @@ class ServerSpec:
         """The exact argv the engine receives."""
         words = list(self.launcher)
         for name, value in self.flags:
-            words.append(name)
-            if isinstance(value, tuple):
-                words.extend(value)
-            elif value is not None:
-                words.append(value)
+            words += [name, value] if isinstance(value, str) else [name, *(value or ())]
         return words
 
     command = _BuildOrRender()
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-safe; env is NOT redacted here (the journal redacts). Reversible with from_dict."""
-        return {
-            "engine": self.engine, "launcher": list(self.launcher), "model": self.model, "port": self.port,
-            "flags": [[n, list(v) if isinstance(v, tuple) else v] for n, v in self.flags],
-            "env": dict(self.env), "workdir": self.workdir, "python": self.python, "commit": self.commit,
-            "label": self.label, "simulated": self.simulated, "source": self.source,
-            "source_install": self.source_install, "describe": self.describe(), "command": self.command()}
+        return {**dataclasses.asdict(self), "launcher": list(self.launcher), "env": dict(self.env),
+                "flags": [[n, list(v) if isinstance(v, tuple) else v] for n, v in self.flags],
+                "describe": self.describe(), "command": self.command()}
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> ServerSpec:

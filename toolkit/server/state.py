@@ -20,6 +20,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Literal
 
+from toolkit.errors import ReadinessTimeout, ServerDied, ServerHung
 from toolkit.logs import LogEvent, Verdict
 from toolkit.server.hints import release_hint
 from toolkit.server.readiness import Failure, ReadinessReport, ReadinessState, ReadinessTracker
@@ -28,8 +29,9 @@ __all__ = ["Lifecycle", "ServerStatus", "ServerState", "ErrorSummary"]
 
 Lifecycle = Literal["starting", "ready", "failed", "stopping", "stopped"]
 
-# Failure.kind -> the error class wait_ready raises for it (toolkit.errors), named on the badge.
-FAILURE_ERRORS = {"fatal": "ServerDied", "died": "ServerDied", "timeout": "ReadinessTimeout", "hung": "ServerHung"}
+# Failure.kind -> the error wait_ready raises for it, named on the badge.
+FAILURE_ERRORS: dict[str, type[ServerDied] | type[ReadinessTimeout]] = {
+    "fatal": ServerDied, "died": ServerDied, "timeout": ReadinessTimeout, "hung": ServerHung}
 
 
 @dataclass(frozen=True)
@@ -44,7 +46,7 @@ class ErrorSummary:
     @classmethod
     def of_failure(cls, failure: Failure, engine: str | None = None, version: str | None = None) -> ErrorSummary:
         """The failure as shown; its hint spelled with the flags of ``engine`` ``version`` when known."""
-        return cls(FAILURE_ERRORS.get(failure.kind, failure.kind), failure.message, failure.evidence(),
+        return cls(FAILURE_ERRORS[failure.kind].__name__, failure.message, failure.evidence(),
                    release_hint(failure.hint, engine, version))
 
 
@@ -212,17 +214,10 @@ class ServerState:
             error = self._error
             if report.failure is not None and report.state in (ReadinessState.FAILED, ReadinessState.HUNG):
                 error = ErrorSummary.of_failure(report.failure, *self._release)
-            lifecycle: Lifecycle
-            if failed:
-                lifecycle = "failed"
-            elif self._stopped_at is not None:
-                lifecycle = "stopped"
-            elif self._stop_requested_at is not None:
-                lifecycle = "stopping"
-            elif report.ready:
-                lifecycle = "ready"
-            else:
-                lifecycle = "starting"
+            lifecycle: Lifecycle = (
+                "failed" if failed else "stopped" if self._stopped_at is not None
+                else "stopping" if self._stop_requested_at is not None
+                else "ready" if report.ready else "starting")
             note = self._stop_note
             if note is None and lifecycle == "ready" and report.benign:
                 note = f"{len(report.benign)} benign error lines ignored"

@@ -14,13 +14,13 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from toolkit.errors import ExtensionMismatch, ReadinessTimeout, ServerDied, ServerHung
+from toolkit.errors import ExtensionMismatch, ReadinessTimeout, ServerDied
 from toolkit.server.follow import LogFollower
 from toolkit.server.health import ProbeOutcome, ProbeSchedule, RepeatedErrors
 from toolkit.server.hints import release_hint
 from toolkit.server.readiness import ReadinessReport, ReadinessState
 from toolkit.server.source import mismatch_in_log
-from toolkit.server.state import ServerState, ServerStatus
+from toolkit.server.state import FAILURE_ERRORS, ServerState, ServerStatus
 
 __all__ = ["StartupWatch", "wait_ready"]
 
@@ -28,10 +28,9 @@ _FAST_PHASES = frozenset({"http_up", "warmup", "ready"})
 # A server that answers "still loading" in words does so for minutes (llama.cpp: 503 "Loading model"):
 # such answers are waits, however often they repeat.
 _LOADING_WORDS = re.compile(r"load|start|warm|not ready|initiali", re.IGNORECASE)
-# After the exit, read the log to its end before deciding: wait while the follower still makes
-# progress (a loaded machine delays it by seconds), give up after this long without progress...
+# After the exit, read the log to its end before deciding (a loaded machine delays the follower by seconds):
+# wait while it makes progress, up to _EXIT_QUIET_S without any and _EXIT_CATCH_UP_S in all.
 _EXIT_QUIET_S = 2.0
-# ...or after this long in all.
 _EXIT_CATCH_UP_S = 20.0
 
 
@@ -151,9 +150,7 @@ def _error_for(report: ReadinessReport, watch: StartupWatch,
         return ServerDied(f"the server failed without a recorded cause [{watch.where}]", host=watch.host_name,
                           report=report)
     message = f"{failure.message} [{watch.where}]"
-    kinds: dict[str, type[ServerDied] | type[ReadinessTimeout]] = {
-        "died": ServerDied, "fatal": ServerDied, "timeout": ReadinessTimeout, "hung": ServerHung}
-    kind = kinds[failure.kind]
+    kind = FAILURE_ERRORS[failure.kind]
     evidence = (*failure.evidence(), *said)
     mismatch = mismatch_in_log(evidence, watch.from_source) if kind is ServerDied else None
     hint = release_hint(failure.hint, *watch.state.release)
@@ -204,9 +201,8 @@ def wait_ready(watch: StartupWatch, *, timeout_s: float = 900.0, hang_after_s: f
             changed.wait(0.05)
             changed.clear()
             now = time.time()
-            # The process is gone. The traceback that explains the death is usually the last
-            # thing it wrote, and may not have reached us yet: count the file's lines once, and
-            # wait until the follower has read that many (or stops making progress), then decide.
+            # The process is gone; the traceback that explains it is usually its last output and may not have
+            # reached us yet: count the file's lines once, and decide once the follower has read that many.
             exited_at = watchers.exited_at
             if exited_at is not None and not exit_decided:
                 if lines_at_exit is None:
@@ -225,7 +221,7 @@ def wait_ready(watch: StartupWatch, *, timeout_s: float = 900.0, hang_after_s: f
             if report.state is ReadinessState.READY:
                 return report
             if report.state is ReadinessState.HUNG or (report.state is ReadinessState.FAILED and state.settled):
-                alive = watchers.exited_at is None and not exit_decided
+                alive = watchers.exited_at is None
                 raise _error_for(report, watch, _last_word(watch, report, alive, probe_timeout_s))
             if status.stop_requested_at is not None:
                 raise ServerDied(f"the server was stopped while waiting for it to be ready [{watch.where}]",
