@@ -209,10 +209,8 @@ def _chat_has_output(choice: Mapping[str, Any]) -> bool:
     delta = choice.get("delta")
     if not isinstance(delta, dict):
         return False
-    if any(delta.get(k) for k in ("content", "reasoning_content", "reasoning", "tool_calls",
-                                  "function_call")):
-        return True
-    return delta.get("content") == "" and "role" not in delta
+    keys = ("content", "reasoning_content", "reasoning", "tool_calls", "function_call")
+    return any(delta.get(k) for k in keys) or (delta.get("content") == "" and "role" not in delta)
 
 
 def overrun_allowance(max_tokens: int) -> int:

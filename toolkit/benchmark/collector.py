@@ -35,13 +35,7 @@ def collector_state() -> CollectorState:
 
 @contextmanager
 def quiet_collector() -> Iterator[None]:
-    """No automatic collection inside the block; a collector the caller had disabled stays disabled.
-
-    Example::
-
-        with quiet_collector():
-            records = await run_requests(...)   # no GC pause in any timestamp
-    """
+    """No automatic collection inside the block; a collector the caller had disabled stays disabled."""
     enabled = gc.isenabled()
     gc.disable()
     try:

@@ -40,8 +40,7 @@ def parse_custom_jsonl(text: str, *, source: str = "the custom dataset") -> list
         except json.JSONDecodeError as exc:
             raise ValueError(f"{source} line {number} is not JSON ({exc.msg}): vLLM's custom format is one "
                              '{"prompt": ..., "output_tokens": N} object per line') from None
-        sglang_prompt = _sglang_prompt(item)
-        if sglang_prompt is not None:
+        if (sglang_prompt := _sglang_prompt(item)) is not None:
             rows.append((sglang_prompt, None))
             continue
         if not isinstance(item, dict) or not isinstance(item.get("prompt"), str):

@@ -104,17 +104,12 @@ def parse_goodput_slos(slos: str | Sequence[str] | Mapping[str, float] | None) -
     """Parse vLLM's ``--goodput`` form, ``"ttft:200 tpot:50 e2el:3000"`` (milliseconds)."""
     if slos is None:
         return {}
-    items: list[tuple[str, Any]]
-    if isinstance(slos, Mapping):
-        items = [(str(k), v) for k, v in slos.items()]
-    else:
-        parts = slos.split() if isinstance(slos, str) else list(slos)
-        items = []
-        for part in parts:
-            name, sep, value = part.partition(":")
-            if not sep:
-                raise ValueError(f"goodput SLO {part!r} is not NAME:MILLISECONDS, e.g. 'ttft:200'")
-            items.append((name, value))
+    parts = [] if isinstance(slos, Mapping) else slos.split() if isinstance(slos, str) else list(slos)
+    bad = next((part for part in parts if ":" not in part), None)
+    if bad is not None:
+        raise ValueError(f"goodput SLO {bad!r} is not NAME:MILLISECONDS, e.g. 'ttft:200'")
+    pairs = slos.items() if isinstance(slos, Mapping) else (part.split(":", 1) for part in parts)
+    items: list[tuple[str, Any]] = [(str(name), value) for name, value in pairs]
     out: dict[str, float] = {}
     for name, raw in items:
         if name not in GOODPUT_METRICS:
@@ -152,12 +147,6 @@ def _per_token_gaps(rec: RequestRecord, gaps: np.ndarray) -> np.ndarray:
     return np.repeat(gaps[keep] / counts[keep], counts[keep])
 
 
-def _tokens_of(rec: RequestRecord) -> np.ndarray:
-    if rec.chunk_tokens is None:
-        return np.ones(len(rec.chunk_times))
-    return np.asarray(rec.chunk_tokens, dtype=float)
-
-
 def summarize(records: Iterable[RequestRecord], duration_s: float | None = None, *,
               goodput_slos_ms: str | Sequence[str] | Mapping[str, float] | None = None,
               accept_length: float | None = None) -> dict[str, Any]:
@@ -179,13 +168,10 @@ def summarize(records: Iterable[RequestRecord], duration_s: float | None = None,
     ttfts = np.array([r.ttft_s for r in done], dtype=float)
     e2els = np.array([r.e2el_s for r in done], dtype=float)
     tpots = np.array([t for r in done if (t := r.tpot_s) is not None], dtype=float)
-    gap_parts, token_gap_parts = [], []
-    for r in done:
-        g = np.diff(np.asarray(r.chunk_times, dtype=float))
-        gap_parts.append(g)
-        token_gap_parts.append(_per_token_gaps(r, g))
-    itls = np.concatenate(gap_parts) if gap_parts else np.empty(0)
-    itls_tok = np.concatenate(token_gap_parts) if token_gap_parts else np.empty(0)
+    gaps = [np.diff(np.asarray(r.chunk_times, dtype=float)) for r in done]
+    itls = np.concatenate(gaps) if gaps else np.empty(0)
+    token_gaps = [_per_token_gaps(r, g) for r, g in zip(done, gaps, strict=True)]
+    itls_tok = np.concatenate(token_gaps) if token_gaps else np.empty(0)
 
     total_in = sum(r.prompt_tokens for r in done)
     total_out = sum(r.output_tokens for r in done)
@@ -206,9 +192,7 @@ def summarize(records: Iterable[RequestRecord], duration_s: float | None = None,
         "max_concurrent_requests": peak_requests, "concurrency": per_s(float(e2els.sum())) if done else None,
     }
     by_name = {"ttft": ttfts, "tpot": tpots, "itl": itls, "itl_per_token": itls_tok, "e2el": e2els}
-    for name, values in by_name.items():
-        for stat, v in _stats(values).items():
-            out[f"{stat}_{name}_ms"] = v
+    out |= {f"{stat}_{name}_ms": v for name, values in by_name.items() for stat, v in _stats(values).items()}
     out["mean_tokens_per_chunk"] = total_out / total_chunks if total_chunks else None
     out["output_tokens_source"] = (sources.pop() if len(sources) == 1 else "mixed") if sources else None
     out["accept_length"] = accept_length
@@ -226,7 +210,8 @@ def _peaks(done: Sequence[RequestRecord]) -> tuple[float | None, int | None]:
     active = np.zeros(n_buckets + 1)
     for r in done:
         buckets = (np.asarray(r.chunk_times, dtype=float) - t0).astype(np.int64)
-        np.add.at(tokens, np.clip(buckets, 0, n_buckets - 1), _tokens_of(r))
+        counts = np.ones(len(buckets)) if r.chunk_tokens is None else np.asarray(r.chunk_tokens, dtype=float)
+        np.add.at(tokens, np.clip(buckets, 0, n_buckets - 1), counts)
         first, last = int(r.send_time - t0), int(r.chunk_times[-1] - t0)
         active[first] += 1
         active[min(last, n_buckets - 1) + 1] -= 1

@@ -71,10 +71,6 @@ class RequestPool:
 
     ``offsets_s[i]``: request ``i``'s arrival from the start (``None``: all at once). :meth:`stop`
     cancels the workers (:attr:`stopped` says why); requests never started never reach ``work``.
-
-    Example::
-
-        await RequestPool(len(specs), limit=8, offsets_s=offsets).run(send_one, deadline_s=600)
     """
 
     def __init__(self, n: int, *, limit: int | None, offsets_s: Sequence[float] | None = None) -> None:

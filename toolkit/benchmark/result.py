@@ -139,13 +139,10 @@ class BenchResult:
         return head
 
     def table_rows(self) -> list[tuple[str, ...]]:
-        s = self.summary
-        rows: list[tuple[str, ...]] = [("metric (ms)", "mean", "median", "p90", "p99")]
+        s, stats = self.summary, ("mean", "median", "p90", "p99")
         labels = {"ttft": "TTFT", "tpot": "TPOT", "itl": "ITL", "itl_per_token": "ITL/token", "e2el": "E2EL"}
-        for name, label in labels.items():
-            rows.append((label, *(_fmt(s.get(f"{stat}_{name}_ms")) for stat in ("mean", "median", "p90",
-                                                                                 "p99"))))
-        return rows
+        rows = [(label, *(_fmt(s.get(f"{stat}_{k}_ms")) for stat in stats)) for k, label in labels.items()]
+        return [("metric (ms)", *stats), *rows]
 
     def peer_rows(self) -> list[tuple[str, str, str, str]]:
         """Which figure of ``vllm bench serve`` and SGLang's ``bench_serving`` (per backend) each key equals

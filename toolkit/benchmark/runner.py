@@ -143,12 +143,10 @@ async def bench_async(target: Any, load: Load | None = None, *, model: str | Non
         elif budget_s is None:
             budget_s = timeout_s * math.ceil(num_prompts / (max_concurrency or num_prompts)) + 60
         first_n = stop_after_failures if stop_after_failures is not None else max(3, max_concurrency or 3)
-        runs = []
-        for k in range(repeats):
-            runs.append(await _one_run(
-                streams, aux, settings, workload, offsets, headers, slos, server_log, warm_errors, snapshot,
-                label=f"bench {k + 1}/{repeats}" if repeats > 1 else "bench", deadline_s=budget_s,
-                stop_after_failures=min(first_n, num_prompts)))
+        runs = [await _one_run(streams, aux, settings, workload, offsets, headers, slos, server_log,
+                               warm_errors, snapshot, deadline_s=budget_s,
+                               label=f"bench {k + 1}/{repeats}" if repeats > 1 else "bench",
+                               stop_after_failures=min(first_n, num_prompts)) for k in range(repeats)]
     result = runs[0] if repeats == 1 else _combine(runs)  # with a Server: what its log said (benchmark/log_evidence.py)
     return result if server is None else dataclasses.replace(
         result, evidence=collect_evidence(server, before_line, result.started_at))

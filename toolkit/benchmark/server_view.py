@@ -45,11 +45,8 @@ def vllm_spec_counters(samples: Iterable[PromSample]) -> VllmSpecCounters | None
     """The spec-decode counters, or ``None`` when the server exposes none (no spec decoding)."""
     drafts = draft_tokens = accepted = 0.0
     per_pos: dict[int, float] = {}
-    found = False
-    for s in samples:
-        if not (s.name.startswith("vllm:spec_decode") and s.name.endswith("_total")):
-            continue
-        found = True
+    found = [s for s in samples if s.name.startswith("vllm:spec_decode") and s.name.endswith("_total")]
+    for s in found:
         if "num_drafts" in s.name:
             drafts += s.value
         elif "num_draft_tokens" in s.name:
@@ -60,9 +57,7 @@ def vllm_spec_counters(samples: Iterable[PromSample]) -> VllmSpecCounters | None
                 per_pos[int(pos)] = per_pos.get(int(pos), 0.0) + s.value
         elif "num_accepted_tokens" in s.name:
             accepted += s.value
-    if not found:
-        return None
-    return VllmSpecCounters(drafts, draft_tokens, accepted, tuple(sorted(per_pos.items())))
+    return VllmSpecCounters(drafts, draft_tokens, accepted, tuple(sorted(per_pos.items()))) if found else None
 
 
 def vllm_spec_delta(before: VllmSpecCounters, after: VllmSpecCounters) -> dict[str, Any] | None:
@@ -168,15 +163,6 @@ def log_window_metrics(rows: Iterable[MetricRow], since: datetime, until: dateti
     return {k: {key: sum(v) / len(v) for key, v in vals.items()} for k, vals in sums.items() if vals}
 
 
-def _log_accept_length(metrics: Mapping[str, Mapping[str, float]]) -> float | None:
-    for values in metrics.values():
-        for key, value in values.items():
-            k = key.lower()
-            if "accept" in k and "len" in k:
-                return value
-    return None
-
-
 def build_server_view(before: ServerSnapshot, after: ServerSnapshot, records: Sequence[RequestRecord] = (), *,
                       log_source: LogMetricSource | None = None, since: datetime | None = None,
                       until: datetime | None = None) -> ServerView:
@@ -194,11 +180,12 @@ def build_server_view(before: ServerSnapshot, after: ServerSnapshot, records: Se
             log_metrics = log_window_metrics(rows, since, until)
         except Exception as exc:  # the log hook belongs to someone else: report, never crash
             unavailable.append(f"server log metrics: {type(exc).__name__}: {exc}")
+    log_accept = next((value for values in (log_metrics or {}).values() for key, value in values.items()
+                       if "accept" in key.lower() and "len" in key.lower()), None)
     candidates: list[tuple[float | None, str, bool]] = [
         (per_request, "responses", False),
         (vllm["acceptance_length"] if vllm else None, "vllm_metrics", False),
-        (after.sglang_accept_length, "sglang_server_info", True),
-        (_log_accept_length(log_metrics) if log_metrics else None, "server_log", False)]
+        (after.sglang_accept_length, "sglang_server_info", True), (log_accept, "server_log", False)]
     value, source, cumulative = next(((v, s, c) for v, s, c in candidates if v), (None, None, False))
     return ServerView(accept_length=value, accept_length_source=source, cumulative=cumulative,
                       per_request_accept_length=per_request, vllm_spec_decode=vllm,

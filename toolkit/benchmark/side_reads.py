@@ -31,14 +31,12 @@ async def read_capped(response: aiohttp.ClientResponse, max_bytes: int, what: st
     declared = response.content_length
     if declared is not None and declared > max_bytes:
         raise _too_long(what, max_bytes, f"it declared {declared:,} bytes")
-    parts: list[bytes] = []
-    total = 0
-    while chunk := await response.content.read(max_bytes + 1 - total):
-        parts.append(chunk)
-        total += len(chunk)
-        if total > max_bytes:
+    body = bytearray()
+    while chunk := await response.content.read(max_bytes + 1 - len(body)):
+        body += chunk
+        if len(body) > max_bytes:
             raise _too_long(what, max_bytes, "it sent more")
-    return b"".join(parts)
+    return bytes(body)
 
 
 async def read_json_capped(response: aiohttp.ClientResponse, max_bytes: int, what: str) -> Any:

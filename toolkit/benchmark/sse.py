@@ -53,10 +53,7 @@ class SSEDecoder:
     def feed(self, chunk: bytes) -> list[bytes]:
         """Add bytes from the stream; return the ``data`` of every event they complete."""
         self.push(chunk)
-        out = []
-        while (payload := self.take()[1]) is not None:
-            out.append(payload)
-        return out
+        return list(iter(lambda: self.take()[1], None))
 
     def push(self, chunk: bytes) -> None:
         """Add bytes (amortised linear); raises :class:`EventTooLarge` past ``max_event_bytes``."""

@@ -144,7 +144,6 @@ def make_workload(*, num_prompts: int, input_len: int | None = 1024, output_len:
     """
     if num_prompts < 1:
         raise ValueError(f"num_prompts must be at least 1, got {num_prompts}")
-    notes: list[str] = []
     if dataset is None and dataset_text is None:
         if input_len is None or output_len is None:
             raise ValueError("random prompts need both input_len and output_len")
@@ -192,10 +191,9 @@ def make_workload(*, num_prompts: int, input_len: int | None = 1024, output_len:
         output_lens = sample_lengths(num_prompts, output_len, range_ratio, _rng(seed, 2))
     reqs = tuple(RequestSpec(prompts[i], len(prompts[i].split()), n)
                  for i, n in zip(picks, output_lens, strict=True))
-    if repeated:
-        notes.append(f"dataset has fewer prompts than num_prompts={num_prompts}: prompts repeat")
-    notes.append("prompt_len counted in words (no tokenizer)")
-    return Workload(kind, num_prompts, None, output_len, range_ratio, seed, dataset, reqs, tuple(notes))
+    notes = [f"dataset has fewer prompts than num_prompts={num_prompts}: prompts repeat"] if repeated else []
+    return Workload(kind, num_prompts, None, output_len, range_ratio, seed, dataset, reqs,
+                    (*notes, "prompt_len counted in words (no tokenizer)"))
 
 
 _MAX_REFINE_STEPS = 12

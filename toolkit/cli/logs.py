@@ -10,10 +10,10 @@ import argparse
 import json
 import sys
 from collections import Counter
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from contextlib import nullcontext
 from pathlib import Path
-from typing import BinaryIO, TextIO
+from typing import TextIO
 
 from toolkit.errors import ToolkitError
 from toolkit.logs import ENGINES, LogEvent, LogSummary, Verdict, classify_chunks
@@ -44,8 +44,7 @@ def render_summary(summary: LogSummary, *, path: str, colour: bool) -> str:
     if summary.fatal_line is not None:
         out.append(_paint(f"  fatal at line {summary.fatal_line} ({summary.fatal_rule}): {inert_text(summary.fatal_reason or '')}",
                           _COLOURS[Verdict.FATAL], colour))
-        for line in summary.fatal_context[-8:]:
-            out.append(f"      | {shorten(inert_text(line), 300)}")
+        out += [f"      | {shorten(inert_text(line), 300)}" for line in summary.fatal_context[-8:]]
         if summary.hint:
             out.append(f"  what to try: {summary.hint}")
     if summary.phases:
@@ -93,11 +92,6 @@ def use_colour(choice: str, stream: TextIO) -> bool:
     return choice == "always" or (choice == "auto" and stream.isatty())
 
 
-def _chunks(stream: BinaryIO, size: int = _CHUNK_BYTES) -> Iterator[bytes]:
-    while chunk := stream.read(size):
-        yield chunk
-
-
 def _classify(args: argparse.Namespace) -> int:
     if args.max_metrics < 0:
         print(f"error: --max-metrics must be 0 or more, got {args.max_metrics}", file=sys.stderr)
@@ -105,8 +99,8 @@ def _classify(args: argparse.Namespace) -> int:
     name = "standard input" if args.file == "-" else args.file
     try:
         with nullcontext(sys.stdin.buffer) if args.file == "-" else Path(args.file).open("rb") as stream:
-            summary = classify_chunks(_chunks(stream), engine=args.engine, max_metrics=args.max_metrics,
-                                      name=name)
+            chunks = iter(lambda: stream.read(_CHUNK_BYTES), b"")
+            summary = classify_chunks(chunks, engine=args.engine, max_metrics=args.max_metrics, name=name)
     except OSError as exc:
         print(f"error: cannot read {args.file}: {exc.strerror or exc}; pass an existing, readable log file", file=sys.stderr)
         return 2

@@ -63,15 +63,10 @@ def resolve_side(selector: int | str, steps: pd.DataFrame, results: pd.DataFrame
 
 
 def _numeric_metrics(runs: pd.DataFrame, skip: set[str]) -> dict[str, list[float]]:
-    out: dict[str, list[float]] = {}
-    for column in runs.columns:
-        if column in skip or column.startswith((FLAG_PREFIX, ENV_PREFIX)):
-            continue
-        values = [float(v) for v in runs[column] if isinstance(v, int | float) and not isinstance(v, bool)
-                  and not math.isnan(float(v))]
-        if values:
-            out[column] = values
-    return out
+    columns = [c for c in runs.columns if c not in skip and not c.startswith((FLAG_PREFIX, ENV_PREFIX))]
+    found = {column: [float(v) for v in runs[column] if isinstance(v, int | float) and not isinstance(v, bool)
+                      and not math.isnan(float(v))] for column in columns}
+    return {column: values for column, values in found.items() if values}
 
 
 def compare_frames(a: Side, b: Side) -> pd.DataFrame:

@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from itertools import count
 
 from toolkit.errors import JournalError
 
@@ -38,10 +39,7 @@ def free_name(base: str, taken: Collection[str]) -> str:
     """``base``, or ``base (2)``, ``base (3)``... whichever is not taken yet."""
     if base not in taken:
         return base
-    number = 2
-    while f"{base} ({number})" in taken:
-        number += 1
-    return f"{base} ({number})"
+    return next(name for name in (f"{base} ({number})" for number in count(2)) if name not in taken)
 
 
 def _described(investigation: Investigation) -> str:
@@ -62,10 +60,7 @@ def choose(existing: Sequence[Investigation], *, requested: str | None, resume: 
     """
     by_name = {investigation.name: investigation for investigation in existing}
     if resume or read_only:
-        if requested is None and existing:
-            found: Investigation | None = existing[-1]
-        else:
-            found = by_name.get(requested) if requested is not None else None
+        found = (existing[-1] if existing else None) if requested is None else by_name.get(requested)
         if found is None and requested is not None and existing:
             raise JournalError(f"{path} holds no investigation named {requested!r}",
                                evidence=[f"investigations: {', '.join(repr(n) for n in by_name)}"],

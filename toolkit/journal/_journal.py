@@ -172,7 +172,6 @@ class Journal:
             (text, time.time(), step, self._investigation_id()), doing="the root cause")
 
     def root_cause_text(self) -> str | None:
-        """The recorded root cause, or None."""
         row = self._store.read("SELECT root_cause FROM investigations WHERE id = ?", (self.investigation_id,))
         return row[0]["root_cause"] if row else None
 

@@ -141,7 +141,7 @@ class StepRecorder:
     def record_readiness(self, report: ReadinessReport) -> None:
         """Store how the server came up (ready, time to ready, phases, benign lines, failure)."""
         self._store.write("UPDATE steps SET readiness_json = ?, updated_at = ? WHERE id = ?",
-                          (Json(adapters.readiness_row(report)), time.time(), self.id),
+                          (Json(report.to_dict()), time.time(), self.id),
                           doing=f"the start-up report of step {self.id}")
         decisive = report.failure.decisive if report.failure is not None else None
         chosen: list[LogEvent] = [*report.benign, *(e for e in (report.ready_line, decisive) if e is not None)]

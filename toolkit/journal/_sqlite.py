@@ -112,12 +112,10 @@ def open_journal(path: Path, *, busy_timeout_s: float, read_only: bool) -> Opene
     _check_kind(path)
     if read_only:
         return _open_for_reading(path, busy_timeout_s, "it was opened with read_only=True")
-    if path.exists():
-        reason = _why_not_writable(path)
-        if reason is not None:
-            return _open_for_reading(path, busy_timeout_s, reason)
-    else:
+    if not path.exists():
         _check_folder(path)
+    elif (reason := _why_not_writable(path)) is not None:
+        return _open_for_reading(path, busy_timeout_s, reason)
     conn = _connect(path, "rwc", busy_timeout_s)
     try:
         fresh = _check_contents(conn, path)

@@ -22,11 +22,10 @@ from toolkit.logs.caused import REQUEST, STOP, is_toolkit_request
 from toolkit.logs.classify import LogEvent, classify_lines
 from toolkit.logs.metric_lines import MetricRow, MetricValue
 from toolkit.server.naming import ENV_PREFIX
-from toolkit.server.readiness import ReadinessReport
 from toolkit.server.spec import ServerSpec
 
 __all__ = ["Hosts", "SpecRow", "BenchRun", "LogLineRow", "MetricLineRow", "spec_row", "stored_spec",
-           "spec_columns", "spec_parameters", "column_name", "bench_runs", "readiness_row", "log_line_row",
+           "spec_columns", "spec_parameters", "column_name", "bench_runs", "log_line_row",
            "judge_text", "judged_line", "ready_line_of", "metric_line_row", "host_names", "error_evidence",
            "FLAG_PREFIX", "SourceRepo", "clone_url"]
 
@@ -149,11 +148,6 @@ def _bench_run(run: BenchResult) -> BenchRun:
         for row, record in zip(rows, run.records, strict=True):
             row["itl_ms"] = [gap * 1000.0 for gap in record.itl_s]
     return BenchRun(summary, rows, data)
-
-
-def readiness_row(report: ReadinessReport) -> dict[str, object]:
-    """ready, state, time_to_ready_s, phases, benign lines, failure: the report's own JSON form."""
-    return report.to_dict()
 
 
 @dataclass(frozen=True)

@@ -7,7 +7,7 @@ so a proposal reads as confirmed or refuted.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from toolkit.moves.diagnose.result import diagnosis_folders, follows, load_diagnosis
 from toolkit.report.document import Block, Bullets, Heading, Paragraph, Table, figure
@@ -19,12 +19,6 @@ if TYPE_CHECKING:
     from toolkit.journal import Journal
 
 __all__ = ["diagnosis_section"]
-
-
-def _share(reason: dict[str, Any]) -> str:
-    if reason["ruled_out"]:
-        return "0 (ruled out)"
-    return "not measured" if reason["share"] is None else f"{100 * reason['share']:.0f}%"
 
 
 def _follow_ups(steps: pd.DataFrame, step_id: int) -> list[str]:
@@ -56,16 +50,18 @@ def diagnosis_section(journal: Journal, steps: pd.DataFrame, dpi: int) -> list[B
             if not record["gap"]["beyond_noise"]:
                 continue
             proposals = {p["rank"]: p for p in record["proposals"]}
-            rows = tuple((str(r["rank"]), r["title"], _share(r), r["confidence"], ", ".join(r["kinds"]) or "-",
+            shares = ["0 (ruled out)" if r["ruled_out"] else "not measured" if r["share"] is None
+                      else f"{100 * r['share']:.0f}%" for r in record["reasons"]]
+            rows = tuple((str(r["rank"]), r["title"], share, r["confidence"], ", ".join(r["kinds"]) or "-",
                           proposals[r["rank"]]["text"] if r["rank"] in proposals else "")
-                         for r in record["reasons"])
-            blocks.append(Table(("rank", "reason", "share of the gap", "confidence", "evidence", "next experiment"),
-                                rows))
+                         for r, share in zip(record["reasons"], shares, strict=True))
             leading = [r for r in record["reasons"] if not r["ruled_out"]][:3]
-            blocks.append(Bullets(tuple(f"{r['rank']}. {r['title']} (evidence) " + "; ".join(r["evidence"][:4])
-                                        for r in leading)))
-            blocks.append(figure(plots.diagnosis(record), f"diagnosis_{row.step_id}",
-                                 f"diagnosis of step {row.seq}: reasons ranked", dpi))
+            columns = ("rank", "reason", "share of the gap", "confidence", "evidence", "next experiment")
+            blocks += [Table(columns, rows),
+                       Bullets(tuple(f"{r['rank']}. {r['title']} (evidence) " + "; ".join(r["evidence"][:4])
+                                     for r in leading)),
+                       figure(plots.diagnosis(record), f"diagnosis_{row.step_id}",
+                              f"diagnosis of step {row.seq}: reasons ranked", dpi)]
             followed = _follow_ups(steps, int(row.step_id))
             blocks.append(Bullets(tuple(followed)) if followed else
                           Paragraph("No step has tested its proposals yet (a step tests one when its hypothesis is "

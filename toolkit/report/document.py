@@ -11,6 +11,7 @@ import html
 import io
 import math
 import re
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -101,11 +102,6 @@ def _md(text: str, *, in_table: bool = False) -> str:
                    else _MD_SPECIAL.sub(r"\\\1", p) for i, p in enumerate(pieces))
 
 
-def _fence(text: str) -> str:
-    longest = max((len(m) for m in re.findall(r"`+", text)), default=0)
-    return "`" * max(3, longest + 1)
-
-
 def to_markdown(blocks: Sequence[Block]) -> str:
     """GitHub-flavoured Markdown; figures are referenced by file name (written beside it)."""
     out: list[str] = []
@@ -125,7 +121,7 @@ def to_markdown(blocks: Sequence[Block]) -> str:
             out.append("\n".join(lines))
         elif isinstance(block, Code):
             text = _clean(block.text)
-            fence = _fence(text)
+            fence = "`" * max(3, max((len(m) for m in re.findall(r"`+", text)), default=0) + 1)
             out.append(f"{fence}{block.language}\n{text}\n{fence}")
         else:
             out.append(f"![{_md(block.alt)}]({block.filename})")
@@ -169,19 +165,15 @@ def _cell(text: str, tag: str) -> str:
     return f'<{tag} class="{css}">{_h(text)}</{tag}>' if css else f"<{tag}>{_h(text)}</{tag}>"
 
 
-def _anchor(text: str) -> str:
-    return re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-") or "section"
-
-
 def to_html(blocks: Sequence[Block], *, title: str) -> str:
     """One HTML file with inline CSS and base64 PNGs: no external assets, opens anywhere."""
     body: list[str] = []
-    used: dict[str, int] = {}
+    used: Counter[str] = Counter()
     for block in blocks:
         if isinstance(block, Heading):
             level = min(max(block.level, 1), 6)
-            anchor = _anchor(_clean(block.text))
-            used[anchor] = used.get(anchor, 0) + 1
+            anchor = re.sub(r"[^a-z0-9]+", "-", _clean(block.text).lower()).strip("-") or "section"
+            used[anchor] += 1
             anchor = anchor if used[anchor] == 1 else f"{anchor}-{used[anchor]}"  # ids stay unique
             body.append(f'<h{level} id="{anchor}">{_h(block.text)}</h{level}>')
         elif isinstance(block, Paragraph):

@@ -96,11 +96,8 @@ class MetricDifference:
 
     def sentences(self) -> list[str]:
         """One sentence per configuration, quoting the fields as the engine prints them."""
-        out = []
-        for label, count, values in self.rows:
-            said = ", ".join(f"`{name}: {values[column]}`" for column, name in self.fields if values.get(column))
-            out.append(f"{label}: {said} ({_lines(count, self.kind + ' line')})")
-        return out
+        return [f"{label}: " + ", ".join(f"`{name}: {values[c]}`" for c, name in self.fields if values.get(c))
+                + f" ({_lines(count, self.kind + ' line')})" for label, count, values in self.rows]
 
 
 def _shown(values: pd.Series, column: str) -> str:
@@ -119,8 +116,7 @@ def metric_differences(metrics: pd.DataFrame, labels: Sequence[str]) -> list[Met
         return []
     out = []
     for kind, lines in metrics[~metrics["kind"].isin(_NOT_LOG_KINDS)].groupby("kind", sort=True):
-        per_label = {label: lines[lines["label"] == label] for label in labels}
-        per_label = {label: rows for label, rows in per_label.items() if len(rows)}
+        per_label = {label: rows for label in labels if len(rows := lines[lines["label"] == label])}
         if len(per_label) < 2:
             continue
         fields = []

@@ -283,15 +283,14 @@ def write(journal: Journal, out_dir: str | Path, *, dpi: int = 100) -> ReportPat
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     title, blocks = build(journal, dpi=dpi)
-    figures = []
-    for block in blocks:
-        if isinstance(block, Figure):
-            (out / block.filename).write_bytes(block.png)
-            figures.append(out / block.filename)
+    figures = [block for block in blocks if isinstance(block, Figure)]
+    for block in figures:
+        (out / block.filename).write_bytes(block.png)
     markdown, html_path = out / "postmortem.md", out / "postmortem.html"
     markdown.write_text(document.to_markdown(blocks), encoding="utf-8")
     html_path.write_text(document.to_html(blocks, title=title), encoding="utf-8")
-    return ReportPaths(markdown, html_path, tuple(figures), time.perf_counter() - started)
+    return ReportPaths(markdown, html_path, tuple(out / figure.filename for figure in figures),
+                       time.perf_counter() - started)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -49,12 +49,9 @@ def _engine(spec: dict[str, Any], versions: dict[str, Any]) -> tuple[str, str | 
 
 def _engines(specs: list[tuple[dict[str, Any], dict[str, Any]]]) -> str:
     """One entry per engine, its releases listed (a commit bisection runs several of one engine)."""
-    releases: dict[str, list[str]] = {}
-    for spec, versions in specs:
-        name, release = _engine(spec, versions)
-        known = releases.setdefault(name, [])
-        if release and str(release) not in known:
-            known.append(str(release))
+    releases: dict[str, dict[str, None]] = {}  # ordered sets
+    for name, release in (_engine(spec, versions) for spec, versions in specs):
+        releases.setdefault(name, {}).update({str(release): None} if release else {})
     return "; ".join(f"{name} {', '.join(found)}" if found else f"{name} (release not reported)"
                      for name, found in releases.items())
 

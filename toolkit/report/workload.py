@@ -92,10 +92,9 @@ def differing(rows: Sequence[Mapping[str, Any]]) -> list[str]:
 
 def varying_text(values: Mapping[str, Any], columns: Sequence[str]) -> str:
     """Only the dimensions that vary (``concurrency 32``): what tells two results apart in a label."""
-    words = []
-    for column in columns:
-        words.append(_lengths(values) if column in ("workload:input_len", "workload:output_len")
-                     else _part(values, column) or f"{column.removeprefix('workload:')} {_value(values, column)}")
+    words = [_lengths(values) if column in ("workload:input_len", "workload:output_len")
+             else _part(values, column) or f"{column.removeprefix('workload:')} {_value(values, column)}"
+             for column in columns]
     return ", ".join(dict.fromkeys(w for w in words if w))
 
 

@@ -97,41 +97,31 @@ def latency_ecdf(requests: pd.DataFrame, metric: str = "ttft_ms", hue: str | Non
     return fig
 
 
-def _resolve_alias(frame: pd.DataFrame, y: str) -> str:
-    if y in frame.columns:
-        return y
-    for alias in ALIASES.get(y, ()):
-        if alias in frame.columns:
-            return alias
-    numeric = [c for c in frame.columns if c not in ("step_id", "run_id", "line_no", "t_s")
-               and str(frame[c].dtype) in ("float64", "int64", "Float64", "Int64")]
-    raise ValueError(f"server_metrics() has no column {y!r}; numeric columns are {numeric}")
-
-
 def server_metrics(metric_rows: pd.DataFrame, y: str = "gen_throughput", *, hue: str | None = "label",
                    x: str = "t_s", title: str | None = None) -> Figure:
     """A server-side metric (``gen_throughput``, ``accept_len``) over the run, one line per run."""
     import seaborn as sns
 
     fig, ax = new_figure(7.5, 4.2)
+    ax.set_ylabel(metric_label(y))
     if metric_rows.empty:
         empty(ax, "no metric lines recorded")
         ax.set_title(title or f"{metric_label(y)} over time (server log)")
         ax.set_xlabel(metric_label(x))
-        ax.set_ylabel(metric_label(y))
         return fig
-    column = _resolve_alias(metric_rows, y)
-    data = metric_rows.copy()
-    if x not in data.columns:
-        x = "line_no"
-    data = data.dropna(subset=[column])
+    column = next((c for c in (y, *ALIASES.get(y, ())) if c in metric_rows.columns), None)
+    if column is None:
+        numeric = [c for c in metric_rows.columns if c not in ("step_id", "run_id", "line_no", "t_s")
+                   and str(metric_rows[c].dtype) in ("float64", "int64", "Float64", "Int64")]
+        raise ValueError(f"server_metrics() has no column {y!r}; numeric columns are {numeric}")
+    x = x if x in metric_rows.columns else "line_no"
+    data = metric_rows.dropna(subset=[column])
     if hue in data.columns:
         data[hue] = data[hue].astype(str)
     sns.lineplot(data=data, x=x, y=column, hue=hue if hue in data.columns else None, marker="o", markersize=4,
                  errorbar=None, ax=ax)
     ax.set_title(title or f"{metric_label(y).capitalize()} over time (server log)")
     ax.set_xlabel(metric_label(x) if x == "t_s" else "log line")
-    ax.set_ylabel(metric_label(y))
     ax.set_ylim(bottom=0)  # an accept length of 1.80-1.98 drawn from 1.80 looked like a collapse (issue 28)
     if ax.get_legend() is not None:
         sns.move_legend(ax, "upper left", bbox_to_anchor=(1.01, 1.0), title="run", fontsize=8)

@@ -28,12 +28,6 @@ _ENV_COLORS = {"ok": "#a5d6a7", "overridden": "#ffe082", "missing": "#ef9a9a", "
                "other": "#e0e0e0"}
 
 
-def _time_unit(span_s: float) -> tuple[float, str]:
-    if span_s < 120:
-        return 1.0, "seconds"
-    return (60.0, "minutes") if span_s < 3 * 3600 else (3600.0, "hours")
-
-
 #: Above this many steps the timeline counts outcomes per time bin instead: a bar and a label per step
 #: (10,000 of them) is unreadable and took most of a 150 s report (issue 20); the report's tables list the steps.
 LABELLED_STEPS = 60
@@ -59,7 +53,9 @@ def timeline(steps: pd.DataFrame, *, title: str | None = None) -> Figure:
     start = steps["started_at"].min()
     begin_s = (steps["started_at"] - start).dt.total_seconds()
     end_s = (steps["finished_at"].fillna(steps["started_at"]) - start).dt.total_seconds()
-    scale, unit = _time_unit(float(end_s.max()))
+    last = float(end_s.max())
+    scale, unit = ((1.0, "seconds") if last < 120 else (60.0, "minutes") if last < 3 * 3600
+                   else (3600.0, "hours"))
     ax.set_xlabel(f"{unit} since the first step")
     begin, end = (begin_s / scale).tolist(), (end_s / scale).tolist()
     span = max(max(end), 1e-3)
@@ -75,10 +71,10 @@ def timeline(steps: pd.DataFrame, *, title: str | None = None) -> Figure:
         ax.barh(rows, [widths[i] for i in rows], left=[begin[i] for i in rows], color=VERDICT_COLORS[outcome],
                 height=0.6)
     notes = []
-    for i, row in enumerate(steps.to_dict("records")):
-        first, second = ("error", "hypothesis") if outcomes[i] == "failed" else ("hypothesis", "error")
+    for outcome, row in zip(outcomes, steps.to_dict("records"), strict=True):
+        first, second = ("error", "hypothesis") if outcome == "failed" else ("hypothesis", "error")
         note = short(cell_text(row.get(first)).split("\n")[0], 60) or short(row.get(second), 60)
-        notes.append(f"{outcomes[i]}: {note}" if note else outcomes[i])
+        notes.append(f"{outcome}: {note}" if note else outcome)
     ax.set_yticks(range(n), [f"#{row.seq} {short(row.title, 38)}" for row in steps.itertuples()])
     ax.invert_yaxis()
     ax.set_xlim(0, span * 1.02)
@@ -143,10 +139,7 @@ def bisect(probes: pd.DataFrame, threshold: float | None = None, *, x: str = "co
                        marker="x" if outcome == "skip" else "o")
     if threshold is not None:
         ax.axhline(threshold, color="#424242", linestyle="--", linewidth=1, label=f"threshold {threshold:g}")
-    ax.set_xticks(positions, [str(c)[:8] for c in data[x]])
-    for tick in ax.get_xticklabels():
-        tick.set_rotation(45)
-        tick.set_horizontalalignment("right")
+    ax.set_xticks(positions, [str(c)[:8] for c in data[x]], rotation=45, horizontalalignment="right")
     ax.legend(loc="best", fontsize=8)
     return fig
 
@@ -179,8 +172,7 @@ def env_matrix(env: pd.DataFrame, *, variable: str = "variable", process: str = 
         i, j = variables.index(str(row[variable])), processes.index(str(row[process]))
         state = str(row[status])
         codes[i, j] = names.index(state) if state in names else names.index("other")
-        shown = row.get(value)
-        annot[i, j] = "(missing)" if state == "missing" else short(shown, 16)
+        annot[i, j] = "(missing)" if state == "missing" else short(row.get(value), 16)
     sns.heatmap(codes, cmap=ListedColormap([_ENV_COLORS[n] for n in names]), vmin=-0.5, vmax=len(names) - 0.5,
                 annot=annot, fmt="", cbar=False, linewidths=0.5, linecolor="white", ax=ax,
                 xticklabels=processes, yticklabels=variables, annot_kws={"fontsize": 8})

@@ -7,6 +7,7 @@ import html
 import re
 from collections.abc import Container, Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from itertools import islice
 
 from toolkit.logs import LogEvent, is_probe_completion
 from toolkit.logs.caused import REQUEST
@@ -66,14 +67,8 @@ def select(events: Sequence[LogEvent], log_filter: LogFilter, limit: int, ours: 
     """The last `limit` events that pass the filter, oldest first (``ours``: the toolkit's requests)."""
     if log_filter.is_default and not ours:
         return list(events[-limit:]) if limit else []
-    chosen: list[LogEvent] = []
-    for event in reversed(events):
-        if len(chosen) >= limit:
-            break
-        if log_filter.matches(event, event.line_no in ours):
-            chosen.append(event)
-    chosen.reverse()
-    return chosen
+    chosen = (event for event in reversed(events) if log_filter.matches(event, event.line_no in ours))
+    return list(islice(chosen, limit))[::-1]
 
 
 def display_text(raw: str, max_chars: int = MAX_LINE_CHARS) -> str:
@@ -89,31 +84,23 @@ def display_text(raw: str, max_chars: int = MAX_LINE_CHARS) -> str:
 
 
 def _title(event: LogEvent, verdict: str) -> str:
-    parts = [verdict]
-    if event.rule:
-        parts.append(f"rule: {event.rule}")
-    if event.phase:
-        parts.append(f"phase: {event.phase}")
     metric = event.metric
-    if metric is not None:
-        shown = ", ".join(f"{key}={value}" for key, value in metric.values.items())
-        parts.append(f"{metric.kind}: {shown}")
-    parts.append(f"line {event.line_no}")
-    return " · ".join(parts)
+    values = "" if metric is None else ", ".join(f"{key}={value}" for key, value in metric.values.items())
+    parts = [verdict, f"rule: {event.rule}" if event.rule else "",
+             f"phase: {event.phase}" if event.phase else "",
+             "" if metric is None else f"{metric.kind}: {values}", f"line {event.line_no}"]
+    return " · ".join(part for part in parts if part)
 
 
 def line_html(event: LogEvent, *, ours: bool = False) -> str:
     """One line element; every piece of log text is escaped, in content and in attributes."""
     verdict = verdict_of(event)
     attrs = [f'class="tk-line tk-{html.escape(verdict)}{" tk-toolkit" if ours else ""}"',
-             f'data-verdict="{html.escape(verdict)}"', f'data-line="{int(event.line_no)}"']
-    if ours:
-        attrs.append('data-toolkit="1"')
-    if event.rank:
-        attrs.append(f'data-rank="{html.escape(event.rank)}"')
-    if event.rule:
-        attrs.append(f'data-rule="{html.escape(event.rule)}"')
-    attrs.append(f'title="{html.escape(_title(event, verdict))}"')
+             f'data-verdict="{html.escape(verdict)}"', f'data-line="{int(event.line_no)}"',
+             'data-toolkit="1"' if ours else "",
+             f'data-rank="{html.escape(event.rank)}"' if event.rank else "",
+             f'data-rule="{html.escape(event.rule)}"' if event.rule else "",
+             f'title="{html.escape(_title(event, verdict))}"']
     body = html.escape(display_text(event.raw), quote=False)
     if event.context:  # a grouped traceback: its earlier lines, then the decisive line, as printed
         context = list(event.context)
@@ -122,7 +109,7 @@ def line_html(event: LogEvent, *, ours: bool = False) -> str:
             context = [f"… {hidden:,} earlier lines"] + context[-MAX_CONTEXT_LINES:]
         quoted = "\n".join(html.escape(display_text(line), quote=False) for line in context)
         body = f'<div class="tk-context">{quoted}</div>{body}'
-    return f"<div {' '.join(attrs)}>{body}</div>"
+    return f"<div {' '.join(attr for attr in attrs if attr)}>{body}</div>"
 
 
 # Theme variables first (JupyterLab's dark theme), literal colours as the exported fallback. Benign lines are

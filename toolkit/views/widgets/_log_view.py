@@ -164,16 +164,12 @@ class LogView(TextRepr, widgets.VBox):
 
     def _count_html(self, total: int, counts: dict[str, int], *, shown: int = 0, buffered: int = 0,
                     ours: int = 0) -> str:
-        notes = []
-        if buffered > shown + (0 if self._filter.show_ours else ours) or not self._filter.is_default:
-            notes.append(f"showing {shown:,} of the last {buffered:,}")
-        if not self._filter.is_default:
-            notes.append(f"filter: {self._filter.describe()}")
-        if self.paused:
-            notes.append("paused")
-        if self._pattern_error:
-            notes.append(f'<span class="tk-filter-error">{html.escape(self._pattern_error)}</span>')
-        extra = "".join(f" · {note}" for note in notes)
+        filtered, error = not self._filter.is_default, self._pattern_error
+        notes = [f"showing {shown:,} of the last {buffered:,}"
+                 if buffered > shown + (0 if self._filter.show_ours else ours) or filtered else "",
+                 f"filter: {self._filter.describe()}" if filtered else "", "paused" if self.paused else "",
+                 f'<span class="tk-filter-error">{html.escape(error)}</span>' if error else ""]
+        extra = "".join(f" · {note}" for note in notes if note)
         return (f'<span class="tk-count" data-total="{total}" data-benign="{counts.get("benign", 0)}"'
                 f' data-fatal="{counts.get("fatal", 0)}" data-toolkit="{ours}">'
                 f'{html.escape(count_text(total, counts, ours, ours_shown=self._filter.show_ours))}</span>'
@@ -214,8 +210,7 @@ class LogView(TextRepr, widgets.VBox):
     def visible_events(self) -> list[LogEvent]:
         """The events the current filters select, oldest first (what the frame shows)."""
         with self._lock:
-            events = list(self._buffer)
-            ours = set(self._ours)
+            events, ours = list(self._buffer), set(self._ours)
         return select(events, self._filter, self.max_lines, ours)
 
     def is_ours(self, event: LogEvent) -> bool:

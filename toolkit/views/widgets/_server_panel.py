@@ -123,9 +123,8 @@ class ServerPanel(TextRepr, widgets.VBox):
 
     # -- the Stop button: the one piece of I/O, on a thread we own ----------------------------
     def _on_stop_clicked(self, _button: widgets.Button | None = None) -> None:
-        if self._stopper is not None and self._stopper.is_alive():
-            return
-        if self.server.state.status().stopped_at is not None:
+        stopping = self._stopper is not None and self._stopper.is_alive()
+        if stopping or self.server.state.status().stopped_at is not None:
             return
         self._stopper = threading.Thread(target=self._stop_server, name="ServerPanel-stop", daemon=True)
         self._stopper.start()
@@ -147,8 +146,7 @@ class ServerPanel(TextRepr, widgets.VBox):
         stopper = self._stopper
         if stopper is not None:
             stopper.join(timeout_s)
-            return not stopper.is_alive()
-        return True
+        return stopper is None or not stopper.is_alive()
 
     def flush(self) -> None:
         """Redraw now on this thread (tests; a final frame)."""

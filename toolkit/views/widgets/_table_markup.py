@@ -64,9 +64,8 @@ def frame_html(frame: pd.DataFrame, *, max_rows: int, css_class: str,
     status = [c in status_columns for c in columns]
     body = "".join("<tr>" + "".join(_cell(v, status_column=s) for v, s in zip(row, status, strict=True))
                    + "</tr>" for row in shown.itertuples(index=False, name=None))
-    note = ""
-    if len(frame) > len(shown):
-        note = f'<div class="tk-table-note">showing the last {len(shown):,} of {len(frame):,} rows</div>'
+    note = (f'<div class="tk-table-note">showing the last {len(shown):,} of {len(frame):,} rows</div>'
+            if len(frame) > len(shown) else "")
     return (f'{TABLE_CSS}<div class="{html.escape(css_class)}" data-rows="{len(frame)}">'
             f'<table class="tk-table"><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>'
             f'{note}</div>')

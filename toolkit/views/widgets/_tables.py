@@ -136,9 +136,8 @@ class EnvMatrix(TextRepr, widgets.VBox):
         lines = [f"EnvMatrix: {shape}: " + ", ".join(f"{count} {state}" for state, count in counts.items())]
         bad = frame[frame[n["status"]].astype(str) != "ok"]
         for record in bad.head(20).to_dict("records"):
-            want = ""
-            if self._expected and self._expected in record:
-                want = f", expected {format_value(record[self._expected]) or 'any value'}"
+            expected = self._expected and self._expected in record
+            want = f", expected {format_value(record[self._expected]) or 'any value'}" if expected else ""
             observed = format_value(record[n["value"]]) or "(unset)"
             lines.append(f"  {record[n['columns']]} {record[n['rows']]}: {record[n['status']]}, "
                          f"observed {observed}{want}")
