@@ -66,11 +66,6 @@ class Totals:
 StepHook = Callable[[str, list[GenRequest]], None]  # (kind "prefill" | "decode", the step's batch)
 
 
-def _slowdown(batch: list[GenRequest]) -> float:
-    """A step runs at the mean slowdown of its batch (1.0 without --sim-noise-pct)."""
-    return sum(r.slowdown for r in batch) / len(batch)
-
-
 def modelled_ms(model: LatencyModel, kind: str, batch: list[GenRequest]) -> float:
     """A step's duration by the latency model, without noise (the GPU load and the profiler count it)."""
     return model.prefill_ms(sum(r.prompt_tokens for r in batch)) if kind == "prefill" else model.step_ms(len(batch))
@@ -144,7 +139,8 @@ class Engine:
                 batch, kind = list(self.running), "decode"
             else:
                 continue
-            duration = modelled_ms(self.model, kind, batch) / 1000.0 * _slowdown(batch)
+            slowdown = sum(r.slowdown for r in batch) / len(batch)  # 1.0 without --sim-noise-pct
+            duration = modelled_ms(self.model, kind, batch) / 1000.0 * slowdown
             deadline += duration
             await self._sleep_until(deadline)
             now = time.perf_counter()
@@ -177,7 +173,6 @@ class Engine:
     def _decode(self) -> None:
         self.totals.decode_steps += 1
         spec = self.model.setup.speculation
-        still = []
         for request in self.running:
             if request.cancelled:
                 continue
@@ -191,6 +186,4 @@ class Engine:
                 for pos in range(accepted):
                     t.spec_accepted_per_pos[pos] += 1
             self._emit(request, 1 + accepted)
-            if request.generated < request.max_tokens:
-                still.append(request)
-        self.running = still
+        self.running = [r for r in self.running if not r.cancelled and r.generated < r.max_tokens]

@@ -89,7 +89,7 @@ _SCHED_INIT: list[Frame] = [
 def sglang_init_traceback(kind: str, rank: int, pid: int) -> list[str]:
     """Scheduler start-up failures: `oom` or `weights` while loading weights, `nccl` in torch.distributed init."""
     if kind == "nccl":
-        frames = _SCHED_INIT + [
+        return traceback_lines(_SCHED_INIT + [
             (_RUNNER, 302, "__init__", "min_per_gpu_memory = self.init_torch_distributed()"),
             (_RUNNER, 731, "init_torch_distributed", "initialize_model_parallel("),
             ("sglang/srt/distributed/parallel_state.py", 1502, "initialize_model_parallel",
@@ -98,8 +98,7 @@ def sglang_init_traceback(kind: str, rank: int, pid: int) -> list[str]:
              "torch.distributed.barrier(group=self.cpu_group)"),
             ("torch/distributed/c10d_logger.py", 81, "wrapper", "return func(*args, **kwargs)"),
             ("torch/distributed/distributed_c10d.py", 4798, "barrier", "work = group.barrier(opts=opts)"),
-        ]
-        return traceback_lines(frames, nccl_error())
+        ], nccl_error())
     loader = [
         (_RUNNER, 312, "__init__", "self.initialize(min_per_gpu_memory)"),
         (_RUNNER, 390, "initialize", "self.load_model()"),
@@ -111,14 +110,13 @@ def sglang_init_traceback(kind: str, rank: int, pid: int) -> list[str]:
             ("sglang/srt/model_loader/loader.py", 588, "load_model", "self.load_weights_and_postprocess("),
             ("sglang/srt/models/deepseek_v2.py", 3321, "load_weights", "param = params_dict[name]"),
         ], ["KeyError: 'model.layers.60.mlp.experts.w2_weight_scale_inv'"])
-    frames = _SCHED_INIT + loader + [
+    return traceback_lines(_SCHED_INIT + loader + [
         ("sglang/srt/model_loader/loader.py", 594, "load_model", "self.load_weights_and_postprocess("),
         ("sglang/srt/model_loader/loader.py", 627, "load_weights_and_postprocess",
          "quant_method.process_weights_after_loading(module)"),
         ("sglang/srt/layers/quantization/fp8.py", 1023, "process_weights_after_loading",
          "w13_weight = torch.empty_like(layer.w13_weight.data, dtype=torch.float8_e4m3fn)"),
-    ]
-    return traceback_lines(frames, [cuda_oom(rank, pid)])
+    ], [cuda_oom(rank, pid)])
 
 
 def sglang_kv_budget_traceback(mem_fraction_static: float, avail_gb: float, pre_load_gb: float,
@@ -196,9 +194,9 @@ _MPX = "vllm/v1/executor/multiproc_executor.py"
 
 def vllm_worker_traceback(kind: str, rank: int, pid: int) -> list[str]:
     """What a vLLM worker (or a TP=1 EngineCore) logs when loading fails: `oom` or `nccl`."""
+    head: list[Frame] = [(_MPX, 673, "worker_main", "worker = WorkerProc(*args, **kwargs)")]
     if kind == "nccl":
-        frames: list[Frame] = [
-            (_MPX, 673, "worker_main", "worker = WorkerProc(*args, **kwargs)"),
+        return traceback_lines(head + [
             (_MPX, 498, "__init__", "self.worker.init_device()"),
             ("vllm/v1/worker/gpu_worker.py", 231, "init_device", "init_worker_distributed_environment("),
             ("vllm/v1/worker/gpu_worker.py", 951, "init_worker_distributed_environment",
@@ -206,17 +204,14 @@ def vllm_worker_traceback(kind: str, rank: int, pid: int) -> list[str]:
             ("vllm/distributed/parallel_state.py", 1512, "initialize_model_parallel",
              "_TP = init_model_parallel_group("),
             ("torch/distributed/distributed_c10d.py", 4798, "barrier", "work = group.barrier(opts=opts)"),
-        ]
-        return traceback_lines(frames, nccl_error())
-    frames = [
-        (_MPX, 673, "worker_main", "worker = WorkerProc(*args, **kwargs)"),
+        ], nccl_error())
+    return traceback_lines(head + [
         (_MPX, 503, "__init__", "self.worker.load_model()"),
         ("vllm/v1/worker/gpu_worker.py", 273, "load_model", "self.model_runner.load_model(eep_scale_up=eep_scale_up)"),
         ("vllm/v1/worker/gpu_model_runner.py", 5209, "load_model", "self.model = model_loader.load_model("),
         ("vllm/model_executor/model_loader/base_loader.py", 49, "load_model", "model = initialize_model("),
         ("vllm/model_executor/layers/fused_moe/layer.py", 612, "__init__", "self.quant_method.create_weights("),
-    ]
-    return traceback_lines(frames, [cuda_oom(rank, pid)])
+    ], [cuda_oom(rank, pid)])
 
 
 def vllm_engine_traceback(cause: str) -> list[str]:
@@ -324,12 +319,10 @@ def kernel_version_traceback(package_root: str, package: str, installed: str | N
         (f"{root}/srt/utils/common.py", 2428, "assert_pkg_version", "raise Exception("),
     ]
     advice = f"Please reinstall the latest version with `pip install {package} --force-reinstall`"
-    if installed is None:
-        return traceback_lines(frames, [f"Exception: {package} with minimum required version {required} is not "
-                                        f"installed. {advice}"])
-    return traceback_lines(frames, [
-        f"Exception: {package} is installed with version {installed}, which is less than the minimum required "
-        f"version {required}. {advice}"])
+    problem = (f"with minimum required version {required} is not installed" if installed is None else
+               f"is installed with version {installed}, which is less than the minimum required "
+               f"version {required}")
+    return traceback_lines(frames, [f"Exception: {package} {problem}. {advice}"])
 
 
 def transformers_cb_traceback() -> list[str]:

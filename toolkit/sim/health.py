@@ -27,14 +27,11 @@ class HealthRoutes:
         self.release = server.config.release
 
     def add_to(self, router: web.UrlDispatcher) -> None:
-        engine = self.server.config.engine
-        if engine == "sglang":
-            router.add_get("/health", self.sglang_generate if self.release.at_least("0.5.0rc0") else self.always_up)
+        sglang = self.sglang_generate if self.release.at_least("0.5.0rc0") else self.always_up
+        handlers = {"sglang": sglang, "vllm": self.vllm, "transformers": self.transformers}
+        router.add_get("/health", handlers[self.server.config.engine])
+        if self.server.config.engine == "sglang":
             router.add_get("/health_generate", self.sglang_generate)
-        elif engine == "vllm":
-            router.add_get("/health", self.vllm)
-        else:
-            router.add_get("/health", self.transformers)
 
     async def always_up(self, request: web.Request) -> web.Response:
         return web.Response(status=200)

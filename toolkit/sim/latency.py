@@ -8,9 +8,11 @@ graphs ~12 ms per step (82-83 tok/s single stream); EAGLE-3 with 2 draft steps v
 
 from __future__ import annotations
 
+import bisect
 import dataclasses
 import itertools
 import math
+import operator
 import random
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -154,17 +156,12 @@ class LatencyModel:
         probs = self.accept_probs()
         if not probs:
             return ()
-        dist, reach = [], 1.0
-        for prob in probs:
-            dist.append(reach * (1.0 - prob))
-            reach *= prob
-        dist.append(reach)
-        return tuple(dist)
+        reach = list(itertools.accumulate(probs, operator.mul, initial=1.0))  # P(position i is reached)
+        return tuple(r * (1.0 - p) for r, p in zip(reach[:-1], probs, strict=True)) + (reach[-1],)
 
     def mean_accept_length(self) -> float:
         """Tokens per step (SGLang's `accept len`): 1 + expected accepted draft tokens."""
-        dist = self.accept_distribution()
-        return 1.0 + sum(k * w for k, w in enumerate(dist))
+        return 1.0 + sum(k * w for k, w in enumerate(self.accept_distribution()))
 
     def tokens_per_s(self, batch_size: int = 1) -> float:
         """Aggregate decode throughput with `batch_size` streams (single stream by default)."""
@@ -188,10 +185,7 @@ class AcceptSampler:
             return 0
         self._position = (self._position + _GOLDEN) % 1.0
         u = self._position * self._cumulative[-1]
-        for k, edge in enumerate(self._cumulative):
-            if u < edge:
-                return k
-        return len(self._cumulative) - 1
+        return min(bisect.bisect_right(self._cumulative, u), len(self._cumulative) - 1)
 
 
 def noise_slowdown(seed: int, key: str, index: int, noise_pct: float) -> float:
@@ -205,5 +199,4 @@ def noise_slowdown(seed: int, key: str, index: int, noise_pct: float) -> float:
     """
     if noise_pct <= 0:
         return 1.0
-    draw = random.Random(f"{seed}/{key}/{index}").gauss(0.0, noise_pct / 100.0)
-    return math.exp(draw)
+    return math.exp(random.Random(f"{seed}/{key}/{index}").gauss(0.0, noise_pct / 100.0))

@@ -16,10 +16,8 @@ __all__ = ["DecodeStats", "LogWriter", "PrefillStats", "SIMULATOR_BANNER", "bann
            "sglang_decode_batch", "sglang_line", "sglang_prefill_batch", "uvicorn_line", "vllm_label",
            "vllm_line", "vllm_plain", "vllm_spec_metrics", "vllm_throughput", "vllm_uvicorn", "plain_uvicorn"]
 
-SIMULATOR_BANNER = (
-    "toolkit.sim: this is a SIMULATED {engine} server (no GPU, no model weights); the lines below "
-    "imitate the real log formats. See docs/simulator.md."
-)
+SIMULATOR_BANNER = ("toolkit.sim: this is a SIMULATED {engine} server (no GPU, no model weights); "
+                    "the lines below imitate the real log formats. See docs/simulator.md.")
 _LEVELS = {"debug": 10, "info": 20, "warning": 30, "error": 40, "critical": 50, "sim": 100}
 
 

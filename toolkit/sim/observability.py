@@ -22,29 +22,24 @@ __all__ = ["register_observability", "render_sglang_metrics"]
 
 def render_sglang_metrics(server: RouteHost) -> str:
     """SGLang's gauges and counters as its scheduler on TP rank 0 exports them."""
-    e, c = server.engine, server.config
+    e, c, t = server.engine, server.config, server.engine.totals
     labels = {"model_name": c.served_model_name, "engine_type": "unified", "tp_rank": "0", "pp_rank": "0",
               "moe_ep_rank": "0"}
-    usage = e.num_tokens_in_use / max(server.max_total_tokens, 1)
-    out = family("sglang:num_running_reqs", "gauge", "The number of running requests.", [(labels, len(e.running))])
-    out += family("sglang:num_queue_reqs", "gauge", "The number of requests in the waiting queue.",
-                  [(labels, len(e.waiting))])
-    out += family("sglang:token_usage", "gauge", "The token usage.", [(labels, usage)])
-    out += family("sglang:gen_throughput", "gauge", "The generation throughput (token/s).",
-                  [(labels, e.last_gen_throughput)])
-    out += family("sglang:cache_hit_rate", "gauge", "The prefix cache hit rate.", [(labels, 0.0)])
+    rows: list[tuple[str, str, str, float]] = [
+        ("num_running_reqs", "gauge", "The number of running requests.", len(e.running)),
+        ("num_queue_reqs", "gauge", "The number of requests in the waiting queue.", len(e.waiting)),
+        ("token_usage", "gauge", "The token usage.", e.num_tokens_in_use / max(server.max_total_tokens, 1)),
+        ("gen_throughput", "gauge", "The generation throughput (token/s).", e.last_gen_throughput),
+        ("cache_hit_rate", "gauge", "The prefix cache hit rate.", 0.0)]
     if c.speculation is not None:
-        t = e.totals
-        accept = t.spec_accept_tokens / t.spec_forward_ct if t.spec_forward_ct else 0.0
-        out += family("sglang:spec_accept_length", "gauge", "The average acceptance length of speculative decoding.",
-                      [(labels, accept)])
-    out += family("sglang:prompt_tokens_total", "counter", "Number of prefill tokens processed.",
-                  [(labels, e.totals.prompt_tokens)])
-    out += family("sglang:generation_tokens_total", "counter", "Number of generation tokens processed.",
-                  [(labels, e.totals.generation_tokens)])
-    out += family("sglang:num_requests_total", "counter", "Number of requests processed.",
-                  [(labels, e.totals.requests_finished)])
-    return "\n".join(out) + "\n"
+        rows.append(("spec_accept_length", "gauge", "The average acceptance length of speculative decoding.",
+                     t.spec_accept_tokens / t.spec_forward_ct if t.spec_forward_ct else 0.0))
+    rows += [("prompt_tokens_total", "counter", "Number of prefill tokens processed.", t.prompt_tokens),
+             ("generation_tokens_total", "counter", "Number of generation tokens processed.",
+              t.generation_tokens),
+             ("num_requests_total", "counter", "Number of requests processed.", t.requests_finished)]
+    return "\n".join(line for name, kind, text, value in rows
+                     for line in family(f"sglang:{name}", kind, text, [(labels, value)])) + "\n"
 
 
 class _GpuLoad:

@@ -8,9 +8,10 @@ from __future__ import annotations
 
 import hashlib
 import itertools
+import math
 from collections.abc import Mapping
 
-from toolkit.sim.protocol import WordSource
+from toolkit.sim.protocol import WordSource, message_contents
 
 __all__ = ["GreedyWords", "greedy_words", "add_logprobs", "DIVERGENCE_FAULT"]
 
@@ -19,12 +20,7 @@ DIVERGENCE_FAULT = "greedy-divergence"
 
 def _prompt_text(body: Mapping[str, object], chat: bool) -> str:
     if chat:
-        messages = body.get("messages")
-        parts = []
-        for message in messages if isinstance(messages, list) else []:
-            content = message.get("content") if isinstance(message, Mapping) else None
-            parts.append(content if isinstance(content, str) else repr(content))
-        return "\n".join(parts)
+        return "\n".join(c if isinstance(c, str) else repr(c) for c in message_contents(body))
     return repr(body.get("prompt", body.get("text")))
 
 
@@ -33,19 +29,15 @@ class GreedyWords(WordSource):
 
     def __init__(self, seed: int, diverge_at: int | None) -> None:
         super().__init__(seed)
-        self._other = WordSource(seed ^ 0x5EED) if diverge_at is not None else None
-        self._diverge_at = diverge_at
+        self._other = WordSource(seed ^ 0x5EED)
+        self._diverge_at = math.inf if diverge_at is None else diverge_at
         self._taken = 0
 
     def take(self, n: int) -> list[str]:
-        out = []
-        for _ in range(n):
-            word = super().take(1)[0]
-            if self._other is not None and self._diverge_at is not None and self._taken >= self._diverge_at:
-                word = self._other.take(1)[0]
-            out.append(word)
-            self._taken += 1
-        return out
+        words = [self._other.take(1)[0] if self._taken + k >= self._diverge_at else word
+                 for k, word in enumerate(super().take(n))]
+        self._taken += n
+        return words
 
 
 def greedy_words(body: object, chat: bool, temperature: float, seed: int, fault: str) -> GreedyWords | None:
@@ -53,11 +45,8 @@ def greedy_words(body: object, chat: bool, temperature: float, seed: int, fault:
     if temperature != 0.0 or not isinstance(body, Mapping):
         return None
     digest = hashlib.sha256(f"{seed}\0{_prompt_text(body, chat)}".encode()).digest()
-    prompt_seed = int.from_bytes(digest[:8], "big")
-    diverge_at = None
-    if fault == DIVERGENCE_FAULT and digest[8] % 2 == 0:
-        diverge_at = 3 + digest[9] % 8
-    return GreedyWords(prompt_seed, diverge_at)
+    diverges = fault == DIVERGENCE_FAULT and digest[8] % 2 == 0
+    return GreedyWords(int.from_bytes(digest[:8], "big"), 3 + digest[9] % 8 if diverges else None)
 
 
 def add_logprobs(response: dict[str, object], body: object, chat: bool, texts: list[str]) -> None:

@@ -20,13 +20,13 @@ PASSTHROUGH_HELP = "accepted as {release} accepts it; not simulated"
 Adder = Callable[..., None]
 
 
-def _adder(parser: argparse.ArgumentParser | Any, release: SimRelease, dests: dict[str, object]) -> Adder:
-    """``add(*spellings, dest=..., default=..., **kw)`` for the spellings ``release`` has (none: skipped)."""
+def _adder(parser: argparse.ArgumentParser | Any, release: SimRelease) -> Adder:
+    """``add(*spellings, dest=, default=, **kw)``: the spellings ``release`` has (none: the default only)."""
 
     def add(*spellings: str, dest: str, default: object = None, **kw: Any) -> None:
         if default is None and kw.get("action") == "store_true":
             default = False
-        dests.setdefault(dest, default)
+        parser.set_defaults(**{dest: default})
         kept = [s for s in spellings if release.has(s)]
         if not kept:
             return
@@ -58,12 +58,11 @@ def _passthrough(parser: argparse.ArgumentParser, release: SimRelease) -> None:
         taken.update(spellings)
 
 
-def _finish(parser: argparse.ArgumentParser, release: SimRelease, dests: dict[str, object],
+def _finish(parser: argparse.ArgumentParser, release: SimRelease,
             knobs: Callable[[argparse.ArgumentParser], None]) -> argparse.ArgumentParser:
-    """The simulator's knobs, then every other flag of the release, then the defaults of every dest."""
+    """The simulator's knobs, then every other flag of the release."""
     knobs(parser)
     _passthrough(parser, release)
-    parser.set_defaults(**dests)
     return parser
 
 
@@ -72,8 +71,7 @@ def sglang_parser(release: SimRelease, knobs: Callable[[argparse.ArgumentParser]
     parser = argparse.ArgumentParser(
         prog="python -m toolkit sim",
         description=f"SIMULATED {release.label} server (toolkit.sim): {release.label}'s flags, no GPU, no model.")
-    dests: dict[str, object] = {}
-    a = _adder(parser, release, dests)
+    a = _adder(parser, release)
     a("--model-path", "--model", dest="model_path", required=True,
       help="The path of the model weights. This can be a local folder or a Hugging Face repo ID.")
     a("--tokenizer-path", dest="tokenizer_path", help="The path of the tokenizer.")
@@ -125,7 +123,7 @@ def sglang_parser(release: SimRelease, knobs: Callable[[argparse.ArgumentParser]
     a("--dist-timeout", dest="dist_timeout", type=int, help="Set timeout for torch.distributed initialization.")
     a("--watchdog-timeout", dest="watchdog_timeout", type=float, default=300, help="Set watchdog timeout in seconds.")
     a("--skip-server-warmup", dest="skip_server_warmup", action="store_true", help="Skip the warm-up request.")
-    return _finish(parser, release, dests, knobs)
+    return _finish(parser, release, knobs)
 
 
 def vllm_parser(release: SimRelease, knobs: Callable[[argparse.ArgumentParser], None]) -> argparse.ArgumentParser:
@@ -133,8 +131,7 @@ def vllm_parser(release: SimRelease, knobs: Callable[[argparse.ArgumentParser], 
     parser = argparse.ArgumentParser(
         prog="python -m toolkit sim --engine vllm",
         description=f"SIMULATED {release.label} OpenAI-compatible server (toolkit.sim): `vllm serve MODEL` flags.")
-    dests: dict[str, object] = {}
-    a = _adder(parser, release, dests)
+    a = _adder(parser, release)
     parser.add_argument("model_tag", nargs="?", default=None, help="The model tag to serve")
     a("--model", dest="model", help="Name or path of the Hugging Face model to use.")
     a("--host", dest="host", help="Host name.")
@@ -157,7 +154,7 @@ def vllm_parser(release: SimRelease, knobs: Callable[[argparse.ArgumentParser], 
     # A list from 0.11 (vllm/entrypoints/openai/cli_args.py); VLLM_API_KEY when not given.
     a("--api-key", dest="api_key", nargs="+" if release.at_least("0.11.0") else None,
       help="If provided, the server will require one of these keys to be presented in the header.")
-    return _finish(parser, release, dests, knobs)
+    return _finish(parser, release, knobs)
 
 
 def transformers_parser(release: SimRelease,
@@ -166,8 +163,7 @@ def transformers_parser(release: SimRelease,
     parser = argparse.ArgumentParser(
         prog="python -m toolkit sim --engine transformers",
         description=f"SIMULATED {release.label} (toolkit.sim): FastAPI + uvicorn, one process, no model.")
-    dests: dict[str, object] = {}
-    a = _adder(parser, release, dests)
+    a = _adder(parser, release)
     parser.add_argument("force_model", nargs="?", default=None, metavar="FORCE_MODEL",
                         help="Model to preload and use for all requests.")
     a("--host", dest="host", default="localhost", help="Interface the server will listen to.")
@@ -175,4 +171,4 @@ def transformers_parser(release: SimRelease,
     a("--continuous-batching", dest="continuous_batching", action="store_true",
       help="Enable continuous batching with paged attention (--no-continuous-batching: the default).")
     a("--log-level", dest="log_level", default="warning", help="Logging level (e.g. 'info', 'warning').")
-    return _finish(parser, release, dests, knobs)
+    return _finish(parser, release, knobs)

@@ -36,9 +36,7 @@ class SimProfiler:
         self.server = server
         self.active = False
         self.steps: list[StepRecord] = []
-        self.output_dir = ""
-        self.profile_id = ""
-        self.prefix = ""
+        self.output_dir = self.profile_id = self.prefix = ""
         self.num_steps: int | None = None
         self.started = 0.0
         self.writing: asyncio.Task[list[str]] | None = None
@@ -47,23 +45,18 @@ class SimProfiler:
     def _on_step(self, kind: str, batch: list[GenRequest]) -> None:
         if not self.active:
             return
-        duration = modelled_ms(self.server.model, kind, batch)
         end = time.time()
         # a late step makes the next ones come sooner (engine.py): never let two steps overlap in the trace
-        start = max(end - duration / 1000.0, self.steps[-1].end_s if self.steps else self.started)
+        start = max(end - modelled_ms(self.server.model, kind, batch) / 1000.0,
+                    self.steps[-1].end_s if self.steps else self.started)
         if len(self.steps) < MAX_STEPS:
             self.steps.append(StepRecord(kind, start, end, len(batch)))
         if self.num_steps is not None and len(self.steps) >= self.num_steps and self.writing is None:
             self.writing = asyncio.ensure_future(self._stop())
 
-    def _shape(self) -> TraceShape:
-        c, m = self.server.config, self.server.model
-        spec = c.speculation
-        return TraceShape(c.engine, m.params.num_layers, c.cuda_graph, spec.num_steps if spec else 0,
-                          bool(spec and spec.verify_in_extend), m.draft_ms(), c.tp_size)
-
     def _log_ranks(self, message: str) -> None:
-        for rank in range(self.server.config.tp_size if self.server.config.engine == "sglang" else 1):
+        """SGLang: every TP rank logs it."""
+        for rank in range(self.server.config.tp_size):
             self.server.log(message, rank=rank if self.server.config.tp_size > 1 else None,
                             source="gpu_worker.py:1440")
 
@@ -95,7 +88,10 @@ class SimProfiler:
         os.makedirs(self.output_dir, exist_ok=True)
         pid0 = self.server.pid
         pids = [pid0] + self.server.worker_pids()[: self.server.config.tp_size]
-        text = dumps(build_trace(self._shape(), steps, t0=self.started, pid=pid0, rank=0, note=_NOTE))
+        c, m, spec = self.server.config, self.server.model, self.server.config.speculation
+        shape = TraceShape(c.engine, m.params.num_layers, c.cuda_graph, spec.num_steps if spec else 0,
+                           bool(spec and spec.verify_in_extend), m.draft_ms(), c.tp_size)
+        text = dumps(build_trace(shape, steps, t0=self.started, pid=pid0, rank=0, note=_NOTE))
         paths = []
         for rank, name in enumerate(self._file_names()):
             pid = pids[rank] if rank < len(pids) else pid0 + rank

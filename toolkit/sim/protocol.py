@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 __all__ = ["BadRequest", "Sampling", "WordSource", "chunk_event", "count_prompt_tokens", "error_body",
-           "final_response", "parse_sampling", "sse", "usage", "usage_event"]
+           "final_response", "message_contents", "parse_sampling", "sse", "usage", "usage_event"]
 
 WORDS = ("the", "model", "token", "graph", "batch", "draft", "verify", "layer", "cache", "kernel", "stream",
          "rank", "step", "tensor", "value", "node", "server", "queue", "decode", "prefill", "speed", "time",
@@ -60,18 +60,18 @@ def _words(text: object) -> int:
     return sum(1 + (len(word) - 1) // 6 for word in text.split())
 
 
+def message_contents(body: Mapping[str, object]) -> list[object]:
+    """The ``content`` of every chat message (None where a message is no object)."""
+    messages = body.get("messages")
+    return [m.get("content") if isinstance(m, Mapping) else None
+            for m in (messages if isinstance(messages, list) else ())]
+
+
 def count_prompt_tokens(body: Mapping[str, object], chat: bool) -> int:
     """Prompt length in simulated tokens: words of the prompt or of every message's text parts."""
     if chat:
-        total = 0
-        messages = body.get("messages")
-        for message in messages if isinstance(messages, list) else []:
-            content = message.get("content") if isinstance(message, Mapping) else None
-            if isinstance(content, list):
-                total += sum(_words(p.get("text")) for p in content if isinstance(p, Mapping))
-            else:
-                total += _words(content)
-        return total
+        return sum(sum(_words(p.get("text")) for p in c if isinstance(p, Mapping)) if isinstance(c, list)
+                   else _words(c) for c in message_contents(body))
     prompt = body.get("prompt", body.get("text"))
     if isinstance(prompt, list):
         if all(isinstance(x, int) for x in prompt):

@@ -82,9 +82,8 @@ def condition_holds(condition: str, context: EnvContext) -> bool:
                      "toolkit/sim/release.py KNOWN_CONDITIONS")
 
 
-_ROLES: dict[tuple[str, str], ProcessRole] = {
-    ("sglang", "scheduler"): "worker", ("vllm", "engine-core"): "engine_core", ("vllm", "worker"): "worker",
-}
+_ROLES: dict[tuple[str, str], ProcessRole] = {("sglang", "scheduler"): "worker", ("vllm", "worker"): "worker",
+                                               ("vllm", "engine-core"): "engine_core"}
 
 
 def role_of(engine: str, sim_role: str) -> ProcessRole:
@@ -120,8 +119,7 @@ class SimRelease:
         role = role_of(self.engine, sim_role)
         writes = tuple(w for w in self.profile.env_writes_at(self.version) if condition_holds(w.condition, context))
         visible = tuple(w for w in writes if role in w.visible_in)
-        seen = _outcomes(self.profile, visible, parent, context, role)
-        started = {**parent, **seen}
+        started = {**parent, **_outcomes(self.profile, visible, parent, context, role)}
         everything = _outcomes(self.profile, writes, started, context, role)
         return started, {k: v for k, v in everything.items() if started.get(k) != v}
 

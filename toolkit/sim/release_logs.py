@@ -9,11 +9,9 @@ from collections.abc import Mapping, Sequence
 
 from toolkit.sim.release import SimRelease
 
-__all__ = [
-    "server_args_line", "capture_lines", "launch_sigquit_line", "running_sigquit_line",
-    "scheduler_died_lines", "child_crashed_line", "watchdog_lines", "graph_capture_advice",
-    "server_args_fields",
-]
+__all__ = ["server_args_line", "capture_lines", "launch_sigquit_line", "running_sigquit_line",
+           "scheduler_died_lines", "child_crashed_line", "watchdog_lines", "graph_capture_advice",
+           "server_args_fields"]
 
 
 def server_args_fields(release: SimRelease, fields: Mapping[str, object]) -> dict[str, object]:
@@ -48,16 +46,11 @@ def capture_lines(release: SimRelease, role: str, bs: Sequence[int], avail_gb: f
         return (f"Capture {what} begin. This can take up to several minutes. avail mem={avail_gb:.2f} GB",
                 f"Capture {what} end. Time elapsed: {elapsed_s:.2f} s. mem usage={used_gb:.2f} GB. "
                 f"avail mem={after:.2f} GB.")
-    sizes = f"bs={list(bs)}"
-    if release.at_least("0.5.23"):
-        return (f"Capture {role} decode CUDA graph begin. backend=full, num_tokens_per_req=1, "
-                f"avail mem={avail_gb:.2f} GB",
-                f"Capture {role} decode CUDA graph end. {sizes}, elapsed={elapsed_s:.2f} s, "
-                f"mem usage={used_gb:.2f} GB, avail mem={after:.2f} GB.")
-    return (f"Capture {role} decode CUDA graph begin. backend=full, num_tokens_per_req=1, {sizes}, "
-            f"avail mem={avail_gb:.2f} GB",
-            f"Capture {role} decode CUDA graph end. elapsed={elapsed_s:.2f} s, mem usage={used_gb:.2f} GB, "
-            f"avail mem={after:.2f} GB.")
+    sizes, at_end = f"bs={list(bs)}, ", release.at_least("0.5.23")
+    return (f"Capture {role} decode CUDA graph begin. backend=full, num_tokens_per_req=1, "
+            f"{'' if at_end else sizes}avail mem={avail_gb:.2f} GB",
+            f"Capture {role} decode CUDA graph end. {sizes if at_end else ''}elapsed={elapsed_s:.2f} s, "
+            f"mem usage={used_gb:.2f} GB, avail mem={after:.2f} GB.")
 
 
 def launch_sigquit_line(release: SimRelease) -> str | None:

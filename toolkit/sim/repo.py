@@ -57,22 +57,14 @@ class CommitInfo:
 _STAMP0 = 1767603600  # 2026-01-05 09:00 UTC; commit i is stamped i hours later
 
 
-def _env(when: int) -> dict[str, str]:
-    stamp = f"{_STAMP0 + 3600 * when} +0000"
-    return {**os.environ, "GIT_AUTHOR_NAME": "Sim Developer", "GIT_AUTHOR_EMAIL": "sim@example.com",
-            "GIT_COMMITTER_NAME": "Sim Developer", "GIT_COMMITTER_EMAIL": "sim@example.com",
-            "GIT_AUTHOR_DATE": stamp, "GIT_COMMITTER_DATE": stamp, "GIT_CONFIG_GLOBAL": os.devnull,
-            "GIT_CONFIG_NOSYSTEM": "1"}
-
-
-def _git(directory: Path, *args: str) -> str:
-    return subprocess.run(["git", "-C", str(directory), *args], env=_env(0), check=True, capture_output=True,
-                          text=True).stdout.strip()
-
-
-def _jitter(index: int) -> float:
-    """A deterministic harmless change of at most +-0.2% per commit."""
-    return ((index * 7919) % 9 - 4) * 0.0005
+def _git(directory: Path, *args: str, stdin: bytes | None = None) -> str:
+    stamp = f"{_STAMP0} +0000"
+    env = {**os.environ, "GIT_AUTHOR_NAME": "Sim Developer", "GIT_AUTHOR_EMAIL": "sim@example.com",
+           "GIT_COMMITTER_NAME": "Sim Developer", "GIT_COMMITTER_EMAIL": "sim@example.com",
+           "GIT_AUTHOR_DATE": stamp, "GIT_COMMITTER_DATE": stamp, "GIT_CONFIG_GLOBAL": os.devnull,
+           "GIT_CONFIG_NOSYSTEM": "1"}
+    return subprocess.run(["git", "-C", str(directory), *args], input=stdin, env=env, check=True,
+                          capture_output=True).stdout.decode().strip()
 
 
 def make_repo(directory: str | Path, commits: int, regression_at: int | None, no_change: bool = False,
@@ -104,7 +96,7 @@ def make_repo(directory: str | Path, commits: int, regression_at: int | None, no
         slow = not no_change and regression_at is not None and i >= regression_at
         step = base.decode_step_ms * (1 + regression_pct / 100 if slow else 1.0)
         if not no_change:
-            step *= 1 + _jitter(i)
+            step *= 1 + ((i * 7919) % 9 - 4) * 0.0005  # a deterministic harmless change of at most +-0.2%
         broken, mismatch = broken_at == i, kernel_mismatch_at == i
         message = (REGRESSION_MESSAGE if i == regression_at and not no_change else BROKEN_MESSAGE if broken
                    else KERNEL_MESSAGE if mismatch
@@ -124,15 +116,14 @@ def make_repo(directory: str | Path, commits: int, regression_at: int | None, no
         out.append(CommitInfo(i, "", message, round(step, 4), broken, mismatch))
     # One `git fast-import` writes every commit (a 1,024-commit history in about a second, where a
     # `git commit` per commit took minutes); the commits are byte for byte those `git commit` made.
-    subprocess.run(["git", "-C", str(root), "fast-import", "--quiet", "--done"], input=b"".join(stream) + b"done\n",
-                   env=_env(0), check=True, capture_output=True)
+    _git(root, "fast-import", "--quiet", "--done", stdin=b"".join(stream) + b"done\n")
     _git(root, "reset", "-q", "--hard", "main")
     shas = _git(root, "rev-list", "--reverse", "main").split()
     return [dataclasses.replace(info, sha=sha) for info, sha in zip(out, shas, strict=True)]
 
 
 def _commit_record(index: int, message: str, files: dict[str, str]) -> bytes:
-    """One commit of a fast-import stream, with the identity and clock of ``_env(index)``."""
+    """One commit of a fast-import stream: the identity of ``_git``, stamped ``index`` hours after it."""
     who = f"Sim Developer <sim@example.com> {_STAMP0 + 3600 * index} +0000"
     text = message.encode() + b"\n"
     lines = [f"commit refs/heads/main\nmark :{index}\nauthor {who}\ncommitter {who}\n".encode(),

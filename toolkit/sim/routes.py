@@ -9,10 +9,12 @@ sglang 0.5.23 python/sglang/srt/utils/auth.py:101-106). The server is seen throu
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any
 
 from aiohttp import web
 
@@ -74,11 +76,14 @@ class Routes:
         version = f"{request.version.major}.{request.version.minor}"
         self.server.access(_peer(request), request.method, request.path_qs, version, status)
 
-    async def _body(self, request: web.Request) -> object:
+    async def _body(self, request: web.Request) -> dict[str, Any]:
         try:
-            return await request.json()
+            body = await request.json()
         except (json.JSONDecodeError, UnicodeDecodeError):
             raise protocol.BadRequest("The request body is not valid JSON.") from None
+        if not isinstance(body, dict):
+            raise protocol.BadRequest("The request body must be a JSON object.")
+        return body
 
     @web.middleware
     async def guard(self, request: web.Request, handler: Handler) -> web.StreamResponse:
@@ -145,8 +150,6 @@ class Routes:
             body = await self._body(request)
         except protocol.BadRequest as exc:
             return _error(str(exc))
-        if not isinstance(body, dict):
-            return _error("The request body must be a JSON object.")
         count = protocol.count_prompt_tokens(body, chat="messages" in body)
         return web.json_response({"count": count, "max_model_len": 32768, "tokens": list(range(count))})
 
@@ -163,13 +166,7 @@ class Routes:
             "ready": self.server.ready.is_set(), "pid": self.server.pid, "worker_pids": self.server.worker_pids(),
             "release": str(self.config.release.version)})
 
-    async def completions(self, request: web.Request) -> web.StreamResponse:
-        return await self._openai(request, chat=False)
-
-    async def chat_completions(self, request: web.Request) -> web.StreamResponse:
-        return await self._openai(request, chat=True)
-
-    async def _openai(self, request: web.Request, chat: bool) -> web.StreamResponse:
+    async def openai(self, request: web.Request, chat: bool) -> web.StreamResponse:
         if self.server.worker_error is not None:  # transformers serve 5.24 serving/utils.py:949-958, server.py:78-81
             rid = request.headers.get("X-Request-ID") or str(uuid.uuid4())
             return web.json_response({"error": f"CB worker is dead and cannot accept request {rid}: "
@@ -227,8 +224,6 @@ class Routes:
         """SGLang's native /generate: {"text", "sampling_params": {"max_new_tokens"}, "stream"}."""
         try:
             body = await self._body(request)
-            if not isinstance(body, dict):
-                raise protocol.BadRequest("The request body must be a JSON object.")
             params = body.get("sampling_params") or {}
             max_new = params.get("max_new_tokens", 128) if isinstance(params, dict) else 128
             if isinstance(max_new, bool) or not isinstance(max_new, int) or max_new < 1:
@@ -277,8 +272,8 @@ def build_app(server: RouteHost) -> web.Application:
     add = app.router
     engine = server.config.engine
     add.add_get("/v1/models", r.models)
-    add.add_post("/v1/completions", r.completions)
-    add.add_post("/v1/chat/completions", r.chat_completions)
+    add.add_post("/v1/completions", functools.partial(r.openai, chat=False))
+    add.add_post("/v1/chat/completions", functools.partial(r.openai, chat=True))
     add.add_get("/sim/info", r.sim_info)
     health.add_to(add)
     if engine == "transformers":

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import errno
+import itertools
 import os
 import random
 import signal
@@ -49,9 +50,7 @@ class SimServer:
                              noise_pct=config.noise_pct, noise_key=(source.version or "") if source else "")
         self.pool = WorkerPool(config)
         self.ready = asyncio.Event()
-        self.http_up = False
-        self.crashed = False
-        self.shutting_down = False
+        self.http_up = self.crashed = self.shutting_down = False
         self.worker_error: str | None = None
         self.running_phase = False  # SGLang: the tokenizer manager's loop runs (from the warm-up on)
         self.requests_seen = 0
@@ -76,13 +75,14 @@ class SimServer:
             lines = [logs.vllm_plain(self.api_label, x) for x in lines]
         self.writer.write("\n".join(lines), "error")
 
-    def uvicorn(self, message: str, level: str = "info") -> None:
-        if self.config.engine == "sglang":
-            self.writer.write(logs.uvicorn_line(time.time(), level, message), level)
-        elif self.config.engine == "transformers":  # uvicorn logs at info (transformers/cli/serve.py:221)
-            self.writer.write(logs.plain_uvicorn(level, message), "sim")
-        else:
-            self.writer.write(logs.vllm_uvicorn(self.api_label, level, message), level)
+    def uvicorn(self, *messages: str, level: str = "info") -> None:
+        for message in messages:
+            if self.config.engine == "sglang":
+                self.writer.write(logs.uvicorn_line(time.time(), level, message), level)
+            elif self.config.engine == "transformers":  # uvicorn logs at info (transformers/cli/serve.py:221)
+                self.writer.write(logs.plain_uvicorn(level, message), "sim")
+            else:
+                self.writer.write(logs.vllm_uvicorn(self.api_label, level, message), level)
 
     def access(self, peer: tuple[str, int], method: str, path: str, version: str, status: int) -> None:
         phrase = HTTPStatus(status).phrase
@@ -100,8 +100,8 @@ class SimServer:
 
     def die_like_sglang(self) -> None:
         """SGLang's sigquit handler (the launcher's, then the tokenizer manager's): kill_process_tree."""
-        release = self.config.release
-        line = (release_logs.running_sigquit_line if self.running_phase else release_logs.launch_sigquit_line)(release)
+        line = (release_logs.running_sigquit_line if self.running_phase
+                else release_logs.launch_sigquit_line)(self.config.release)
         if line is not None:
             self.log(line, "error")
         self.pool.kill()
@@ -235,9 +235,8 @@ class SimServer:
             site: web.BaseSite = web.SockSite(self._runner, sock)
         else:
             site = web.TCPSite(self._runner, c.host, c.port, backlog=1024)
-        self.uvicorn(f"Started server process [{self.pid}]")
-        self.uvicorn("Waiting for application startup.")
-        self.uvicorn("Application startup complete.")
+        self.uvicorn(f"Started server process [{self.pid}]", "Waiting for application startup.",
+                     "Application startup complete.")
         try:
             if c.fault == "port-in-use":
                 raise OSError(errno.EADDRINUSE, "address already in use")
@@ -245,9 +244,8 @@ class SimServer:
         except OSError as exc:
             if exc.errno != errno.EADDRINUSE:
                 raise
-            self.uvicorn(faults.bind_error(c.host, c.port), "error")
-            self.uvicorn("Waiting for application shutdown.")
-            self.uvicorn("Application shutdown complete.")
+            self.uvicorn(faults.bind_error(c.host, c.port), level="error")
+            self.uvicorn("Waiting for application shutdown.", "Application shutdown complete.")
             return 1
         self.http_up = True
         if c.engine != "vllm":
@@ -291,9 +289,8 @@ class SimServer:
         self.pool.kill()
         if child.role == "worker":
             label = next(x.label for x in self.pool.children if x.role == "engine-core")
-            tb = ["EngineCore failed to start.", *faults.vllm_engine_traceback("workers")]
-            self.writer.write("\n".join(logs.vllm_line(time.time(), label, "ERROR", "core.py:1231", x) for x in tb),
-                              "error")
+            tb = "\n".join(["EngineCore failed to start.", *faults.vllm_engine_traceback("workers")])
+            self.writer.write(logs.record("vllm", time.time(), tb, label, "error", "core.py:1231"), "error")
         self.plain(faults.vllm_api_server_traceback("engine"))
         return 1
 
@@ -348,14 +345,12 @@ class SimServer:
                 self._crash()
             self._tasks.append(asyncio.create_task(later()))
             return
-        steps = [0]
+        steps = itertools.count(1)
 
         def hook(kind: str, batch: list[GenRequest]) -> None:
             # N requests complete; the crash comes 3 decode steps into request N + 1.
-            if kind == "decode" and self.requests_seen > c.crash_after_requests:
-                steps[0] += 1
-                if steps[0] >= 3:
-                    self._crash()
+            if kind == "decode" and self.requests_seen > c.crash_after_requests and next(steps) >= 3:
+                self._crash()
         self.engine.hooks.append(hook)
 
     def _crash(self) -> None:
@@ -371,7 +366,5 @@ class SimServer:
 
     def _graceful_shutdown(self) -> None:
         self.shutting_down = True
-        self.uvicorn("Shutting down")
-        self.uvicorn("Waiting for application shutdown.")
-        self.uvicorn("Application shutdown complete.")
-        self.uvicorn(f"Finished server process [{self.pid}]")
+        self.uvicorn("Shutting down", "Waiting for application shutdown.", "Application shutdown complete.",
+                     f"Finished server process [{self.pid}]")

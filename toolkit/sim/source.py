@@ -9,6 +9,7 @@ up to 0.5.18; raised at python/sglang/srt/utils/common.py:2422-2436).
 
 from __future__ import annotations
 
+import dataclasses
 import importlib.util
 import json
 import re
@@ -47,20 +48,16 @@ def parse_source_perf(text: str) -> SourcePerf:
     if not isinstance(data, dict) or not isinstance(data.get("perf", {}), dict):
         raise ValueError(f'{PERF_FILE} must be an object like {{"perf": {{"decode_step_ms": 12.1}}}}')
     broken = data.get("import_error")
-    import_error = None
-    if broken is not None:
-        if not isinstance(broken, dict) or not {"module", "name"} <= set(broken):
-            raise ValueError(f'{PERF_FILE}: import_error must be {{"module": ..., "name": ...}}')
-        import_error = (str(broken["module"]), str(broken["name"]))
+    if broken is not None and (not isinstance(broken, dict) or not {"module", "name"} <= set(broken)):
+        raise ValueError(f'{PERF_FILE}: import_error must be {{"module": ..., "name": ...}}')
     version = data.get("version")
     return SourcePerf(PerfParams.from_mapping(data.get("perf", {})), str(version) if version else None,
-                      import_error)
+                      None if broken is None else (str(broken["module"]), str(broken["name"])))
 
 
 def package_dirs(root: Path) -> list[tuple[Path, Path]]:
     """(package folder, folder on sys.path) candidates of a checkout, SGLang's layout first, then flat."""
-    out = [(root / rel, (root / rel).parent) for rel in PACKAGE_DIRS.values()]
-    return out + [(root, root)]
+    return [(root / rel, (root / rel).parent) for rel in PACKAGE_DIRS.values()] + [(root, root)]
 
 
 def load_source_perf(source_dir: str | Path) -> SourcePerf:
@@ -78,11 +75,9 @@ def load_source_perf(source_dir: str | Path) -> SourcePerf:
 def _read(path: Path, root: Path, on_path: Path) -> SourcePerf:
     perf = parse_source_perf(path.read_text(encoding="utf-8"))
     engine_py = path.parent / "srt" / "entrypoints" / "engine.py"
-    kernel = None
-    if engine_py.is_file():
-        found = _KERNEL_CHECK.search(engine_py.read_text(encoding="utf-8"))
-        kernel = (found["pkg"], found["min"]) if found else None
-    return SourcePerf(perf.params, perf.version, perf.import_error, str(root), str(on_path), kernel)
+    found = _KERNEL_CHECK.search(engine_py.read_text(encoding="utf-8")) if engine_py.is_file() else None
+    return dataclasses.replace(perf, root=str(root), package_root=str(on_path),
+                               kernel=(found["pkg"], found["min"]) if found else None)
 
 
 def find_source(engine: str, source_dir: str | None) -> SourcePerf | None:
@@ -91,13 +86,10 @@ def find_source(engine: str, source_dir: str | None) -> SourcePerf | None:
     if source_dir is not None:
         return load_source_perf(source_dir)
     spec = importlib.util.find_spec(engine) if engine in PACKAGE_DIRS else None
-    locations = list(spec.submodule_search_locations or []) if spec is not None else []
-    for location in locations:
-        perf = Path(location) / PERF_FILE
-        if perf.is_file():
-            package = Path(location)
+    for package in map(Path, (spec.submodule_search_locations or []) if spec is not None else []):
+        if (package / PERF_FILE).is_file():
             root = package.parent.parent if engine == "sglang" else package.parent
-            return _read(perf, root, package.parent)
+            return _read(package / PERF_FILE, root, package.parent)
     return None
 
 

@@ -12,10 +12,8 @@ from toolkit.sim import faults
 from toolkit.sim.args import SimConfig
 from toolkit.sim.release_logs import capture_lines, graph_capture_advice
 
-__all__ = [
-    "Line", "Phases", "Script", "max_total_tokens", "model_architecture", "phases", "sglang_preamble",
-    "sglang_server_args", "sglang_worker_script",
-]
+__all__ = ["Line", "Phases", "Script", "max_total_tokens", "model_architecture", "phases", "sglang_preamble",
+           "sglang_server_args", "sglang_worker_script"]
 
 GLMASR_LINE = ("Ignore import error when loading sglang.srt.models.glmasr: cannot import name 'GlmAsrConfig' "
                f"from 'transformers' ({faults.SITE}/transformers/__init__.py)")
@@ -61,11 +59,9 @@ class Phases:
 
 def phases(config: SimConfig) -> Phases:
     s = config.startup_s
-    return Phases(
-        pre=0.05 * s, dist=0.05 * s,
-        weights=0.35 * s + (config.slow_start_s if config.fault == "slow-start" else 0.0),
-        draft=0.05 * s if config.speculation else 0.0, kv=0.05 * s,
-        graph=(0.2 * s + (0.05 * s if config.speculation else 0.0)) if config.cuda_graph else 0.0)
+    return Phases(pre=0.05 * s, dist=0.05 * s, draft=0.05 * s if config.speculation else 0.0, kv=0.05 * s,
+                  weights=0.35 * s + (config.slow_start_s if config.fault == "slow-start" else 0.0),
+                  graph=(0.2 * s + (0.05 * s if config.speculation else 0.0)) if config.cuda_graph else 0.0)
 
 
 def model_architecture(model_path: str) -> tuple[str, float]:

@@ -77,24 +77,22 @@ def _model_lines(config: SimConfig, rank: int, pid: int, start: float) -> tuple[
     failing = config.fault_rank == rank
     where = "core.py:1231" if tp == 1 else "multiproc_executor.py:702"
     head = "EngineCore failed to start." if tp == 1 else "WorkerProc failed to start."
-    if config.fault == "hang":
+    if config.fault == "hang" or (config.fault == "nccl" and not failing):
         return lines, t, "hang"
     if config.fault == "nccl":
-        if failing:
-            tb = "\n".join([head, *faults.vllm_worker_traceback("nccl", rank, pid)])
-            return lines + [Line(t, tb, level="error", source=where)], t, "fail"
-        return lines, t, "hang"
+        tb = "\n".join([head, *faults.vllm_worker_traceback("nccl", rank, pid)])
+        return lines + [Line(t, tb, level="error", source=where)], t, "fail"
     if rank == 0:
         lines.append(Line(t, f"Starting to load model {config.model_path}...", source="gpu_model_runner.py:5209"))
         for k in range(9):
             lines.append(Line(t + ph.weights * (0.1 + 0.1 * k), f"\rLoading safetensors checkpoint shards: "
                                                                 f"{int(100 * k / 8):3d}% Completed | {k}/8", "plain"))
     t += ph.weights
-    if config.fault == "oom":
-        if failing:
-            tb = "\n".join([head, *faults.vllm_worker_traceback("oom", rank, pid)])
-            return lines + [Line(t, tb, level="error", source=where)], t, "fail"
+    if config.fault == "oom" and not failing:
         return lines, t, "hang"
+    if config.fault == "oom":
+        tb = "\n".join([head, *faults.vllm_worker_traceback("oom", rank, pid)])
+        return lines + [Line(t, tb, level="error", source=where)], t, "fail"
     lines.append(Line(t, f"Loading weights took {ph.weights:.2f} seconds", source="default_loader.py:430"))
     if config.speculation:
         lines.append(Line(t + 0.001, "Loading drafter model...", source="gpu_model_runner.py:5233"))
@@ -129,9 +127,9 @@ def vllm_worker_script(config: SimConfig, rank: int, pid: int) -> Script:
 
 def _init_engine_took(config: SimConfig, t: float) -> Line:
     """0.33.0 says "took %.2f s" (v1/engine/core.py:413, without compilation time); older "took %.2f seconds"."""
-    if config.release.at_least("0.33.0"):
-        return Line(t + 0.001, f"init engine (profile, create kv cache, warmup model) took {t:.2f} s", source="core.py:413")
-    return Line(t + 0.001, f"init engine (profile, create kv cache, warmup model) took {t:.2f} seconds", source="core.py:337")
+    unit, source = ("s", "core.py:413") if config.release.at_least("0.33.0") else ("seconds", "core.py:337")
+    return Line(t + 0.001, f"init engine (profile, create kv cache, warmup model) took {t:.2f} {unit}",
+                source=source)
 
 
 def vllm_engine_script(config: SimConfig, pid: int) -> Script:

@@ -27,9 +27,7 @@ class SglangStatsLog:
         self.emit = emit
         self.interval = interval_steps
         self.max_total_tokens = max(max_total_tokens, 1)
-        now = time.perf_counter()
-        self._last_prefill = now
-        self._last_decode = now
+        self._last_prefill = self._last_decode = time.perf_counter()
         self._steps = 0
         self._gen_mark = 0
         self._accept_mark = (0, 0)
@@ -43,9 +41,9 @@ class SglangStatsLog:
             gap = max(now - self._last_prefill, 1e-6)
             self._last_prefill = now
             self.emit(logs.sglang_prefill_batch(logs.PrefillStats(
-                new_seq=len(batch), new_token=new_tokens, cached_token=0,
+                new_seq=len(batch), new_token=new_tokens, cached_token=0, queue_req=len(e.waiting),
                 token_usage=e.num_tokens_in_use / self.max_total_tokens, running_req=len(e.running) - joined,
-                queue_req=len(e.waiting), input_throughput=new_tokens / gap)), "info", "")
+                input_throughput=new_tokens / gap)), "info", "")
             return
         self._steps += 1
         if self._steps % self.interval:

@@ -55,12 +55,11 @@ def main(argv: list[str] | None = None) -> int:
     while args.count <= 0 or taken < args.count:
         state = _state(args.url)
         now = time.time()
-        if state is None:
-            if not complained:
-                print(f"Unable to reach the simulated server at {args.url} (toolkit.sim telemetry)", file=sys.stderr,
-                      flush=True)
-                complained = True
-        else:
+        if state is None and not complained:
+            print(f"Unable to reach the simulated server at {args.url} (toolkit.sim telemetry)",
+                  file=sys.stderr, flush=True)
+            complained = True
+        elif state is not None:
             busy = float(state.get("busy_s", 0.0) or 0.0)  # type: ignore[arg-type]
             util = 0.0 if previous is None else 100.0 * (busy - previous[1]) / max(now - previous[0], 1e-3)
             previous = (now, busy)

@@ -110,15 +110,13 @@ class _Writer:
         span = max(end_s - start_s - 2 * offset, 1e-6)  # every launch stays inside its frame
         total = sum(w for _, w in names) or 1.0
         if graph:
-            self.correlation += 1
             self.graph_id += 1
-            self._launch("cudaGraphLaunch", 311, start_s + offset / 2, self.correlation)
+            self._launch("cudaGraphLaunch", 311, start_s + offset / 2)
         at = start_s + offset
         for node, (name, weight) in enumerate(names):
             slot = span * weight / total
             if not graph:
-                self.correlation += 1
-                self._launch("cudaLaunchKernel", 211, at, self.correlation)
+                self._launch("cudaLaunchKernel", 211, at)
             busy = slot * (0.96 if graph else 0.55)  # eager: the GPU waits for each launch
             self.events.append({
                 "ph": "X", "cat": "kernel", "name": name, "pid": 0, "tid": 7, "ts": self.us(at + 5e-6),
@@ -130,9 +128,11 @@ class _Writer:
                          "graph node id": node + 1 if graph else 0}})
             at += slot
 
-    def _launch(self, name: str, cbid: int, at_s: float, correlation: int) -> None:
+    def _launch(self, name: str, cbid: int, at_s: float) -> None:
+        self.correlation += 1
+        args = {"cbid": cbid, "correlation": self.correlation}
         self.events.append({"ph": "X", "cat": "cuda_runtime", "name": name, "pid": self.pid, "tid": self.tid,
-                            "ts": self.us(at_s), "dur": 4.2, "args": {"cbid": cbid, "correlation": correlation}})
+                            "ts": self.us(at_s), "dur": 4.2, "args": args})
 
 
 def _forward(layers: int, attention: str, allreduce: str, head: bool = True) -> list[tuple[str, float]]:
@@ -145,15 +145,13 @@ def _decode_step(w: _Writer, shape: TraceShape, start: float, end: float) -> Non
     """A plain decode step (no speculation): a CUDA graph replay, or eager when graphs are off."""
     graph = shape.cuda_graph
     w.frames(f"run_batch tp forward raw {'replay' if graph else 'decode'}", start, end)
-    allreduce = _CUSTOM_AR if graph else _NCCL_AR
-    w.kernels(_forward(shape.num_layers, _DECODE_ATTN, allreduce), start, end, graph)
+    w.kernels(_forward(shape.num_layers, _DECODE_ATTN, _CUSTOM_AR if graph else _NCCL_AR), start, end, graph)
 
 
 def _spec_step(w: _Writer, shape: TraceShape, start: float, end: float) -> None:
     """draft (graph) -> verify (extend: eager; decode: graph) -> draft extend, in SGLang's frames."""
     duration = end - start
     draft_end = start + min(shape.draft_ms / 1000.0, duration * 0.4)
-    extend_end = end
     verify_end = end - duration * 0.04
     w.frames("run_batch spec", start, end)
     w.frames("draft", start, draft_end)
@@ -167,8 +165,8 @@ def _spec_step(w: _Writer, shape: TraceShape, start: float, end: float) -> None:
     attention = _PREFILL_ATTN if shape.verify_in_extend else _DECODE_ATTN
     w.kernels(_forward(shape.num_layers, attention, _NCCL_AR if eager else _CUSTOM_AR), draft_end, verify_end,
               not eager)
-    w.frames("draft_extend", verify_end, extend_end)
-    w.kernels(_forward(1, attention, _CUSTOM_AR), verify_end, extend_end, not eager)
+    w.frames("draft_extend", verify_end, end)
+    w.kernels(_forward(1, attention, _CUSTOM_AR), verify_end, end, not eager)
 
 
 def _prefill_step(w: _Writer, shape: TraceShape, start: float, end: float) -> None:
@@ -208,19 +206,13 @@ def build_trace(shape: TraceShape, steps: list[StepRecord], *, t0: float, pid: i
     meta: list[dict[str, object]] = [
         {"name": "process_name", "ph": "M", "ts": 0, "pid": pid, "tid": 0, "args": {"name": "python"}},
         {"name": "process_name", "ph": "M", "ts": 0, "pid": 0, "tid": 0, "args": {"name": "GPU 0"}},
-        {"name": "thread_name", "ph": "M", "ts": 0, "pid": 0, "tid": 7, "args": {"name": "stream 7"}},
-    ]
-    return {
-        "schemaVersion": 1,
-        "deviceProperties": [{"id": 0, "name": "NVIDIA H200 (simulated by toolkit.sim)", "totalGlobalMem": 150754820096,
-                              "computeMajor": 9, "computeMinor": 0, "numSms": 132}],
-        "distributedInfo": {"backend": "nccl", "rank": rank, "world_size": shape.tp_size},
-        "record_shapes": 0, "with_stack": 1,
-        "toolkit_sim": {"simulated": True, "note": note},
-        "traceEvents": meta + w.events,
-        "displayTimeUnit": "ms",
-        "baseTimeNanoseconds": int(t0 * 1e9),
-    }
+        {"name": "thread_name", "ph": "M", "ts": 0, "pid": 0, "tid": 7, "args": {"name": "stream 7"}}]
+    device = {"id": 0, "name": "NVIDIA H200 (simulated by toolkit.sim)", "totalGlobalMem": 150754820096,
+              "computeMajor": 9, "computeMinor": 0, "numSms": 132}
+    return {"schemaVersion": 1, "deviceProperties": [device],
+            "distributedInfo": {"backend": "nccl", "rank": rank, "world_size": shape.tp_size},
+            "record_shapes": 0, "with_stack": 1, "toolkit_sim": {"simulated": True, "note": note},
+            "traceEvents": meta + w.events, "displayTimeUnit": "ms", "baseTimeNanoseconds": int(t0 * 1e9)}
 
 
 def trace_json_for_rank(rank0_json: str, rank: int, pid0: int, pid: int) -> str:

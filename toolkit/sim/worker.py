@@ -45,10 +45,7 @@ class _Process:
     """This process's identity and how it formats its lines."""
 
     def __init__(self, config: SimConfig, role: str, rank: int) -> None:
-        self.config = config
-        self.role = role
-        self.rank = rank
-        self.pid = os.getpid()
+        self.config, self.role, self.rank, self.pid = config, role, rank, os.getpid()
         self.writer = LogWriter(1, config.log_level)
         self.vllm_label = vllm_label(role, rank, self.pid)
 
@@ -87,12 +84,6 @@ def process_title(engine: str, role: str, rank: int, tp_size: int) -> str:
     return f"sglang::scheduler_TP{rank}"
 
 
-def _apply_in_process_writes(config: SimConfig, role: str) -> None:
-    """What the release writes in this process itself (or before a fork): in os.environ, never in /proc."""
-    _, in_process = config.release.child_environment(os.environ, role, config.env_context)
-    os.environ.update(in_process)
-
-
 def nccl_echo_lines(env: Mapping[str, str], rank: int, pid: int, at_s: float, host: str) -> list[Line]:
     """NCCL's echo of the variables it read from os.environ (``NCCL_DEBUG=INFO``), as NCCL 2.2x prints it:
     integers end with a period (the H200 torchrun log tests/data/logs/127)."""
@@ -105,10 +96,7 @@ def nccl_echo_lines(env: Mapping[str, str], rank: int, pid: int, at_s: float, ho
 
 
 def _sleep_until(deadline: float, parent_pid: int) -> None:
-    while True:
-        remaining = deadline - time.monotonic()
-        if remaining <= 0:
-            return
+    while (remaining := deadline - time.monotonic()) > 0:
         time.sleep(min(remaining, 0.5))
         if os.getppid() != parent_pid:
             os._exit(0)
@@ -125,8 +113,7 @@ def _crash(proc: _Process, parent_pid: int, ready_fd: int) -> int:
     if proc.config.engine == "sglang":
         text = "Scheduler hit an exception: " + "\n".join(faults.sglang_crash_traceback(speculative))
         proc.write(Line(0.0, text, level="error"))
-        os.kill(parent_pid, signal.SIGQUIT)
-        return _wait_for_death(parent_pid)
+        return _wait_for_death(parent_pid, sigquit=True)
     core, _ = faults.vllm_engine_dead_traceback()
     proc.write(Line(0.0, "\n".join(["EngineCore encountered a fatal error.", *core]), level="error",
                     source="core.py:944"))
@@ -142,13 +129,13 @@ def _stall(proc: _Process, parent_pid: int) -> int:
     for text in watchdog_lines(proc.config.release, timeout):
         proc.write(Line(0.0, text, level="error"))
     time.sleep(5)
-    if proc.config.engine == "sglang":
+    return _wait_for_death(parent_pid, sigquit=proc.config.engine == "sglang")
+
+
+def _wait_for_death(parent_pid: int, sigquit: bool) -> int:
+    """Stay, like SGLang's scheduler, until the server kills the tree (``sigquit``: after a SIGQUIT to it)."""
+    if sigquit:
         os.kill(parent_pid, signal.SIGQUIT)
-    return _wait_for_death(parent_pid)
-
-
-def _wait_for_death(parent_pid: int) -> int:
-    """After SIGQUIT to the server: stay (like SGLang's scheduler) until the server kills the tree."""
     while os.getppid() == parent_pid:
         time.sleep(0.2)
     return 1
@@ -184,16 +171,15 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="toolkit.sim.worker", description=__doc__)
     parser.add_argument("--engine", choices=["sglang", "vllm"], required=True)
     parser.add_argument("--role", choices=["scheduler", "engine-core", "worker"], required=True)
-    parser.add_argument("--tp-rank", type=int, required=True)
-    parser.add_argument("--parent-pid", type=int, required=True)
-    parser.add_argument("--ready-fd", type=int, required=True)
-    parser.add_argument("--command-fd", type=int, required=True)
+    for flag in ("--tp-rank", "--parent-pid", "--ready-fd", "--command-fd"):
+        parser.add_argument(flag, type=int, required=True)
     parser.add_argument("--t0", type=float, default=None, help="time.monotonic() at spawn, shared by all ranks")
     ns = parser.parse_args(own)
     _die_with_parent(ns.parent_pid)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the whole group; the server decides
     config = parse_server_args(server_argv)
-    _apply_in_process_writes(config, ns.role)
+    # what the release writes in this process itself (or before a fork): in os.environ, never in /proc
+    os.environ.update(config.release.child_environment(os.environ, ns.role, config.env_context)[1])
     setproctitle.setproctitle(process_title(ns.engine, ns.role, ns.tp_rank, config.tp_size))
     proc = _Process(config, ns.role, ns.tp_rank)
     script = proc.script()
@@ -208,8 +194,7 @@ def main(argv: list[str] | None = None) -> int:
     _sleep_until(start + script.outcome_at_s, ns.parent_pid)
     if script.outcome == "fail":
         if proc.config.engine == "sglang":
-            os.kill(ns.parent_pid, signal.SIGQUIT)  # the server's sigquit handler kills the whole tree
-            return _wait_for_death(ns.parent_pid)
+            return _wait_for_death(ns.parent_pid, sigquit=True)
         _report(ns.ready_fd, "failed")
         return 1
     if script.outcome == "ready":

@@ -108,28 +108,25 @@ class WorkerPool:
         """Return when every child reported ready; raise WorkerFailed for the first one that failed."""
         if not self.children:
             return
-        loop = asyncio.get_running_loop()
-        done: asyncio.Future[None] = loop.create_future()
+        done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
 
-        def on_report(child: Child) -> None:
-            self._read_reports(child)
-            if child.state in ("failed", "exited"):
-                loop.remove_reader(child.ready_fd)
-                if not done.done():
-                    done.set_exception(WorkerFailed(child))
-            elif all(c.state == "ready" for c in self.children) and not done.done():
+        def settle(failed: Child | None) -> None:
+            if done.done():
+                return
+            if failed is None:
                 done.set_result(None)
+            else:
+                done.set_exception(WorkerFailed(failed))
 
-        for child in self.children:
-            loop.add_reader(child.ready_fd, on_report, child)
+        self.watch(settle, on_ready=lambda: settle(None))
         try:
             await done
         finally:
-            for child in self.children:
-                loop.remove_reader(child.ready_fd)
+            self.unwatch()
 
-    def watch(self, on_death: Callable[[Child], None]) -> None:
-        """After start-up: call `on_death(child)` when a child's pipe closes (it exited or was killed)."""
+    def watch(self, on_death: Callable[[Child], None], on_ready: Callable[[], None] | None = None) -> None:
+        """Call `on_death(child)` when a child failed or its pipe closed (it exited or was killed), and
+        `on_ready()` once every child reported ready."""
         loop = asyncio.get_running_loop()
 
         def on_report(child: Child) -> None:
@@ -137,6 +134,8 @@ class WorkerPool:
             if child.state in ("failed", "exited"):
                 loop.remove_reader(child.ready_fd)
                 on_death(child)
+            elif on_ready is not None and all(c.state == "ready" for c in self.children):
+                on_ready()
 
         for child in self.children:
             loop.add_reader(child.ready_fd, on_report, child)
