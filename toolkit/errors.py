@@ -94,8 +94,8 @@ class CommandNotFound(CommandFailed):
 class PortInUse(HostError):
     """A port the server needs is already held by another process on the host."""
 
-    def __init__(self, message: str, *, host: str, port: int, pid: int | None = None, holder: str | None = None,
-                 hint: str | None = None) -> None:
+    def __init__(self, message: str, *, host: str, port: int, pid: int | None = None,
+                 holder: str | None = None, hint: str | None = None) -> None:
         self.port = port
         self.pid = pid
         self.holder = holder

@@ -14,8 +14,8 @@ from typing import Literal
 from toolkit.engines.flaglists import ReleaseFlags, load_release_flags
 from toolkit.engines.versions import ReleaseRange, Version, parse_version
 
-__all__ = ["Engine", "ENGINE_NAMES", "ProcessRole", "WriteWhen", "StartMethod", "EnvWrite", "EnvOutcome", "HealthAnswer",
-           "HealthCheck", "Endpoint", "MetricNames", "EngineProfile"]
+__all__ = ["Engine", "ENGINE_NAMES", "ProcessRole", "WriteWhen", "StartMethod", "EnvWrite", "EnvOutcome",
+           "HealthAnswer", "HealthCheck", "Endpoint", "MetricNames", "EngineProfile"]
 
 Engine = Literal["sglang", "vllm", "transformers"]
 #: How each engine is named in messages and reports.

@@ -104,7 +104,8 @@ class ContainerRun:
 
     def source(self) -> list[str]:
         """The image, or ``--rootfs DIR``, after the entrypoint is cleared."""
-        return ["--entrypoint=", *([self.image] if self.image is not None else ["--rootfs", str(self.rootfs)])]
+        source = [self.image] if self.image is not None else ["--rootfs", str(self.rootfs)]
+        return ["--entrypoint=", *source]
 
 
 def container_name(text: str) -> str:

@@ -167,7 +167,8 @@ class Host:
             raise self._failure(CommandResult(self.name, label, done.exit_code, "", stderr), timeout_s)
         return done.stdout
 
-    def read_file(self, path: str, /, *, max_bytes: int | None = None, timeout_s: float | None = None) -> bytes:
+    def read_file(self, path: str, /, *, max_bytes: int | None = None,
+                  timeout_s: float | None = None) -> bytes:
         """A regular file's bytes (``~/``: remote home), ``max_bytes`` (``head -c``) and ``timeout_s`` enforced on the host."""
         target, read = quote_path(path), "cat --" if max_bytes is None else f"head -c {int(max_bytes) + 1} --"
         script = f"[ -f {target} ] || {{ echo 'not a regular file' >&2; exit 3; }}; exec {read} {target}"

@@ -65,7 +65,8 @@ class SlurmTarget:
                  options: Sequence[str] = (), srun_options: Sequence[str] = (),
                  allocation: str | int | None = None, slurm_conf: str | None = None,
                  pending_timeout_s: float = 300.0, check_port_on_node: bool = True,
-                 bind_node_address: bool = False, kill_wait_s: float = 120.0, poll_interval_s: float = 1.0) -> None:
+                 bind_node_address: bool = False, kill_wait_s: float = 120.0,
+                 poll_interval_s: float = 1.0) -> None:
         self.login = login
         self.request = ss.SlurmRequest(partition, nodes, gpus_per_node, time, account, tuple(options),
                                        tuple(srun_options), None if allocation is None else str(allocation))

@@ -31,7 +31,8 @@ def fast_constructor(cls: type[T]) -> Callable[..., T]:
         raise TypeError(f"{cls.__name__} must be a slotted dataclass without __post_init__ to be built field by field")
     names = [f.name for f in fields(cls)]
     namespace: dict[str, Any] = {"_new": object.__new__, "_cls": cls}
-    namespace.update({f"_set{i}": cls.__dict__[name].__set__ for i, name in enumerate(names)})  # slot descriptors
+    # the slots' descriptors
+    namespace.update({f"_set{i}": cls.__dict__[name].__set__ for i, name in enumerate(names)})
     body = "".join(f"    _set{i}(obj, {name})\n" for i, name in enumerate(names))
     source = f"def make({', '.join(names)}):\n    obj = _new(_cls)\n{body}    return obj\n"
     exec(source, namespace)  # noqa: S102  (generated from field names only, as dataclasses itself does)

@@ -15,5 +15,5 @@ from toolkit.sim.latency import AcceptSampler, DecodeSetup, LatencyModel, PerfPa
 from toolkit.sim.repo import CommitInfo, make_repo
 from toolkit.sim.source import SourcePerf, load_source_perf, parse_source_perf
 
-__all__ = ["AcceptSampler", "CommitInfo", "DecodeSetup", "LatencyModel", "PerfParams", "SourcePerf", "Speculation",
-           "load_source_perf", "make_repo", "parse_source_perf"]
+__all__ = ["AcceptSampler", "CommitInfo", "DecodeSetup", "LatencyModel", "PerfParams", "SourcePerf",
+           "Speculation", "load_source_perf", "make_repo", "parse_source_perf"]

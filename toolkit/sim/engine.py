@@ -19,8 +19,8 @@ from toolkit.sim.protocol import WordSource
 
 __all__ = ["Chunk", "Engine", "GenRequest", "Totals", "modelled_ms"]
 
-# A step up to this late keeps the schedule (the next ones come sooner): a loaded test machine stalls a process
-# for seconds (a TP-8 simulator on two cores: runs of 1.2 s measured 3-4 s). Beyond it, give up.
+# A step up to this late keeps the schedule (the next ones come sooner): a loaded test machine stalls a
+# process for seconds (a TP-8 simulator on two cores: runs of 1.2 s measured 3-4 s). Beyond it, give up.
 CATCH_UP_S = 5.0
 
 
@@ -68,7 +68,9 @@ StepHook = Callable[[str, list[GenRequest]], None]  # (kind "prefill" | "decode"
 
 def modelled_ms(model: LatencyModel, kind: str, batch: list[GenRequest]) -> float:
     """A step's duration by the latency model, without noise (the GPU load and the profiler count it)."""
-    return model.prefill_ms(sum(r.prompt_tokens for r in batch)) if kind == "prefill" else model.step_ms(len(batch))
+    if kind == "prefill":
+        return model.prefill_ms(sum(r.prompt_tokens for r in batch))
+    return model.step_ms(len(batch))
 
 
 class Engine:
@@ -94,7 +96,7 @@ class Engine:
 
     def new_request(self, rid: str, prompt_tokens: int, max_tokens: int, words: WordSource | None = None
                     ) -> GenRequest:
-        """A request with seeded token texts and acceptance; ``words`` replaces the texts (greedy requests)."""
+        """A request with seeded token texts and acceptance; ``words``: the texts of greedy requests."""
         self._counter += 1
         rng = random.Random(self.seed * 1_000_003 + self._counter)
         sampler = AcceptSampler(self.model.accept_distribution(), rng.random())

@@ -136,7 +136,8 @@ def usage_event(base: Mapping[str, object], usage_block: Mapping[str, int]) -> d
 def final_response(base: Mapping[str, object], chat: bool, text: str, finish_reason: str,
                    usage_block: Mapping[str, int]) -> dict[str, object]:
     """A non-streaming completion or chat completion."""
-    content: dict[str, object] = {"message": {"role": "assistant", "content": text}} if chat else {"text": text}
+    message = {"role": "assistant", "content": text}
+    content: dict[str, object] = {"message": message} if chat else {"text": text}
     return {**base, "object": "chat.completion" if chat else "text_completion",
             "choices": [{"index": 0, **content, "logprobs": None, "finish_reason": finish_reason}],
             "usage": dict(usage_block)}

@@ -20,7 +20,7 @@ _VERDICTS: frozenset[str] = frozenset({"good", "bad", "skip"})
 
 
 def expected_probes(n_commits: int) -> int:
-    """Probes a bisection of ``n_commits`` candidates (the last one known bad) needs without skips: ⌈log2 N⌉.
+    """Probes a bisection of ``n_commits`` candidates (the last known bad) needs without skips: ⌈log2 N⌉.
 
     >>> expected_probes(100)
     7

@@ -119,7 +119,8 @@ class EnvMatrix(TextRepr, widgets.VBox):
         missing = [name for name in self._names.values() if name not in frame.columns]
         if missing:
             raise ValueError(f"EnvMatrix: the report has no column(s) {missing}; it has "
-                             f"{list(frame.columns)}. Name the right ones with rows=, columns=, value=, status=.")
+                             f"{list(frame.columns)}. Name the right ones with rows=, columns=, value=, "
+                             "status=.")
         self.frame = frame
         self.report = None if isinstance(report, pd.DataFrame) else report
         expected = self._expected if self._expected in frame.columns else None
