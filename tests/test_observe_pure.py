@@ -200,6 +200,20 @@ def test_load_trace_accepts_gzip_and_the_bare_array_and_explains_a_cut_file() ->
         load_trace(b'{"events": []}')
 
 
+def test_load_trace_reads_a_python_frame_name_kineto_left_unescaped() -> None:
+    # as torch 2.13.0+cpu wrote it into a CPU server's trace: the frame's name holds quotes, unescaped
+    body = ('{\n  "traceEvents": [\n  {\n    "ph": "X",\n    "cat": "python_function",\n'
+            '    "name": "encodings/unicode_escape.py(0): "id"",\n    "pid": 1,\n    "tid": 1,\n'
+            '    "ts": 5.0,\n    "dur": 1.0\n  },\n  {\n    "ph": "X",\n    "cat": "kernel",\n'
+            '    "name": "void k<\\"x\\">()",\n    "ts": 6.0,\n    "dur": 1.0\n  }\n  ]\n}')
+    with pytest.raises(ValueError):
+        json.loads(body)
+    events = load_trace(gzip.compress(body.encode()))["traceEvents"]
+    assert [e["name"] for e in events] == ['encodings/unicode_escape.py(0): "id"', 'void k<"x">()']
+    with pytest.raises(ValueError, match="not JSON"):  # a cut file is still refused, repaired names or not
+        load_trace(body[:-20].encode())
+
+
 @pytest.mark.parametrize(("name", "phase"), [
     ("1733.5-TP-0-EXTEND.trace.json.gz", "prefill"), ("p-1.2-TP-3-DECODE.trace.json.gz", "decode"),
     ("1733.5-TP-0.trace.json.gz", ""), ("DECODE-notes.json", ""),
