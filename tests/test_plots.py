@@ -68,6 +68,20 @@ def test_latency_ecdf(story: Journal, tmp_path: Path, metric: str, xlabel: str, 
     assert all(" requests)" in text.get_text() for text in legend.get_texts())
 
 
+def test_latency_ecdf_puts_a_legend_of_long_labels_below_the_curves(story: Journal, tmp_path: Path) -> None:
+    requests = story.requests()
+    requests["label"] = requests["label"].astype(str) + " draft=kimi-k2.5-eagle3 steps=2 topk=1 draft-tokens=3"
+    fig = plots.latency_ecdf(requests, "itl_ms")
+    _png(fig, tmp_path / "itl_long.png")
+    ax = fig.axes[0]
+    assert ax.get_legend() is None and len(fig.legends) == 1  # beside, these labels left the axes a strip
+    legend = fig.legends[0]
+    assert legend.get_window_extent().y1 <= ax.get_window_extent().y0  # under the axes, not over the curves
+    assert len(legend.get_texts()) == len(ax.get_lines()) == requests["label"].nunique()
+    assert ax.get_window_extent().width > 0.8 * fig.bbox.width  # the curves keep the figure's width
+    assert "\n" in ax.get_title()  # the pooled-gaps note on its own line, not off the figure's edge
+
+
 @pytest.mark.parametrize(
     ("y", "label"), [("gen_throughput", "generation tok/s"), ("accept_len", "accept length (tokens/step)")]
 )

@@ -85,12 +85,21 @@ def latency_ecdf(requests: pd.DataFrame, metric: str = "ttft_ms", hue: str | Non
     name = LATENCY_NAMES.get(metric.removesuffix("_ms"), metric)
     pooled = metric == "itl_ms"
     ax.set_title(title or f"{name} distribution per configuration"
-                 + (" (per streamed chunk: gaps between chunks, all requests pooled)" if pooled else ""))
+                 + ("\n(per streamed chunk: gaps between chunks, all requests pooled)" if pooled else ""))
     if data.empty:
         empty(ax, f"no {name} values recorded")
     else:
         sns.ecdfplot(data=data, x=metric, hue=hue, ax=ax, log_scale=log_x or None)
-        if ax.get_legend() is not None:  # beside the axes: inside, it covered the curves (issue 28)
+        legend = ax.get_legend()  # outside the axes: inside, it covered the curves (issue 28)
+        if legend is not None and hue is not None and data[hue].str.len().max() > 45:
+            # beside the axes, long labels squeezed them to a strip (the demo's ITL plot): below them instead
+            entries = [(handle, text.get_text()) for handle, text in zip(legend.legend_handles, legend.get_texts(),
+                                                                          strict=True) if handle is not None]
+            legend.remove()
+            fig.set_figheight(4.5 + 0.2 * len(entries))
+            fig.legend([handle for handle, _ in entries], [text for _, text in entries], loc="outside lower left",
+                       title="configuration", fontsize=8)
+        elif legend is not None:
             sns.move_legend(ax, "upper left", bbox_to_anchor=(1.01, 1.0), title="configuration", fontsize=8)
     ax.set_xlabel(metric_label(metric) + (" per chunk" if pooled else ""))
     ax.set_ylabel("fraction of inter-chunk gaps" if pooled else "fraction of requests")
