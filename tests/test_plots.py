@@ -80,6 +80,10 @@ def test_latency_ecdf_puts_a_legend_of_long_labels_below_the_curves(story: Journ
     assert len(legend.get_texts()) == len(ax.get_lines()) == requests["label"].nunique()
     assert ax.get_window_extent().width > 0.8 * fig.bbox.width  # the curves keep the figure's width
     assert "\n" in ax.get_title()  # the pooled-gaps note on its own line, not off the figure's edge
+    rows = story.metric_lines()
+    rows["label"] = rows["label"].astype(str) + " draft=kimi-k2.5-eagle3 steps=2 topk=1 draft-tokens=3"
+    fig = plots.server_metrics(rows, "gen_throughput")
+    assert fig.axes[0].get_legend() is None and len(fig.legends) == 1  # the same rule for the server's metrics
 
 
 @pytest.mark.parametrize(

@@ -60,6 +60,23 @@ def new_figure(width: float, height: float, style: str = "whitegrid") -> tuple[F
     return fig, ax
 
 
+def legend_outside(fig: Figure, ax: Axes, title: str) -> None:
+    """The axes' legend beside them (inside, it covered the curves: issue 28), or below them when a label is
+    long enough to squeeze the axes to a strip (the demo's ITL and server-metric plots)."""
+    legend = ax.get_legend()
+    if legend is None:
+        return
+    texts = [text.get_text() for text in legend.get_texts()]
+    entries = [(handle, text) for handle, text in zip(legend.legend_handles, texts, strict=True) if handle is not None]
+    handles, labels = [handle for handle, _ in entries], [text for _, text in entries]
+    legend.remove()
+    if max(map(len, labels), default=0) <= 45:
+        ax.legend(handles, labels, loc="upper left", bbox_to_anchor=(1.01, 1.0), title=title, fontsize=8)
+    else:
+        fig.set_figheight(fig.get_figheight() + 0.2 * len(entries))
+        fig.legend(handles, labels, loc="outside lower left", title=title, fontsize=8)
+
+
 def require(frame: pd.DataFrame, columns: Sequence[str | None], what: str) -> None:
     missing = [c for c in columns if c is not None and c not in frame.columns]
     if missing:

@@ -5,7 +5,14 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from toolkit.benchmark.labels import ALIASES, LATENCY_NAMES, metric_label
-from toolkit.views.plots._figure import empty, new_figure, require, rotate_long_ticks, t_interval
+from toolkit.views.plots._figure import (
+    empty,
+    legend_outside,
+    new_figure,
+    require,
+    rotate_long_ticks,
+    t_interval,
+)
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -90,17 +97,7 @@ def latency_ecdf(requests: pd.DataFrame, metric: str = "ttft_ms", hue: str | Non
         empty(ax, f"no {name} values recorded")
     else:
         sns.ecdfplot(data=data, x=metric, hue=hue, ax=ax, log_scale=log_x or None)
-        legend = ax.get_legend()  # outside the axes: inside, it covered the curves (issue 28)
-        if legend is not None and hue is not None and data[hue].str.len().max() > 45:
-            # beside the axes, long labels squeezed them to a strip (the demo's ITL plot): below them instead
-            entries = [(handle, text.get_text()) for handle, text in zip(legend.legend_handles, legend.get_texts(),
-                                                                          strict=True) if handle is not None]
-            legend.remove()
-            fig.set_figheight(4.5 + 0.2 * len(entries))
-            fig.legend([handle for handle, _ in entries], [text for _, text in entries], loc="outside lower left",
-                       title="configuration", fontsize=8)
-        elif legend is not None:
-            sns.move_legend(ax, "upper left", bbox_to_anchor=(1.01, 1.0), title="configuration", fontsize=8)
+        legend_outside(fig, ax, "configuration")
     ax.set_xlabel(metric_label(metric) + (" per chunk" if pooled else ""))
     ax.set_ylabel("fraction of inter-chunk gaps" if pooled else "fraction of requests")
     return fig
@@ -132,8 +129,7 @@ def server_metrics(metric_rows: pd.DataFrame, y: str = "gen_throughput", *, hue:
     ax.set_title(title or f"{metric_label(y).capitalize()} over time (server log)")
     ax.set_xlabel(metric_label(x) if x == "t_s" else "log line")
     ax.set_ylim(bottom=0)  # an accept length of 1.80-1.98 drawn from 1.80 looked like a collapse (issue 28)
-    if ax.get_legend() is not None:
-        sns.move_legend(ax, "upper left", bbox_to_anchor=(1.01, 1.0), title="run", fontsize=8)
+    legend_outside(fig, ax, "run")
     return fig
 
 
