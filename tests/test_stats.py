@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from toolkit.stats import compare_samples, metric_direction, t_cdf, t_quantile
+from toolkit.stats import compare_samples, mean_interval, metric_direction, t_cdf, t_quantile
 
 
 @pytest.mark.parametrize(
@@ -84,3 +84,9 @@ def test_interval_always_contains_the_observed_difference(a: list[float], b: lis
     c = compare_samples(a, b)
     assert c.ci_low <= c.diff + 1e-9 and c.diff - 1e-9 <= c.ci_high
     assert (c.verdict == "within_noise") == (c.ci_low <= 0 <= c.ci_high)
+
+
+def test_mean_interval_of_an_infinite_value_is_infinite_with_no_interval() -> None:
+    # a ratio over a zero baseline is inf; statistics.stdev raised AttributeError on it (Python 3.11)
+    mean, low, high = mean_interval([1.0, math.inf])
+    assert mean == math.inf and math.isnan(low) and math.isnan(high)

@@ -125,7 +125,9 @@ def mean_interval(values: Sequence[float | None], confidence: float = 0.95) -> t
     mean = sum(xs) / len(xs)
     if len(xs) < 2:
         return (mean, math.nan, math.nan)
-    half = t_quantile((1 + confidence) / 2, len(xs) - 1) * statistics.stdev(xs, mean) / math.sqrt(len(xs))
+    # Not statistics.stdev: on Python 3.11 it raises AttributeError for an inf value (this gives NaN bounds).
+    sd = math.sqrt(sum((x - mean) ** 2 for x in xs) / (len(xs) - 1))
+    half = t_quantile((1 + confidence) / 2, len(xs) - 1) * sd / math.sqrt(len(xs))
     return (mean, mean - half, mean + half)
 
 

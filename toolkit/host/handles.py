@@ -75,7 +75,8 @@ class Place(Protocol):
         """``~`` as an absolute path where :meth:`run` runs."""
 
     def read_file(self, path: str, /, *, max_bytes: int | None = None, timeout_s: float | None = None) -> bytes:
-        """A regular file's bytes, read where :meth:`run` runs (a profile's traces are fetched so)."""
+        """A regular file's bytes, read where :meth:`run` runs (a profile's traces are fetched so), at most
+        ``max_bytes`` of them within ``timeout_s`` (both enforced on the host)."""
 
     def open_stream(self, command: str, /) -> ByteStream:
         """A long-lived stream (``tail -F`` of the log), where :meth:`run` runs."""

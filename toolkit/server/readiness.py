@@ -33,6 +33,7 @@ class ReadinessState(StrEnum):
 
 @dataclass(frozen=True)
 class ProbeResult:
+    """One HTTP probe: did it pass, what it said, did it prove generation, when."""
 
     ok: bool
     detail: str
