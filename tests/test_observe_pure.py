@@ -200,6 +200,14 @@ def test_load_trace_accepts_gzip_and_the_bare_array_and_explains_a_cut_file() ->
         load_trace(b'{"events": []}')
 
 
+def test_load_trace_reads_an_unescaped_name_holding_backslashes_and_quotes() -> None:
+    # a frame from a Windows-style path: Kineto writes its backslashes and quotes as they are
+    raw = r'C:\x\y.py(1): "id"'
+    body = '{\n  "traceEvents": [\n  {\n    "ph": "X",\n    "cat": "python_function",\n    "name": "' + raw + \
+        '",\n    "ts": 1.0,\n    "dur": 1.0\n  }\n  ]\n}'
+    assert [e["name"] for e in load_trace(body.encode())["traceEvents"]] == [raw]
+
+
 def test_load_trace_reads_a_python_frame_name_kineto_left_unescaped() -> None:
     # as torch 2.13.0+cpu wrote it into a CPU server's trace: the frame's name holds quotes, unescaped
     body = ('{\n  "traceEvents": [\n  {\n    "ph": "X",\n    "cat": "python_function",\n'

@@ -119,7 +119,12 @@ _KINETO_NAME = re.compile(r'^(\s*"name": ")(.*)(",)$', re.MULTILINE)
 
 
 def _escaped_name(match: re.Match[str]) -> str:
-    return match.group(1) + re.sub(r'(?<!\\)"', r'\\"', match.group(2)) + match.group(3)
+    """A name line as JSON: left as it is when its value reads, else its value escaped whole (backslashes too)."""
+    try:
+        json.loads(f'"{match.group(2)}"')
+        return match.group(0)
+    except ValueError:
+        return match.group(1) + json.dumps(match.group(2), ensure_ascii=False)[1:-1] + match.group(3)
 
 
 def load_trace(data: bytes) -> dict[str, Any]:
