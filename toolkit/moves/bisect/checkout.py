@@ -161,9 +161,13 @@ class GitCheckout:
     def add_worktree(self, rev: str, *, owned: bool = False) -> str:
         """A fresh detached worktree of ``rev`` in a temporary directory; ``owned``: removable if we die."""
         path = self.host.run("mktemp -d \"${TMPDIR:-/tmp}/toolkit-worktree-XXXXXX\"").stdout.strip()
-        self.git("worktree", "add", "-q", "--detach", path, rev)
-        if owned:
-            _write_marker(self.host, GitCheckout(self.host, path).git_dir)
+        try:
+            self.git("worktree", "add", "-q", "--detach", path, rev)
+            if owned:
+                _write_marker(self.host, GitCheckout(self.host, path).git_dir)
+        except BaseException:  # the caller never learns the path, so it could not remove it
+            self.remove_worktree(path)
+            raise
         return path
 
     def remove_worktree(self, path: str) -> None:

@@ -14,6 +14,7 @@ from toolkit.moves.bisect.worktrees import commit_specs, require_checkout_paths
 from toolkit.moves.diagnose.environment import CodeRange
 from toolkit.moves.diagnose.move import diagnose
 from toolkit.moves.diagnose.result import Diagnosis
+from toolkit.moves.plan import Plan
 from toolkit.server.spec import ServerSpec
 
 __all__ = ["diagnose_commits"]
@@ -29,5 +30,6 @@ def diagnose_commits(host: Host, repo_dir: str, fast: str, slow: str, *, spec: S
     shas = checkout.resolve(fast), checkout.resolve(slow)
     require_checkout_paths(spec, repo_dir)
     changed = checkout.git("diff", "--name-only", shas[0], shas[1]).stdout.split()
-    with commit_specs(checkout, spec, shas, build=build, build_timeout_s=3600) as specs:
+    build_timeout_s = (options.get("plan") or Plan()).build_timeout_s  # as compare_commits: the plan's
+    with commit_specs(checkout, spec, shas, build=build, build_timeout_s=build_timeout_s) as specs:
         return diagnose(host, specs[0], specs[1], code=CodeRange(repo_dir, tuple(changed)), **options)
