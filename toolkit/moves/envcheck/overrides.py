@@ -17,12 +17,12 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from toolkit.engines import PROFILES, EngineProfile, EnvWrite, resolve_profile
+from toolkit.engines.release_profile import ENGINE_NAMES
 from toolkit.engines.release_profile import ProcessRole as EngineRole
 from toolkit.moves.envcheck.roles import ProcessRole, Role
 
 __all__ = ["KnownOverride", "KNOWN_OVERRIDES", "known_overrides", "override_reason", "predicted_environ", "unseen_writes"]
 
-_ENGINE_NAMES = {"sglang": "SGLang", "vllm": "vLLM", "transformers": "transformers serve"}
 _PROCESS_WORDS = {"server": "its launcher", "every": "every process that imports it", "worker": "each worker itself",
                   "engine_core": "its engine core", "api_server": "its API server"}
 # envcheck's roles as the profiles name them; an untitled child of the server is one it spawned.
@@ -47,7 +47,7 @@ class KnownOverride:
 
     def reason(self, role: Role) -> str:
         shown = ", ".join(self.visible_in) or "no process"
-        return (f"{_ENGINE_NAMES.get(self.engine, self.engine)} ({self.line}) writes {self.variable}={self.writes!r} "
+        return (f"{ENGINE_NAMES.get(self.engine, self.engine)} ({self.line}) writes {self.variable}={self.writes!r} "
                 f"{self.when} ({self.where}); /proc shows it in: {shown}")
 
 
@@ -92,7 +92,7 @@ def predicted_environ(role: ProcessRole, exported: Mapping[str, str], version: s
 
 
 def _label(profile: EngineProfile, version: str | None) -> str:
-    name = _ENGINE_NAMES.get(profile.engine, profile.engine)
+    name = ENGINE_NAMES.get(profile.engine, profile.engine)
     return f"{name} {version}" if version else f"{name} ({profile.name}, release not detected)"
 
 
