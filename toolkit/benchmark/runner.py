@@ -70,10 +70,10 @@ async def bench_async(target: Any, load: Load | None = None, *, model: str | Non
     the first id of ``/v1/models``. ``tokenizer`` counts ``input_len``: ``"server"`` (its ``/tokenize``,
     else words, said so), a ``tokenizer.json`` path, or ``None`` (words). ``repeats=N``: ``.runs``,
     ``.spread``, median summary. Every wait is bounded: ``timeout_s`` per request and per side read,
-    ``deadline_s`` per run (default: 4x the warm-up's prediction plus a minute; a given one also covers finding
-    the model and fitting the prompts); :class:`~toolkit.errors.BenchmarkFailed` when every warm-up request or
-    the first ``stop_after_failures`` (default max(3, concurrency)) fail. A response longer than ``max_tokens``
-    allows, or an SSE event over 8 MiB, is a failed request (``result.errors``).
+    ``deadline_s`` per run (default: 4x the warm-up's prediction plus a minute; a given one also covers
+    finding the model and fitting the prompts); :class:`~toolkit.errors.BenchmarkFailed` when every warm-up
+    request or the first ``stop_after_failures`` (default max(3, concurrency)) fail. A response longer than
+    ``max_tokens`` allows, or an SSE event over 8 MiB, is a failed request (``result.errors``).
 
     Example (``bench`` is the blocking twin)::
 

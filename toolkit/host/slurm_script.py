@@ -180,8 +180,9 @@ def task_script(command: str, *, log_path: str, port: int | None, node_flags: No
     tail = ""
     if node_flags is not None:
         if node_flags.dist_init_addr is not None:
-            addr, init_port = node_flags.dist_init_addr, int(node_flags.dist_init_port)  # not the server's port
-            lines.append(f"dist_init={quote(f'[{addr}]:{init_port}' if ':' in addr else f'{addr}:{init_port}')}")
+            addr, init_port = node_flags.dist_init_addr, int(node_flags.dist_init_port)  # not the server's
+            target = f"[{addr}]:{init_port}" if ":" in addr else f"{addr}:{init_port}"
+            lines.append(f"dist_init={quote(target)}")
         else:
             lines += [
                 'head=$(scontrol show hostnames "$SLURM_STEP_NODELIST" | head -n 1)',

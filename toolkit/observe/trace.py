@@ -119,7 +119,7 @@ _KINETO_NAME = re.compile(r'^(\s*"name": ")(.*)(",)$', re.MULTILINE)
 
 
 def _escaped_name(match: re.Match[str]) -> str:
-    """A name line as JSON: left as it is when its value reads, else its value escaped whole (backslashes too)."""
+    """A name line as JSON: as it is when its value reads, else its value escaped whole (backslashes too)."""
     try:
         json.loads(f'"{match.group(2)}"')
         return match.group(0)

@@ -47,7 +47,8 @@ class KnownOverride:
 
     def reason(self, role: Role) -> str:
         shown = ", ".join(self.visible_in) or "no process"
-        return (f"{ENGINE_NAMES.get(self.engine, self.engine)} ({self.line}) writes {self.variable}={self.writes!r} "
+        return (f"{ENGINE_NAMES.get(self.engine, self.engine)} ({self.line}) writes "
+                f"{self.variable}={self.writes!r} "
                 f"{self.when} ({self.where}); /proc shows it in: {shown}")
 
 
