@@ -74,7 +74,8 @@ class Place(Protocol):
     def expand_user(self, path: str, /) -> str:
         """``~`` as an absolute path where :meth:`run` runs."""
 
-    def read_file(self, path: str, /, *, max_bytes: int | None = None, timeout_s: float | None = None) -> bytes:
+    def read_file(self, path: str, /, *, max_bytes: int | None = None,
+                  timeout_s: float | None = None) -> bytes:
         """A regular file's bytes, read where :meth:`run` runs (a profile's traces are fetched so), at most
         ``max_bytes`` of them within ``timeout_s`` (both enforced on the host)."""
 
@@ -104,7 +105,8 @@ class LogElsewhere:
     def expand_user(self, path: str, /) -> str:
         return self.log_host.expand_user(path)
 
-    def read_file(self, path: str, /, *, max_bytes: int | None = None, timeout_s: float | None = None) -> bytes:
+    def read_file(self, path: str, /, *, max_bytes: int | None = None,
+                  timeout_s: float | None = None) -> bytes:
         return self.log_host.read_file(path, max_bytes=max_bytes, timeout_s=timeout_s)
 
     def open_stream(self, command: str, /) -> ByteStream:

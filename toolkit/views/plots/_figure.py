@@ -67,7 +67,8 @@ def legend_outside(fig: Figure, ax: Axes, title: str) -> None:
     if legend is None:
         return
     texts = [text.get_text() for text in legend.get_texts()]
-    entries = [(handle, text) for handle, text in zip(legend.legend_handles, texts, strict=True) if handle is not None]
+    entries = [(handle, text) for handle, text in zip(legend.legend_handles, texts, strict=True)
+               if handle is not None]
     handles, labels = [handle for handle, _ in entries], [text for _, text in entries]
     legend.remove()
     if max(map(len, labels), default=0) <= 45:
